@@ -1,0 +1,21 @@
+"""custom_op: decode only the part of a JPEG that a training step uses."""
+
+from ._build import load_library as _load_library
+
+_load_library()
+
+from . import _ops  # noqa: E402  (the operators must exist before their fake kernels are registered)
+
+_ops.register_fake_kernels()
+
+from .decode import (  # noqa: E402
+    DEFAULT_MAX_PIXELS,
+    ImageReadMode,
+    JpegInfo,
+    decode_and_crop_jpeg,
+    decode_jpeg,
+    read_jpeg_header,
+)
+
+__all__ = ["DEFAULT_MAX_PIXELS", "ImageReadMode", "JpegInfo", "decode_and_crop_jpeg", "decode_jpeg",
+           "read_jpeg_header"]

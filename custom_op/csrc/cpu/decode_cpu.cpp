@@ -1,0 +1,243 @@
+// CPU kernels of the custom_op JPEG operators, on libjpeg-turbo.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "deinterleave.h"
+#include "libjpeg_session.h"
+#include "window.h"
+
+namespace custom_op {
+namespace {
+
+enum class ReadMode : int64_t { kUnchanged = 0, kGray = 1, kRgb = 2 };
+
+// How the decoder's interleaved pixels become output channels.
+enum class Conversion {
+  kCopy,        // output channels are the decoder's channels
+  kGrayToRgb,   // one decoded channel replicated three times
+  kCmykInvert,  // libjpeg's CMYK is Adobe-inverted; Pillow and users expect ink amounts
+  kCmykToRgb,   // Pillow's CMYK -> RGB formula, so results match Image.convert("RGB")
+  kCmykToGray,  // the above, then Pillow's ITU-R 601 luma
+};
+
+struct OutputFormat {
+  J_COLOR_SPACE libjpeg_space;
+  int channels;
+  Conversion conversion;
+};
+
+OutputFormat output_format(const jpeg_decompress_struct& cinfo, ReadMode mode) {
+  const J_COLOR_SPACE in = cinfo.jpeg_color_space;
+  const bool cmyk = in == JCS_CMYK || in == JCS_YCCK;
+  const bool gray = in == JCS_GRAYSCALE;
+  switch (mode) {
+    case ReadMode::kGray:
+      // For color files this is the stored luma plane (what libjpeg, torchvision and Pillow's
+      // draft("L") give), not luma recomputed from RGB.
+      if (cmyk) return {JCS_CMYK, 1, Conversion::kCmykToGray};
+      return {JCS_GRAYSCALE, 1, Conversion::kCopy};
+    case ReadMode::kRgb:
+      if (cmyk) return {JCS_CMYK, 3, Conversion::kCmykToRgb};
+      if (gray) return {JCS_GRAYSCALE, 3, Conversion::kGrayToRgb};
+      return {JCS_RGB, 3, Conversion::kCopy};
+    case ReadMode::kUnchanged:
+    default:
+      if (cmyk) return {JCS_CMYK, 4, Conversion::kCmykInvert};
+      if (gray) return {JCS_GRAYSCALE, 1, Conversion::kCopy};
+      return {JCS_RGB, 3, Conversion::kCopy};
+  }
+}
+
+// Pillow's rounding of a * b / 255.
+inline int muldiv255(int a, int b) {
+  const int t = a * b + 128;
+  return ((t >> 8) + t) >> 8;
+}
+
+// Writes the decoded rows of a region into a [C, H, W] output, converting colour and applying the
+// EXIF orientation on the way, so the pixels are touched once while they are still in cache.
+struct PlanarSink {
+  uint8_t* out;
+  std::ptrdiff_t plane;  // H * W of the output
+  int out_width;
+  int orientation;
+  Region region;
+  Conversion conversion;
+  int channels;
+
+  void operator()(const uint8_t* src, int r) const {
+    const RowPlacement at = place_row(orientation, r, region, out_width);
+    uint8_t* dst = out + at.start;
+    const int n = region.width;
+    const std::ptrdiff_t step = at.step;
+    switch (conversion) {
+      case Conversion::kCopy:
+        if (channels == 3 && step == 1) {
+          deinterleave_rgb(src, dst, dst + plane, dst + 2 * plane, n);
+        } else if (channels == 1 && step == 1) {
+          std::memcpy(dst, src, static_cast<size_t>(n));
+        } else {
+          for (int x = 0; x < n; ++x, dst += step)
+            for (int c = 0; c < channels; ++c) dst[c * plane] = src[channels * x + c];
+        }
+        break;
+      case Conversion::kGrayToRgb:
+        for (int x = 0; x < n; ++x, dst += step) dst[0] = dst[plane] = dst[2 * plane] = src[x];
+        break;
+      case Conversion::kCmykInvert:
+        for (int x = 0; x < n; ++x, dst += step)
+          for (int c = 0; c < 4; ++c) dst[c * plane] = static_cast<uint8_t>(255 - src[4 * x + c]);
+        break;
+      case Conversion::kCmykToRgb:
+      case Conversion::kCmykToGray:
+        for (int x = 0; x < n; ++x, dst += step) {
+          const uint8_t* p = src + 4 * x;
+          // Inverted storage: the raw K byte is 255 - ink, which is Pillow's "nk".
+          const int nk = p[3];
+          const int rgb[3] = {nk - muldiv255(255 - p[0], nk), nk - muldiv255(255 - p[1], nk),
+                              nk - muldiv255(255 - p[2], nk)};
+          if (conversion == Conversion::kCmykToRgb) {
+            for (int c = 0; c < 3; ++c) dst[c * plane] = static_cast<uint8_t>(rgb[c]);
+          } else {
+            dst[0] = static_cast<uint8_t>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
+          }
+        }
+        break;
+    }
+  }
+};
+
+const uint8_t* checked_bytes(const at::Tensor& data, const char* op) {
+  TORCH_CHECK_TYPE(data.device().is_cpu(), op, ": data must be a CPU tensor, got one on ", data.device());
+  TORCH_CHECK_TYPE(data.scalar_type() == at::kByte, op, ": data must be a uint8 tensor, got ",
+                   data.scalar_type());
+  TORCH_CHECK_TYPE(data.dim() == 1, op, ": data must be 1-D, got ", data.dim(), " dimensions");
+  TORCH_CHECK_TYPE(data.is_contiguous(), op, ": data must be contiguous");
+  return data.data_ptr<uint8_t>();
+}
+
+WarningPolicy checked_policy(int64_t on_warning) {
+  TORCH_CHECK_VALUE(on_warning >= 0 && on_warning <= 2, "on_warning code must be 0, 1 or 2, got ",
+                    on_warning);
+  return static_cast<WarningPolicy>(on_warning);
+}
+
+ReadMode checked_mode(int64_t mode) {
+  TORCH_CHECK_VALUE(mode >= 0 && mode <= 2, "mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got ",
+                    mode);
+  return static_cast<ReadMode>(mode);
+}
+
+[[noreturn]] void fail(const char* what, const JpegSession& session) {
+  TORCH_CHECK(false, "custom_op: cannot decode JPEG ", what, ": ", session.error_message());
+  __builtin_unreachable();
+}
+
+void open(JpegSession& session, const at::Tensor& data, bool save_app1, const char* op) {
+  const uint8_t* bytes = checked_bytes(data, op);
+  if (!session.read_header(bytes, static_cast<size_t>(data.numel()), save_app1))
+    fail("header", session);
+}
+
+void check_pixel_limit(const jpeg_decompress_struct& cinfo, int64_t max_pixels) {
+  const int64_t pixels = int64_t(cinfo.image_width) * int64_t(cinfo.image_height);
+  TORCH_CHECK_VALUE(max_pixels <= 0 || pixels <= max_pixels, "custom_op: the JPEG header declares ",
+                    cinfo.image_width, "x", cinfo.image_height, " = ", pixels,
+                    " pixels, more than max_pixels=", max_pixels,
+                    " (a decompression bomb guard; pass a larger max_pixels, or None, to decode it)");
+}
+
+void report_warnings(const JpegSession& session, WarningPolicy policy) {
+  if (policy == WarningPolicy::kWarn && session.num_warnings() > 0) {
+    TORCH_WARN("custom_op: corrupt JPEG data (", session.num_warnings(), " libjpeg warning",
+               session.num_warnings() > 1 ? "s" : "", "; first: ", session.first_warning(), ")");
+  }
+}
+
+// Decodes the displayed-frame window of an opened session into a new [C, height, width] tensor.
+at::Tensor decode_window(JpegSession& session, WarningPolicy policy, ReadMode mode, int orientation,
+                         int64_t top, int64_t left, int64_t height, int64_t width) {
+  const jpeg_decompress_struct& cinfo = session.cinfo;
+  const int stored_h = static_cast<int>(cinfo.image_height);
+  const int stored_w = static_cast<int>(cinfo.image_width);
+  const Region region = stored_region(orientation, stored_h, stored_w, static_cast<int>(top),
+                                      static_cast<int>(left), static_cast<int>(height),
+                                      static_cast<int>(width));
+  const OutputFormat format = output_format(cinfo, mode);
+  at::Tensor out = at::empty({format.channels, height, width}, at::TensorOptions().dtype(at::kByte));
+  PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
+                  region, format.conversion, format.channels};
+  if (!session.decode_region(format.libjpeg_space, region, sink)) fail("data", session);
+  report_warnings(session, policy);
+  return out;
+}
+
+at::Tensor decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t left, int64_t height,
+                                    int64_t width, int64_t mode, bool apply_exif_orientation,
+                                    int64_t on_warning, int64_t max_pixels) {
+  const WarningPolicy policy = checked_policy(on_warning);
+  const ReadMode read_mode = checked_mode(mode);
+  JpegSession session(policy);
+  open(session, data, apply_exif_orientation, "decode_and_crop_jpeg");
+  const int orientation = apply_exif_orientation ? session.exif_orientation() : 1;
+  const int64_t image_h = swaps_axes(orientation) ? session.cinfo.image_width : session.cinfo.image_height;
+  const int64_t image_w = swaps_axes(orientation) ? session.cinfo.image_height : session.cinfo.image_width;
+  // Written so that no sum can overflow, whatever the caller passed.
+  TORCH_CHECK_VALUE(height > 0 && width > 0 && top >= 0 && left >= 0 && top < image_h &&
+                        left < image_w && height <= image_h - top && width <= image_w - left,
+                    "custom_op: crop window (top=", top, ", left=", left, ", height=", height,
+                    ", width=", width, ") does not fit in the image of height ", image_h, " and width ",
+                    image_w, apply_exif_orientation && orientation != 1 ? " (after EXIF orientation)" : "");
+  check_pixel_limit(session.cinfo, max_pixels);
+  return decode_window(session, policy, read_mode, orientation, top, left, height, width);
+}
+
+at::Tensor decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif_orientation,
+                           int64_t on_warning, int64_t max_pixels) {
+  const WarningPolicy policy = checked_policy(on_warning);
+  const ReadMode read_mode = checked_mode(mode);
+  JpegSession session(policy);
+  open(session, data, apply_exif_orientation, "decode_jpeg");
+  const int orientation = apply_exif_orientation ? session.exif_orientation() : 1;
+  check_pixel_limit(session.cinfo, max_pixels);
+  const int64_t h = session.cinfo.image_height, w = session.cinfo.image_width;
+  return swaps_axes(orientation) ? decode_window(session, policy, read_mode, orientation, 0, 0, w, h)
+                                 : decode_window(session, policy, read_mode, orientation, 0, 0, h, w);
+}
+
+std::vector<int64_t> read_jpeg_header_cpu(const at::Tensor& data, bool apply_exif_orientation) {
+  JpegSession session(WarningPolicy::kRaise);
+  // EXIF is always read: the orientation is part of what the header reports.
+  open(session, data, /*save_app1=*/true, "read_jpeg_header");
+  const jpeg_decompress_struct& cinfo = session.cinfo;
+  const int orientation = session.exif_orientation();
+  const bool swap = apply_exif_orientation && swaps_axes(orientation);
+  std::vector<int64_t> info = {swap ? cinfo.image_width : cinfo.image_height,
+                               swap ? cinfo.image_height : cinfo.image_width,
+                               cinfo.num_components,
+                               static_cast<int64_t>(cinfo.jpeg_color_space),
+                               cinfo.progressive_mode ? 1 : 0,
+                               cinfo.arith_code ? 1 : 0,
+                               orientation};
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    info.push_back(cinfo.comp_info[c].h_samp_factor);
+    info.push_back(cinfo.comp_info[c].v_samp_factor);
+  }
+  return info;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
+  m.impl("decode_and_crop_jpeg", &decode_and_crop_jpeg_cpu);
+  m.impl("decode_jpeg", &decode_jpeg_cpu);
+  m.impl("read_jpeg_header", &read_jpeg_header_cpu);
+}
+
+}  // namespace custom_op

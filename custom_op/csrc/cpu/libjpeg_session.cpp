@@ -1,0 +1,101 @@
+#include "libjpeg_session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "exif_orientation.h"
+
+namespace custom_op {
+namespace {
+
+ErrorState* state_of(j_common_ptr cinfo) { return reinterpret_cast<ErrorState*>(cinfo->err); }
+
+[[noreturn]] void on_error(j_common_ptr cinfo) {
+  ErrorState* err = state_of(cinfo);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// libjpeg calls this for warnings (level -1) and trace messages (level >= 0). A warning means the data
+// is corrupt but decoding can go on (missing bytes become gray, for example).
+void on_message(j_common_ptr cinfo, int msg_level) {
+  if (msg_level != -1) return;
+  ErrorState* err = state_of(cinfo);
+  if (err->on_warning == WarningPolicy::kRaise) on_error(cinfo);
+  if (err->num_warnings++ == 0) (*cinfo->err->format_message)(cinfo, err->first_warning);
+}
+
+void print_nothing(j_common_ptr) {}
+
+void limit_scans(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  const auto* dinfo = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (dinfo->input_scan_number <= kMaxScans) return;
+  ErrorState* err = state_of(cinfo);
+  std::snprintf(err->message, sizeof(err->message),
+                "the file has more than %d scans; refusing it as hostile", kMaxScans);
+  std::longjmp(err->jump, 1);
+}
+
+}  // namespace
+
+JpegSession::JpegSession(WarningPolicy on_warning) {
+  std::memset(&err_, 0, sizeof(err_));
+  cinfo.err = jpeg_std_error(&err_.pub);
+  err_.pub.error_exit = on_error;
+  err_.pub.emit_message = on_message;
+  err_.pub.output_message = print_nothing;
+  err_.on_warning = on_warning;
+  err_.progress.progress_monitor = limit_scans;
+  // jpeg_create_decompress only fails when out of memory; it then calls error_exit.
+  if (setjmp(err_.jump)) {
+    cinfo.mem = nullptr;
+    return;
+  }
+  jpeg_create_decompress(&cinfo);
+  cinfo.progress = &err_.progress;
+}
+
+JpegSession::~JpegSession() {
+  if (cinfo.mem != nullptr) jpeg_destroy_decompress(&cinfo);
+}
+
+bool JpegSession::read_header(const uint8_t* data, size_t size, bool save_app1) {
+  if (setjmp(err_.jump)) return false;
+  if (cinfo.mem == nullptr) {
+    std::snprintf(err_.message, sizeof(err_.message), "out of memory creating the decoder");
+    return false;
+  }
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  if (save_app1) jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
+  // require_image=TRUE: a tables-only datastream is an error, not an empty image.
+  jpeg_read_header(&cinfo, TRUE);
+  return true;
+}
+
+int JpegSession::exif_orientation() const {
+  for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
+    if (m->marker != JPEG_APP0 + 1 || m->data_length < 6) continue;
+    if (std::memcmp(m->data, "Exif\0\0", 6) != 0) continue;  // XMP lives in APP1 too
+    return custom_op::exif_orientation(m->data, m->data_length);
+  }
+  return 1;
+}
+
+void JpegSession::crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const {
+  const int image_width = static_cast<int>(cinfo.output_width);
+  // One column on each side: fancy upsampling of a 2x subsampled plane gets only the outermost
+  // output column of a crop wrong, because it replicates the crop's edge sample instead of reading
+  // its real neighbour.
+  int first = std::max(0, region.left - 1);
+  int last = std::min(image_width, region.left + region.width + 1);
+  // jpeg_crop_scanline moves the start down to an iMCU boundary. Keep the crop at least one iMCU
+  // wide: libjpeg falls back to plain (non-fancy) upsampling for planes of 2 samples or fewer.
+  const int imcu_width = DCTSIZE * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
+  const int aligned_first = first / imcu_width * imcu_width;
+  last = std::min(image_width, std::max(last, aligned_first + imcu_width));
+  *xoffset = static_cast<JDIMENSION>(first);
+  *width = static_cast<JDIMENSION>(last - first);
+}
+
+}  // namespace custom_op

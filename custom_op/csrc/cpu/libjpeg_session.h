@@ -1,0 +1,112 @@
+// One libjpeg decompressor, with errors turned into return values instead of process exits.
+//
+// libjpeg reports errors by calling error_exit, which must not return. We longjmp out of it. Each
+// member below that calls into libjpeg sets its own jump point and holds no object with a destructor,
+// so a longjmp only ever unwinds libjpeg's C frames back into that member: no C++ destructor is
+// skipped. The caller turns `false` into a Python exception after the session has cleaned up.
+#pragma once
+
+#include <csetjmp>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>  // jpeglib.h needs FILE and size_t declared first
+
+#include <jpeglib.h>
+
+namespace custom_op {
+
+enum class WarningPolicy : int { kRaise = 0, kWarn = 1, kIgnore = 2 };
+
+// A hostile progressive file can hold thousands of tiny scans that each cost a pass over the image.
+// No real encoder writes more than a few dozen; TurboJPEG suggests a limit of 500 for untrusted input.
+constexpr int kMaxScans = 500;
+
+struct ErrorState {
+  jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr* that we cast back
+  jpeg_progress_mgr progress;
+  std::jmp_buf jump;
+  WarningPolicy on_warning;
+  int num_warnings;
+  char message[JMSG_LENGTH_MAX];
+  char first_warning[JMSG_LENGTH_MAX];
+};
+
+// The stored-frame rectangle to decode. Rows and columns outside it may be decoded too (margins),
+// but only this one is handed to the sink.
+struct Region {
+  int top, left, height, width;
+};
+
+class JpegSession {
+ public:
+  explicit JpegSession(WarningPolicy on_warning);
+  ~JpegSession();
+  JpegSession(const JpegSession&) = delete;
+  JpegSession& operator=(const JpegSession&) = delete;
+
+  // Parses markers up to the first scan. save_app1 keeps APP1 payloads so EXIF can be read.
+  bool read_header(const uint8_t* data, size_t size, bool save_app1);
+
+  // Orientation (1..8) from the first EXIF APP1 marker; 1 when there is none. After read_header.
+  int exif_orientation() const;
+
+  // Decodes `region` with out_color_space and hands each of its rows to sink(row_pixels, row_index):
+  // row_pixels points at the region's first pixel, interleaved. Stops reading the file once the
+  // region's last row is out.
+  template <class Sink>
+  bool decode_region(J_COLOR_SPACE out_color_space, const Region& region, Sink& sink);
+
+  const char* error_message() const { return err_.message; }
+  int num_warnings() const { return err_.num_warnings; }
+  const char* first_warning() const { return err_.first_warning; }
+
+  jpeg_decompress_struct cinfo;
+
+ private:
+  // Chooses the column span handed to jpeg_crop_scanline: the region plus the margin that fancy
+  // upsampling needs to see real neighbours rather than the crop's own edges.
+  void crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const;
+
+  ErrorState err_;
+  static constexpr int kRowsPerRead = 4;
+};
+
+template <class Sink>
+bool JpegSession::decode_region(J_COLOR_SPACE out_color_space, const Region& region, Sink& sink) {
+  if (setjmp(err_.jump)) return false;
+  cinfo.out_color_space = out_color_space;
+  // The defaults of Pillow and torchvision: the result must equal theirs pixel for pixel.
+  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(&cinfo);
+
+  JDIMENSION xoffset = 0, width = cinfo.output_width;
+  crop_span(region, &xoffset, &width);
+  if (width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoffset, &width);
+
+  // From libjpeg's per-image pool: released by jpeg_abort/jpeg_destroy, also after an error.
+  JSAMPARRAY rows = (*cinfo.mem->alloc_sarray)(
+      reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
+      width * static_cast<JDIMENSION>(cinfo.output_components), kRowsPerRead);
+  const size_t first_column = static_cast<size_t>(region.left - static_cast<int>(xoffset)) *
+      static_cast<size_t>(cinfo.output_components);
+
+  if (region.top > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(region.top));
+  int done = 0;
+  while (done < region.height) {
+    const int want = region.height - done < kRowsPerRead ? region.height - done : kRowsPerRead;
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, static_cast<JDIMENSION>(want));
+    if (got == 0) {
+      // Only a suspending data source returns no rows, and ours never suspends.
+      std::snprintf(err_.message, sizeof(err_.message), "libjpeg returned no scanlines");
+      return false;
+    }
+    for (JDIMENSION i = 0; i < got; ++i) sink(rows[i] + first_column, done + static_cast<int>(i));
+    done += static_cast<int>(got);
+  }
+  // Stop here: the rows below the region are neither read nor skipped.
+  jpeg_abort_decompress(&cinfo);
+  return true;
+}
+
+}  // namespace custom_op

@@ -1,0 +1,15 @@
+// The operator schemas, declared once for every backend. Kernels live in cpu/ (and cuda/ later).
+#include <torch/library.h>
+
+TORCH_LIBRARY(custom_op, m) {
+  // mode: 0 UNCHANGED, 1 GRAY, 2 RGB. on_warning: 0 raise, 1 warn, 2 ignore. max_pixels: 0 = no limit.
+  m.def(
+      "decode_and_crop_jpeg(Tensor data, int top, int left, int height, int width, int mode, "
+      "bool apply_exif_orientation, int on_warning, int max_pixels) -> Tensor");
+  m.def(
+      "decode_jpeg(Tensor data, int mode, bool apply_exif_orientation, int on_warning, "
+      "int max_pixels) -> Tensor");
+  // [height, width, num_components, jpeg_color_space, progressive, arithmetic, orientation,
+  //  h_samp[0], v_samp[0], ..., h_samp[n-1], v_samp[n-1]]; height/width are displayed ones when asked.
+  m.def("read_jpeg_header(Tensor data, bool apply_exif_orientation) -> int[]");
+}
