@@ -139,7 +139,10 @@ def _pixel_limit(max_pixels: Optional[int]) -> int:
 
 
 def _check_cpu(device) -> None:
-    kind = device.type if isinstance(device, torch.device) else torch.device(device).type
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}") from None
     if kind == "cpu":
         return
     if kind == "cuda":
