@@ -17,7 +17,7 @@ def _channels(mode: int):
 def register_fake_kernels() -> None:
     @torch.library.register_fake("custom_op::decode_and_crop_jpeg")
     def _decode_and_crop_jpeg_fake(data, top, left, height, width, mode, apply_exif_orientation,
-                                   on_warning, max_pixels):
+                                   on_warning, max_pixels, scale_num=8):
         torch._check(data.dtype == torch.uint8 and data.dim() == 1, lambda: "data must be 1-D uint8")
         return data.new_empty((_channels(mode), height, width))
 

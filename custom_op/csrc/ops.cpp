@@ -3,9 +3,11 @@
 
 TORCH_LIBRARY(custom_op, m) {
   // mode: 0 UNCHANGED, 1 GRAY, 2 RGB. on_warning: 0 raise, 1 warn, 2 ignore. max_pixels: 0 = no limit.
+  // scale_num: decode at scale_num/8 of full size (libjpeg's DCT scaling, 1..16); the window is then
+  // given in that scaled image.
   m.def(
       "decode_and_crop_jpeg(Tensor data, int top, int left, int height, int width, int mode, "
-      "bool apply_exif_orientation, int on_warning, int max_pixels) -> Tensor");
+      "bool apply_exif_orientation, int on_warning, int max_pixels, int scale_num=8) -> Tensor");
   m.def(
       "decode_jpeg(Tensor data, int mode, bool apply_exif_orientation, int on_warning, "
       "int max_pixels) -> Tensor");

@@ -164,8 +164,8 @@ void report_warnings(const JpegSession& session, WarningPolicy policy) {
 at::Tensor decode_window(JpegSession& session, WarningPolicy policy, ReadMode mode, int orientation,
                          int64_t top, int64_t left, int64_t height, int64_t width) {
   const jpeg_decompress_struct& cinfo = session.cinfo;
-  const int stored_h = static_cast<int>(cinfo.image_height);
-  const int stored_w = static_cast<int>(cinfo.image_width);
+  const int stored_h = static_cast<int>(cinfo.output_height);
+  const int stored_w = static_cast<int>(cinfo.output_width);
   const Region region = stored_region(orientation, stored_h, stored_w, static_cast<int>(top),
                                       static_cast<int>(left), static_cast<int>(height),
                                       static_cast<int>(width));
@@ -180,14 +180,18 @@ at::Tensor decode_window(JpegSession& session, WarningPolicy policy, ReadMode mo
 
 at::Tensor decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t left, int64_t height,
                                     int64_t width, int64_t mode, bool apply_exif_orientation,
-                                    int64_t on_warning, int64_t max_pixels) {
+                                    int64_t on_warning, int64_t max_pixels, int64_t scale_num) {
   const WarningPolicy policy = checked_policy(on_warning);
   const ReadMode read_mode = checked_mode(mode);
+  TORCH_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, "scale_num must be in 1..16 (eighths), got ",
+                    scale_num);
   JpegSession session(policy);
   open(session, data, apply_exif_orientation, "decode_and_crop_jpeg");
+  if (!session.set_scale(static_cast<unsigned int>(scale_num))) fail("header", session);
   const int orientation = apply_exif_orientation ? session.exif_orientation() : 1;
-  const int64_t image_h = swaps_axes(orientation) ? session.cinfo.image_width : session.cinfo.image_height;
-  const int64_t image_w = swaps_axes(orientation) ? session.cinfo.image_height : session.cinfo.image_width;
+  // output_* is the (possibly scaled) size the window refers to.
+  const int64_t image_h = swaps_axes(orientation) ? session.cinfo.output_width : session.cinfo.output_height;
+  const int64_t image_w = swaps_axes(orientation) ? session.cinfo.output_height : session.cinfo.output_width;
   // Written so that no sum can overflow, whatever the caller passed.
   TORCH_CHECK_VALUE(height > 0 && width > 0 && top >= 0 && left >= 0 && top < image_h &&
                         left < image_w && height <= image_h - top && width <= image_w - left,
@@ -206,7 +210,8 @@ at::Tensor decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif
   open(session, data, apply_exif_orientation, "decode_jpeg");
   const int orientation = apply_exif_orientation ? session.exif_orientation() : 1;
   check_pixel_limit(session.cinfo, max_pixels);
-  const int64_t h = session.cinfo.image_height, w = session.cinfo.image_width;
+  if (!session.set_scale(8)) fail("header", session);
+  const int64_t h = session.cinfo.output_height, w = session.cinfo.output_width;
   return swaps_axes(orientation) ? decode_window(session, policy, read_mode, orientation, 0, 0, w, h)
                                  : decode_window(session, policy, read_mode, orientation, 0, 0, h, w);
 }

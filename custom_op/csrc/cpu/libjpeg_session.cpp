@@ -73,6 +73,14 @@ bool JpegSession::read_header(const uint8_t* data, size_t size, bool save_app1) 
   return true;
 }
 
+bool JpegSession::set_scale(unsigned int scale_num) {
+  if (setjmp(err_.jump)) return false;
+  cinfo.scale_num = scale_num;
+  cinfo.scale_denom = 8;
+  jpeg_calc_output_dimensions(&cinfo);
+  return true;
+}
+
 int JpegSession::exif_orientation() const {
   for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
     if (m->marker != JPEG_APP0 + 1 || m->data_length < 6) continue;
@@ -91,7 +99,7 @@ void JpegSession::crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSIO
   int last = std::min(image_width, region.left + region.width + 1);
   // jpeg_crop_scanline moves the start down to an iMCU boundary. Keep the crop at least one iMCU
   // wide: libjpeg falls back to plain (non-fancy) upsampling for planes of 2 samples or fewer.
-  const int imcu_width = DCTSIZE * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
+  const int imcu_width = cinfo.min_DCT_scaled_size * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
   const int aligned_first = first / imcu_width * imcu_width;
   last = std::min(image_width, std::max(last, aligned_first + imcu_width));
   *xoffset = static_cast<JDIMENSION>(first);

@@ -50,6 +50,9 @@ class JpegSession {
   // Orientation (1..8) from the first EXIF APP1 marker; 1 when there is none. After read_header.
   int exif_orientation() const;
 
+  // Decode at scale_num/8 of the full size; output_height/output_width become the scaled size.
+  bool set_scale(unsigned int scale_num);
+
   // Decodes `region` with out_color_space and hands each of its rows to sink(row_pixels, row_index):
   // row_pixels points at the region's first pixel, interleaved. Stops reading the file once the
   // region's last row is out.
