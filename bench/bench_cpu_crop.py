@@ -1,0 +1,161 @@
+"""Single-thread CPU benchmark: decode a window of a JPEG, every method on the same files and windows.
+
+    python bench/bench_cpu_crop.py                 # all cases, prints a markdown table
+    python bench/bench_cpu_crop.py --out bench/results/cpu_crop.md
+
+Methods: Pillow full decode + slice, simplejpeg full decode + slice (when installed), and
+custom_op.decode_and_crop_jpeg. Cases: 224x224 windows on ../shared/data/imagenet-sample (when
+present), 256x256 windows on generated 533x800 JPEGs, 512x512 windows on generated 4000x3000 JPEGs.
+Methods alternate round by round so that a slow moment of the machine hits all of them alike; the
+best round of each is reported, with ratios against custom_op.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import custom_op  # noqa: E402
+from datasets.synthetic import make_synthetic_set  # noqa: E402
+
+
+def pillow_crop(data, top, left, height, width):
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[top:top + height, left:left + width]
+
+
+def simplejpeg_crop(data, top, left, height, width):
+    import simplejpeg
+
+    return simplejpeg.decode_jpeg(data, colorspace="RGB")[top:top + height, left:left + width]
+
+
+def custom_op_crop(data, top, left, height, width):
+    return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
+
+
+def methods():
+    found = {"Pillow full + slice": pillow_crop}
+    try:
+        import simplejpeg  # noqa: F401
+
+        found["simplejpeg full + slice"] = simplejpeg_crop
+    except ImportError:
+        print("simplejpeg is not installed (pip install simplejpeg): skipping it", file=sys.stderr)
+    found["custom_op.decode_and_crop_jpeg"] = custom_op_crop
+    return found
+
+
+def random_windows(files, size, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for data in files:
+        info = custom_op.read_jpeg_header(data)
+        h, w = min(size, info.height), min(size, info.width)
+        out.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
+    return out
+
+
+def cases(args):
+    imagenet = Path(args.imagenet)
+    if imagenet.is_dir():
+        files = [p.read_bytes() for p in sorted(imagenet.iterdir())]
+        yield f"ImageNet sample ({len(files)} photos), 224x224", files, 224
+    else:
+        print(f"{imagenet} is absent: skipping the ImageNet case", file=sys.stderr)
+    for count, height, width, window in ((args.n_medium, 533, 800, 256), (args.n_large, 3000, 4000, 512)):
+        root = make_synthetic_set(count, height, width, seed=1)
+        files = [p.read_bytes() for p in sorted(root.rglob("*.jpg"))]
+        yield f"generated {width}x{height} ({len(files)} files), {window}x{window}", files, window
+
+
+def measure(files, windows, fns, rounds):
+    per_round = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for data, window in zip(files, windows):
+                fn(data, *window)
+            per_round[name].append((time.perf_counter() - start) / len(files) * 1e3)
+    return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
+
+
+def check_same_pixels(files, windows):
+    for data, window in zip(files, windows):
+        ours = custom_op_crop(data, *window).permute(1, 2, 0).numpy()
+        if not np.array_equal(ours, pillow_crop(data, *window)):
+            return False
+    return True
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
+    parser.add_argument("--n-medium", type=int, default=100, help="number of 533x800 files")
+    parser.add_argument("--n-large", type=int, default=8, help="number of 4000x3000 files")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    fns = methods()
+    ours = "custom_op.decode_and_crop_jpeg"
+    lines = [
+        f"# CPU decode-and-crop benchmark, single thread",
+        "",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
+        f"- machine: {machine()}",
+        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
+        f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
+        f"{custom_op._build.library_info().get('jpeg_version', '?')}",
+        f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image",
+        "",
+    ]
+    for title, files, size in cases(args):
+        windows = random_windows(files, size, args.seed)
+        exact = check_same_pixels(files, windows)
+        result = measure(files, windows, fns, args.rounds)
+        lines += [f"## {title}", "", f"custom_op output equals Pillow's on every window: {exact}", "",
+                  "| method | ms/image | time / custom_op time |", "| --- | ---: | ---: |"]
+        for name, (best, median) in result.items():
+            lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {best / result[ours][0]:.2f}x |")
+        lines.append("")
+        print("\n".join(lines[-(len(result) + 5):]), flush=True)
+    report = "\n".join(lines)
+    if args.out:
+        Path(args.out).write_text(report + "\n")
+        print(f"wrote {args.out}")
+    else:
+        print(report)
+
+
+if __name__ == "__main__":
+    main()
