@@ -1,0 +1,501 @@
+"""The build machinery: the JIT cache, its lock, its directory choice, the prebuilt library and
+libjpeg-turbo discovery.
+
+Every test that imports custom_op does it in fresh child processes, with an empty cache dir
+(CUSTOM_OP_CACHE_DIR) and CUSTOM_OP_FORCE_JIT=1 so an installed prebuilt library cannot hide the
+JIT path. builds.log in the cache gets one line per compiler run, which is how "built exactly
+once" is checked. Tests marked slow compile the extension (about 20-60 s per build).
+"""
+
+import glob
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+PACKAGE = ROOT / "custom_op"
+WORKERS = TESTS / "build_workers.py"
+WINDOW = (4, 6, 16, 20)  # must match build_workers.WINDOW
+CHILD_TIMEOUT_S = 900  # generous: a build on a busy 2-core CI machine with many importers
+
+
+def _load_by_path(name):
+    # Like setup.py does: these helper modules must work without importing the package,
+    # whose import would load (and maybe build) the library in the test process.
+    spec = importlib.util.spec_from_file_location(f"_test_build_{name}", PACKAGE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cache_dir_mod = _load_by_path("_cache_dir")
+jpeg_paths = _load_by_path("_jpeg_paths")
+build_config = _load_by_path("_build_config")
+
+
+# ---------------------------------------------------------------- helpers
+
+@pytest.fixture(scope="module")
+def jpeg_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("jpeg") / "gradient.jpg"
+    y, x = np.mgrid[0:48, 0:64]
+    rgb = np.stack([x * 4, y * 5, (x + y) * 2], axis=-1).astype(np.uint8)
+    Image.fromarray(rgb).save(path, quality=95)
+    return path
+
+
+def reference_window(jpeg_path):
+    top, left, height, width = WINDOW
+    rgb = np.asarray(Image.open(jpeg_path).convert("RGB"))
+    return torch.from_numpy(rgb[top:top + height, left:left + width].copy()).permute(2, 0, 1)
+
+
+def child_env(cache, pythonpath=ROOT, **extra):
+    env = dict(os.environ)
+    env.update(
+        CUSTOM_OP_CACHE_DIR=str(cache),
+        CUSTOM_OP_FORCE_JIT="1",
+        PYTHONPATH=os.pathsep.join([str(pythonpath), str(TESTS)]),
+    )
+    env.pop("CUSTOM_OP_VERBOSE_BUILD", None)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def build_count(cache):
+    log = Path(cache) / "custom_op" / "builds.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def run_workers(args, env, cwd):
+    return subprocess.run(
+        [sys.executable, str(WORKERS), *map(str, args)],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+    )
+
+
+def assert_results(out_dir, expected, jpeg_path, batch=None):
+    files = sorted(Path(out_dir).glob("result-*.pt"))
+    assert len(files) == expected, f"{len(files)} of {expected} processes wrote a result"
+    ref = reference_window(jpeg_path).to(torch.int16)
+    for f in files:
+        out = torch.load(f)
+        assert out.dtype == torch.uint8
+        outs = out.unbind(0) if batch else [out]
+        for o in outs:
+            assert o.shape == ref.shape
+            # Pillow's libjpeg may round differently; a wrong window would differ by tens.
+            assert (o.to(torch.int16) - ref).abs().float().mean() < 2.0
+
+
+def private_build_dirs(cache):
+    return [p for p in glob.glob(os.path.join(cache, "custom_op", "build", "*")) if os.path.isdir(p)]
+
+
+def dirs(tmp_path, *names):
+    made = [tmp_path / n for n in names]
+    for d in made:
+        d.mkdir()
+    return made
+
+
+# ---------------------------------------------------------------- concurrency
+
+@pytest.mark.slow
+def test_many_processes_first_import_at_once_build_once(tmp_path, jpeg_file):
+    cache, out, barrier = dirs(tmp_path, "cache", "out", "barrier")
+    # 4 forked (after torch is imported in their parent), 4 spawned, 2 plain subprocesses.
+    r = run_workers(["mixed", jpeg_file, out, barrier, 4, 4, 2], child_env(cache), tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert_results(out, 10, jpeg_file)
+    assert build_count(cache) == 1, (Path(cache) / "custom_op" / "builds.log").read_text()
+    assert r.stderr.count("custom_op: building the C++ extension into") == 1
+    assert private_build_dirs(cache) == []
+
+
+@pytest.mark.slow
+def test_builder_killed_mid_build_does_not_block_the_next(tmp_path, jpeg_file):
+    from filelock import FileLock
+
+    cache, out, barrier, out_killed, barrier_killed = dirs(tmp_path, "cache", "out", "barrier", "ok", "bk")
+    env = child_env(cache)
+    victim = subprocess.Popen(
+        [sys.executable, str(WORKERS), "child", *map(str, [jpeg_file, out_killed, barrier_killed, 1])],
+        env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    started = threading.Event()
+    victim_err = []
+
+    def read_stderr():
+        for line in victim.stderr:
+            victim_err.append(line)
+            if "building the C++ extension" in line:
+                started.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert started.wait(300), "the builder never started: " + "".join(victim_err)
+        # Wait until ninja has its build file, i.e. the compiler is being run.
+        deadline = time.monotonic() + 120
+        while not glob.glob(os.path.join(cache, "custom_op", "build", "*", "build.ninja")):
+            assert time.monotonic() < deadline and victim.poll() is None, "".join(victim_err)
+            time.sleep(0.05)
+        time.sleep(1.0)
+        assert victim.poll() is None, "the build finished before it could be killed"
+        # Only the Python process: its ninja and compilers may live on as orphans, and
+        # must not keep the lock (its descriptor is not inherited).
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(30)
+        (lock_path,) = glob.glob(os.path.join(cache, "custom_op", "*.lock"))
+        with FileLock(lock_path, timeout=10):
+            pass
+    finally:
+        try:
+            os.killpg(victim.pid, signal.SIGKILL)  # the orphans, so they do not slow the next build
+        except ProcessLookupError:
+            pass
+        victim.wait(30)
+        reader.join(30)
+
+    assert build_count(cache) == 0
+    r = run_workers(["mixed", jpeg_file, out, barrier, 2, 0, 2], env, tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert_results(out, 4, jpeg_file)
+    assert build_count(cache) == 1
+    assert private_build_dirs(cache) == [], "the dead builder's directory was not cleaned up"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataloader_workers_build_once(tmp_path, jpeg_file, method):
+    cache, out = dirs(tmp_path, "cache", "out")
+    r = run_workers(["dataloader", jpeg_file, out, method], child_env(cache), tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (result,) = Path(out).glob("result-*.pt")
+    assert torch.load(result).shape == (16, 3, WINDOW[2], WINDOW[3])
+    assert_results(out, 1, jpeg_file, batch=True)
+    assert build_count(cache) == 1
+
+
+# ---------------------------------------------------------------- cache root choice
+
+def test_cache_root_precedence(tmp_path):
+    a, b, c = (str(p) for p in dirs(tmp_path, "a", "b", "c"))
+    env = {"CUSTOM_OP_CACHE_DIR": a, "TORCH_EXTENSIONS_DIR": b, "XDG_CACHE_HOME": c}
+    assert cache_dir_mod.choose_cache_root(env) == a
+    assert os.path.isdir(os.path.join(a, "custom_op"))
+    del env["CUSTOM_OP_CACHE_DIR"]
+    assert cache_dir_mod.choose_cache_root(env) == b
+    del env["TORCH_EXTENSIONS_DIR"]
+    assert cache_dir_mod.choose_cache_root(env) == c
+
+
+def test_cache_root_defaults_to_home_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache_dir_mod.cache_root_candidates({})[0] == str(tmp_path / ".cache")
+    assert cache_dir_mod.choose_cache_root({}) == str(tmp_path / ".cache")
+
+
+def test_unwritable_cache_root_falls_through(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    # Under a regular file nothing can be created, even by root (chmod does not stop root).
+    unwritable = str(blocker / "cache")
+    good = str(tmp_path / "torch_ext")
+    env = {"CUSTOM_OP_CACHE_DIR": unwritable, "TORCH_EXTENSIONS_DIR": good}
+    with pytest.warns(UserWarning, match="not writable"):
+        assert cache_dir_mod.choose_cache_root(env) == good
+
+
+def test_all_roots_unwritable_falls_back_to_private_temp(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(cache_dir_mod.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    env = {"CUSTOM_OP_CACHE_DIR": str(blocker / "x"), "XDG_CACHE_HOME": str(blocker / "y")}
+    with pytest.warns(UserWarning):
+        root = cache_dir_mod.choose_cache_root(env)
+    assert root == cache_dir_mod.private_temp_root()
+    assert root.startswith(str(tmp_path / "tmp"))
+    assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+
+
+# ---------------------------------------------------------------- libjpeg-turbo discovery
+
+INSTALL_HINTS = [
+    "apt-get install libjpeg-turbo8-dev",
+    "apt-get install libjpeg62-turbo-dev",
+    "libjpeg-turbo-devel",
+    "conda install -c conda-forge libjpeg-turbo",
+    "brew install jpeg-turbo",
+    "CUSTOM_OP_JPEG_PREFIX",
+]
+
+
+def fake_prefix(root, jconfig_text, with_lib=True):
+    (root / "include").mkdir(parents=True)
+    (root / "include" / "jpeglib.h").write_text("/* fake */\n")
+    (root / "include" / "jconfig.h").write_text(jconfig_text)
+    if with_lib:
+        (root / "lib").mkdir()
+        (root / "lib" / "libjpeg.so").write_text("")
+    return root
+
+
+def test_missing_headers_error_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUSTOM_OP_JPEG_PREFIX", str(tmp_path))
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    with pytest.raises(jpeg_paths.LibjpegTurboNotFound) as info:
+        jpeg_paths.find_libjpeg_turbo(search_system=False)
+    for hint in INSTALL_HINTS:
+        assert hint in str(info.value)
+    assert str(tmp_path) in str(info.value)
+
+    monkeypatch.delenv("CUSTOM_OP_JPEG_PREFIX")
+    with pytest.raises(jpeg_paths.LibjpegTurboNotFound) as info:
+        jpeg_paths.find_libjpeg_turbo([str(tmp_path)], search_system=False)
+    for hint in INSTALL_HINTS:
+        assert hint in str(info.value)
+
+
+def test_rejects_plain_libjpeg_and_old_turbo(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUSTOM_OP_JPEG_PREFIX", raising=False)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    ijg = fake_prefix(tmp_path / "ijg", "#define JPEG_LIB_VERSION 90\n")
+    old = fake_prefix(tmp_path / "old", "#define LIBJPEG_TURBO_VERSION 1.4.2\n")
+    nolib = fake_prefix(tmp_path / "nolib", "#define LIBJPEG_TURBO_VERSION 2.1.5\n", with_lib=False)
+    with pytest.raises(jpeg_paths.LibjpegTurboNotFound) as info:
+        jpeg_paths.find_libjpeg_turbo([str(ijg), str(old), str(nolib)], search_system=False)
+    message = str(info.value)
+    assert "not libjpeg-turbo" in message and "1.4.2 is older" in message and "no libjpeg.so" in message
+
+
+def test_finds_custom_prefix_with_rpath(tmp_path, monkeypatch):
+    prefix = fake_prefix(tmp_path / "p", '#define LIBJPEG_TURBO_VERSION  3.0.1\n')
+    monkeypatch.setenv("CUSTOM_OP_JPEG_PREFIX", str(prefix))
+    found = jpeg_paths.find_libjpeg_turbo(search_system=False)
+    assert found.version == "3.0.1"
+    assert found.library_dirs == [str(prefix / "lib")] and found.libraries == ["jpeg"]
+    flags = build_config.link_flags(found)
+    assert f"-Wl,-rpath,{prefix / 'lib'}" in flags and "-ljpeg" in flags
+
+
+def test_system_libjpeg_turbo_is_found():
+    if not os.path.exists("/usr/include/jpeglib.h"):
+        pytest.skip("no libjpeg headers in /usr/include on this machine")
+    found = jpeg_paths.find_libjpeg_turbo(use_env=False)
+    assert tuple(int(p) for p in found.version.split(".")[:2]) >= (1, 5)
+
+
+def test_import_without_headers_fails_with_instructions(tmp_path):
+    cache, empty = dirs(tmp_path, "cache", "empty")
+    env = child_env(cache, CUSTOM_OP_JPEG_PREFIX=empty)
+    r = subprocess.run([sys.executable, "-c", "import custom_op"], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    for hint in INSTALL_HINTS:
+        assert hint in r.stderr
+    assert build_count(cache) == 0
+
+
+def test_source_hash_covers_headers_but_not_cuda_dir(tmp_path):
+    csrc = tmp_path / "csrc"
+    shutil.copytree(PACKAGE / "csrc", csrc)
+    before = build_config.cpu_source_hash(str(csrc))
+    # csrc/cuda/ belongs to the GPU library: its files must not invalidate the CPU one.
+    (csrc / "cuda").mkdir(exist_ok=True)
+    (csrc / "cuda" / "test_only_kernels.cpp").write_text("// another library's source\n")
+    (csrc / "cuda" / "test_only_kernels.h").write_text("// another library's header\n")
+    assert build_config.cpu_source_hash(str(csrc)) == before
+    assert all("cuda" not in os.path.relpath(p, csrc).split(os.sep)
+               for p in build_config.cpu_sources(str(csrc)) + build_config.cpu_headers(str(csrc)))
+    headers = build_config.cpu_headers(str(csrc))
+    assert headers, "expected headers under csrc"
+    with open(headers[0], "a") as f:
+        f.write("\n// edited\n")
+    assert build_config.cpu_source_hash(str(csrc)) != before
+
+
+# ---------------------------------------------------------------- installed, read-only package
+
+def copy_package(dest_site):
+    shutil.copytree(
+        PACKAGE, dest_site / "custom_op",
+        ignore=shutil.ignore_patterns("__pycache__", "*.so", build_config.PREBUILT_INFO),
+    )
+
+
+def snapshot(tree):
+    return sorted(str(p.relative_to(tree)) for p in Path(tree).rglob("*"))
+
+
+def read_only_command(site, argv):
+    """chmod stops ordinary users; root also needs a read-only bind mount, where it can make one."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return argv, "chmod"
+    probe_dir = site.parent / "mount-probe"
+    probe_dir.mkdir(exist_ok=True)
+    probe = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", 'mount --bind -o ro "$0" "$0" && ! touch "$0/probe"', str(probe_dir)],
+        capture_output=True,
+    )
+    if probe.returncode != 0 or (probe_dir / "probe").exists():
+        return argv, "chmod (running as root: not enforced)"
+    script = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+    return ["unshare", "--mount", "sh", "-c", script, str(site), *argv], "read-only mount"
+
+
+INFO_SCRIPT = """
+import json, sys
+import custom_op
+from custom_op import _build
+data = open(sys.argv[1], "rb").read()
+out = custom_op.decode_and_crop_jpeg(data, 4, 6, 16, 20)
+print(json.dumps({"info": _build.library_info(), "shape": list(out.shape)}))
+"""
+
+
+def run_info(env, cwd, jpeg, wrap=None):
+    argv = [sys.executable, "-c", INFO_SCRIPT, str(jpeg)]
+    if wrap:
+        argv = wrap(argv)
+    r = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1]), r
+
+
+@pytest.fixture(scope="module")
+def readonly_install(tmp_path_factory, jpeg_file):
+    """The package copied into a read-only 'site-packages' (no prebuilt library), first imported
+    with an empty cache: that one build is shared by the tests below."""
+    base = tmp_path_factory.mktemp("ro")
+    site, cache = base / "site-packages", base / "cache"
+    site.mkdir()
+    cache.mkdir()
+    copy_package(site)
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    before = snapshot(site)
+    env = child_env(cache, pythonpath=site)
+    result, run = run_info(env, base, jpeg_file, wrap=lambda argv: read_only_command(site, argv)[0])
+    yield {"site": site, "cache": cache, "env": env, "base": base, "before": before,
+           "result": result, "stderr": run.stderr}
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+@pytest.mark.slow
+def test_read_only_package_builds_into_cache_root(readonly_install):
+    ro = readonly_install
+    info = ro["result"]["info"]
+    assert ro["result"]["shape"] == [3, WINDOW[2], WINDOW[3]]
+    assert info["kind"] == "jit" and info["built"] == "yes"
+    assert Path(info["path"]).is_relative_to(ro["cache"] / "custom_op")
+    assert snapshot(ro["site"]) == ro["before"], "something was written into the package dir"
+    assert build_count(ro["cache"]) == 1
+    assert "building the C++ extension into" in ro["stderr"]
+
+
+@pytest.mark.slow
+def test_warm_cache_import_takes_no_lock(readonly_install, jpeg_file):
+    ro = readonly_install
+    locks = glob.glob(os.path.join(ro["cache"], "custom_op", "*.lock"))
+    stamps = {p: os.stat(p).st_mtime_ns for p in locks}
+    code = (
+        "import filelock\n"
+        "class NoLock:\n"
+        "    def __init__(self, *a, **k):\n"
+        "        raise AssertionError('FileLock used although the cache was warm')\n"
+        "filelock.FileLock = NoLock\n" + INFO_SCRIPT
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(jpeg_file)], env=ro["env"], cwd=ro["base"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["info"]["built"] == "no" and result["shape"] == [3, WINDOW[2], WINDOW[3]]
+    assert "building" not in r.stderr
+    assert {p: os.stat(p).st_mtime_ns for p in locks} == stamps
+    assert build_count(ro["cache"]) == 1
+
+
+@pytest.mark.slow
+def test_prebuilt_library_used_only_when_current(readonly_install, jpeg_file, tmp_path):
+    """A library placed as custom_op/_C*.so with a matching _C.buildinfo.json is loaded without
+    any cache; a stale buildinfo or CUSTOM_OP_FORCE_JIT=1 sends the loader to the JIT cache."""
+    ro = readonly_install
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    copy_package(site)
+    pkg = site / "custom_op"
+    built = ro["result"]["info"]["path"]  # the JIT build stands in for setup.py's (same sources and flags)
+    shutil.copy(built, pkg / ("_C" + importlib.machinery.EXTENSION_SUFFIXES[0]))
+    jpeg = jpeg_paths.find_libjpeg_turbo()
+    info = build_config.prebuilt_info(jpeg, torch.__version__, str(pkg / "csrc"))
+    build_config.write_prebuilt_info(str(pkg / build_config.PREBUILT_INFO), info)
+
+    empty = tmp_path / "empty-cache"
+    env = child_env(empty, pythonpath=site)
+    del env["CUSTOM_OP_FORCE_JIT"]
+    result, _ = run_info(env, tmp_path, jpeg_file)
+    assert result["info"]["kind"] == "prebuilt" and result["info"]["path"].startswith(str(pkg))
+    assert result["shape"] == [3, WINDOW[2], WINDOW[3]]
+    assert build_count(empty) == 0
+
+    warm = dict(env, CUSTOM_OP_CACHE_DIR=str(ro["cache"]))
+    result, _ = run_info(dict(warm, CUSTOM_OP_FORCE_JIT="1"), tmp_path, jpeg_file)
+    assert result["info"]["kind"] == "jit"
+
+    for stale in ({"source_hash": "0" * 64}, {"torch_version": "0.0.1"}):
+        build_config.write_prebuilt_info(str(pkg / build_config.PREBUILT_INFO), {**info, **stale})
+        result, _ = run_info(warm, tmp_path, jpeg_file)
+        assert result["info"]["kind"] == "jit", stale
+    assert build_count(ro["cache"]) == 1
+
+
+@pytest.mark.slow
+def test_lock_timeout_names_the_lock(readonly_install, jpeg_file, tmp_path):
+    from filelock import FileLock
+
+    ro = readonly_install
+    key = os.path.basename(ro["result"]["info"]["cache_dir"])
+    cache = tmp_path / "cache"
+    (cache / "custom_op").mkdir(parents=True)
+    lock_path = cache / "custom_op" / f"{key}.lock"
+    env = dict(ro["env"], CUSTOM_OP_CACHE_DIR=str(cache), CUSTOM_OP_BUILD_LOCK_TIMEOUT="2")
+    with FileLock(str(lock_path)):  # another "builder" holds it
+        r = subprocess.run([sys.executable, "-c", INFO_SCRIPT, str(jpeg_file)], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert "TimeoutError" in r.stderr and str(lock_path) in r.stderr
+    assert "CUSTOM_OP_BUILD_LOCK_TIMEOUT" in r.stderr
+    assert build_count(cache) == 0
+
+
+@pytest.mark.slow
+def test_cli_build_and_info(readonly_install, tmp_path):
+    ro = readonly_install
+    r = subprocess.run([sys.executable, "-m", "custom_op", "build"], env=ro["env"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("already built: ") and ro["result"]["info"]["path"] in r.stdout
+    r = subprocess.run([sys.executable, "-m", "custom_op", "info"], env=ro["env"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "kind:           jit" in r.stdout and "libjpeg-turbo:  " in r.stdout
+    assert build_count(ro["cache"]) == 1
