@@ -138,24 +138,44 @@ def _pixel_limit(max_pixels: Optional[int]) -> int:
     return max_pixels
 
 
-def _check_cpu(device) -> None:
+def _check_cpu(device) -> str:
+    """The device's kind, "cpu" or "cuda"; raises for others, and for "cuda" where the GPU backend cannot run."""
     try:
         kind = torch.device(device).type
     except (RuntimeError, TypeError):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}") from None
     if kind == "cpu":
-        return
+        return kind
     if kind == "cuda":
-        raise RuntimeError(
-            "device='cuda': the GPU (nvJPEG) backend is not part of this build of custom_op yet; "
-            "decode on the CPU (device='cpu') and move the tensor with .to('cuda')")
+        from . import gpu  # loaded on first use only: importing custom_op stays CPU-only and fast
+
+        reason = gpu.unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(
+                f"device='cuda': the GPU (nvJPEG) backend cannot run here ({reason}); "
+                "decode on the CPU (device='cpu') and move the tensor with .to('cuda')")
+        return kind
     raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+
+
+def _warn_about(decoded) -> torch.Tensor:
+    """The image of a *_with_warnings op, after turning libjpeg's warnings into a UserWarning."""
+    image, message = decoded
+    if message:
+        warnings.warn(f"custom_op: {message}", UserWarning, stacklevel=3)
+    return image
+
+
+def _check_stream(kind: str, stream) -> None:
+    if stream is not None and kind != "cuda":
+        raise ValueError("stream applies to device='cuda' only")
 
 
 def decode_and_crop_jpeg(data: Data, top: int, left: int, height: int, width: int, *,
                          mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
                          on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                         device: Union[str, torch.device] = "cpu") -> torch.Tensor:
+                         device: Union[str, torch.device] = "cpu", stream=None, stack: bool = False,
+                         on_error: str = "raise"):
     """Decodes only the window ``[top:top+height, left:left+width]`` of a JPEG.
 
     The result equals a full decode (libjpeg-turbo, ISLOW IDCT, fancy upsampling: what Pillow and
@@ -181,10 +201,21 @@ def decode_and_crop_jpeg(data: Data, top: int, left: int, height: int, width: in
             checked: corruption below the window goes unnoticed.
         max_pixels: refuse (ValueError) files whose header declares more than this many pixels,
             before allocating anything for them. ``None`` disables the check.
-        device: ``"cpu"``. ``"cuda"`` is reserved for the GPU backend.
+        device: ``"cpu"`` (default) or ``"cuda"`` / ``"cuda:N"``: decode with nvJPEG (the GPU's
+            JPEG engines where it has them) and return a CUDA tensor; see ``custom_op/gpu.py``.
+            Files nvJPEG cannot take (CMYK, arithmetic coding, ...) are decoded by the CPU path and
+            copied over. GPU pixels are not bit-exact with libjpeg (within a few levels).
+        stream: device="cuda" only: the torch.cuda.Stream the output is ordered on (default: the
+            current stream).
+        stack, on_error: for the batched form only. Given lists (``data`` a list of files, the window
+            arguments ints or one per file), all windows are decoded in one call and a list of
+            tensors is returned; ``stack=True`` returns one ``[N, C, H, W]`` tensor instead, and
+            ``on_error`` chooses between raising for the first bad file (``"raise"``, the message
+            names its index) and returning its exception in its place (``"return"``). See
+            :func:`custom_op.gpu.decode_and_crop_jpegs`.
 
     Returns:
-        A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``).
+        A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.
 
     Raises:
         TypeError: ``data`` is not bytes-like or not a 1-D contiguous uint8 CPU tensor/array, or a
@@ -194,25 +225,59 @@ def decode_and_crop_jpeg(data: Data, top: int, left: int, height: int, width: in
         RuntimeError: the data is not a JPEG libjpeg-turbo can decode (corrupt, truncated, empty,
             12-bit, ...), with libjpeg's message.
     """
-    _check_cpu(device)
+    if isinstance(data, (list, tuple)):
+        from .gpu import decode_and_crop_jpegs
+
+        return decode_and_crop_jpegs(data, top, left, height, width, mode=mode,
+                                     apply_exif_orientation=apply_exif_orientation, on_warning=on_warning,
+                                     max_pixels=max_pixels, device=device, stream=stream, stack=stack,
+                                     on_error=on_error)
+    kind = _check_cpu(device)
+    _check_stream(kind, stream)
+    if kind == "cuda":
+        from .gpu import _decode_one
+
+        return _decode_one(_as_tensor(data), _as_int("top", top), _as_int("left", left), _as_int("height", height),
+                           _as_int("width", width), _mode_code(mode), bool(apply_exif_orientation),
+                           _warning_code(on_warning), _pixel_limit(max_pixels), device, stream)
+    window = (_as_int("top", top), _as_int("left", left), _as_int("height", height), _as_int("width", width))
+    policy = _warning_code(on_warning)
+    if policy == _ON_WARNING["warn"]:
+        return _warn_about(torch.ops.custom_op.decode_and_crop_jpeg_with_warnings(
+            _as_tensor(data), *window, _mode_code(mode), bool(apply_exif_orientation), _pixel_limit(max_pixels)))
     return torch.ops.custom_op.decode_and_crop_jpeg(
-        _as_tensor(data), _as_int("top", top), _as_int("left", left), _as_int("height", height),
-        _as_int("width", width), _mode_code(mode), bool(apply_exif_orientation), _warning_code(on_warning),
-        _pixel_limit(max_pixels))
+        _as_tensor(data), *window, _mode_code(mode), bool(apply_exif_orientation), policy, _pixel_limit(max_pixels))
 
 
 def decode_jpeg(data: Data, *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
                 on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                device: Union[str, torch.device] = "cpu") -> torch.Tensor:
+                device: Union[str, torch.device] = "cpu", stream=None, stack: bool = False,
+                on_error: str = "raise"):
     """Decodes a whole JPEG into a uint8 tensor ``[C, H, W]``.
 
     The options mean the same as in :func:`decode_and_crop_jpeg`; with ``apply_exif_orientation``,
-    H and W are the displayed height and width.
+    H and W are the displayed height and width. A list of files is decoded in one call (a list of
+    tensors, or with ``stack=True`` one ``[N, C, H, W]`` tensor).
     """
-    _check_cpu(device)
+    if isinstance(data, (list, tuple)):
+        from .gpu import decode_jpegs
+
+        return decode_jpegs(data, mode=mode, apply_exif_orientation=apply_exif_orientation,
+                            on_warning=on_warning, max_pixels=max_pixels, device=device, stream=stream,
+                            stack=stack, on_error=on_error)
+    kind = _check_cpu(device)
+    _check_stream(kind, stream)
+    if kind == "cuda":
+        from .gpu import _decode_one
+
+        return _decode_one(_as_tensor(data), 0, 0, -1, -1, _mode_code(mode), bool(apply_exif_orientation),
+                           _warning_code(on_warning), _pixel_limit(max_pixels), device, stream)
+    policy = _warning_code(on_warning)
+    if policy == _ON_WARNING["warn"]:
+        return _warn_about(torch.ops.custom_op.decode_jpeg_with_warnings(
+            _as_tensor(data), _mode_code(mode), bool(apply_exif_orientation), _pixel_limit(max_pixels)))
     return torch.ops.custom_op.decode_jpeg(
-        _as_tensor(data), _mode_code(mode), bool(apply_exif_orientation), _warning_code(on_warning),
-        _pixel_limit(max_pixels))
+        _as_tensor(data), _mode_code(mode), bool(apply_exif_orientation), policy, _pixel_limit(max_pixels))
 
 
 def _subsampling(channels: int, factors: list) -> str:

@@ -11,6 +11,14 @@ TORCH_LIBRARY(custom_op, m) {
   m.def(
       "decode_jpeg(Tensor data, int mode, bool apply_exif_orientation, int on_warning, "
       "int max_pixels) -> Tensor");
+  // The same with on_warning "warn": libjpeg's warnings come back as text ("" when none), for the
+  // Python wrapper to raise as a UserWarning (TORCH_WARN does not reach Python's warnings from here).
+  m.def(
+      "decode_and_crop_jpeg_with_warnings(Tensor data, int top, int left, int height, int width, "
+      "int mode, bool apply_exif_orientation, int max_pixels, int scale_num=8) -> (Tensor, str)");
+  m.def(
+      "decode_jpeg_with_warnings(Tensor data, int mode, bool apply_exif_orientation, int max_pixels) "
+      "-> (Tensor, str)");
   // [height, width, num_components, jpeg_color_space, progressive, arithmetic, orientation,
   //  h_samp[0], v_samp[0], ..., h_samp[n-1], v_samp[n-1]]; height/width are displayed ones when asked.
   m.def("read_jpeg_header(Tensor data, bool apply_exif_orientation) -> int[]");

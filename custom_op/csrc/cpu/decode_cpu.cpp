@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "deinterleave.h"
@@ -153,16 +154,20 @@ void check_pixel_limit(const jpeg_decompress_struct& cinfo, int64_t max_pixels) 
                     " (a decompression bomb guard; pass a larger max_pixels, or None, to decode it)");
 }
 
-void report_warnings(const JpegSession& session, WarningPolicy policy) {
-  if (policy == WarningPolicy::kWarn && session.num_warnings() > 0) {
-    TORCH_WARN("custom_op: corrupt JPEG data (", session.num_warnings(), " libjpeg warning",
-               session.num_warnings() > 1 ? "s" : "", "; first: ", session.first_warning(), ")");
-  }
+std::string warning_text(const JpegSession& session) {
+  if (session.num_warnings() == 0) return {};
+  return c10::str("corrupt JPEG data (", session.num_warnings(), " libjpeg warning",
+                  session.num_warnings() > 1 ? "s" : "", "; first: ", session.first_warning(), ")");
 }
 
+struct Decoded {
+  at::Tensor image;
+  std::string warnings;  // "" when libjpeg had nothing to say (or on_warning raised)
+};
+
 // Decodes the displayed-frame window of an opened session into a new [C, height, width] tensor.
-at::Tensor decode_window(JpegSession& session, WarningPolicy policy, ReadMode mode, int orientation,
-                         int64_t top, int64_t left, int64_t height, int64_t width) {
+Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int64_t top, int64_t left,
+                      int64_t height, int64_t width) {
   const jpeg_decompress_struct& cinfo = session.cinfo;
   const int stored_h = static_cast<int>(cinfo.output_height);
   const int stored_w = static_cast<int>(cinfo.output_width);
@@ -174,14 +179,12 @@ at::Tensor decode_window(JpegSession& session, WarningPolicy policy, ReadMode mo
   PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
                   region, format.conversion, format.channels};
   if (!session.decode_region(format.libjpeg_space, region, sink)) fail("data", session);
-  report_warnings(session, policy);
-  return out;
+  return {out, warning_text(session)};
 }
 
-at::Tensor decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t left, int64_t height,
-                                    int64_t width, int64_t mode, bool apply_exif_orientation,
-                                    int64_t on_warning, int64_t max_pixels, int64_t scale_num) {
-  const WarningPolicy policy = checked_policy(on_warning);
+Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width,
+                        int64_t mode, bool apply_exif_orientation, WarningPolicy policy,
+                        int64_t max_pixels, int64_t scale_num) {
   const ReadMode read_mode = checked_mode(mode);
   TORCH_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, "scale_num must be in 1..16 (eighths), got ",
                     scale_num);
@@ -199,12 +202,11 @@ at::Tensor decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t
                     ", width=", width, ") does not fit in the image of height ", image_h, " and width ",
                     image_w, apply_exif_orientation && orientation != 1 ? " (after EXIF orientation)" : "");
   check_pixel_limit(session.cinfo, max_pixels);
-  return decode_window(session, policy, read_mode, orientation, top, left, height, width);
+  return decode_window(session, read_mode, orientation, top, left, height, width);
 }
 
-at::Tensor decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif_orientation,
-                           int64_t on_warning, int64_t max_pixels) {
-  const WarningPolicy policy = checked_policy(on_warning);
+Decoded decode_whole(const at::Tensor& data, int64_t mode, bool apply_exif_orientation, WarningPolicy policy,
+                     int64_t max_pixels) {
   const ReadMode read_mode = checked_mode(mode);
   JpegSession session(policy);
   open(session, data, apply_exif_orientation, "decode_jpeg");
@@ -212,8 +214,43 @@ at::Tensor decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif
   check_pixel_limit(session.cinfo, max_pixels);
   if (!session.set_scale(8)) fail("header", session);
   const int64_t h = session.cinfo.output_height, w = session.cinfo.output_width;
-  return swaps_axes(orientation) ? decode_window(session, policy, read_mode, orientation, 0, 0, w, h)
-                                 : decode_window(session, policy, read_mode, orientation, 0, 0, h, w);
+  return swaps_axes(orientation) ? decode_window(session, read_mode, orientation, 0, 0, w, h)
+                                 : decode_window(session, read_mode, orientation, 0, 0, h, w);
+}
+
+// For C++ callers of the plain ops, "warn" goes to TORCH_WARN (stderr from Python; the Python wrapper
+// uses the *_with_warnings ops instead).
+at::Tensor warn_and_return(Decoded decoded) {
+  if (!decoded.warnings.empty()) TORCH_WARN("custom_op: ", decoded.warnings);
+  return decoded.image;
+}
+
+at::Tensor decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t left, int64_t height,
+                                    int64_t width, int64_t mode, bool apply_exif_orientation,
+                                    int64_t on_warning, int64_t max_pixels, int64_t scale_num) {
+  return warn_and_return(decode_and_crop(data, top, left, height, width, mode, apply_exif_orientation,
+                                         checked_policy(on_warning), max_pixels, scale_num));
+}
+
+at::Tensor decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif_orientation,
+                           int64_t on_warning, int64_t max_pixels) {
+  return warn_and_return(
+      decode_whole(data, mode, apply_exif_orientation, checked_policy(on_warning), max_pixels));
+}
+
+std::tuple<at::Tensor, std::string> decode_and_crop_jpeg_with_warnings_cpu(
+    const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width, int64_t mode,
+    bool apply_exif_orientation, int64_t max_pixels, int64_t scale_num) {
+  Decoded decoded = decode_and_crop(data, top, left, height, width, mode, apply_exif_orientation,
+                                    WarningPolicy::kWarn, max_pixels, scale_num);
+  return {decoded.image, decoded.warnings};
+}
+
+std::tuple<at::Tensor, std::string> decode_jpeg_with_warnings_cpu(const at::Tensor& data, int64_t mode,
+                                                                  bool apply_exif_orientation,
+                                                                  int64_t max_pixels) {
+  Decoded decoded = decode_whole(data, mode, apply_exif_orientation, WarningPolicy::kWarn, max_pixels);
+  return {decoded.image, decoded.warnings};
 }
 
 std::vector<int64_t> read_jpeg_header_cpu(const at::Tensor& data, bool apply_exif_orientation) {
@@ -242,6 +279,8 @@ std::vector<int64_t> read_jpeg_header_cpu(const at::Tensor& data, bool apply_exi
 TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
   m.impl("decode_and_crop_jpeg", &decode_and_crop_jpeg_cpu);
   m.impl("decode_jpeg", &decode_jpeg_cpu);
+  m.impl("decode_and_crop_jpeg_with_warnings", &decode_and_crop_jpeg_with_warnings_cpu);
+  m.impl("decode_jpeg_with_warnings", &decode_jpeg_with_warnings_cpu);
   m.impl("read_jpeg_header", &read_jpeg_header_cpu);
 }
 

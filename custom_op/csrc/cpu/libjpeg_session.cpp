@@ -92,14 +92,18 @@ int JpegSession::exif_orientation() const {
 
 void JpegSession::crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const {
   const int image_width = static_cast<int>(cinfo.output_width);
-  // One column on each side: fancy upsampling of a 2x subsampled plane gets only the outermost
-  // output column of a crop wrong, because it replicates the crop's edge sample instead of reading
-  // its real neighbour.
-  int first = std::max(0, region.left - 1);
-  int last = std::min(image_width, region.left + region.width + 1);
+  const int imcu_width =
+      cinfo.min_DCT_scaled_size * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
+  // Fancy upsampling of a 2x subsampled plane gets only the outermost output column of a crop wrong
+  // (it replicates the crop's edge sample instead of reading its real neighbour): one column suffices.
+  // A progressive file whose coefficients are incomplete (scans missing) is block-smoothed, which
+  // reads the DC values of blocks up to two block columns away, and the crop's edges cut those off
+  // too: there, keep three iMCUs (at least two blocks of every component, plus the upsampling column).
+  const int margin = cinfo.progressive_mode ? 3 * imcu_width : 1;
+  int first = std::max(0, region.left - margin);
+  int last = std::min(image_width, region.left + region.width + margin);
   // jpeg_crop_scanline moves the start down to an iMCU boundary. Keep the crop at least one iMCU
   // wide: libjpeg falls back to plain (non-fancy) upsampling for planes of 2 samples or fewer.
-  const int imcu_width = cinfo.min_DCT_scaled_size * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
   const int aligned_first = first / imcu_width * imcu_width;
   last = std::min(image_width, std::max(last, aligned_first + imcu_width));
   *xoffset = static_cast<JDIMENSION>(first);
