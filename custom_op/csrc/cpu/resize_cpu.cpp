@@ -1,0 +1,390 @@
+// Antialiased resampling of a (possibly fractional) box of a planar uint8 image: the resize step of
+// decode_and_resized_crop_jpeg. A window mapped into a DCT-scaled decode has fractional edges, which
+// F.interpolate cannot take.
+//
+// The arithmetic is Pillow's resize (ImagingResample): a separable filter whose support widens with
+// the downscale factor, coefficients in fixed point with 22 fractional bits, each pass rounded and
+// clamped to uint8, and Pillow's choice of which pass goes first. So on an integer box the result is
+// Pillow's, pixel for pixel: what torchvision's resize gives on PIL images. Coefficients are computed
+// in the frame of the whole (virtual) output and only the requested window of it is produced, so that
+// resize-then-crop needs only the pixels under the crop.
+//
+// CUSTOM_OP_RESIZE_NO_SIMD=1 (read once per process) selects the portable kernels, for testing them.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace custom_op {
+namespace {
+
+constexpr int kPrecisionBits = 22;  // 32 bits - 8 for the pixel - 2 for filters' negative lobes
+constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
+
+// Filter codes of the schema.
+enum class Filter : int64_t { kNearest = 0, kBilinear = 1, kBicubic = 2, kBox = 3, kHamming = 4, kLanczos = 5 };
+
+double box_filter(double x) { return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0; }
+
+double triangle_filter(double x) {
+  x = std::fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+double hamming_filter(double x) {
+  x = std::fabs(x);
+  if (x == 0.0) return 1.0;
+  if (x >= 1.0) return 0.0;
+  x *= M_PI;
+  // Single-precision constants, as Pillow writes them: they change the coefficients' last bits.
+  return std::sin(x) / x * (0.54f + 0.46f * std::cos(x));
+}
+
+double cubic_filter(double x) {  // Keys' cubic convolution with a = -0.5
+  constexpr double a = -0.5;
+  x = std::fabs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+  return 0.0;
+}
+
+double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x *= M_PI;
+  return std::sin(x) / x;
+}
+
+double lanczos_filter(double x) { return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3.0) : 0.0; }
+
+struct FilterDef {
+  double (*f)(double);
+  double support;
+};
+
+FilterDef filter_def(Filter filter) {
+  switch (filter) {
+    case Filter::kBox: return {box_filter, 0.5};
+    case Filter::kBicubic: return {cubic_filter, 2.0};
+    case Filter::kHamming: return {hamming_filter, 1.0};
+    case Filter::kLanczos: return {lanczos_filter, 3.0};
+    case Filter::kBilinear:
+    default: return {triangle_filter, 1.0};
+  }
+}
+
+// For each output pixel of one axis: its first input pixel (index into the given image), the number
+// of taps, and the fixed-point weights (ksize per output, zero padded).
+struct AxisTaps {
+  int ksize = 0;
+  std::vector<int> first;
+  std::vector<int> count;
+  std::vector<int32_t> weights;
+  bool identity = false;  // every output is one input pixel with weight 1, consecutive
+};
+
+// in0, in1: the box in frame coordinates, mapped onto out_size output pixels; only outputs
+// [out_start, out_start + out_count) are computed; the image holds frame pixels
+// [origin, origin + in_count). Taps are clamped to those pixels.
+AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, int64_t out_start,
+                   int64_t out_count, int64_t origin, int64_t in_count, Filter filter, bool antialias) {
+  AxisTaps taps;
+  const double scale = (in1 - in0) / static_cast<double>(out_size);
+  const int64_t lo = origin, hi = origin + in_count;
+  taps.first.resize(out_count);
+  taps.count.resize(out_count);
+  if (filter == Filter::kNearest) {
+    // Pillow's nearest resize (ImagingScaleAffine) steps the source position by repeated addition;
+    // doing the same keeps the picked pixels equal to its choice even where rounding decides.
+    taps.ksize = 1;
+    taps.weights.assign(out_count, int32_t(1) << kPrecisionBits);
+    double pos = in0 + scale * 0.5;
+    for (int64_t j = 0; j < out_start; ++j) pos += scale;
+    for (int64_t i = 0; i < out_count; ++i, pos += scale) {
+      const int64_t x = std::clamp<int64_t>(pos < 0 ? -1 : static_cast<int64_t>(pos), lo, hi - 1);
+      taps.first[i] = static_cast<int>(x - origin);
+      taps.count[i] = 1;
+    }
+  } else {
+    const FilterDef def = filter_def(filter);
+    const double filterscale = antialias ? std::max(scale, 1.0) : 1.0;
+    const double support = def.support * filterscale;
+    const double inv = 1.0 / filterscale;
+    // No output can have more taps than the image has pixels: this bounds the buffer for huge boxes.
+    taps.ksize = static_cast<int>(std::min<double>(std::ceil(support) * 2 + 1, static_cast<double>(in_count)));
+    taps.weights.assign(out_count * taps.ksize, 0);
+    std::vector<double> w(taps.ksize);
+    for (int64_t i = 0; i < out_count; ++i) {
+      const double center = in0 + (static_cast<double>(out_start + i) + 0.5) * scale;
+      // Pillow's rounding of the tap range (truncation, then clamping), so that the same taps are used.
+      const int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), lo);
+      const int64_t xmax = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), hi);
+      TORCH_CHECK_VALUE(xmax > xmin, "resize_box: output ", axis, " ", out_start + i,
+                        " has no input pixel (the box lies outside the image)");
+      const int n = static_cast<int>(std::min<int64_t>(xmax - xmin, taps.ksize));
+      double sum = 0.0;
+      for (int x = 0; x < n; ++x) {
+        w[x] = def.f((static_cast<double>(x + xmin) - center + 0.5) * inv);
+        sum += w[x];
+      }
+      int32_t* k = &taps.weights[i * taps.ksize];
+      for (int x = 0; x < n; ++x) {
+        const double v = sum != 0.0 ? w[x] / sum : w[x];
+        const double fixed = v * (1 << kPrecisionBits);
+        k[x] = static_cast<int32_t>(v < 0 ? fixed - 0.5 : fixed + 0.5);
+      }
+      taps.first[i] = static_cast<int>(xmin - origin);
+      taps.count[i] = n;
+    }
+  }
+  taps.identity = true;
+  for (int64_t i = 0; i < out_count && taps.identity; ++i) {
+    taps.identity = taps.count[i] == 1 && taps.weights[i * taps.ksize] == (int32_t(1) << kPrecisionBits) &&
+                    taps.first[i] == taps.first[0] + i;
+  }
+  return taps;
+}
+
+inline uint8_t clip8(int32_t v) {
+  v >>= kPrecisionBits;  // arithmetic shift: floor, as Pillow
+  return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+
+// The one arithmetic kernel of both passes: out[x] = clip8(half + sum_t k[t] * in[t * stride + x]),
+// x in [0, width): a weighted sum of n rows, vectorised along the row. The horizontal pass uses it on
+// transposed blocks (see horizontal_pass).
+void combine_rows_scalar(const uint8_t* __restrict in, std::ptrdiff_t stride, const int32_t* k, int n,
+                         uint8_t* __restrict out, int64_t width) {
+  for (int64_t x = 0; x < width; ++x) {
+    int32_t acc = kHalf;
+    for (int t = 0; t < n; ++t) acc += static_cast<int32_t>(in[t * stride + x]) * k[t];
+    out[x] = clip8(acc);
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// 32-bit products, as the scalar code: 16-bit tricks would need coefficients with fewer bits, and
+// the results would no longer be Pillow's.
+__attribute__((target("avx2"))) void combine_rows_avx2(const uint8_t* __restrict in, std::ptrdiff_t stride,
+                                                        const int32_t* k, int n, uint8_t* __restrict out,
+                                                        int64_t width) {
+  int64_t x = 0;
+  for (; x + 16 <= width; x += 16) {
+    __m256i lo = _mm256_set1_epi32(kHalf), hi = lo;
+    for (int t = 0; t < n; ++t) {
+      const __m128i px = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + t * stride + x));
+      const __m256i kt = _mm256_set1_epi32(k[t]);
+      lo = _mm256_add_epi32(lo, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(px), kt));
+      hi = _mm256_add_epi32(hi, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(px, 8)), kt));
+    }
+    // Shift, then saturate to 16 and to 8 bits: the same as clip8. packs works within 128-bit lanes,
+    // hence the permute.
+    const __m256i w16 = _mm256_permute4x64_epi64(
+        _mm256_packs_epi32(_mm256_srai_epi32(lo, kPrecisionBits), _mm256_srai_epi32(hi, kPrecisionBits)),
+        0xD8);
+    const __m128i w8 = _mm_packus_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + x), w8);
+  }
+  if (x < width) combine_rows_scalar(in + x, stride, k, n, out + x, width - x);
+}
+
+bool has_avx2() {
+  static const bool supported = [] {
+    const char* off = std::getenv("CUSTOM_OP_RESIZE_NO_SIMD");
+    return __builtin_cpu_supports("avx2") && !(off != nullptr && off[0] == '1');
+  }();
+  return supported;
+}
+#endif
+
+void combine_rows(const uint8_t* in, std::ptrdiff_t stride, const int32_t* k, int n, uint8_t* out,
+                  int64_t width) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2()) return combine_rows_avx2(in, stride, k, n, out, width);
+#endif
+  combine_rows_scalar(in, stride, k, n, out, width);
+}
+
+// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols.
+void transpose(const uint8_t* __restrict src, std::ptrdiff_t src_stride, uint8_t* __restrict dst,
+               std::ptrdiff_t dst_stride, int64_t rows, int64_t cols) {
+  int64_t r = 0;
+#if defined(__SSE2__)
+  for (; r + 8 <= rows; r += 8) {
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      // 8x8 bytes: interleave bytes, then 16-bit pairs, then 32-bit quads of row pairs.
+      const uint8_t* s = src + r * src_stride + c;
+      __m128i a[8];
+      for (int i = 0; i < 8; ++i) a[i] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + i * src_stride));
+      const __m128i b0 = _mm_unpacklo_epi8(a[0], a[1]), b1 = _mm_unpacklo_epi8(a[2], a[3]);
+      const __m128i b2 = _mm_unpacklo_epi8(a[4], a[5]), b3 = _mm_unpacklo_epi8(a[6], a[7]);
+      const __m128i c0 = _mm_unpacklo_epi16(b0, b1), c1 = _mm_unpackhi_epi16(b0, b1);
+      const __m128i c2 = _mm_unpacklo_epi16(b2, b3), c3 = _mm_unpackhi_epi16(b2, b3);
+      const __m128i d[4] = {_mm_unpacklo_epi32(c0, c2), _mm_unpackhi_epi32(c0, c2), _mm_unpacklo_epi32(c1, c3),
+                            _mm_unpackhi_epi32(c1, c3)};
+      uint8_t* o = dst + c * dst_stride + r;
+      for (int i = 0; i < 4; ++i) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(o + (2 * i) * dst_stride), d[i]);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(o + (2 * i + 1) * dst_stride), _mm_unpackhi_epi64(d[i], d[i]));
+      }
+    }
+    for (; c < cols; ++c)
+      for (int64_t i = r; i < r + 8; ++i) dst[c * dst_stride + i] = src[i * src_stride + c];
+  }
+#endif
+  for (; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
+}
+
+// A channel-planar uint8 image: row r of channel c starts at data + c * plane + r * stride.
+struct Plane {
+  uint8_t* data;
+  std::ptrdiff_t stride;
+  std::ptrdiff_t plane;
+};
+
+// Rows this many at a time go through the horizontal pass: the transposed blocks stay in cache.
+constexpr int64_t kStrip = 64;
+
+// dst rows [0, n_rows) of every channel from the same rows of src. The taps' first indices count
+// from src column `shift` (src.data points at column `shift` of the image's columns).
+// A row-by-row horizontal filter cannot be vectorised without gathers; on a transposed block of
+// rows it is combine_rows along the block's height, then the block is transposed back.
+void horizontal_pass(const Plane& src, const Plane& dst, int64_t C, int64_t n_rows, const AxisTaps& cols,
+                     int shift) {
+  const int64_t width = static_cast<int64_t>(cols.count.size());
+  const int c_lo = cols.first[0], c_hi = cols.first[width - 1] + cols.count[width - 1];
+  const int64_t n_cols = c_hi - c_lo;
+  const int64_t strips = (n_rows + kStrip - 1) / kStrip;
+  at::parallel_for(0, C * strips, 1, [&](int64_t begin, int64_t end) {
+    std::vector<uint8_t> in_t(n_cols * kStrip), out_t(width * kStrip);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t c = i / strips, r0 = (i % strips) * kStrip, rows = std::min(kStrip, n_rows - r0);
+      const uint8_t* s = src.data + c * src.plane + r0 * src.stride + (c_lo - shift);
+      transpose(s, src.stride, in_t.data(), kStrip, rows, n_cols);
+      for (int64_t x = 0; x < width; ++x) {
+        combine_rows(in_t.data() + (cols.first[x] - c_lo) * kStrip, kStrip, &cols.weights[x * cols.ksize],
+                     cols.count[x], out_t.data() + x * kStrip, rows);
+      }
+      transpose(out_t.data(), kStrip, dst.data + c * dst.plane + r0 * dst.stride, dst.stride, width, rows);
+    }
+  });
+}
+
+// dst rows [0, rows.count.size()) of every channel, `width` columns; src row 0 is input row `row0`.
+void vertical_pass(const Plane& src, const Plane& dst, int64_t C, const AxisTaps& rows, int row0,
+                   int64_t width) {
+  const int64_t n_out = static_cast<int64_t>(rows.count.size());
+  at::parallel_for(0, C * n_out, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t c = i / n_out, y = i % n_out;
+      const uint8_t* first = src.data + c * src.plane + (rows.first[y] - row0) * src.stride;
+      uint8_t* out = dst.data + c * dst.plane + y * dst.stride;
+      if (rows.identity) {
+        std::memcpy(out, first, width);
+      } else {
+        combine_rows(first, src.stride, &rows.weights[y * rows.ksize], rows.count[y], out, width);
+      }
+    }
+  });
+}
+
+at::Tensor resize_box_cpu(const at::Tensor& image, c10::ArrayRef<double> box, c10::IntArrayRef size,
+                          c10::IntArrayRef out_window, c10::IntArrayRef origin, int64_t filter,
+                          bool antialias) {
+  TORCH_CHECK_TYPE(image.device().is_cpu() && image.scalar_type() == at::kByte && image.dim() == 3,
+                   "resize_box: image must be a uint8 CPU tensor [C, H, W], got ", image.scalar_type(),
+                   " of shape ", image.sizes(), " on ", image.device());
+  TORCH_CHECK_VALUE(box.size() == 4 && size.size() == 2 && out_window.size() == 4 && origin.size() == 2,
+                    "resize_box: box needs 4 values, size 2, out_window 4, origin 2");
+  TORCH_CHECK_VALUE(filter >= 0 && filter <= 5, "resize_box: unknown filter code ", filter);
+  const int64_t C = image.size(0), H = image.size(1), W = image.size(2);
+  TORCH_CHECK_VALUE(C >= 1 && H >= 1 && W >= 1, "resize_box: empty image of shape ", image.sizes());
+  // Bounds that keep every coordinate below exactly representable and every index within int.
+  constexpr double kMaxCoord = 1 << 30;
+  TORCH_CHECK_VALUE(H < kMaxCoord && W < kMaxCoord, "resize_box: image too large: ", image.sizes());
+  for (double v : box)
+    TORCH_CHECK_VALUE(std::isfinite(v) && v >= 0 && v <= kMaxCoord, "resize_box: box values must be in [0, 2^30]");
+  TORCH_CHECK_VALUE(box[2] > box[0] && box[3] > box[1], "resize_box: empty box (", box[0], ", ", box[1],
+                    ", ", box[2], ", ", box[3], ")");
+  TORCH_CHECK_VALUE(origin[0] >= 0 && origin[1] >= 0 && origin[0] < kMaxCoord && origin[1] < kMaxCoord,
+                    "resize_box: origin must be in [0, 2^30), got (", origin[0], ", ", origin[1], ")");
+  const int64_t out_h = size[0], out_w = size[1];
+  const int64_t wt = out_window[0], wl = out_window[1], wh = out_window[2], ww = out_window[3];
+  TORCH_CHECK_VALUE(out_h >= 1 && out_w >= 1 && out_h <= (1 << 24) && out_w <= (1 << 24),
+                    "resize_box: output size must be in 1..2^24, got ", out_h, "x", out_w);
+  TORCH_CHECK_VALUE(wh >= 1 && ww >= 1 && wt >= 0 && wl >= 0 && wt <= out_h - wh && wl <= out_w - ww,
+                    "resize_box: out_window (", wt, ", ", wl, ", ", wh, ", ", ww,
+                    ") does not fit in the output of size ", out_h, "x", out_w);
+  const Filter f = static_cast<Filter>(filter);
+  const AxisTaps rows = axis_taps("row", box[0], box[2], out_h, wt, wh, origin[0], H, f, antialias);
+  const AxisTaps cols = axis_taps("column", box[1], box[3], out_w, wl, ww, origin[1], W, f, antialias);
+
+  const at::Tensor src = image.contiguous();
+  at::Tensor out = at::empty({C, wh, ww}, image.options());
+  // Plane is shared by inputs and outputs; the input is only read.
+  const Plane in{const_cast<uint8_t*>(src.data_ptr<uint8_t>()), W, H * W};
+  const Plane dst{out.data_ptr<uint8_t>(), ww, wh * ww};
+
+  // Pillow (since 13) resamples vertically first when the height shrinks by more than twice as many
+  // pixels as the width; the order changes the uint8 intermediate, so it is followed for equality.
+  const double shrink_h = (box[2] - box[0]) - static_cast<double>(out_h);
+  const double shrink_w = (box[3] - box[1]) - static_cast<double>(out_w);
+  const bool vertical_first = shrink_h > 0 && shrink_h > 2 * shrink_w;
+  // The part of the input that the first pass reads along the other axis.
+  const int row_first = rows.first[0], row_last = rows.first[wh - 1] + rows.count[wh - 1];
+  const int col_first = cols.first[0], col_last = cols.first[ww - 1] + cols.count[ww - 1];
+
+  at::Tensor tmp;
+  if (!vertical_first) {
+    Plane mid{in.data + static_cast<std::ptrdiff_t>(row_first) * W, W, in.plane};
+    if (!cols.identity) {
+      tmp = at::empty({C, row_last - row_first, ww}, image.options());
+      const Plane t{tmp.data_ptr<uint8_t>(), ww, (row_last - row_first) * ww};
+      horizontal_pass(mid, t, C, row_last - row_first, cols, 0);
+      mid = t;
+    } else {
+      mid.data += col_first;
+    }
+    vertical_pass(mid, dst, C, rows, row_first, ww);
+  } else {
+    Plane mid{in.data + col_first, W, in.plane};
+    if (!rows.identity) {
+      tmp = at::empty({C, wh, col_last - col_first}, image.options());
+      const Plane t{tmp.data_ptr<uint8_t>(), col_last - col_first, wh * (col_last - col_first)};
+      vertical_pass(mid, t, C, rows, 0, col_last - col_first);
+      mid = t;
+    } else {
+      mid.data += static_cast<std::ptrdiff_t>(row_first) * W;
+    }
+    horizontal_pass(mid, dst, C, wh, cols, col_first);
+  }
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(custom_op, m) {
+  // image [C, H, W] uint8 whose pixel (0, 0) is frame pixel (origin[0], origin[1]); box (top, left,
+  // bottom, right) in frame coordinates is mapped onto an output of `size` (h, w), of which the window
+  // out_window (top, left, height, width) is returned. filter: 0 nearest, 1 bilinear, 2 bicubic,
+  // 3 box, 4 hamming, 5 lanczos.
+  m.def(
+      "resize_box(Tensor image, float[] box, int[] size, int[] out_window, int[] origin, int filter, "
+      "bool antialias) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(custom_op, CPU, m) { m.impl("resize_box", &resize_box_cpu); }
+
+}  // namespace custom_op

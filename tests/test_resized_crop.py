@@ -1,0 +1,426 @@
+"""custom_op.resized_crop: decode_and_resized_crop_jpeg and the resize_box operator under it.
+
+References: at DCT scale 8/8 the result must equal, byte for byte, a full decode, a crop and the same
+resize (our resize_box on the crop; and Pillow's Image.resize, which is what torchvision's
+RandomResizedCrop runs on PIL images). At reduced scales, PSNR against full decode + crop + Pillow's
+antialiased resize, with the bounds below (measured on ../shared/data/imagenet-sample: means 39 to 44 dB).
+"""
+
+import io
+import os
+import subprocess
+import sys
+from functools import lru_cache
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image, ImageOps
+
+import custom_op
+from conftest import ROOT, shared_dir
+from custom_op import ImageReadMode, decode_and_resized_crop_jpeg
+from custom_op.resized_crop import AUTO_SCALES, INTERPOLATIONS, choose_scale
+
+PIL_FILTERS = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "box": Image.BOX,
+               "hamming": Image.HAMMING, "lanczos": Image.LANCZOS}
+# Pillow 13 picks the order of its two resampling passes (vertical first when the height shrinks by more
+# than twice as many pixels as the width); resize_box follows that rule. Older Pillow always went
+# horizontal first, so its uint8 intermediate, and a few output values, can differ.
+PILLOW_ORDER = int(Image.__version__.split(".")[0]) >= 13
+needs_pillow_13 = pytest.mark.skipif(not PILLOW_ORDER, reason=f"Pillow {Image.__version__} < 13 orders its "
+                                     "resampling passes differently from resize_box")
+
+# Per-scale PSNR bounds (dB) against full decode + crop + Pillow resize, with the automatic scale choice.
+MEAN_PSNR_BOUND = 37.0
+MIN_PSNR_BOUND = 30.0
+
+
+def chw(image: Image.Image) -> np.ndarray:
+    array = np.asarray(image)
+    return array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def pillow_resized_crop(image: Image.Image, window, size, interpolation="bilinear") -> np.ndarray:
+    """torchvision's F.resized_crop on a PIL image: crop, then resize (Pillow, antialiased)."""
+    top, left, h, w = window
+    crop = image.crop((left, top, left + w, top + h))
+    return chw(crop.resize((size[1], size[0]), PIL_FILTERS[interpolation]))
+
+
+def resize_box(image: torch.Tensor, size, filter_name="bilinear", antialias=True) -> torch.Tensor:
+    """Our resampler on a whole image, as the fused call applies it at scale 8/8."""
+    _, h, w = image.shape
+    return torch.ops.custom_op.resize_box(image.contiguous(), [0.0, 0.0, float(h), float(w)], list(size),
+                                          [0, 0, *size], [0, 0], INTERPOLATIONS[filter_name], antialias)
+
+
+def random_windows(height, width, rng, n):
+    out = [(0, 0, height, width), (height - 1, width - 1, 1, 1)]
+    for _ in range(n):
+        h, w = int(rng.integers(1, height + 1)), int(rng.integers(1, width + 1))
+        out.append((int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w))
+    return out
+
+
+@lru_cache(maxsize=None)
+def imagenet_files():
+    return tuple(sorted(shared_dir("imagenet-sample").iterdir()))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The resampler alone (no JPEG): Pillow's arithmetic
+
+
+@needs_pillow_13
+@pytest.mark.parametrize("filter_name", list(PIL_FILTERS))
+def test_resize_box_equals_pillow_resize(filter_name):
+    rng = np.random.default_rng(0)
+    shapes = [(37, 41, 13, 17), (40, 30, 20, 45), (120, 16, 30, 90), (5, 97, 72, 16), (1, 1, 3, 5),
+              (64, 64, 64, 64), (300, 200, 224, 224), (7, 300, 1, 1)]
+    for height, width, out_h, out_w in shapes:
+        pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        expected = chw(Image.fromarray(pixels).resize((out_w, out_h), PIL_FILTERS[filter_name]))
+        out = resize_box(torch.from_numpy(pixels).permute(2, 0, 1), (out_h, out_w), filter_name)
+        assert np.array_equal(out.numpy(), expected), (filter_name, height, width, out_h, out_w)
+
+
+@pytest.mark.parametrize("filter_name", ["bilinear", "bicubic", "nearest", "lanczos"])
+def test_resize_box_window_of_the_output_equals_cropping_the_output(filter_name):
+    # Resize-then-crop computed from only the input the crop needs (origin), as the evaluation transform.
+    rng = np.random.default_rng(1)
+    image = torch.from_numpy(rng.integers(0, 256, (3, 150, 211), dtype=np.uint8))
+    size = (97, 131)
+    whole = resize_box(image, size, filter_name)
+    for top, left, h, w in [(0, 0, 97, 131), (10, 20, 50, 60), (96, 130, 1, 1), (30, 0, 67, 131)]:
+        first_row, first_col = max(0, int(top * 150 / 97) - 8), max(0, int(left * 211 / 131) - 8)
+        last_row = min(150, int((top + h) * 150 / 97) + 9)
+        last_col = min(211, int((left + w) * 211 / 131) + 9)
+        part = image[:, first_row:last_row, first_col:last_col].contiguous()
+        out = torch.ops.custom_op.resize_box(part, [0.0, 0.0, 150.0, 211.0], list(size), [top, left, h, w],
+                                             [first_row, first_col], INTERPOLATIONS[filter_name], True)
+        assert torch.equal(out, whole[:, top:top + h, left:left + w]), (top, left, h, w)
+
+
+def test_resize_box_portable_kernels_give_the_same_bytes(tmp_path):
+    # The AVX2 kernels are what runs here; the portable ones run on other CPUs. Both must agree.
+    rng = np.random.default_rng(2)
+    image = torch.from_numpy(rng.integers(0, 256, (3, 301, 233), dtype=np.uint8))
+    cases = [((224, 224), "bilinear"), ((100, 220), "bicubic"), ((301, 50), "lanczos"), ((17, 233), "box")]
+    torch.save({"image": image, "outputs": [resize_box(image, s, f) for s, f in cases]}, tmp_path / "ref.pt")
+    script = (
+        "import torch, custom_op\n"
+        "from custom_op.resized_crop import INTERPOLATIONS\n"
+        f"ref = torch.load({str(tmp_path / 'ref.pt')!r})\n"
+        "im = ref['image']\n"
+        f"for (size, f), expected in zip({cases!r}, ref['outputs']):\n"
+        "    out = torch.ops.custom_op.resize_box(im, [0.0, 0.0, 301.0, 233.0], list(size), [0, 0, *size],\n"
+        "                                         [0, 0], INTERPOLATIONS[f], True)\n"
+        "    assert torch.equal(out, expected), (size, f)\n"
+        "print('same')\n")
+    env = dict(os.environ, CUSTOM_OP_RESIZE_NO_SIMD="1")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0 and "same" in result.stdout, result.stderr[-2000:]
+
+
+def test_resize_box_without_antialias_is_plain_bilinear_sampling():
+    rng = np.random.default_rng(3)
+    image = torch.from_numpy(rng.integers(0, 256, (3, 180, 240), dtype=np.uint8))
+    out = resize_box(image, (50, 70), "bilinear", antialias=False)
+    expected = F.interpolate(image[None].float(), size=(50, 70), mode="bilinear", align_corners=False,
+                             antialias=False)[0]
+    # Same sample positions; fixed point and two uint8-rounded passes against float.
+    assert (out.int() - expected.round().int()).abs().max() <= 1
+
+
+def test_resize_box_fake_kernel_and_schema():
+    image = torch.zeros(3, 20, 30, dtype=torch.uint8)
+    args = (image, [0.0, 0.0, 20.0, 30.0], [10, 12], [1, 2, 5, 6], [0, 0], 1, True)
+    torch.library.opcheck(torch.ops.custom_op.resize_box, args)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"box": [5.0, 0.0, 5.0, 30.0]}, "empty box"),
+    ({"box": [0.0, 0.0, float("nan"), 30.0]}, "box values"),
+    ({"size": [0, 10]}, "output size"),
+    ({"out_window": [0, 0, 11, 12]}, "out_window"),
+    ({"origin": [-1, 0]}, "origin"),
+    ({"filter": 9}, "filter"),
+    ({"box": [100.0, 0.0, 120.0, 30.0]}, "no input pixel"),
+])
+def test_resize_box_rejects_bad_arguments(kwargs, message):
+    args = {"image": torch.zeros(3, 20, 30, dtype=torch.uint8), "box": [0.0, 0.0, 20.0, 30.0], "size": [10, 12],
+            "out_window": [0, 0, 10, 12], "origin": [0, 0], "filter": 1, "antialias": True}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        torch.ops.custom_op.resize_box(*args.values())
+
+
+def test_resize_box_rejects_non_uint8_images():
+    with pytest.raises(TypeError):
+        torch.ops.custom_op.resize_box(torch.zeros(3, 4, 4), [0.0, 0.0, 4.0, 4.0], [2, 2], [0, 0, 2, 2], [0, 0], 1,
+                                       True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scale choice
+
+
+def test_choose_scale_is_the_smallest_that_keeps_the_window_at_least_size():
+    assert AUTO_SCALES == (1, 2, 4, 8)
+    assert choose_scale(1792, 1792, 224) == 1
+    assert choose_scale(1791, 1792, 224) == 2
+    assert choose_scale(896, 2000, 224) == 2
+    assert choose_scale(895, 2000, 224) == 4
+    assert choose_scale(448, 448, 224) == 4
+    assert choose_scale(447, 448, 224) == 8
+    assert choose_scale(100, 100, 224) == 8  # smaller than the output: full resolution, then upsampled
+    assert choose_scale(1000, 300, (100, 40)) == 2
+    assert choose_scale(300, 300, 224, scales=range(1, 9)) == 6
+
+
+def test_forced_scale_is_used():
+    data = (shared_dir("odd-jpegs") / "flower.jpg").read_bytes()
+    auto = decode_and_resized_crop_jpeg(data, 10, 20, 200, 300, 64)
+    assert torch.equal(auto, decode_and_resized_crop_jpeg(data, 10, 20, 200, 300, 64, scale=choose_scale(200, 300, 64)))
+    assert not torch.equal(auto, decode_and_resized_crop_jpeg(data, 10, 20, 200, 300, 64, scale=8))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exactness at scale 8/8
+
+
+def test_scale_8_equals_full_decode_crop_and_the_same_resize():
+    rng = np.random.default_rng(4)
+    for path in imagenet_files()[::4]:
+        data = path.read_bytes()
+        full = custom_op.decode_jpeg(data)
+        _, height, width = full.shape
+        for window in random_windows(height, width, rng, 6):
+            top, left, h, w = window
+            for size in [(224, 224), (96, 160)]:
+                expected = resize_box(full[:, top:top + h, left:left + w], size)
+                out = decode_and_resized_crop_jpeg(data, *window, size, scale=8)
+                assert torch.equal(out, expected), (path.name, window, size)
+
+
+@needs_pillow_13
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest", "lanczos"])
+def test_scale_8_equals_torchvision_resized_crop_on_pil(interpolation):
+    rng = np.random.default_rng(5)
+    for path in imagenet_files()[::3]:
+        data = path.read_bytes()
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        for window in random_windows(image.height, image.width, rng, 3):
+            expected = pillow_resized_crop(image, window, (224, 224), interpolation)
+            out = decode_and_resized_crop_jpeg(data, *window, 224, interpolation=interpolation, scale=8)
+            assert np.array_equal(out.numpy(), expected), (path.name, window)
+
+
+@needs_pillow_13
+@pytest.mark.parametrize("name", ["hopper_orientation_3.jpg", "hopper_orientation_6.jpg"])
+def test_scale_8_with_exif_orientation(name):
+    data = (shared_dir("odd-jpegs") / name).read_bytes()
+    image = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
+    rng = np.random.default_rng(6)
+    for window in random_windows(image.height, image.width, rng, 5):
+        expected = pillow_resized_crop(image, window, (40, 56))
+        out = decode_and_resized_crop_jpeg(data, *window, (40, 56), apply_exif_orientation=True, scale=8)
+        assert np.array_equal(out.numpy(), expected), window
+
+
+@needs_pillow_13
+def test_scale_8_other_modes():
+    folder = shared_dir("odd-jpegs")
+    cmyk = (folder / "pil_sample_cmyk.jpg").read_bytes()
+    out = decode_and_resized_crop_jpeg(cmyk, 5, 7, 60, 80, 32, mode=ImageReadMode.UNCHANGED, scale=8)
+    full = custom_op.decode_jpeg(cmyk, mode=ImageReadMode.UNCHANGED)
+    assert out.shape == (4, 32, 32)
+    assert torch.equal(out, resize_box(full[:, 5:65, 7:87], (32, 32)))
+    gray = (folder / "hopper.jpg").read_bytes()
+    out = decode_and_resized_crop_jpeg(gray, 0, 0, 100, 90, (20, 30), mode=ImageReadMode.GRAY, scale=8)
+    full = custom_op.decode_jpeg(gray, mode=ImageReadMode.GRAY)
+    assert out.shape == (1, 20, 30) and torch.equal(out, resize_box(full[:, :100, :90], (20, 30)))
+
+
+@needs_pillow_13
+def test_window_smaller_than_size_is_upsampled_from_full_resolution():
+    data = imagenet_files()[0].read_bytes()
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    window = (30, 40, 100, 120)
+    out = decode_and_resized_crop_jpeg(data, *window, 224)
+    assert np.array_equal(out.numpy(), pillow_resized_crop(image, window, (224, 224)))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reduced scales: accuracy
+
+
+def rrc_windows(height, width, generator, n):
+    transform = custom_op.RandomResizedCropJpeg(224)
+    return [transform.get_params(height, width, generator) for _ in range(n)]
+
+
+def test_reduced_scales_psnr_on_imagenet_sample():
+    """RandomResizedCrop windows with the automatic scale; smaller outputs make the small scales occur
+    on these ~500-pixel photos. Measured: mean 39 (s=1) to 44 dB (s=4), minimum 32 dB."""
+    generator = torch.Generator().manual_seed(0)
+    by_scale = {}
+    for path in imagenet_files()[::2]:
+        data = path.read_bytes()
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        for size in (224, 112, 56):
+            for window in rrc_windows(image.height, image.width, generator, 1):
+                s = choose_scale(window[2], window[3], size)
+                if s == 8:
+                    continue
+                out = decode_and_resized_crop_jpeg(data, *window, size)
+                by_scale.setdefault(s, []).append(psnr(out.numpy(), pillow_resized_crop(image, window, (size, size))))
+    assert set(by_scale) >= {2, 4}, sorted(by_scale)
+    for s, values in by_scale.items():
+        assert np.mean(values) >= MEAN_PSNR_BOUND, (s, np.mean(values))
+        assert min(values) >= MIN_PSNR_BOUND, (s, min(values))
+
+
+@pytest.mark.parametrize("sampling", ["4:2:0", "4:4:4", "4:2:2"])
+def test_reduced_scales_psnr_on_generated_photos(jpeg_writer, sampling):
+    data = jpeg_writer.encode(jpeg_writer.photo_like(1536, 2048, 3, seed=11), sampling=sampling, quality=92)
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    generator = torch.Generator().manual_seed(1)
+    by_scale = {}
+    for window in rrc_windows(1536, 2048, generator, 16) + [(0, 0, 1536, 2048), (1, 3, 1535, 2045)]:
+        for size in (224, 160):
+            s = choose_scale(window[2], window[3], size)
+            out = decode_and_resized_crop_jpeg(data, *window, size)
+            expected = pillow_resized_crop(image, window, (size, size))
+            by_scale.setdefault(s, []).append(psnr(out.numpy(), expected))
+    assert set(by_scale) >= {1, 2}, sorted(by_scale)
+    for s, values in by_scale.items():
+        assert np.mean(values) >= MEAN_PSNR_BOUND, (s, np.mean(values))
+        assert min(values) >= MIN_PSNR_BOUND, (s, min(values))
+
+
+def test_window_maps_without_half_pixel_shift():
+    """Moving the mapped box by a quarter of a scaled pixel either way must make the result worse: the
+    exact mapping is where the reduced-scale decode lines up with the full-resolution one."""
+    from custom_op.resized_crop import _crop_axis, _decode_and_resample
+    from custom_op.decode import _as_tensor
+
+    s, size = 2, 56
+    scores = {}
+    for path in imagenet_files()[::20]:
+        data = path.read_bytes()
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        top, left, h, w = 12, 20, image.height - 30, image.width - 40
+        reference = pillow_resized_crop(image, (top, left, h, w), (size, size))
+        for shift in (-0.25, 0.0, 0.25):
+            # Decode one scaled pixel more on each side so that the shifted boxes stay inside.
+            rows, cols = _crop_axis(top - 4, h + 8, s, size), _crop_axis(left - 4, w + 8, s, size)
+            rows = rows._replace(in0=rows.in0 + 1 + shift, in1=rows.in1 - 1 + shift)
+            cols = cols._replace(in0=cols.in0 + 1 + shift, in1=cols.in1 - 1 + shift)
+            out = _decode_and_resample(_as_tensor(data), rows, cols, s, 1, True, 2, False, 0, 0)
+            scores.setdefault(shift, []).append(psnr(out.numpy(), reference))
+    means = {shift: np.mean(v) for shift, v in scores.items()}
+    assert means[0.0] > means[0.25] + 3 and means[0.0] > means[-0.25] + 3, means
+
+
+# ---------------------------------------------------------------------------------------------------
+# Arguments and bad input: the core's rules
+
+
+@pytest.fixture(scope="module")
+def valid():
+    return (shared_dir("odd-jpegs") / "hopper.jpg").read_bytes()
+
+
+def test_output_shape_and_size_forms(valid):
+    assert decode_and_resized_crop_jpeg(valid, 0, 0, 50, 60, 24).shape == (3, 24, 24)
+    assert decode_and_resized_crop_jpeg(valid, 0, 0, 50, 60, (24, 31)).shape == (3, 24, 31)
+    assert decode_and_resized_crop_jpeg(valid, 0, 0, 50, 60, [17]).shape == (3, 17, 17)
+    assert decode_and_resized_crop_jpeg(valid, 0, 0, 50, 60, torch.Size([5, 6])).shape == (3, 5, 6)
+    out = decode_and_resized_crop_jpeg(np.frombuffer(valid, np.uint8), 0, 0, 50, 60, 24, mode="gray")
+    assert out.dtype == torch.uint8 and out.is_contiguous() and out.shape == (1, 24, 24)
+
+
+def test_interpolation_accepts_enum_values(valid):
+    class Mode(str):
+        value = "bicubic"
+
+    out = decode_and_resized_crop_jpeg(valid, 0, 0, 50, 60, 24, interpolation=Mode("x"))
+    assert torch.equal(out, decode_and_resized_crop_jpeg(valid, 0, 0, 50, 60, 24, interpolation="bicubic"))
+
+
+@pytest.mark.parametrize("window", [(-1, 0, 10, 10), (0, -1, 10, 10), (0, 0, 0, 10), (0, 0, 10, 0),
+                                    (0, 0, 129, 10), (0, 0, 10, 129), (120, 0, 9, 10), (0, 125, 10, 4)])
+def test_window_outside_the_image_is_value_error(valid, window):
+    with pytest.raises(ValueError, match=r"crop window .* does not fit in the image of height 128 and width 128"):
+        decode_and_resized_crop_jpeg(valid, *window, 24)
+
+
+def test_window_in_the_displayed_frame_with_exif():
+    data = (shared_dir("odd-jpegs") / "hopper_orientation_6.jpg").read_bytes()
+    with pytest.raises(ValueError, match="after EXIF orientation"):
+        decode_and_resized_crop_jpeg(data, 0, 0, 129, 10, 8, apply_exif_orientation=True)
+
+
+@pytest.mark.parametrize("size,error", [(0, ValueError), (-3, ValueError), ((0, 5), ValueError),
+                                        ((1, 2, 3), ValueError), ((), ValueError), ("24", TypeError),
+                                        (2.5, TypeError), ((2, 2.5), TypeError), (2 ** 25, ValueError)])
+def test_bad_size(valid, size, error):
+    with pytest.raises(error):
+        decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, size)
+
+
+@pytest.mark.parametrize("kwargs,error", [({"scale": 0}, ValueError), ({"scale": 17}, ValueError),
+                                          ({"scale": 2.0}, TypeError), ({"interpolation": "cubic"}, ValueError),
+                                          ({"interpolation": 2}, ValueError), ({"mode": "CMYK"}, ValueError),
+                                          ({"on_warning": "loud"}, ValueError), ({"max_pixels": 0}, ValueError),
+                                          ({"device": "tpu"}, ValueError)])
+def test_bad_options(valid, kwargs, error):
+    with pytest.raises(error):
+        decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, 8, **kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: device='cuda' is accepted there")
+def test_cuda_without_a_gpu_is_runtime_error(valid):
+    with pytest.raises(RuntimeError, match="cuda"):
+        decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, 8, device="cuda")
+
+
+def test_non_integer_window_is_type_error(valid):
+    with pytest.raises(TypeError):
+        decode_and_resized_crop_jpeg(valid, 0.5, 0, 10, 10, 8)
+
+
+@pytest.mark.parametrize("data", [[1, 2, 3], "abc", torch.zeros(10), torch.zeros(2, 5, dtype=torch.uint8), 3])
+def test_bad_data_is_type_error(data):
+    with pytest.raises(TypeError):
+        decode_and_resized_crop_jpeg(data, 0, 0, 1, 1, 8)
+
+
+@pytest.mark.parametrize("data", [b"", b"not a jpeg at all", b"\xff\xd8\xff\xe0" + b"\x00" * 40])
+def test_corrupt_data_is_runtime_error(data):
+    with pytest.raises(RuntimeError):
+        decode_and_resized_crop_jpeg(data, 0, 0, 1, 1, 8)
+
+
+def test_truncated_data_follows_on_warning(valid):
+    cut = valid[: len(valid) * 2 // 3]
+    with pytest.raises(RuntimeError):
+        decode_and_resized_crop_jpeg(cut, 100, 0, 28, 128, 16)
+    with pytest.warns(UserWarning):
+        out = decode_and_resized_crop_jpeg(cut, 100, 0, 28, 128, 16, on_warning="warn")
+    assert out.shape == (3, 16, 16)
+
+
+def test_max_pixels_applies(valid):
+    with pytest.raises(ValueError, match="max_pixels"):
+        decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, 8, max_pixels=1000)
+    assert decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, 8, max_pixels=None).shape == (3, 8, 8)
