@@ -12,6 +12,7 @@ from .decode import (  # noqa: E402
     DEFAULT_MAX_PIXELS,
     ImageReadMode,
     JpegInfo,
+    cuda_available,
     decode_and_crop_jpeg,
     decode_jpeg,
     read_jpeg_header,
@@ -20,4 +21,4 @@ from .resized_crop import decode_and_resized_crop_jpeg  # noqa: E402
 from .transforms import RandomResizedCropJpeg, ResizeCenterCropJpeg  # noqa: E402
 
 __all__ = ["DEFAULT_MAX_PIXELS", "ImageReadMode", "JpegInfo", "decode_and_crop_jpeg", "decode_jpeg",
-           "read_jpeg_header", "decode_and_resized_crop_jpeg", "RandomResizedCropJpeg", "ResizeCenterCropJpeg"]
+           "read_jpeg_header", "cuda_available", "decode_and_resized_crop_jpeg", "RandomResizedCropJpeg", "ResizeCenterCropJpeg"]

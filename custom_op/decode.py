@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "ImageReadMode",
     "JpegInfo",
+    "cuda_available",
     "decode_and_crop_jpeg",
     "decode_jpeg",
     "read_jpeg_header",
@@ -158,6 +159,14 @@ def _check_cpu(device) -> str:
     raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
 
 
+def cuda_available() -> bool:
+    """True when ``device="cuda"`` works here: CUDA, a GPU and nvJPEG. The first call builds (or loads)
+    the GPU library; importing custom_op never does."""
+    from . import gpu
+
+    return gpu.cuda_available()
+
+
 def _warn_about(decoded) -> torch.Tensor:
     """The image of a *_with_warnings op, after turning libjpeg's warnings into a UserWarning."""
     image, message = decoded
@@ -270,8 +279,8 @@ def decode_jpeg(data: Data, *, mode: ImageReadMode = ImageReadMode.RGB, apply_ex
     if kind == "cuda":
         from .gpu import _decode_one
 
-        return _decode_one(_as_tensor(data), 0, 0, -1, -1, _mode_code(mode), bool(apply_exif_orientation),
-                           _warning_code(on_warning), _pixel_limit(max_pixels), device, stream)
+        return _decode_one(_as_tensor(data), 0, 0, 0, 0, _mode_code(mode), bool(apply_exif_orientation),
+                           _warning_code(on_warning), _pixel_limit(max_pixels), device, stream, whole=True)
     policy = _warning_code(on_warning)
     if policy == _ON_WARNING["warn"]:
         return _warn_about(torch.ops.custom_op.decode_jpeg_with_warnings(

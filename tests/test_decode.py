@@ -260,6 +260,7 @@ def test_header_reads_no_pixels_and_reports_format(jpeg_writer):
     assert custom_op.read_jpeg_header(data[:sos_end]) == info
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: tests/test_gpu.py covers it")
 def test_cuda_device_is_refused_clearly_without_the_gpu_backend(jpeg_writer):
     data = generated(jpeg_writer, 17, 9)
     with pytest.raises(RuntimeError, match="GPU"):

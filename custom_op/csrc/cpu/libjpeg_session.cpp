@@ -8,6 +8,16 @@
 namespace custom_op {
 namespace {
 
+// The libjpeg 6b API (libjpeg62-turbo, Debian) and the libjpeg 7/8 APIs (libjpeg-turbo8, Ubuntu) name
+// the scaled block size differently.
+int min_dct_scaled_width(const jpeg_decompress_struct& cinfo) {
+#if JPEG_LIB_VERSION >= 70
+  return cinfo.min_DCT_h_scaled_size;
+#else
+  return cinfo.min_DCT_scaled_size;
+#endif
+}
+
 ErrorState* state_of(j_common_ptr cinfo) { return reinterpret_cast<ErrorState*>(cinfo->err); }
 
 [[noreturn]] void on_error(j_common_ptr cinfo) {
@@ -93,7 +103,7 @@ int JpegSession::exif_orientation() const {
 void JpegSession::crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const {
   const int image_width = static_cast<int>(cinfo.output_width);
   const int imcu_width =
-      cinfo.min_DCT_scaled_size * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
+      min_dct_scaled_width(cinfo) * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
   // Fancy upsampling of a 2x subsampled plane gets only the outermost output column of a crop wrong
   // (it replicates the crop's edge sample instead of reading its real neighbour): one column suffices.
   // A progressive file whose coefficients are incomplete (scans missing) is block-smoothed, which

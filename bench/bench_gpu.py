@@ -1,0 +1,321 @@
+"""GPU benchmark: decode one window per JPEG into CUDA tensors, batched, every method on the same files
+and the same windows, images per second and host CPU time per image.
+
+    python bench/bench_gpu.py --out bench/results/gpu_h100.md        # on the GPU machine
+
+Methods:
+  - torchvision.io.decode_jpeg(list, device="cuda") + slicing: torchvision's batched nvJPEG decode of
+    whole images (the anchor);
+  - the CPU path, one process per core: custom_op.decode_and_crop_jpeg on the CPU in a process pool,
+    then one pinned copy of the batch to the GPU;
+  - custom_op.decode_and_crop_jpeg(list, ..., device="cuda"): ours (hardware decoder with regions of
+    interest), with variants: encoded bytes staged in pinned memory, and regions of interest off
+    (whole images decoded by the hardware decoder, the copy crops) to show what ROI buys.
+Cases: the ImageNet sample (224x224 windows; images smaller than 224 give smaller windows, the same
+for all methods), batch 64 and 256; one generated 4000x3000 photo with 512 random 224x224 windows.
+
+Host CPU time is the process's CPU time (all threads, the CUDA driver's included; for the CPU path, the
+workers' time) over the images decoded. Methods alternate round by round so that a slow moment of the
+machine hits all alike; the best round is reported, the median beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import custom_op  # noqa: E402
+from custom_op import gpu  # noqa: E402
+
+
+def windows_for(files, size, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for data in files:
+        info = custom_op.read_jpeg_header(data)
+        h, w = min(size, info.height), min(size, info.width)
+        out.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Methods: each takes (tensors, windows) of one batch and leaves its outputs on the GPU.
+
+
+def torchvision_method():
+    import torchvision
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    def run(tensors, windows):
+        images = decode_jpeg(tensors, mode=ImageReadMode.RGB, device="cuda")
+        return [img[:, t:t + h, l:l + w] for img, (t, l, h, w) in zip(images, windows)]
+
+    return f"torchvision {torchvision.__version__} decode_jpeg(list, cuda) + slice", run
+
+
+def ours_method(debug=0, label="custom_op.decode_and_crop_jpeg(list, cuda)"):
+    def run(tensors, windows):
+        tops, lefts, heights, widths = zip(*windows)
+        return gpu.decode_and_crop_jpegs(tensors, tops, lefts, heights, widths, device="cuda", _debug=debug)
+
+    return label, run
+
+
+_worker_state = {}
+
+
+def _cpu_worker(args):
+    start = time.process_time()
+    out = [custom_op.decode_and_crop_jpeg(_worker_state["files"][i], *w).numpy() for i, w in args]
+    return out, time.process_time() - start
+
+
+def _cpu_init(files):
+    torch.set_num_threads(1)
+    _worker_state["files"] = files
+
+
+class CpuPool:
+    """The CPU path in one process per core; results are copied to the GPU like a data loader would."""
+
+    def __init__(self, files, processes):
+        self.processes = processes
+        self.pool = mp.get_context("fork").Pool(processes, initializer=_cpu_init, initargs=(files,))
+        self.worker_cpu = 0.0
+
+    def method(self):
+        def run(indices, windows):
+            chunks = [[] for _ in range(self.processes)]
+            for k, item in enumerate(zip(indices, windows)):
+                chunks[k % self.processes].append(item)
+            results = self.pool.map(_cpu_worker, [c for c in chunks if c])
+            outs = []
+            for arrays, seconds in results:
+                self.worker_cpu += seconds
+                outs += [torch.from_numpy(a).pin_memory().to("cuda", non_blocking=True) for a in arrays]
+            return outs
+
+        return f"CPU path, {self.processes} processes (custom_op, libjpeg-turbo) + copy to GPU", run
+
+    def close(self):
+        self.pool.terminate()
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def measure(methods, batches, rounds, cpu_pool):
+    """methods: {name: (fn, uses_indices)}. Returns {name: (best img/s, median img/s, best host ms/img)}."""
+    results = {name: [] for name in methods}
+    n_images = sum(len(b[0]) for b in batches)
+    for name, (fn, _) in methods.items():  # warm-up: builds, nvJPEG buffers, torchvision's decoder
+        for tensors, indices, windows in batches[:2]:
+            fn(indices if methods[name][1] else tensors, windows)
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for name, (fn, uses_indices) in methods.items():
+            if cpu_pool is not None:
+                cpu_pool.worker_cpu = 0.0
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            for tensors, indices, windows in batches:
+                fn(indices if uses_indices else tensors, windows)
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - wall0
+            cpu = time.process_time() - cpu0 + (cpu_pool.worker_cpu if uses_indices else 0.0)
+            results[name].append((n_images / wall, cpu / n_images * 1e3))
+    summary = {}
+    for name, rs in results.items():
+        best = max(rs, key=lambda r: r[0])
+        summary[name] = (best[0], statistics.median(r[0] for r in rs), min(r[1] for r in rs))
+    return summary
+
+
+def make_batches(files, windows, batch, count):
+    tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in files]
+    out = []
+    for k in range(count):
+        idx = [(k * batch + j) % len(files) for j in range(batch)]
+        out.append(([tensors[i] for i in idx], idx, [windows[i] for i in idx]))
+    return out
+
+
+def accuracy(files, windows):
+    """|ours - CPU path| and |torchvision - CPU path| over the windows (uint8 levels)."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in files]
+    tops, lefts, heights, widths = zip(*windows)
+    ours = gpu.decode_and_crop_jpegs(tensors, tops, lefts, heights, widths, device="cuda")
+    tv = decode_jpeg(tensors, mode=ImageReadMode.RGB, device="cuda")
+    stats = {}
+    for name, outs in (("ours", ours), ("torchvision", [im[:, t:t + h, l:l + w] for im, (t, l, h, w) in zip(tv, windows)])):
+        mx, total, n = 0, 0.0, 0
+        for data, win, out in zip(files, windows, outs):
+            d = (out.cpu().int() - custom_op.decode_and_crop_jpeg(data, *win).int()).abs()
+            mx, total, n = max(mx, int(d.max())), total + float(d.sum()), n + d.numel()
+        stats[name] = (mx, total / n)
+    return stats
+
+
+def large_photo():
+    from jpeg_factory import photo_like
+
+    buf = io.BytesIO()
+    Image.fromarray(photo_like(3000, 4000, seed=1)).save(buf, "JPEG", quality=90, subsampling=2)
+    return buf.getvalue()
+
+
+def machine():
+    cpu = platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{torch.cuda.get_device_name()}; {cpu}, {os.cpu_count()} logical cores"
+
+
+def table(title, summary, anchor, extra=""):
+    lines = [f"### {title}", ""] + ([extra, ""] if extra else []) + [
+        "| method | images/s (best) | images/s (median) | host CPU ms/image | vs torchvision |",
+        "| --- | ---: | ---: | ---: | ---: |"]
+    base = summary[anchor][0]
+    for name, (best, median, cpu_ms) in summary.items():
+        lines.append(f"| {name} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} | {best / base:.2f}x |")
+    return lines + [""]
+
+
+def quick(args):
+    """--quick: ours alone, one line per batch size (for comparing backend settings given by env vars)."""
+    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    windows = windows_for(files, 224, seed=0)
+    name, fn = ours_method(args.debug)
+    info = gpu.backend_info()
+    setting = " ".join(f"{k}={v}" for k, v in os.environ.items() if k.startswith("CUSTOM_OP_NVJPEG"))
+    for batch in args.batches:
+        batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
+        best = measure({name: (fn, False)}, batches, args.rounds, None)[name]
+        print(f"quick [{setting or 'defaults'}] debug={args.debug} hw_interp={info.get('hardware_interpolation')} "
+              f"batch {batch}: {best[0]:,.0f} img/s (median {best[1]:,.0f}), host CPU {best[2]:.3f} ms/img",
+              flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
+    parser.add_argument("--batches", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--images-per-round", type=int, default=2560)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--processes", type=int, default=os.cpu_count())
+    parser.add_argument("--large-rounds", type=int, default=2)
+    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--quick", action="store_true", help="only ours, one line per batch size")
+    parser.add_argument("--debug", type=int, default=0, help="with --quick: operator debug flags")
+    args = parser.parse_args()
+
+    if not gpu.cuda_available():
+        sys.exit(f"no GPU backend here: {gpu.unavailable_reason()}")
+    if args.quick:
+        return quick(args)
+    info = gpu.backend_info()
+    import torchvision
+
+    lines = [
+        "# GPU decode-and-crop benchmark",
+        "",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
+        f"- machine: {machine()}",
+        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, torchvision "
+        f"{torchvision.__version__}, nvJPEG {info['nvjpeg_version']} (hardware decoder: "
+        f"{info['hardware_engines']} engine(s) x {info['hardware_cores']} cores), custom_op CPU path on "
+        f"libjpeg-turbo {custom_op._build.library_info().get('jpeg_version', '?')}",
+        f"- each figure: best of {args.rounds} rounds (median beside it); host CPU = process CPU time "
+        "(all threads; the CPU path adds its workers') per image",
+        "",
+    ]
+
+    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    windows = windows_for(files, 224, seed=0)
+    cpu_pool = CpuPool(files, args.processes)
+    try:
+        methods = {}
+        for name, fn in (torchvision_method(), ours_method(),
+                         ours_method(gpu.DEBUG_PINNED_INPUTS, "ours, encoded bytes staged in pinned memory"),
+                         ours_method(gpu.DEBUG_NO_ROI, "ours, ROI off (whole image decoded, copy crops)")):
+            methods[name] = (fn, False)
+        cpu_name, cpu_fn = cpu_pool.method()
+        methods[cpu_name] = (cpu_fn, True)
+        anchor = next(iter(methods))
+        _, used = gpu.decode_and_crop_jpegs(files, *zip(*windows), _return_paths=True)
+        counts = {p: used.count(p) for p in sorted(set(used))}
+        acc = accuracy(files, windows)
+        lines.append(f"## ImageNet sample: {len(files)} photos, 224x224 windows")
+        lines.append("")
+        lines.append(f"- where our decodes ran: {counts}")
+        lines.append(f"- |GPU - CPU path| over these windows: ours max {acc['ours'][0]}, mean {acc['ours'][1]:.3f}; "
+                     f"torchvision max {acc['torchvision'][0]}, mean {acc['torchvision'][1]:.3f}")
+        lines.append("")
+        for batch in args.batches:
+            batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
+            summary = measure(methods, batches, args.rounds, cpu_pool)
+            lines += table(f"batch {batch}", summary, anchor)
+            print("\n".join(lines[-len(summary) - 4:]), flush=True)
+    finally:
+        cpu_pool.close()
+
+    big = large_photo()
+    rng = np.random.default_rng(2)
+    big_windows = [(int(rng.integers(0, 3000 - 224)), int(rng.integers(0, 4000 - 224)), 224, 224) for _ in range(512)]
+    cpu_pool = CpuPool([big], args.processes)
+    try:
+        tv_name, tv_fn = torchvision_method()
+
+        def tv_chunked(tensors, wins):  # 64 whole 12-megapixel images at a time keeps memory in bounds
+            out = []
+            for k in range(0, len(tensors), 64):
+                out += [o.clone() for o in tv_fn(tensors[k:k + 64], wins[k:k + 64])]
+            return out
+
+        cpu_name, cpu_fn = cpu_pool.method()
+        methods = {tv_name + " (64 at a time)": (tv_chunked, False)}
+        for name, fn in (ours_method(label="ours (the file is decoded once, over the windows' bounding box)"),
+                         ours_method(gpu.DEBUG_NO_DEDUPE, "ours, one ROI decode per window"),
+                         ours_method(gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_NO_ROI, "ours, one whole decode per window")):
+            methods[name] = (fn, False)
+        methods[cpu_name] = (cpu_fn, True)
+        batches = make_batches([big], [big_windows[0]], 512, 1)
+        batches = [(batches[0][0], [0] * 512, big_windows)]
+        _, used = gpu.decode_and_crop_jpegs([big], [0], [0], [224], [224], _return_paths=True)
+        summary = measure(methods, batches, args.large_rounds, cpu_pool)
+        lines += table("one 4000x3000 photo (4:2:0, q90), 512 windows of 224x224 in one batch", summary,
+                       next(iter(methods)), f"our path for it: {used[0]}")
+    finally:
+        cpu_pool.close()
+
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report)
+
+
+if __name__ == "__main__":
+    main()

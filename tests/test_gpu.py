@@ -1,0 +1,557 @@
+"""The GPU (nvJPEG) backend: same windows as the CPU path, pixels within JPEG-decoder rounding of it,
+CPU fallback, batches, errors that name the item, stream order, chroma edges at window borders, threads,
+and no leak. Tests that need a GPU skip with the reason on machines without CUDA; run them on the GPU
+machine with bench/device_run.sh.
+
+Numbers worth keeping (accuracy per subsampling, whether this nvJPEG writes out of stream order, the
+chroma edge with and without margin) go to the JSON file named by $CUSTOM_OP_GPU_REPORT when set.
+"""
+
+import io
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import custom_op
+from conftest import SHARED_DATA, shared_dir
+from custom_op import ImageReadMode, gpu
+
+REASON = gpu.unavailable_reason()
+needs_gpu = pytest.mark.skipif(REASON is not None, reason=f"GPU backend unavailable here: {REASON}")
+
+REPORT = {}
+MIN_PSNR_DB = 40.0
+MAX_MEAN_ABS = 0.5
+
+
+@pytest.fixture(scope="module", autouse=True)
+def write_report():
+    yield
+    path = os.environ.get("CUSTOM_OP_GPU_REPORT")
+    if path and REPORT:
+        with open(path, "w") as f:
+            json.dump(REPORT, f, indent=1, sort_keys=True, default=str)
+
+
+def as_tensor(data: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def with_orientation(data: bytes, orientation: int) -> bytes:
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    payload = exif.tobytes()
+    if not payload.startswith(b"Exif\x00\x00"):
+        payload = b"Exif\x00\x00" + payload
+    return data[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + data[2:]
+
+
+class Stats:
+    """Accumulated |GPU - CPU| over many windows: max, mean and PSNR."""
+
+    def __init__(self):
+        self.max = 0
+        self.sum = 0.0
+        self.sq = 0.0
+        self.n = 0
+
+    def add(self, a: torch.Tensor, b: torch.Tensor):
+        assert a.shape == b.shape, (a.shape, b.shape)
+        d = (a.cpu().to(torch.int32) - b.cpu().to(torch.int32)).abs()
+        self.max = max(self.max, int(d.max()) if d.numel() else 0)
+        self.sum += float(d.sum())
+        self.sq += float((d.to(torch.float64) ** 2).sum())
+        self.n += d.numel()
+
+    @property
+    def mean(self):
+        return self.sum / max(self.n, 1)
+
+    @property
+    def psnr(self):
+        mse = self.sq / max(self.n, 1)
+        return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+    def as_dict(self):
+        return {"max_abs": self.max, "mean_abs": round(self.mean, 4), "psnr_db": round(self.psnr, 2),
+                "values": self.n}
+
+
+def random_window(rng, height, width, size=224):
+    h, w = min(size, height), min(size, width)
+    return int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w
+
+
+def subsampling_name(data: bytes) -> str:
+    info = custom_op.read_jpeg_header(data)
+    return ("progressive " if info.progressive else "") + info.subsampling
+
+
+# ---------------------------------------------------------------------------------------------------
+# Without a GPU: importing stays CPU-only and device="cuda" says why it cannot run
+
+
+def test_import_does_not_load_the_gpu_backend():
+    code = ("import sys, custom_op, torch; "
+            "print('custom_op.gpu' in sys.modules, hasattr(torch.ops.custom_op, '_decode_jpegs_cuda'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+@pytest.mark.skipif(REASON is None, reason="this machine has a working GPU backend")
+def test_cuda_device_raises_with_the_reason():
+    data = Image.new("RGB", (32, 24), (10, 200, 30))
+    buf = io.BytesIO()
+    data.save(buf, "JPEG")
+    with pytest.raises(RuntimeError, match="GPU .*backend cannot run here"):
+        custom_op.decode_and_crop_jpeg(buf.getvalue(), 0, 0, 8, 8, device="cuda")
+    assert not gpu.cuda_available()
+    # The batched form works on the CPU everywhere.
+    out = custom_op.decode_and_crop_jpeg([buf.getvalue()] * 2, 0, 0, 8, 8, device="cpu", stack=True)
+    assert out.shape == (2, 3, 8, 8)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Backend
+
+
+@needs_gpu
+def test_backend_info():
+    info = gpu.backend_info()
+    REPORT["backend"] = info
+    REPORT["device"] = torch.cuda.get_device_name()
+    assert info["nvjpeg_version"].split(".")[0].isdigit()
+    assert info["torch_allocators"] == "1"
+    if "H100" in torch.cuda.get_device_name() or "A100" in torch.cuda.get_device_name():
+        assert info["hardware"] == "1", info
+
+
+# ---------------------------------------------------------------------------------------------------
+# Accuracy and geometry against the CPU path
+
+
+@needs_gpu
+def test_imagenet_sample_against_cpu():
+    files = sorted(shared_dir("imagenet-sample").iterdir())
+    rng = np.random.default_rng(0)
+    stats = defaultdict(Stats)
+    paths = defaultdict(int)
+    datas = [f.read_bytes() for f in files]
+    windows = []
+    for data in datas:
+        info = custom_op.read_jpeg_header(data)
+        windows.append(random_window(rng, info.height, info.width))
+    for start in range(0, len(datas), 64):
+        chunk = datas[start:start + 64]
+        wins = windows[start:start + 64]
+        outs, used = gpu.decode_and_crop_jpegs(chunk, *zip(*wins), device="cuda", _return_paths=True)
+        for data, win, out, path in zip(chunk, wins, outs, used):
+            ref = custom_op.decode_and_crop_jpeg(data, *win)
+            assert out.device.type == "cuda" and out.dtype == torch.uint8 and out.is_contiguous()
+            assert out.shape == ref.shape
+            stats[subsampling_name(data)].add(out, ref)
+            paths[path] += 1
+    # Whole images too: every edge of the image is a window edge.
+    for data in datas[::10]:
+        full = custom_op.decode_jpeg(data, device="cuda")
+        stats[subsampling_name(data) + " (whole image)"].add(full, custom_op.decode_jpeg(data))
+    REPORT["imagenet_sample_224_windows"] = {k: v.as_dict() for k, v in stats.items()}
+    REPORT["imagenet_sample_paths"] = dict(paths)
+    for name, s in stats.items():
+        assert s.psnr >= MIN_PSNR_DB and s.mean < MAX_MEAN_ABS, (name, s.as_dict())
+    if gpu.backend_info()["hardware"] == "1":
+        assert paths["hardware-roi"] + paths["hardware-full"] > len(datas) // 2, dict(paths)
+
+
+VARIANTS = {
+    "4:4:4": dict(sampling="4:4:4"),
+    "4:2:2": dict(sampling="4:2:2"),
+    "4:2:0": dict(sampling="4:2:0"),
+    "4:4:0": dict(sampling="4:4:0"),
+    "4:2:0 q75": dict(sampling="4:2:0", quality=75),
+    "4:2:0 restarts": dict(sampling="4:2:0", restart_rows=1),
+    "4:2:0 progressive": dict(sampling="4:2:0", progressive=True),
+    "4:4:4 progressive": dict(sampling="4:4:4", progressive=True),
+    "4:2:0 optimized": dict(sampling="4:2:0", optimize=True),
+}
+
+
+@needs_gpu
+@pytest.mark.parametrize("size", [(301, 403), (64, 1000)])
+def test_generated_variants_against_cpu(jpeg_writer, size):
+    rng = np.random.default_rng(1)
+    height, width = size
+    pixels = jpeg_writer.photo_like(height, width, seed=4)
+    results = {}
+    for name, options in VARIANTS.items():
+        data = jpeg_writer.encode(pixels, **options)
+        wins = [random_window(rng, height, width, s) for s in (1, 7, 33, 100, 224, 1000) for _ in range(3)]
+        wins += [(0, 0, height, width), (height - 1, width - 1, 1, 1), (0, width - 5, height, 5)]
+        # One ROI decode per window (a repeated file is otherwise decoded once for all its windows).
+        outs, used = gpu.decode_and_crop_jpegs([data] * len(wins), *zip(*wins), device="cuda",
+                                               _debug=gpu.DEBUG_NO_DEDUPE, _return_paths=True)
+        s = Stats()
+        for win, out in zip(wins, outs):
+            s.add(out, custom_op.decode_and_crop_jpeg(data, *win))
+        results[name] = {**s.as_dict(), "paths": sorted(set(used))}
+        assert "cpu" not in used, (name, used)
+        assert s.psnr >= MIN_PSNR_DB and s.mean < MAX_MEAN_ABS, (name, s.as_dict())
+    gray = jpeg_writer.encode(jpeg_writer.photo_like(height, width, 1, seed=5))
+    s = Stats()
+    for mode in (ImageReadMode.RGB, ImageReadMode.GRAY, ImageReadMode.UNCHANGED):
+        out = custom_op.decode_and_crop_jpeg(gray, 3, 5, height - 6, width - 9, mode=mode, device="cuda")
+        s.add(out, custom_op.decode_and_crop_jpeg(gray, 3, 5, height - 6, width - 9, mode=mode))
+    results["gray"] = s.as_dict()
+    assert s.psnr >= MIN_PSNR_DB and s.mean < MAX_MEAN_ABS, s.as_dict()
+    REPORT[f"generated_{height}x{width}"] = results
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", list(ImageReadMode))
+def test_modes_give_the_cpu_channels(jpeg_writer, mode):
+    color = jpeg_writer.encode(jpeg_writer.photo_like(90, 70, seed=2), sampling="4:2:0")
+    gray = jpeg_writer.encode(jpeg_writer.photo_like(90, 70, 1, seed=2))
+    for data in (color, gray):
+        out = custom_op.decode_and_crop_jpeg(data, 10, 20, 50, 40, mode=mode, device="cuda")
+        ref = custom_op.decode_and_crop_jpeg(data, 10, 20, 50, 40, mode=mode)
+        assert out.shape == ref.shape
+        assert (out.cpu().int() - ref.int()).abs().float().mean() < 1.0
+
+
+@needs_gpu
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_every_exif_orientation(jpeg_writer, orientation):
+    data = with_orientation(jpeg_writer.encode(jpeg_writer.photo_like(37, 61, seed=7), sampling="4:2:0"), orientation)
+    info = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
+    rng = np.random.default_rng(orientation)
+    wins = [random_window(rng, info.height, info.width, s) for s in (1, 5, 20, 64) for _ in range(4)]
+    outs = custom_op.decode_and_crop_jpeg([data] * len(wins), *zip(*wins), apply_exif_orientation=True,
+                                         device="cuda")
+    s = Stats()
+    for win, out in zip(wins, outs):
+        s.add(out, custom_op.decode_and_crop_jpeg(data, *win, apply_exif_orientation=True))
+    full = custom_op.decode_jpeg(data, apply_exif_orientation=True, device="cuda")
+    s.add(full, custom_op.decode_jpeg(data, apply_exif_orientation=True))
+    assert full.shape[1:] == (info.height, info.width)
+    # A wrong orientation would move whole regions: far beyond decoder rounding.
+    assert s.mean < MAX_MEAN_ABS and s.psnr >= MIN_PSNR_DB, s.as_dict()
+    with pytest.raises(ValueError, match="does not fit"):
+        custom_op.decode_and_crop_jpeg(data, 0, 0, info.height + 1, 1, apply_exif_orientation=True, device="cuda")
+
+
+@needs_gpu
+def test_real_exif_files(jpeg_writer):
+    folder = shared_dir("odd-jpegs")
+    for name in ("hopper_orientation_3.jpg", "hopper_orientation_6.jpg"):
+        data = (folder / name).read_bytes()
+        out = custom_op.decode_jpeg(data, apply_exif_orientation=True, device="cuda")
+        ref = custom_op.decode_jpeg(data, apply_exif_orientation=True)
+        s = Stats()
+        s.add(out, ref)
+        assert s.mean < MAX_MEAN_ABS, (name, s.as_dict())
+
+
+# ---------------------------------------------------------------------------------------------------
+# CPU fallback: what nvJPEG should not or cannot decode comes back as CUDA tensors all the same
+
+
+@needs_gpu
+def test_cpu_fallback_is_transparent(jpeg_writer):
+    pixels = jpeg_writer.photo_like(40, 52, seed=9)
+    cmyk = jpeg_writer.photo_like(40, 52, 4, seed=9)
+    cases = {
+        "arithmetic": jpeg_writer.encode(pixels, arithmetic=True),
+        "rgb stored": jpeg_writer.encode(pixels, color_space="rgb"),
+        "cmyk": jpeg_writer.encode(cmyk),
+        "ycck": jpeg_writer.encode(cmyk, color_space="ycck"),
+        "4:1:1": jpeg_writer.encode(pixels, sampling="4:1:1"),
+    }
+    odd = SHARED_DATA / "odd-jpegs" / "pil_sample_cmyk.jpg"
+    if odd.is_file():
+        cases["pil cmyk"] = odd.read_bytes()
+    for name, data in cases.items():
+        for mode in ImageReadMode:
+            info = custom_op.read_jpeg_header(data)
+            h, w = min(info.height, 30), min(info.width, 30)
+            (out,), used = gpu.decode_and_crop_jpegs([data], 3, 2, h - 3, w - 2, mode=mode, _return_paths=True)
+            ref = custom_op.decode_and_crop_jpeg(data, 3, 2, h - 3, w - 2, mode=mode)
+            assert used == ["cpu"], (name, used)
+            assert out.device.type == "cuda" and torch.equal(out.cpu(), ref), name
+
+
+@needs_gpu
+def test_truncated_file_follows_on_warning_like_the_cpu(jpeg_writer):
+    data = jpeg_writer.encode(jpeg_writer.photo_like(64, 64, seed=3))
+    cut = data[: len(data) * 2 // 3]
+    with pytest.raises(RuntimeError, match="(?i)premature end|corrupt"):
+        custom_op.decode_jpeg(cut, device="cuda")
+    out = custom_op.decode_jpeg(cut, on_warning="ignore", device="cuda")
+    assert torch.equal(out.cpu(), custom_op.decode_jpeg(cut, on_warning="ignore"))
+    with pytest.warns(UserWarning, match="(?i)premature end|corrupt"):
+        warned = custom_op.decode_jpeg(cut, on_warning="warn", device="cuda")
+    assert torch.equal(warned, out)
+    with pytest.warns(UserWarning, match="batch item 1: .*(?i:premature end|corrupt)"):
+        listed = custom_op.decode_jpeg([data, cut], on_warning="warn", device="cuda")
+    assert torch.equal(listed[1], out)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Batches: lists, stacks, errors naming the item, no sticky CUDA error
+
+
+@needs_gpu
+def test_list_and_stack_agree(jpeg_writer):
+    datas = [jpeg_writer.encode(jpeg_writer.photo_like(80 + i, 90, seed=i), sampling=s)
+             for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:2:0"])]
+    tops, lefts = [0, 5, 10, 15], [1, 2, 3, 4]
+    listed = custom_op.decode_and_crop_jpeg(datas, tops, lefts, 64, 48, device="cuda")
+    stacked = custom_op.decode_and_crop_jpeg(datas, tops, lefts, 64, 48, device="cuda", stack=True)
+    assert isinstance(listed, list) and len(listed) == 4
+    assert stacked.shape == (4, 3, 64, 48) and stacked.is_contiguous()
+    for i in range(4):
+        assert torch.equal(listed[i], stacked[i])
+    with pytest.raises(ValueError, match="one size"):
+        custom_op.decode_and_crop_jpeg(datas, 0, 0, [64, 64, 63, 64], 48, device="cuda", stack=True)
+    gray = jpeg_writer.encode(jpeg_writer.photo_like(80, 90, 1, seed=1))
+    with pytest.raises(ValueError, match="channel"):
+        custom_op.decode_and_crop_jpeg([datas[0], gray], 0, 0, 8, 8, mode="UNCHANGED", device="cuda", stack=True)
+    # Same pixels whichever way the batch is split.
+    singles = [custom_op.decode_and_crop_jpeg(d, t, l, 64, 48, device="cuda") for d, t, l in zip(datas, tops, lefts)]
+    for a, b in zip(singles, listed):
+        assert torch.equal(a, b)
+
+
+@needs_gpu
+def test_bad_item_is_named_and_the_next_batch_is_fine(jpeg_writer):
+    good = jpeg_writer.encode(jpeg_writer.photo_like(50, 60, seed=1))
+    expected = custom_op.decode_and_crop_jpeg([good] * 3, 0, 0, 40, 40, device="cuda", stack=True)
+    garbage = bytes(range(256)) * 4
+    with pytest.raises(RuntimeError, match="batch item 1: .*"):
+        custom_op.decode_and_crop_jpeg([good, garbage, good], 0, 0, 40, 40, device="cuda")
+    with pytest.raises(ValueError, match="batch item 2: crop window .* does not fit"):
+        custom_op.decode_and_crop_jpeg([good, good, good], [0, 0, 30], 0, 40, 40, device="cuda")
+    with pytest.raises(TypeError, match="batch item 0|data must"):
+        custom_op.decode_and_crop_jpeg([np.zeros(8, np.int32), good], 0, 0, 4, 4, device="cuda")
+    with pytest.raises(ValueError, match="batch item 1: .*max_pixels"):
+        big = jpeg_writer.encode(jpeg_writer.photo_like(100, 100, seed=1))
+        custom_op.decode_and_crop_jpeg([good, big], 0, 0, 4, 4, max_pixels=5000, device="cuda")
+    again = custom_op.decode_and_crop_jpeg([good] * 3, 0, 0, 40, 40, device="cuda", stack=True)
+    torch.cuda.synchronize()
+    assert torch.equal(again, expected)
+
+
+@needs_gpu
+def test_errors_returned_in_place(jpeg_writer):
+    good = jpeg_writer.encode(jpeg_writer.photo_like(50, 60, seed=1))
+    out = custom_op.decode_and_crop_jpeg([good, b"\xff\xd8junk", good, b""], 0, 0, 40, 40, device="cuda",
+                                         on_error="return")
+    assert isinstance(out[0], torch.Tensor) and isinstance(out[2], torch.Tensor)
+    assert isinstance(out[1], RuntimeError) and "batch item 1" in str(out[1])
+    assert isinstance(out[3], RuntimeError) and "batch item 3" in str(out[3])
+    stacked, errors = custom_op.decode_and_crop_jpeg([good, b"nope", good], 0, 0, 40, 40, device="cuda",
+                                                     stack=True, on_error="return")
+    assert errors[0] is None and errors[2] is None and isinstance(errors[1], RuntimeError)
+    assert stacked.shape == (3, 3, 40, 40) and int(stacked[1].max()) == 0
+    assert torch.equal(stacked[0], out[0]) and torch.equal(stacked[2], out[2])
+
+
+@needs_gpu
+def test_hostile_batches_leave_no_sticky_error(jpeg_writer):
+    rng = np.random.default_rng(5)
+    good = jpeg_writer.encode(jpeg_writer.photo_like(120, 160, seed=2))
+    reference = custom_op.decode_and_crop_jpeg([good] * 4, 8, 8, 100, 100, device="cuda", stack=True).cpu()
+    sos = good.index(b"\xff\xda")
+    hostile = [b"", b"\xff\xd8", good[:sos + 20], good[: len(good) // 2] + b"\xff\xd9"]
+    for _ in range(12):  # flipped bytes in the entropy-coded data, EOI kept
+        b = bytearray(good)
+        for k in rng.integers(sos + 20, len(good) - 2, size=8):
+            b[k] = int(rng.integers(0, 256))
+        hostile.append(bytes(b))
+    results = custom_op.decode_and_crop_jpeg(hostile + [good], 8, 8, 100, 100, device="cuda", on_error="return")
+    torch.cuda.synchronize()
+    assert isinstance(results[-1], torch.Tensor)
+    for r in results:
+        assert isinstance(r, (torch.Tensor, ValueError, RuntimeError))
+    after = custom_op.decode_and_crop_jpeg([good] * 4, 8, 8, 100, 100, device="cuda", stack=True)
+    torch.cuda.synchronize()
+    assert torch.equal(after.cpu(), reference)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Stream order: the hardware decoder writes when called, not in stream order (reported for nvJPEG
+# 12.3 to 13.2 on H100). Memory the caller's queued kernels still read must never be written early.
+
+
+def _stream_race(datas, debug):
+    """Queue long work, then reductions over tensors that are freed while still queued, then decode:
+    the decode's outputs are allocated from those freed blocks. Returns how many reductions saw
+    their input change before they ran."""
+    n = len(datas)
+    side = 96
+    expected = 3 * side * side
+    sums = []
+    for _ in range(3):
+        bufs = [torch.ones(3, side, side, dtype=torch.uint8, device="cuda") for _ in range(n)]
+        torch.cuda._sleep(200_000_000)  # ~0.1 s of queued GPU time
+        sums += [b.sum(dtype=torch.int64) for b in bufs]
+        del bufs
+        gpu.decode_and_crop_jpegs(datas, 0, 0, side, side, device="cuda", _debug=debug)
+    torch.cuda.synchronize()
+    return sum(int(s) != expected for s in sums), len(sums)
+
+
+@needs_gpu
+def test_outputs_are_written_in_stream_order(jpeg_writer):
+    datas = [jpeg_writer.encode(jpeg_writer.photo_like(128, 128, seed=i)) for i in range(8)]
+    bad, total = _stream_race(datas, 0)
+    REPORT["stream_order_guarded"] = {"corrupted_reductions": bad, "of": total}
+    assert bad == 0
+
+
+@needs_gpu
+def test_whether_this_nvjpeg_writes_out_of_stream_order(jpeg_writer):
+    """Diagnostic: the hardware decoder allowed to write straight into the outputs (no guard)."""
+    if gpu.backend_info()["hardware"] != "1":
+        pytest.skip("no hardware JPEG decoder on this GPU")
+    datas = [jpeg_writer.encode(jpeg_writer.photo_like(128, 128, seed=i)) for i in range(8)]
+    _, used = gpu.decode_and_crop_jpegs(datas, 0, 0, 96, 96, _debug=gpu.DEBUG_UNGUARDED | gpu.DEBUG_NO_MARGIN,
+                                        _return_paths=True)
+    assert set(used) == {"hardware-roi"}, used
+    bad, total = _stream_race(datas, gpu.DEBUG_UNGUARDED | gpu.DEBUG_NO_MARGIN)
+    REPORT["stream_order_unguarded"] = {"corrupted_reductions": bad, "of": total,
+                                        "nvjpeg": gpu.backend_info()["nvjpeg_version"]}
+    print(f"unguarded hardware decode corrupted {bad} of {total} queued reductions")
+
+
+@needs_gpu
+def test_stream_argument(jpeg_writer):
+    data = jpeg_writer.encode(jpeg_writer.photo_like(64, 64, seed=8))
+    expected = custom_op.decode_and_crop_jpeg(data, 4, 4, 32, 32, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)
+    out = custom_op.decode_and_crop_jpeg(data, 4, 4, 32, 32, device="cuda", stream=side)
+    with torch.cuda.stream(side):
+        total = out.sum(dtype=torch.int64)
+    side.synchronize()
+    assert int(total) == int(expected.sum(dtype=torch.int64))
+    with pytest.raises(ValueError, match="stream"):
+        custom_op.decode_and_crop_jpeg(data, 4, 4, 32, 32, stream=side)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Chroma upsampling at window edges: a region of interest decoded with interpolated upsampling must
+# equal the same decoder's whole image, sliced. A one-pixel margin makes it so; without it, nvJPEG
+# releases reported to get the window's edge wrong show it here.
+
+
+def _edge_mismatch(data, height, width, debug):
+    rng = np.random.default_rng(11)
+    wins = [(t, l, h, w) for t in (0, 1, 2, 7, 8, 9, 16, 17) for l in (1, 2, 3, 15, 16) for h, w in ((17, 19),)]
+    wins += [random_window(rng, height, width, 64) for _ in range(16)]
+    full, _ = gpu.decode_and_crop_jpegs([data], 0, 0, height, width, _debug=debug | gpu.DEBUG_NO_ROI,
+                                        _return_paths=True)
+    outs, used = gpu.decode_and_crop_jpegs([data] * len(wins), *zip(*wins), _debug=debug | gpu.DEBUG_NO_DEDUPE,
+                                           _return_paths=True)
+    ref = full[0]
+    diff_values, worst = 0, 0
+    for (t, l, h, w), out in zip(wins, outs):
+        d = (out.int() - ref[:, t:t + h, l:l + w].int()).abs()
+        diff_values += int((d > 0).sum())
+        worst = max(worst, int(d.max()))
+    return diff_values, worst, sorted(set(used))
+
+
+@needs_gpu
+@pytest.mark.parametrize("sampling", ["4:2:0", "4:2:2", "4:4:0"])
+@pytest.mark.parametrize("decoder", ["hardware", "hybrid"])
+def test_window_edges_match_the_whole_image(jpeg_writer, sampling, decoder):
+    height, width = 96, 128
+    data = jpeg_writer.encode(jpeg_writer.photo_like(height, width, seed=6), sampling=sampling)
+    debug = gpu.DEBUG_NO_HARDWARE if decoder == "hybrid" else 0
+    if decoder == "hardware" and gpu.backend_info()["hardware"] != "1":
+        pytest.skip("no hardware JPEG decoder on this GPU")
+    with_margin = _edge_mismatch(data, height, width, debug)
+    without = _edge_mismatch(data, height, width, debug | gpu.DEBUG_NO_MARGIN)
+    REPORT.setdefault("chroma_edge", {})[f"{decoder} {sampling}"] = {
+        "with_margin": {"differing_values": with_margin[0], "max_abs": with_margin[1], "paths": with_margin[2]},
+        "without_margin": {"differing_values": without[0], "max_abs": without[1], "paths": without[2]},
+    }
+    assert with_margin[0] == 0, with_margin
+
+
+@needs_gpu
+def test_a_repeated_file_is_decoded_once_with_the_same_pixels(jpeg_writer):
+    data = jpeg_writer.encode(jpeg_writer.photo_like(300, 400, seed=12), sampling="4:2:0")
+    other = jpeg_writer.encode(jpeg_writer.photo_like(300, 400, seed=13), sampling="4:4:4")
+    rng = np.random.default_rng(12)
+    wins = [random_window(rng, 300, 400, s) for s in (1, 9, 50, 120) for _ in range(4)]
+    batch = [data] * len(wins) + [other]
+    wins.append((5, 6, 70, 80))
+    shared, used = gpu.decode_and_crop_jpegs(batch, *zip(*wins), _return_paths=True)
+    separate = gpu.decode_and_crop_jpegs(batch, *zip(*wins), _debug=gpu.DEBUG_NO_DEDUPE)
+    assert "cpu" not in used
+    for a, b in zip(shared, separate):
+        assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Threads, memory
+
+
+@needs_gpu
+def test_threads_share_nothing(jpeg_writer):
+    datas = [jpeg_writer.encode(jpeg_writer.photo_like(70 + i, 90, seed=i)) for i in range(16)]
+    expected = custom_op.decode_and_crop_jpeg(datas, 3, 4, 60, 60, device="cuda", stack=True).cpu()
+    failures = []
+
+    def worker():
+        try:
+            stream = torch.cuda.Stream()
+            for _ in range(20):
+                out = custom_op.decode_and_crop_jpeg(datas, 3, 4, 60, 60, device="cuda", stack=True, stream=stream)
+                stream.synchronize()
+                if not torch.equal(out.cpu(), expected):
+                    failures.append("mismatch")
+        except Exception as e:  # reported below
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[:3]
+
+
+@needs_gpu
+def test_no_leak_over_10000_batched_calls(jpeg_writer):
+    import psutil
+
+    datas = [jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=i), sampling=s)
+             for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:2:0"])]
+    process = psutil.Process()
+
+    def run(calls):
+        for i in range(calls):
+            custom_op.decode_and_crop_jpeg(datas, i % 7, i % 5, 64, 64, device="cuda", stack=True)
+
+    run(300)
+    torch.cuda.synchronize()
+    before = (torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), process.memory_info().rss)
+    run(10_000)
+    torch.cuda.synchronize()
+    after = (torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), process.memory_info().rss)
+    REPORT["leak_10000_calls"] = {"allocated": [before[0], after[0]], "reserved": [before[1], after[1]],
+                                  "rss": [before[2], after[2]]}
+    assert after[0] == before[0] and after[1] == before[1], (before, after)
+    assert after[2] - before[2] < 32 * 2**20, (before, after)
