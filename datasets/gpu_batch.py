@@ -1,0 +1,38 @@
+"""The `gpu` pipeline's batch path: workers send encoded bytes and windows, the main process decodes.
+
+Workers only read the file and its header (JpegCropDataset with pipeline="gpu"); collate_encoded keeps
+the variable-length byte tensors as a list, and decode_batch decodes all windows of the batch in one
+call to custom_op's batched decode_and_crop_jpeg on the device (nvJPEG), then applies the same further
+transforms as the CPU pipelines, with the same per-sample random streams. nvJPEG's pixels are within a
+few levels of libjpeg's, not bit-exact, so `gpu` samples are close to, not equal to, `roi` samples.
+JpegCropDataset refuses pipeline="gpu" where custom_op.cuda_available() is False.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import default_collate
+
+from .transforms import further_transforms
+from .windows import TRANSFORM_STREAM, sample_rng
+
+
+def collate_encoded(batch):
+    """[(bytes tensor, window, label, info)] -> (list of bytes tensors, windows [B, 4], labels [B], info)."""
+    data = [item[0] for item in batch]
+    rest = default_collate([item[1:] for item in batch])
+    return (data, *rest)
+
+
+def decode_batch(data: list[torch.Tensor], windows: torch.Tensor, indices: torch.Tensor, *, seed: int,
+                 epoch: int, device, output_size: int) -> torch.Tensor:
+    """Decode each sample's window on `device` and apply the further transforms: uint8 [B, 3, S, S]."""
+    import custom_op
+
+    tops, lefts, heights, widths = (windows[:, k].tolist() for k in range(4))
+    # One call for the whole batch; a list, not a stacked tensor: windows of images smaller than the
+    # crop differ in size until the scale transform.
+    images = custom_op.decode_and_crop_jpeg(list(data), tops, lefts, heights, widths, device=device)
+    out = [further_transforms(img, sample_rng(seed, epoch, index, TRANSFORM_STREAM), output_size)
+           for img, index in zip(images, indices.tolist())]
+    return torch.stack(out)

@@ -1,0 +1,439 @@
+"""datasets/: the synthetic set, folder listing, the pil/roi/gpu pipelines, reproducible windows,
+worker-side timings, and corrupt or unexpected files."""
+
+import io
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, JpegImagePlugin
+from torch.utils.data import DataLoader
+
+REPO = Path(__file__).resolve().parents[1]
+# datasets/ is used from the checkout, not installed: make the repository root importable under plain
+# `pytest` too (only `python -m pytest` puts the working directory on sys.path).
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import datasets  # noqa: E402
+from datasets import (  # noqa: E402
+    CorruptImageError,
+    GpuBackendUnavailableError,
+    JpegCropDataset,
+    collate_encoded,
+    list_jpegs,
+    make_synthetic_set,
+    photo_like,
+    random_window,
+    sample_rng,
+)
+from datasets.synthetic import encode_jpeg, image_path, synthetic_set_dir  # noqa: E402
+from datasets.windows import WINDOW_STREAM  # noqa: E402
+
+IMAGENET = REPO.parent / "shared" / "data" / "imagenet-sample"
+H, W = 120, 160  # small images keep the tests fast; crops below are smaller than the images
+CROP, OUT = 64, 48
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    return make_synthetic_set(12, H, W, seed=1, num_classes=3, cache_dir=tmp_path_factory.mktemp("cache"),
+                              show_progress=False)
+
+
+def make_ds(root, pipeline, **kw):
+    kw.setdefault("crop_size", CROP)
+    kw.setdefault("output_size", OUT)
+    return JpegCropDataset(root, pipeline, **kw)
+
+
+def write_folder(root: Path, n: int = 4, size=(H, W)) -> list[Path]:
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        p = root / f"img_{i}.jpg"
+        p.write_bytes(encode_jpeg(photo_like(*size, seed=i)))
+        paths.append(p)
+    return paths
+
+
+# ----------------------------------------------------------------------------- synthetic set
+
+def test_photo_like_is_deterministic_and_seed_dependent():
+    a = photo_like(H, W, seed=3)
+    assert a.shape == (H, W, 3) and a.dtype == np.uint8
+    assert np.array_equal(a, photo_like(H, W, seed=3))
+    assert not np.array_equal(a, photo_like(H, W, seed=4))
+
+
+@pytest.mark.parametrize("size", [(1, 1), (2, 5), (193, 7), (200, 3)])
+def test_photo_like_odd_sizes(size):
+    assert photo_like(*size, seed=0).shape == (*size, 3)
+
+
+def test_photo_like_compresses_like_a_photo_not_like_noise():
+    # A photo at quality 90 takes roughly 1-5 bits per pixel; uniform noise takes well over 10.
+    pixels = photo_like(533, 800, seed=0)
+    bpp = len(encode_jpeg(pixels)) * 8 / (533 * 800)
+    assert 1.0 < bpp < 5.0
+    noise = np.random.default_rng(0).integers(0, 256, size=(533, 800, 3), dtype=np.uint8)
+    assert len(encode_jpeg(noise)) * 8 / (533 * 800) > 3 * bpp
+    # smooth regions exist: many 8x8 luma blocks are nearly flat
+    luma = pixels.astype(np.float32).mean(axis=2)[:528, :800].reshape(66, 8, 100, 8).std(axis=(1, 3))
+    assert (luma < 4).mean() > 0.1
+
+
+def test_photo_like_rejects_bad_size():
+    with pytest.raises(ValueError, match="positive"):
+        photo_like(0, 10, seed=0)
+
+
+def test_synthetic_set_layout_labels_and_format(synth):
+    files = list_jpegs(synth)
+    assert files.layout == "imagefolder"
+    assert files.classes == ["class_000", "class_001", "class_002"]
+    assert len(files.paths) == 12
+    for path, label in zip(files.paths, files.labels):
+        assert Path(path).parent.name == f"class_{label:03d}"
+    with Image.open(files.paths[0]) as im:
+        assert im.format == "JPEG" and im.size == (W, H) and im.mode == "RGB"
+        assert JpegImagePlugin.get_sampling(im) == 2  # 4:2:0
+        assert not im.info.get("progressive")
+    # image i is photo_like(seed derived from (seed, i)) in class i % num_classes
+    assert Path(image_path(synth, 4, 3)).is_file() and Path(image_path(synth, 4, 3)).parent.name == "class_001"
+
+
+def test_synthetic_set_is_written_once_and_reused(synth):
+    cache = synth.parent
+    mtimes = {p: os.stat(p).st_mtime_ns for p in list_jpegs(synth).paths}
+    again = make_synthetic_set(12, H, W, seed=1, num_classes=3, cache_dir=cache, show_progress=False)
+    assert again == synth
+    assert {p: os.stat(p).st_mtime_ns for p in list_jpegs(synth).paths} == mtimes
+    assert synthetic_set_dir(12, H, W, seed=1, num_classes=3, cache_dir=cache) == synth
+    # other parameters, other folder
+    assert synthetic_set_dir(12, H, W, seed=2, num_classes=3, cache_dir=cache) != synth
+
+
+def test_synthetic_set_completes_an_interrupted_one(tmp_path):
+    root = make_synthetic_set(3, 32, 48, cache_dir=tmp_path, show_progress=False)
+    (root / ".complete.json").unlink()
+    victim = image_path(root, 1, 10)
+    victim.unlink()
+    keep = image_path(root, 0, 10)
+    before = os.stat(keep).st_mtime_ns
+    make_synthetic_set(3, 32, 48, cache_dir=tmp_path, show_progress=False)
+    assert victim.is_file() and os.stat(keep).st_mtime_ns == before
+    assert not [p for p in root.rglob(".tmp-*")]
+
+
+def test_synthetic_set_progress_counter_without_tqdm(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm -> ImportError
+    make_synthetic_set(2, 16, 16, cache_dir=tmp_path)
+    err = capsys.readouterr().err
+    assert "2/2" in err and "generating 2 synthetic 16x16 JPEGs" in err
+
+
+def test_default_cache_dir_follows_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUSTOM_OP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert datasets.default_cache_dir() == tmp_path / "custom_op" / "datasets"
+    monkeypatch.delenv("CUSTOM_OP_CACHE_DIR")
+    assert datasets.default_cache_dir() == tmp_path / "xdg" / "custom_op" / "datasets"
+
+
+# ----------------------------------------------------------------------------- folder listing
+
+def test_flat_folder(tmp_path):
+    write_folder(tmp_path, 3)
+    (tmp_path / "b.JPEG").write_bytes((tmp_path / "img_0.jpg").read_bytes())
+    files = list_jpegs(tmp_path)
+    assert files.layout == "flat" and files.labels == [0, 0, 0, 0] and len(files.paths) == 4
+
+
+def test_missing_and_empty_folder_errors_name_the_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        JpegCropDataset(tmp_path / "nope", "pil")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=f"no JPEG files .*{empty}"):
+        JpegCropDataset(empty, "pil")
+    (empty / "class_a").mkdir()
+    with pytest.raises(ValueError, match="no JPEG files .*class sub-folders"):
+        JpegCropDataset(empty, "pil")
+
+
+def test_non_jpeg_files_are_not_read_and_are_named(tmp_path):
+    only_png = tmp_path / "png"
+    only_png.mkdir()
+    Image.fromarray(photo_like(16, 16, 0)).save(only_png / "a.png")
+    with pytest.raises(ValueError, match=r"no JPEG files found in .*only names ending in \.jpg/\.jpeg .*a\.png"):
+        JpegCropDataset(only_png, "pil")
+
+    mixed = tmp_path / "mixed"
+    write_folder(mixed, 2)
+    (mixed / "notes.txt").write_text("hello")
+    with pytest.warns(UserWarning, match=r"1 file\(s\) .* not read.*notes\.txt"):
+        ds = JpegCropDataset(mixed, "pil")
+    assert len(ds) == 2
+
+
+def test_unknown_pipeline_and_options(synth):
+    with pytest.raises(ValueError, match="unknown pipeline 'cv2'; choose one of pil, roi, gpu"):
+        JpegCropDataset(synth, "cv2")
+    with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip'"):
+        JpegCropDataset(synth, "pil", on_error="ignore")
+    with pytest.raises(ValueError, match="layout"):
+        JpegCropDataset(synth, "pil", layout="tree")
+
+
+def test_gpu_pipeline_says_the_backend_is_missing(synth):
+    import custom_op
+
+    if callable(getattr(custom_op, "cuda_available", None)) and custom_op.cuda_available():
+        pytest.skip("this build has the GPU backend")
+    with pytest.raises(GpuBackendUnavailableError,
+                       match=r"needs the GPU \(nvJPEG\) backend of custom_op, which is not available here: .+"):
+        JpegCropDataset(synth, "gpu")
+
+
+# ----------------------------------------------------------------------------- samples
+
+@pytest.mark.parametrize("pipeline", ["pil", "roi"])
+def test_sample_shapes_dtypes_and_timings(synth, pipeline):
+    ds = make_ds(synth, pipeline)
+    assert len(ds) == 12
+    img, label, info = ds[5]
+    assert img.shape == (3, OUT, OUT) and img.dtype == torch.uint8 and img.is_contiguous()
+    assert label == ds.labels[5] and Path(ds.paths[5]).parent.name == f"class_{label:03d}"
+    assert set(info) == {"read", "decode", "transform", "index", "skipped"}
+    assert all(isinstance(info[k], float) and info[k] >= 0 for k in ("read", "decode", "transform"))
+    assert info["index"] == 5 and info["skipped"] == ""
+    raw, _, _ = make_ds(synth, pipeline, transforms=False)[5]
+    assert raw.shape == (3, CROP, CROP) and raw.dtype == torch.uint8
+    assert ds[-1][1] == ds.labels[11]
+    with pytest.raises(IndexError):
+        ds[12]
+
+
+def test_small_image_gives_window_of_image_size(tmp_path):
+    write_folder(tmp_path, 1, size=(40, 300))
+    for pipeline in ("pil", "roi"):
+        raw, _, _ = make_ds(tmp_path, pipeline, transforms=False)[0]
+        assert raw.shape == (3, 40, CROP)
+        assert make_ds(tmp_path, pipeline)[0][0].shape == (3, OUT, OUT)
+
+
+def test_same_seed_same_windows_and_pixels_in_pil_and_roi(synth):
+    pil = make_ds(synth, "pil", seed=7, transforms=False)
+    roi = make_ds(synth, "roi", seed=7, transforms=False)
+    windows = [pil.window(i) for i in range(len(pil))]
+    assert windows == [roi.window(i) for i in range(len(roi))]
+    assert len(set(windows)) > 1  # windows are actually random
+    for i in range(len(pil)):
+        a, b = pil[i][0], roi[i][0]
+        top, left, h, w = windows[i]
+        assert torch.equal(a, b), f"sample {i}: pil and roi windows differ"
+        # and they are the pixels of that window of the whole decoded image
+        full = np.asarray(Image.open(pil.paths[i]).convert("RGB"))
+        assert np.array_equal(a.permute(1, 2, 0).numpy(), full[top:top + h, left:left + w])
+    # the further transforms draw the same random values in both pipelines too
+    pil_t, roi_t = make_ds(synth, "pil", seed=7), make_ds(synth, "roi", seed=7)
+    assert all(torch.equal(pil_t[i][0], roi_t[i][0]) for i in range(len(pil_t)))
+
+
+def test_windows_depend_on_seed_and_epoch_only(synth):
+    a = [make_ds(synth, "roi", seed=1).window(i) for i in range(12)]
+    assert a == [make_ds(synth, "roi", seed=1).window(i) for i in range(12)]
+    assert a != [make_ds(synth, "roi", seed=2).window(i) for i in range(12)]
+    assert a != [make_ds(synth, "roi", seed=1, epoch=1).window(i) for i in range(12)]
+
+
+def test_random_window_bounds():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        h, w = (int(v) for v in rng.integers(1, 50, size=2))
+        win = random_window(h, w, 16, 24, rng)
+        assert 0 <= win.top and win.top + win.height <= h and 0 <= win.left and win.left + win.width <= w
+        assert (win.height, win.width) == (min(16, h), min(24, w))
+    with pytest.raises(ValueError):
+        sample_rng(-1, 0, 0, WINDOW_STREAM)
+
+
+@pytest.mark.parametrize("pipeline", ["pil", "roi"])
+def test_dataloader_with_workers_matches_in_process_samples(synth, pipeline):
+    ds = make_ds(synth, pipeline, seed=3)
+    loader = DataLoader(ds, batch_size=4, num_workers=2, shuffle=False)
+    batches = list(loader)
+    assert len(batches) == 3
+    images, labels, info = batches[1]
+    assert images.shape == (4, 3, OUT, OUT) and images.dtype == torch.uint8
+    assert labels.tolist() == [ds.labels[i] for i in range(4, 8)]
+    assert info["decode"].shape == (4,) and info["decode"].dtype == torch.float64
+    assert (info["decode"] > 0).all() and info["index"].tolist() == [4, 5, 6, 7]
+    assert info["skipped"] == ["", "", "", ""]
+    # worker assignment does not change the samples
+    expected = torch.stack([ds[i][0] for i in range(4, 8)])
+    assert torch.equal(images, expected)
+
+
+@pytest.mark.skipif(not IMAGENET.is_dir(), reason=f"{IMAGENET} not present")
+def test_real_photos_pil_and_roi_agree():
+    paths = sorted(IMAGENET.glob("*.JPEG"))[:40]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pil = JpegCropDataset(IMAGENET, "pil", seed=5, transforms=False)
+        roi = JpegCropDataset(IMAGENET, "roi", seed=5, transforms=False)
+    assert pil.layout == "flat" and len(pil) == len(list(IMAGENET.glob("*.JPEG")))
+    for i in range(len(paths)):
+        assert pil.window(i) == roi.window(i)
+        assert torch.equal(pil[i][0], roi[i][0]), pil.paths[i]
+
+
+ODD_JPEGS = REPO.parent / "shared" / "data" / "odd-jpegs"
+
+
+@pytest.mark.skipif(not ODD_JPEGS.is_dir(), reason=f"{ODD_JPEGS} not present")
+@pytest.mark.filterwarnings("ignore:.*are not read")  # the folder's license text
+def test_odd_jpegs_agree_or_fail_alike_in_pil_and_roi():
+    # CMYK, grayscale, EXIF-rotated, ICC after SOF, a truncated progressive file: per file, both
+    # pipelines give the same window and pixels, or both report it as corrupt with its path.
+    kw = dict(seed=2, crop_size=CROP, transforms=False)
+    pil = JpegCropDataset(ODD_JPEGS, "pil", **kw)
+    roi = JpegCropDataset(ODD_JPEGS, "roi", **kw)
+    outcomes = {}
+    for i, path in enumerate(pil.paths):
+        try:
+            a = pil[i][0]
+        except CorruptImageError as e:
+            assert path in str(e)
+            with pytest.raises(CorruptImageError, match=path):
+                roi[i]
+            outcomes[Path(path).name] = "corrupt"
+            continue
+        assert pil.window(i) == roi.window(i), path
+        assert torch.equal(a, roi[i][0]), path
+        outcomes[Path(path).name] = "equal"
+    assert outcomes.get("truncated_jpeg.jpg") == "corrupt"
+    assert outcomes.get("pil_sample_cmyk.jpg") == "equal" and outcomes.get("hopper_gray.jpg") == "equal"
+
+
+# ----------------------------------------------------------------------------- corrupt files
+
+@pytest.fixture()
+def corrupt_folder(tmp_path):
+    """img_0..img_3 valid; img_1 truncated, img_2 is a PNG under a .jpg name."""
+    paths = write_folder(tmp_path, 4)
+    data = paths[1].read_bytes()
+    paths[1].write_bytes(data[: len(data) // 3])
+    buf = io.BytesIO()
+    Image.fromarray(photo_like(H, W, 9)).save(buf, format="PNG")
+    paths[2].write_bytes(buf.getvalue())
+    return tmp_path, paths
+
+
+@pytest.mark.parametrize("pipeline", ["pil", "roi"])
+def test_corrupt_file_raises_with_its_path(corrupt_folder, pipeline):
+    root, paths = corrupt_folder
+    ds = make_ds(root, pipeline)
+    ds[0]
+    for bad in (1, 2):
+        with pytest.raises(CorruptImageError, match=str(paths[bad])):
+            ds[bad]
+
+
+@pytest.mark.parametrize("pipeline", ["pil", "roi"])
+def test_corrupt_file_raises_with_its_path_from_a_worker(corrupt_folder, pipeline):
+    root, paths = corrupt_folder
+    loader = DataLoader(make_ds(root, pipeline), batch_size=2, num_workers=1)
+    with pytest.raises(CorruptImageError, match=str(paths[1])):
+        list(loader)
+
+
+@pytest.mark.parametrize("pipeline", ["pil", "roi"])
+def test_corrupt_file_skipped_and_reported(corrupt_folder, pipeline):
+    root, paths = corrupt_folder
+    ds = make_ds(root, pipeline, on_error="skip")
+    with pytest.warns(UserWarning) as caught:
+        img, label, info = ds[1]
+    messages = [str(w.message) for w in caught]
+    assert messages[0].startswith(f"skipping corrupt file {paths[1]}: cannot {pipeline}-decode it")
+    assert messages[1].startswith(f"skipping corrupt file {paths[2]}")
+    # replaced by the next loadable file: 2 is corrupt too, so 3
+    assert info["index"] == 3 and info["skipped"].split("\n") == [str(paths[1]), str(paths[2])]
+    assert torch.equal(img, ds[3][0])
+    assert ds.skipped[:2] == [str(paths[1]), str(paths[2])]
+
+
+def test_corrupt_file_skipped_inside_workers(corrupt_folder, recwarn):
+    root, paths = corrupt_folder
+    loader = DataLoader(make_ds(root, "roi", on_error="skip"), batch_size=4, num_workers=2)
+    (images, labels, info), = list(loader)
+    assert images.shape == (4, 3, OUT, OUT)
+    assert info["index"].tolist() == [0, 3, 3, 3]
+    reported = {p for s in info["skipped"] for p in s.split("\n") if p}
+    assert reported == {str(paths[1]), str(paths[2])}
+
+
+def test_all_files_corrupt_with_skip_is_an_error(tmp_path):
+    (tmp_path / "a.jpg").write_bytes(b"not a jpeg")
+    (tmp_path / "b.jpg").write_bytes(b"")
+    ds = JpegCropDataset(tmp_path, "roi", on_error="skip")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(CorruptImageError, match="every one of the 2 files failed"):
+            ds[0]
+
+
+# ----------------------------------------------------------------------------- gpu batch path
+
+def test_collate_encoded_keeps_variable_length_bytes():
+    items = [(torch.arange(n, dtype=torch.uint8), torch.tensor([0, 0, 4, 4]), 1,
+              {"read": 0.1, "decode": 0.0, "transform": 0.0, "index": n, "skipped": ""}) for n in (5, 9)]
+    data, windows, labels, info = collate_encoded(items)
+    assert [len(d) for d in data] == [5, 9]
+    assert windows.shape == (2, 4) and labels.tolist() == [1, 1] and info["index"].tolist() == [5, 9]
+
+
+def test_gpu_batch_path_matches_roi_when_decoded_on_the_cpu(synth, monkeypatch):
+    # Runs without a GPU: the worker side (bytes + window) and the main-process hook (decode_batch)
+    # with device="cpu", which must give exactly the roi samples.
+    import datasets.jpeg_dataset as jd
+
+    monkeypatch.setattr(jd, "gpu_backend_available", lambda: True)
+    gpu = make_ds(synth, "gpu", seed=4)
+    roi = make_ds(synth, "roi", seed=4)
+    encoded, window, label, info = gpu[3]
+    assert encoded.dtype == torch.uint8 and encoded.dim() == 1
+    assert tuple(window.tolist()) == tuple(roi.window(3)) and label == roi.labels[3]
+    loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
+    for b, (data, windows, labels, info) in enumerate(loader):
+        images = datasets.decode_batch(data, windows, info["index"], seed=4, epoch=0, device="cpu",
+                                       output_size=OUT)
+        expected = torch.stack([roi[i][0] for i in range(4 * b, 4 * b + 4)])
+        assert torch.equal(images, expected)
+        assert labels.tolist() == roi.labels[4 * b:4 * b + 4]
+
+
+def _gpu_skip_reason():
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    return datasets.jpeg_dataset.gpu_backend_unavailable_reason()
+
+
+@pytest.mark.skipif(_gpu_skip_reason() is not None, reason=str(_gpu_skip_reason()))
+def test_gpu_pipeline_on_cuda_is_close_to_roi(synth):
+    # nvJPEG is within a few levels of libjpeg, not bit-exact: compare with a tolerance.
+    gpu = make_ds(synth, "gpu", seed=6)
+    roi = make_ds(synth, "roi", seed=6)
+    loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
+    for b, (data, windows, labels, info) in enumerate(loader):
+        images = datasets.decode_batch(data, windows, info["index"], seed=6, epoch=0, device="cuda",
+                                       output_size=OUT)
+        assert images.device.type == "cuda" and images.dtype == torch.uint8 and images.shape == (4, 3, OUT, OUT)
+        expected = torch.stack([roi[i][0] for i in range(4 * b, 4 * b + 4)])
+        diff = (images.cpu().int() - expected.int()).abs()
+        assert diff.max() <= 12 and diff.float().mean() < 1.0, (diff.max(), diff.float().mean())

@@ -1,0 +1,244 @@
+"""profiling/: the step-time tool on tiny runs (files it writes, table it prints), its argument errors,
+corrupt files, and its parts (model, step timer, report)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+# profiling/ and datasets/ are used from the checkout, not installed (see test_datasets.py).
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from datasets import make_synthetic_set  # noqa: E402
+from datasets.synthetic import encode_jpeg, photo_like  # noqa: E402
+from profiling.cli import main  # noqa: E402
+from profiling.model import build_model, small_cnn  # noqa: E402
+from profiling.report import format_table, run_stats  # noqa: E402
+from profiling.step_timer import StepTimer  # noqa: E402
+from profiling.train_loop import RunResult  # noqa: E402
+
+TINY = ["--batch-size", "4", "--steps", "3", "--warmup", "1", "--profile-steps", "1", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def tiny_set(tmp_path_factory):
+    return make_synthetic_set(8, 72, 96, num_classes=2, cache_dir=tmp_path_factory.mktemp("cache"),
+                              show_progress=False)
+
+
+def test_compare_run_writes_traces_events_summary_and_plot(tiny_set, tmp_path, capsys):
+    logdir = tmp_path / "logs"
+    rc = main(["--data", str(tiny_set), "--compare", "pil,roi", "--workers", "1", "--logdir", str(logdir), *TINY])
+    out = capsys.readouterr().out
+    assert rc == 0
+    for pipeline in ("pil", "roi"):
+        assert list((logdir / pipeline).glob("*.pt.trace.json")), f"no trace for {pipeline}"
+        assert list((logdir / pipeline).glob("events.out.tfevents.*")), f"no TensorBoard events for {pipeline}"
+    # the trace is Chrome-trace JSON with the loop's ranges in it
+    trace = json.loads(next((logdir / "roi").glob("*.pt.trace.json")).read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {"data_wait", "h2d", "compute"} <= names
+
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["config"]["pipelines"] == ["pil", "roi"]
+    for pipeline in ("pil", "roi"):
+        p = summary["pipelines"][pipeline]
+        assert p["measured_steps"] == 3 and len(p["steps_s"]["total"]) == 3
+        assert set(p["phases_s"]) >= {"data_wait", "h2d", "compute", "total"}
+        assert 0 <= p["data_wait_share"] <= 1
+        assert p["worker_ms_per_sample"]["decode"] > 0
+        assert p["trace_files"]
+    assert summary["speedup_vs_first_p50"]["pil"] == 1.0
+    assert (logdir / "step_times.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    assert "speedup vs pil (p50 step)" in out and "data wait share of step" in out
+    assert str(logdir) in out and "tensorboard --logdir" in out and "ui.perfetto.dev" in out
+
+
+def test_tensorboard_events_hold_per_step_scalars(tiny_set, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logdir = tmp_path / "logs"
+    assert main(["--data", str(tiny_set), "--pipeline", "roi", "--workers", "0", "--logdir", str(logdir), *TINY]) == 0
+    acc = EventAccumulator(str(logdir / "roi"))
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert {"step_s/total", "step_s/data_wait", "step_s/compute", "worker_ms_per_sample/decode", "train/loss"} <= set(tags)
+    # every step is logged, warm-up and profiled steps included (1 + 3 + 1 + 1)
+    assert len(acc.Scalars("step_s/total")) == 6
+    # with workers=0 the dataset's ranges are in the trace too
+    trace = json.loads(next((logdir / "roi").glob("*.pt.trace.json")).read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {"read", "decode", "transform"} <= names
+
+
+def test_module_entry_point_runs_from_repo_root():
+    r = subprocess.run([sys.executable, "-m", "profiling", "--help"], cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "--compare" in r.stdout and "--on-error" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--pipeline", "cv2"], "unknown pipeline 'cv2'; choose from pil, roi, gpu"),
+    (["--compare", "pil,nvjpeg"], "unknown pipeline 'nvjpeg'"),
+    (["--compare", "pil,pil"], "lists a pipeline twice"),
+    (["--pipeline", "pil", "--compare", "pil,roi"], "not allowed with argument"),
+    (["--batch-size", "0"], "must be >= 1"),
+    (["--image-size", "big"], "expected HEIGHTxWIDTH"),
+    (["--device", "tpu"], "device"),
+    (["--model", "nope"], "unknown model 'nope'"),
+])
+def test_bad_arguments_exit_with_a_message(args, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_gpu_pipeline_without_backend_is_refused(tiny_set, capsys):
+    import custom_op
+
+    if callable(getattr(custom_op, "cuda_available", None)) and custom_op.cuda_available():
+        pytest.skip("this build has the GPU backend")
+    with pytest.raises(SystemExit) as e:
+        main(["--data", str(tiny_set), "--compare", "roi,gpu", *TINY])
+    assert e.value.code == 2
+    assert "needs the GPU (nvJPEG) backend of custom_op" in capsys.readouterr().err
+
+
+def test_empty_and_non_jpeg_folders(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["--data", str(empty), *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "no JPEG files" in err and str(empty) in err
+
+    pngs = tmp_path / "pngs"
+    pngs.mkdir()
+    (pngs / "x.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert main(["--data", str(pngs), *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "no JPEG files" in err and "x.png" in err
+
+    assert main(["--data", str(tmp_path / "missing"), *TINY]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def folder_with_corrupt_file(tmp_path):
+    root = tmp_path / "data"
+    root.mkdir()
+    for i in range(6):
+        (root / f"img_{i}.jpg").write_bytes(encode_jpeg(photo_like(72, 96, seed=i)))
+    bad = root / "img_3.jpg"
+    bad.write_bytes(bad.read_bytes()[:300])
+    return root, bad
+
+
+def test_corrupt_file_raises_with_path_from_worker(folder_with_corrupt_file, tmp_path, capsys):
+    root, bad = folder_with_corrupt_file
+    rc = main(["--data", str(root), "--pipeline", "roi", "--workers", "1", "--logdir", str(tmp_path / "l"), *TINY])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert str(bad) in err and "pipeline roi" in err
+
+
+def test_corrupt_file_skipped_is_reported(folder_with_corrupt_file, tmp_path, capsys):
+    root, bad = folder_with_corrupt_file
+    logdir = tmp_path / "l"
+    # 6 steps of 4 samples draw every file at least once
+    rc = main(["--data", str(root), "--compare", "pil,roi", "--workers", "1", "--on-error", "skip",
+               "--logdir", str(logdir), "--batch-size", "4", "--steps", "6", "--warmup", "0",
+               "--profile-steps", "0", "--device", "cpu"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert f"skipped 1 corrupt file(s): {bad}" in out
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["pipelines"]["pil"]["skipped_files"] == [str(bad)]
+    assert summary["pipelines"]["roi"]["skipped_files"] == [str(bad)]
+    assert not list(logdir.rglob("*.pt.trace.json"))  # --profile-steps 0
+
+
+# ----------------------------------------------------------------------------- parts
+
+def test_small_cnn_trains_on_uint8_batches():
+    model = small_cnn(3)
+    x = torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8)
+    out = model(x)
+    assert out.shape == (2, 3) and out.dtype == torch.float32
+    torch.nn.functional.cross_entropy(out, torch.tensor([0, 2])).backward()
+
+
+def test_unknown_model_name():
+    with pytest.raises(ValueError, match="unknown model 'nope'"):
+        build_model("nope", 2)
+
+
+def test_step_timer_cpu_phases():
+    timer = StepTimer(torch.device("cpu"))
+    timer.start_step()
+    with timer.phase("data_wait"):
+        sum(range(1000))
+    with timer.phase("compute"):
+        torch.ones(10).sum()
+    times = timer.end_step()
+    assert set(times) == {"data_wait", "compute", "total"}
+    assert 0 <= times["data_wait"] <= times["total"] and 0 <= times["compute"] <= times["total"]
+
+
+def test_table_speedup_is_relative_to_first_pipeline():
+    def result(name, total, wait):
+        r = RunResult(pipeline=name)
+        r.steps = {"total": [total] * 4, "data_wait": [wait] * 4, "h2d": [0.0] * 4, "compute": [total - wait] * 4}
+        r.worker_ms = {k: [1.0] * 4 for k in ("read", "decode", "transform")}
+        return r
+
+    stats = {"pil": run_stats(result("pil", 0.72, 0.5), 32), "roi": run_stats(result("roi", 0.48, 0.26), 32)}
+    table = format_table(stats)
+    assert "1.00x" in table and "1.50x" in table
+    assert stats["pil"]["data_wait_share"] == pytest.approx(0.5 / 0.72)
+    assert stats["roi"]["images_per_s"] == pytest.approx(32 / 0.48)
+    single = format_table({"roi": stats["roi"]})
+    assert "speedup" not in single
+
+
+def test_gpu_pipeline_loop_branch_runs_with_a_stand_in_backend(tiny_set, tmp_path, monkeypatch):
+    # Without a GPU: pretend the backend is there and let the main-process decode run on the CPU, so the
+    # loop's gpu branch (bytes from workers, decode in the training process) runs on any machine.
+    import datasets.jpeg_dataset as jd
+
+    monkeypatch.setattr(jd, "gpu_backend_available", lambda: True)
+    logdir = tmp_path / "logs"
+    assert main(["--data", str(tiny_set), "--compare", "roi,gpu", "--workers", "1", "--logdir", str(logdir),
+                 *TINY]) == 0
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert "gpu_decode" in summary["pipelines"]["gpu"]["phases_s"]
+    # same samples, same model and seed: the losses match those of roi
+    assert summary["pipelines"]["gpu"]["losses"] == pytest.approx(summary["pipelines"]["roi"]["losses"])
+
+
+def _cuda_skip_reason():
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    from datasets.jpeg_dataset import gpu_backend_unavailable_reason
+
+    return gpu_backend_unavailable_reason()
+
+
+@pytest.mark.skipif(_cuda_skip_reason() is not None, reason=str(_cuda_skip_reason()))
+def test_cuda_run_with_gpu_pipeline(tiny_set, tmp_path):
+    logdir = tmp_path / "logs"
+    args = ["--data", str(tiny_set), "--compare", "roi,gpu", "--workers", "1", "--logdir", str(logdir),
+            "--batch-size", "4", "--steps", "3", "--warmup", "1", "--profile-steps", "1", "--device", "cuda"]
+    assert main(args) == 0
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["config"]["device"] == "cuda"
+    assert {"data_wait", "h2d", "compute", "total"} <= set(summary["pipelines"]["roi"]["phases_s"])
+    assert "gpu_decode" in summary["pipelines"]["gpu"]["phases_s"]
+    assert list((logdir / "gpu").glob("*.pt.trace.json"))
