@@ -30,9 +30,9 @@ from . import decoders
 from .errors import CorruptImageError, GpuBackendUnavailableError
 from .folder import list_jpegs
 from .transforms import DEFAULT_OUTPUT_SIZE, further_transforms
-from .windows import TRANSFORM_STREAM, WINDOW_STREAM, random_window, sample_rng
+from .windows import TRANSFORM_STREAM, WINDOW_STREAM, random_resized_crop_window, random_window, sample_rng
 
-PIPELINES = ("pil", "roi", "gpu")
+PIPELINES = ("pil", "roi", "gpu", "pil-rrc", "rrc")
 ON_ERROR = ("raise", "skip")
 
 
@@ -59,7 +59,7 @@ def check_pipeline(pipeline: str) -> None:
     """Raise a clear error for an unknown pipeline, or one this build or machine cannot run."""
     if pipeline not in PIPELINES:
         raise ValueError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    if pipeline in ("roi", "gpu"):
+    if pipeline in ("roi", "gpu", "rrc", "pil-rrc"):  # pil-rrc draws its windows with custom_op's transform
         try:
             import custom_op  # noqa: F401
         except Exception as e:  # the extension may fail to build or load
@@ -75,7 +75,9 @@ class JpegCropDataset(torch.utils.data.Dataset):
 
     root: an ImageFolder layout (root/class/*.jpg) or a flat folder of JPEGs (see folder.list_jpegs;
         only *.jpg / *.jpeg names, any case, are read).
-    pipeline: "pil", "roi" or "gpu" (see the module docstring of decoders.py and gpu_batch.py).
+    pipeline: "pil", "roi", "gpu", "pil-rrc" or "rrc" (see the module docstrings of decoders.py and
+        gpu_batch.py). The rrc pipelines take RandomResizedCrop windows (crop_size unused) and resize
+        them to output_size while decoding; the further transforms then only mask and convert.
     seed, epoch: the window and transforms of sample i depend only on (seed, epoch, i). Set `epoch`
         between epochs (before the DataLoader iterator is created) for new windows.
     on_error: what a corrupt file (unreadable, truncated, not a JPEG) does:
@@ -124,6 +126,10 @@ class JpegCropDataset(torch.utils.data.Dataset):
             return decoders.pil_decode_random_crop(data, crop, crop, rng)
         if self.pipeline == "roi":
             return decoders.roi_decode_random_crop(data, crop, crop, rng)
+        if self.pipeline == "pil-rrc":
+            return decoders.pil_random_resized_crop(data, self.output_size, rng)
+        if self.pipeline == "rrc":
+            return decoders.fused_random_resized_crop(data, self.output_size, rng)
         win = decoders.header_random_window(data, crop, crop, rng)
         return torch.frombuffer(bytearray(data), dtype=torch.uint8), win
 
@@ -146,12 +152,19 @@ class JpegCropDataset(torch.utils.data.Dataset):
         """The window that sample `index` uses (reading the file's header; no pixel is decoded)."""
         rng = sample_rng(self.seed, self.epoch, index, WINDOW_STREAM)
         data = self._read(index)
-        if self.pipeline == "pil":
+        if self.pipeline in ("pil", "pil-rrc"):
             from PIL import Image
 
             with Image.open(io.BytesIO(data)) as im:
-                return random_window(im.height, im.width, self.crop_size, self.crop_size, rng)
-        return decoders.header_random_window(data, self.crop_size, self.crop_size, rng)
+                height, width = im.height, im.width
+        else:
+            import custom_op
+
+            info = custom_op.read_jpeg_header(data)
+            height, width = info.height, info.width
+        if self.pipeline in ("pil-rrc", "rrc"):
+            return random_resized_crop_window(height, width, rng)
+        return random_window(height, width, self.crop_size, self.crop_size, rng)
 
     def __getitem__(self, index: int):
         n = len(self.paths)

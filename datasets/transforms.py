@@ -32,7 +32,11 @@ def rgb_to_bgr(img: torch.Tensor) -> torch.Tensor:
 
 
 def scale(img: torch.Tensor, size: int = DEFAULT_OUTPUT_SIZE) -> torch.Tensor:
-    """Resize to size x size with antialiased bilinear interpolation; the result stays uint8."""
+    """Resize to size x size with antialiased bilinear interpolation; the result stays uint8.
+
+    An image already of that size (the rrc pipelines resize while decoding) is returned as it is."""
+    if img.shape[-2:] == (size, size):
+        return img
     if img.device.type == "cpu":
         # torch's CPU kernel resizes uint8 directly (and rounds), with no float copy of the image.
         return F.interpolate(img[None], size=(size, size), mode="bilinear", antialias=True,

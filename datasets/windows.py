@@ -8,6 +8,7 @@ windows in both.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -46,3 +47,21 @@ def random_window(image_height: int, image_width: int, crop_height: int, crop_wi
     top = int(rng.integers(0, image_height - h + 1))
     left = int(rng.integers(0, image_width - w + 1))
     return Window(top, left, h, w)
+
+
+
+def random_resized_crop_window(image_height: int, image_width: int, rng: np.random.Generator) -> Window:
+    """A RandomResizedCrop window (torchvision's algorithm and defaults: area 8% to 100% of the image,
+    aspect 3/4 to 4/3), drawn from a torch.Generator seeded from `rng`, so that the `pil-rrc` and
+    `rrc` pipelines draw the same windows."""
+    import torch
+
+    generator = torch.Generator().manual_seed(int(rng.integers(0, 2**63 - 1)))
+    return Window(*_random_resized_crop().get_params(image_height, image_width, generator))
+
+
+@functools.lru_cache(maxsize=None)
+def _random_resized_crop():
+    from custom_op.transforms import RandomResizedCropJpeg
+
+    return RandomResizedCropJpeg(1)  # get_params does not depend on the output size

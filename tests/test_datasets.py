@@ -437,3 +437,35 @@ def test_gpu_pipeline_on_cuda_is_close_to_roi(synth):
         expected = torch.stack([roi[i][0] for i in range(4 * b, 4 * b + 4)])
         diff = (images.cpu().int() - expected.int()).abs()
         assert diff.max() <= 12 and diff.float().mean() < 1.0, (diff.max(), diff.float().mean())
+
+
+# ----------------------------------------------------------------------------- RandomResizedCrop pipelines
+def test_rrc_pipelines_same_windows_and_pixels_where_decoded_at_full_scale(synth):
+    from custom_op.resized_crop import choose_scale
+
+    pil = make_ds(synth, "pil-rrc", seed=3, transforms=False)
+    rrc = make_ds(synth, "rrc", seed=3, transforms=False)
+    windows = [pil.window(i) for i in range(len(pil))]
+    assert windows == [rrc.window(i) for i in range(len(rrc))]
+    assert len({(w.height, w.width) for w in windows}) > 1  # random areas and aspects
+    full_scale = 0
+    for i, (top, left, h, w) in enumerate(windows):
+        a, b = pil[i][0], rrc[i][0]
+        assert a.shape == b.shape == (3, OUT, OUT) and b.dtype == torch.uint8
+        if choose_scale(h, w, OUT) == 8:
+            full_scale += 1
+            assert torch.equal(a, b), f"sample {i}: pil-rrc and rrc differ at full scale"
+        else:
+            mse = (a.double() - b.double()).pow(2).mean().item()
+            assert mse == 0 or 10 * np.log10(255**2 / mse) > 30, f"sample {i}: PSNR too low"
+    assert full_scale > 0
+    # With the further transforms, the output size is unchanged and the transforms draw alike.
+    assert make_ds(synth, "rrc", seed=3)[0][0].shape == (3, OUT, OUT)
+
+
+def test_rrc_pipeline_in_a_dataloader_worker(synth):
+    ds = make_ds(synth, "rrc", seed=3)
+    loader = DataLoader(ds, batch_size=4, num_workers=1)
+    images, labels, info = next(iter(loader))
+    assert images.shape == (4, 3, OUT, OUT)
+    assert torch.equal(images[0], ds[0][0])
