@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import io
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import custom_op  # noqa: E402
+from common import cpu_description, random_windows  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 
@@ -57,24 +58,12 @@ def custom_op_crop(data, top, left, height, width):
 
 def methods():
     found = {"Pillow full + slice": pillow_crop, "Pillow full, crop() first": pillow_crop_first}
-    try:
-        import simplejpeg  # noqa: F401
-
+    if importlib.util.find_spec("simplejpeg") is not None:
         found["simplejpeg full + slice"] = simplejpeg_crop
-    except ImportError:
+    else:
         print("simplejpeg is not installed (pip install simplejpeg): skipping it", file=sys.stderr)
     found["custom_op.decode_and_crop_jpeg"] = custom_op_crop
     return found
-
-
-def random_windows(files, size, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for data in files:
-        info = custom_op.read_jpeg_header(data)
-        h, w = min(size, info.height), min(size, info.width)
-        out.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
-    return out
 
 
 def cases(args):
@@ -109,18 +98,6 @@ def check_same_pixels(files, windows):
     return True
 
 
-def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}"
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
@@ -135,11 +112,11 @@ def main():
     fns = methods()
     ours = "custom_op.decode_and_crop_jpeg"
     lines = [
-        f"# CPU decode-and-crop benchmark, single thread",
+        "# CPU decode-and-crop benchmark, single thread",
         "",
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {machine()}",
+        f"- machine: {cpu_description()}",
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
         f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
         f"{custom_op._build.library_info().get('jpeg_version', '?')}",

@@ -42,16 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import custom_op  # noqa: E402
 from custom_op import gpu  # noqa: E402
-
-
-def windows_for(files, size, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for data in files:
-        info = custom_op.read_jpeg_header(data)
-        h, w = min(size, info.height), min(size, info.width)
-        out.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
-    return out
+from common import cpu_description, random_windows  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -182,15 +173,7 @@ def large_photo():
 
 
 def machine():
-    cpu = platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{torch.cuda.get_device_name()}; {cpu}, {os.cpu_count()} logical cores"
+    return f"{torch.cuda.get_device_name()}; {cpu_description()}"
 
 
 def table(title, summary, anchor, extra=""):
@@ -206,7 +189,7 @@ def table(title, summary, anchor, extra=""):
 def quick(args):
     """--quick: ours alone, one line per batch size (for comparing backend settings given by env vars)."""
     files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
-    windows = windows_for(files, 224, seed=0)
+    windows = random_windows(files, 224, seed=0)
     name, fn = ours_method(args.debug)
     info = gpu.backend_info()
     setting = " ".join(f"{k}={v}" for k, v in os.environ.items() if k.startswith("CUSTOM_OP_NVJPEG"))
@@ -254,7 +237,7 @@ def main():
     ]
 
     files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
-    windows = windows_for(files, 224, seed=0)
+    windows = random_windows(files, 224, seed=0)
     cpu_pool = CpuPool(files, args.processes)
     try:
         methods = {}

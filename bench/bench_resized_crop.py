@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import custom_op  # noqa: E402
+from common import cpu_description  # noqa: E402
 from custom_op.resized_crop import INTERPOLATIONS, choose_scale  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
@@ -238,15 +239,7 @@ def table(result, baseline, psnrs):
 
 
 def machine(label):
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{label} ({cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()})"
+    return f"{label} ({cpu_description()})"
 
 
 def main():
