@@ -17,8 +17,10 @@ from .decode import (  # noqa: E402
     decode_jpeg,
     read_jpeg_header,
 )
+from .prepare import prepare_jpeg  # noqa: E402
 from .resized_crop import decode_and_resized_crop_jpeg  # noqa: E402
 from .transforms import RandomResizedCropJpeg, ResizeCenterCropJpeg  # noqa: E402
 
 __all__ = ["DEFAULT_MAX_PIXELS", "ImageReadMode", "JpegInfo", "decode_and_crop_jpeg", "decode_jpeg",
-           "read_jpeg_header", "cuda_available", "decode_and_resized_crop_jpeg", "RandomResizedCropJpeg", "ResizeCenterCropJpeg"]
+           "read_jpeg_header", "cuda_available", "decode_and_resized_crop_jpeg", "RandomResizedCropJpeg", "ResizeCenterCropJpeg",
+           "prepare_jpeg"]

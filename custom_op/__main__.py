@@ -1,4 +1,4 @@
-"""python -m custom_op {build,info}: prebuild the C++ library, or say which one is in use.
+"""python -m custom_op {build,info,prepare}: prebuild the C++ library, say which one is in use, or prepare JPEGs.
 
 Importing the package already loads the library (building it into the cache if
 needed), so both commands only report what that import did.
@@ -15,7 +15,12 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build the C++ library into the JIT cache unless a current prebuilt one exists")
     sub.add_parser("info", help="print which library is loaded, from where, and the cache dir")
+    from . import prepare_folder
+
+    prepare_folder.add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "prepare":
+        return prepare_folder.run(args)
 
     info = _build.library_info()
     if args.command == "build":

@@ -56,6 +56,11 @@ class JpegInfo(NamedTuple):
     subsampling: str  #: "4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "4:1:0", "gray" or "other"
     progressive: bool
     orientation: int  #: EXIF orientation, 1 (none) to 8
+    #: The header declares a random-access layout (custom_op.prepare_jpeg writes one): sequential
+    #: Huffman coding, all components in one scan, restart interval dividing the MCUs per row.
+    #: decode_and_crop_jpeg then decodes only the restart segments around the window (after checking
+    #: the markers; other files, and files whose markers do not match, take the ordinary path).
+    random_access: bool = False
 
 
 _COLOR_SPACES = {0: "unknown", 1: "gray", 2: "rgb", 3: "ycbcr", 4: "cmyk", 5: "ycck"}
@@ -310,5 +315,7 @@ def read_jpeg_header(data: Data, *, apply_exif_orientation: bool = False) -> Jpe
     """
     values = torch.ops.custom_op.read_jpeg_header(_as_tensor(data), bool(apply_exif_orientation))
     height, width, channels, color_space, progressive, _arithmetic, orientation = values[:7]
+    factors = values[7:7 + 2 * channels]
+    random_access = len(values) > 7 + 2 * channels and bool(values[7 + 2 * channels])
     return JpegInfo(height, width, channels, _COLOR_SPACES.get(color_space, "unknown"),
-                    _subsampling(channels, values[7:]), bool(progressive), orientation)
+                    _subsampling(channels, factors), bool(progressive), orientation, random_access)

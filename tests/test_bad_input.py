@@ -535,3 +535,27 @@ def test_real_odd_files_cut_anywhere():
                     call(data[:cut])
                 except (RuntimeError, ValueError):
                     pass
+
+
+def test_ignore_prints_nothing_about_corrupt_data(tmp_path):
+    """on_warning="ignore" is silent: no Python warning and nothing on stderr (from the C++ side)."""
+    code = textwrap.dedent('''
+        import sys, warnings
+        sys.path.insert(0, sys.argv[1])
+        import custom_op, jpeg_factory
+        data = jpeg_factory.encode(jpeg_factory.photo_like(64, 96, seed=3))
+        sos = data.index(b"\\xff\\xda")
+        cut = data[: sos + 200]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            custom_op.decode_jpeg(cut, on_warning="ignore")
+            custom_op.decode_and_crop_jpeg(cut, 40, 40, 8, 8, on_warning="ignore")
+        print("ok")
+    ''')
+    tests_dir = str(Path(__file__).resolve().parent)
+    done = subprocess.run([sys.executable, "-c", code, tests_dir], capture_output=True, text=True, timeout=300,
+                          cwd=str(Path(__file__).resolve().parents[1]))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    noise = [line for line in done.stderr.splitlines() if "corrupt" in line.lower() or "warning" in line.lower()]
+    assert noise == []

@@ -11,6 +11,7 @@
 
 #include "deinterleave.h"
 #include "libjpeg_session.h"
+#include "restart_index.h"
 #include "window.h"
 
 namespace custom_op {
@@ -178,7 +179,11 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
   at::Tensor out = at::empty({format.channels, height, width}, at::TensorOptions().dtype(at::kByte));
   PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
                   region, format.conversion, format.channels};
-  if (!session.decode_region(format.libjpeg_space, region, sink)) fail("data", session);
+  // Files prepared for random access decode only the restart segments around the window.
+  const RandomAccess fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
+  const bool ok = fast == RandomAccess::kNotApplicable ? session.decode_region(format.libjpeg_space, region, sink)
+                                                       : fast == RandomAccess::kDecoded;
+  if (!ok) fail("data", session);
   return {out, warning_text(session)};
 }
 
@@ -220,22 +225,24 @@ Decoded decode_whole(const at::Tensor& data, int64_t mode, bool apply_exif_orien
 
 // For C++ callers of the plain ops, "warn" goes to TORCH_WARN (stderr from Python; the Python wrapper
 // uses the *_with_warnings ops instead).
-at::Tensor warn_and_return(Decoded decoded) {
-  if (!decoded.warnings.empty()) TORCH_WARN("custom_op: ", decoded.warnings);
+at::Tensor warn_and_return(Decoded decoded, WarningPolicy policy) {
+  if (policy == WarningPolicy::kWarn && !decoded.warnings.empty()) TORCH_WARN("custom_op: ", decoded.warnings);
   return decoded.image;
 }
 
 at::Tensor decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t left, int64_t height,
                                     int64_t width, int64_t mode, bool apply_exif_orientation,
                                     int64_t on_warning, int64_t max_pixels, int64_t scale_num) {
-  return warn_and_return(decode_and_crop(data, top, left, height, width, mode, apply_exif_orientation,
-                                         checked_policy(on_warning), max_pixels, scale_num));
+  const WarningPolicy policy = checked_policy(on_warning);
+  return warn_and_return(decode_and_crop(data, top, left, height, width, mode, apply_exif_orientation, policy,
+                                         max_pixels, scale_num),
+                         policy);
 }
 
 at::Tensor decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif_orientation,
                            int64_t on_warning, int64_t max_pixels) {
-  return warn_and_return(
-      decode_whole(data, mode, apply_exif_orientation, checked_policy(on_warning), max_pixels));
+  const WarningPolicy policy = checked_policy(on_warning);
+  return warn_and_return(decode_whole(data, mode, apply_exif_orientation, policy, max_pixels), policy);
 }
 
 std::tuple<at::Tensor, std::string> decode_and_crop_jpeg_with_warnings_cpu(
@@ -271,6 +278,8 @@ std::vector<int64_t> read_jpeg_header_cpu(const at::Tensor& data, bool apply_exi
     info.push_back(cinfo.comp_info[c].h_samp_factor);
     info.push_back(cinfo.comp_info[c].v_samp_factor);
   }
+  RestartLayout layout;
+  info.push_back(restart_layout(cinfo, &layout) ? 1 : 0);  // random_access, after the factors
   return info;
 }
 

@@ -76,9 +76,27 @@ bool JpegSession::read_header(const uint8_t* data, size_t size, bool save_app1) 
     std::snprintf(err_.message, sizeof(err_.message), "out of memory creating the decoder");
     return false;
   }
+  data_ = data;
+  size_ = size;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   if (save_app1) jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   // require_image=TRUE: a tables-only datastream is an error, not an empty image.
+  jpeg_read_header(&cinfo, TRUE);
+  return true;
+}
+
+bool JpegSession::reopen(const uint8_t* data, size_t size) {
+  if (setjmp(err_.jump)) return false;
+  if (cinfo.mem == nullptr) {
+    std::snprintf(err_.message, sizeof(err_.message), "out of memory creating the decoder");
+    return false;
+  }
+  // Back to the state before any header was read; the permanent objects (source manager, marker
+  // reader and its save settings) are reused.
+  jpeg_abort_decompress(&cinfo);
+  data_ = data;
+  size_ = size;
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
   return true;
 }

@@ -1,0 +1,192 @@
+"""Single-thread benchmark of random-access decoding: the same windows, decoded three ways.
+
+    python bench/bench_random_access.py                      # all cases, prints a markdown report
+    python bench/bench_random_access.py --out bench/results/random_access.md
+
+Methods, on the same files and the same windows:
+  - Pillow full decode + slice, on the original files (what a torchvision pipeline does);
+  - custom_op.decode_and_crop_jpeg on the original files (crop + skip + stop early);
+  - custom_op.decode_and_crop_jpeg on copies rewritten by custom_op.prepare_jpeg (restart segments).
+Cases: ../shared/data/imagenet-sample (when present) and generated 800x533 and 4000x3000 sets
+(datasets.synthetic), each at 224x224 and 128x128 windows. Every window is first checked: both custom_op
+results must equal Pillow's on the original, pixel for pixel. The report gives the size change of the
+prepared copies, how many windows took the restart-segment path, and the time of the prepare pass.
+The methods take turns file by file, so that a slow moment of the (shared) machine hits all of them
+alike; the best round of each is reported (median in parentheses), with ratios against Pillow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import custom_op  # noqa: E402
+from custom_op.prepare import random_access_decodes  # noqa: E402
+from datasets.synthetic import make_synthetic_set  # noqa: E402
+
+
+def pillow_crop(data, top, left, height, width):
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[top:top + height, left:left + width]
+
+
+def custom_op_crop(data, top, left, height, width):
+    return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
+
+
+def random_windows(files, size, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for data in files:
+        info = custom_op.read_jpeg_header(data)
+        h, w = min(size, info.height), min(size, info.width)
+        out.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
+    return out
+
+
+def cases(args):
+    imagenet = Path(args.imagenet)
+    if imagenet.is_dir():
+        yield f"ImageNet sample ({len(list(imagenet.iterdir()))} photos)", [p.read_bytes() for p in sorted(imagenet.iterdir())]
+    else:
+        print(f"{imagenet} is absent: skipping the ImageNet case", file=sys.stderr)
+    for count, height, width in ((args.n_medium, 533, 800), (args.n_large, 3000, 4000)):
+        if count > 0:
+            root = make_synthetic_set(count, height, width, seed=1)
+            files = [p.read_bytes() for p in sorted(root.rglob("*.jpg"))]
+            yield f"generated {width}x{height} ({len(files)} files)", files
+
+
+def prepare_all(files, args):
+    start = time.perf_counter()
+    prepared = [custom_op.prepare_jpeg(data, max_growth=args.max_growth) for data in files]
+    return prepared, time.perf_counter() - start
+
+
+def check_exact(originals, prepared, windows):
+    """(windows where both custom_op results equal Pillow's, windows that took the segment path)."""
+    exact, before = 0, random_access_decodes()
+    for original, ready, window in zip(originals, prepared, windows):
+        reference = pillow_crop(original, *window)
+        on_original = custom_op_crop(original, *window).permute(1, 2, 0).numpy()
+        on_prepared = custom_op_crop(ready, *window).permute(1, 2, 0).numpy()
+        exact += bool(np.array_equal(on_original, reference) and np.array_equal(on_prepared, reference))
+    return exact, random_access_decodes() - before
+
+
+def measure(runs, rounds):
+    """runs: {name: (fn, files, windows)} -> {name: (best ms/image, median ms/image)}.
+
+    The methods take turns file by file (in a rotating order), so that a busy moment of this shared
+    machine slows all of them alike; each round's total per method is one sample.
+    """
+    names = list(runs)
+    count = len(next(iter(runs.values()))[1])
+    per_round = {name: [] for name in names}
+    clock = time.perf_counter
+    for r in range(rounds):
+        totals = dict.fromkeys(names, 0.0)
+        for i in range(count):
+            for j in range(len(names)):
+                name = names[(i + r + j) % len(names)]
+                fn, files, windows = runs[name]
+                start = clock()
+                fn(files[i], *windows[i])
+                totals[name] += clock() - start
+        for name in names:
+            per_round[name].append(totals[name] / count * 1e3)
+    return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
+    parser.add_argument("--n-medium", type=int, default=100, help="number of 800x533 files (0: skip)")
+    parser.add_argument("--n-large", type=int, default=8, help="number of 4000x3000 files (0: skip)")
+    parser.add_argument("--sizes", default="224,128", help="window sizes, comma-separated")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-growth", type=float, default=custom_op.prepare.DEFAULT_MAX_GROWTH,
+                        help="prepare_jpeg's size budget")
+    parser.add_argument("--note", default="", help="a line about the machine's state, added to the report")
+    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    lines = [
+        "# Random-access decoding benchmark, single thread",
+        "",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- command: `python {shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
+        f"- machine: {machine()}" + (f"; {args.note}" if args.note else ""),
+        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
+        f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
+        f"{custom_op._build.library_info().get('jpeg_version', '?')}",
+        f"- prepared with `custom_op.prepare_jpeg(data, max_growth={args.max_growth})` (restart interval "
+        "chosen per file)",
+        f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image; the same "
+        "random windows (seed {}) for every method".format(args.seed),
+        "",
+    ]
+    print("\n".join(lines), flush=True)
+    for title, originals in cases(args):
+        prepared, prepare_s = prepare_all(originals, args)
+        before, after = sum(map(len, originals)), sum(map(len, prepared))
+        section = [f"## {title}", "",
+                   f"prepared copies: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB "
+                   f"({100 * (after / before - 1):+.2f}%), largest single-file change "
+                   f"{100 * max(len(p) / len(o) - 1 for o, p in zip(originals, prepared)):+.2f}%; "
+                   f"prepare pass {1e3 * prepare_s / len(originals):.1f} ms/file (one process)", ""]
+        for size in sizes:
+            windows = random_windows(originals, size, args.seed)
+            exact, fast = check_exact(originals, prepared, windows)
+            result = measure({
+                "Pillow full + slice (originals)": (pillow_crop, originals, windows),
+                "custom_op.decode_and_crop_jpeg (originals)": (custom_op_crop, originals, windows),
+                "custom_op.decode_and_crop_jpeg (prepared)": (custom_op_crop, prepared, windows),
+            }, args.rounds)
+            pillow = result["Pillow full + slice (originals)"][0]
+            section += [f"### {size}x{size} windows", "",
+                        f"equal to Pillow's pixels: {exact} of {len(windows)} windows; restart-segment path "
+                        f"taken on {fast} of {len(windows)} prepared files", "",
+                        "| method | ms/image | speed-up over Pillow |", "| --- | ---: | ---: |"]
+            for name, (best, median) in result.items():
+                section.append(f"| {name} | {best:.3f} ({median:.3f}) | {pillow / best:.2f}x |")
+            section.append("")
+        print("\n".join(section), flush=True)
+        lines += section
+    report = "\n".join(lines)
+    if args.out:
+        Path(args.out).write_text(report + "\n")
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

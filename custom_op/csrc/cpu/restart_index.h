@@ -1,0 +1,103 @@
+// Random access into JPEGs whose restart segments tile the image.
+//
+// A restart marker resets the DC predictors and byte-aligns the entropy-coded data, so the segment
+// after it decodes without anything before it. When every segment is a run of k MCUs inside one MCU
+// row (k divides the MCUs per row), the MCU rows and segment columns covering a window make a smaller
+// JPEG of their own: the original tables, a frame header with the smaller size, those segments with
+// their markers renumbered, and EOI. Decoding that sub-image and taking the window out of it gives
+// exactly the pixels of the full decode, provided the sub-image keeps the neighbours that chroma
+// upsampling reads around the window. Huffman decoding, most of a decode's time, then costs in
+// proportion to the window instead of to everything above and beside it.
+//
+// The segment boundaries come from untrusted bytes. Anything that does not match the header's layout
+// (a marker missing, extra or misnumbered, data ending early, a header this code does not expect)
+// makes build_sub_image refuse, and the caller takes the ordinary path, which reports the damage as it
+// always does. Every read is bounds-checked against the buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "libjpeg_session.h"
+
+namespace custom_op {
+
+// How a header says its MCUs and restart segments are laid out.
+struct RestartLayout {
+  int mcu_width, mcu_height;  // full-size pixels
+  int mcus_per_row, mcu_rows;
+  int interval;               // MCUs per restart segment; divides mcus_per_row
+  // Output pixels around a window that fancy upsampling reads: the largest sampling factor along an
+  // axis where some component is subsampled, else 0 (4:4:4 and grayscale need no context).
+  int margin_x, margin_y;
+};
+
+// True (and *layout filled) when a parsed header declares a random-access layout: sequential
+// Huffman coding, 8-bit samples, every component in the first scan, and a restart interval that
+// divides the MCUs per row. Reads header fields only; the entropy-coded data is checked when used.
+bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout);
+
+// What must be true of the rewritten file's header, checked after it has been parsed.
+struct ExpectedFrame {
+  int height, width;
+  int num_components;
+  J_COLOR_SPACE color_space;
+  unsigned int restart_interval;
+  int h_samp[MAX_COMPONENTS], v_samp[MAX_COMPONENTS];
+};
+
+// The rewritten file: its bytes, and where the window lies in its (scaled) output.
+struct SubImage {
+  std::vector<uint8_t> bytes;
+  Region region;
+  ExpectedFrame frame;
+};
+
+// Builds the sub-image holding `region` (in the scaled output of the parsed header `cinfo`; the
+// scale must be n/8) from the file `data`, whose first scan's entropy-coded data starts at
+// scan_start. False when the file is not random-access, its restart markers do not match its header,
+// or the sub-image would not save any work (the ordinary path then reads no more than it would).
+bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size,
+                     size_t scan_start, const Region& region, SubImage* sub);
+
+// Whether the header just parsed (scale set) is the one sub.frame describes, with sub.region inside
+// its output.
+bool frame_matches(const jpeg_decompress_struct& cinfo, const SubImage& sub);
+
+// Number of windows decoded through a sub-image in this process (for tests and benchmarks).
+int64_t random_access_decodes();
+void count_random_access_decode();
+
+enum class RandomAccess { kNotApplicable, kDecoded, kFailed };
+
+// Decodes `region` of the session's image (header read, scale set) through a sub-image when the file
+// allows it, handing rows to `sink` exactly as JpegSession::decode_region would. kNotApplicable
+// leaves the session as it was, for the ordinary path; kFailed means the session's error message
+// says what went wrong.
+template <class Sink>
+RandomAccess decode_region_random_access(JpegSession& session, J_COLOR_SPACE out_color_space,
+                                         const Region& region, Sink& sink) {
+  const jpeg_decompress_struct& cinfo = session.cinfo;
+  const uint8_t* data = session.data();
+  const size_t size = session.size();
+  if (data == nullptr || cinfo.src == nullptr) return RandomAccess::kNotApplicable;
+  // After jpeg_read_header the memory source stands on the first byte after the SOS segment.
+  const uint8_t* at = cinfo.src->next_input_byte;
+  if (at < data || at > data + size) return RandomAccess::kNotApplicable;
+  const unsigned int scale_num = cinfo.scale_num;
+  SubImage sub;
+  if (!build_sub_image(cinfo, data, size, static_cast<size_t>(at - data), region, &sub))
+    return RandomAccess::kNotApplicable;
+  if (!session.reopen(sub.bytes.data(), sub.bytes.size()) || !session.set_scale(scale_num) ||
+      !frame_matches(session.cinfo, sub)) {
+    // Not expected with a header copied from one libjpeg accepted; go back to the original.
+    if (!session.reopen(data, size) || !session.set_scale(scale_num)) return RandomAccess::kFailed;
+    return RandomAccess::kNotApplicable;
+  }
+  count_random_access_decode();
+  return session.decode_region(out_color_space, sub.region, sink) ? RandomAccess::kDecoded
+                                                                   : RandomAccess::kFailed;
+}
+
+}  // namespace custom_op

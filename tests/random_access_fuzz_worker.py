@@ -1,0 +1,185 @@
+"""Fuzz cases on prepared (random-access) JPEGs, run in a child process by tests/test_random_access.py.
+
+The bases are files rewritten by custom_op.prepare_jpeg, so decode_and_crop_jpeg takes the restart-
+segment path on them; the mutations aim at what that path reads from untrusted bytes (restart markers
+missing, extra, misnumbered or moved, segments truncated, swapped or emptied, DRI and SOF values that
+lie) besides fuzz_corpus's generic ones. Each case goes through fuzz_worker.Case, so the contract is the
+one test_fuzz.py checks: a uint8 tensor of the right shape or ValueError / RuntimeError, and a window
+equal to the full decode's whenever both succeed with on_warning="raise". Output lines as fuzz_worker's.
+
+    python tests/random_access_fuzz_worker.py --seed 0 --count 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import random
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import custom_op  # noqa: E402
+except ModuleNotFoundError:  # run by hand from a checkout that is not installed
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import custom_op  # noqa: E402
+import fuzz_corpus  # noqa: E402
+import jpeg_factory  # noqa: E402
+import jpeg_markers as jm  # noqa: E402
+import restart_segments as rs  # noqa: E402
+from fuzz_worker import PER_CASE_TIMEOUT, Case  # noqa: E402
+
+# name -> (photo_like args, encode kwargs, prepare kwargs)
+_BASES = {
+    "ra_420_k1": ((67, 91, 3), {}, {"restart_mcus": 1}),
+    "ra_444_k3": ((45, 70, 3), {"sampling": "4:4:4"}, {"restart_mcus": 3}),
+    "ra_422_auto": ((50, 130, 3), {"sampling": "4:2:2"}, {}),
+    "ra_440_k2": ((53, 47, 3), {"sampling": "4:4:0"}, {"restart_mcus": 2}),
+    "ra_411_k1": ((40, 99, 3), {"sampling": "4:1:1"}, {"restart_mcus": 1}),
+    "ra_odd_factors": ((37, 41, 3), {"sampling": "1x2,2x1,1x1"}, {"restart_mcus": 1}),
+    "ra_gray_k2": ((50, 77, 1), {}, {"restart_mcus": 2}),
+    "ra_from_progressive": ((61, 83, 3), {"progressive": True}, {"restart_mcus": 1}),
+    "ra_cmyk": ((33, 45, 4), {"sampling": "4:4:4"}, {"restart_mcus": 1}),
+}
+
+
+def base(name: str) -> bytes:
+    (h, w, c), encode_kwargs, prepare_kwargs = _BASES[name]
+    data = jpeg_factory.encode(jpeg_factory.photo_like(h, w, channels=c, seed=len(name)), **encode_kwargs)
+    return custom_op.prepare_jpeg(data, **prepare_kwargs)
+
+
+def _remove_marker(rng, data, layout):
+    offset, _ = rng.choice(layout.markers)
+    return data[:offset] + data[offset + 2:]
+
+
+def _renumber_marker(rng, data, layout):
+    offset, n = rng.choice(layout.markers)
+    out = bytearray(data)
+    out[offset + 1] = 0xD0 + (n + rng.randint(1, 7)) % 8
+    return bytes(out)
+
+
+def _extra_marker(rng, data, layout):
+    begin, end = rng.choice(layout.segments)
+    at = rng.randint(begin, end)
+    return data[:at] + bytes((0xFF, 0xD0 + rng.randrange(8))) + data[at:]
+
+
+def _swap_segments(rng, data, layout):
+    a, b = sorted(rng.sample(range(len(layout.segments)), 2))
+    (a0, a1), (b0, b1) = layout.segments[a], layout.segments[b]
+    return data[:a0] + data[b0:b1] + data[a1:b0] + data[a0:a1] + data[b1:]
+
+
+def _empty_segment(rng, data, layout):
+    begin, end = rng.choice(layout.segments)
+    return data[:begin] + data[end:]
+
+
+def _zero_segment(rng, data, layout):
+    begin, end = rng.choice(layout.segments)
+    return data[:begin] + bytes(end - begin) + data[end:]
+
+
+def _truncate_in_scan(rng, data, layout):
+    return data[:rng.randint(layout.start, layout.end)]
+
+
+def _lying_dri(rng, data, layout):
+    interval = rs.restart_interval(data)
+    return rs.with_restart_interval(data, rng.choice((0, 1, 2, 3, interval + 1, 2 * interval, max(1, interval - 1),
+                                                      rng.randrange(65536))))
+
+
+def _lying_sof(rng, data, layout):
+    _, height, width, _ = jm.sof_info(data)
+    pick = lambda v: max(1, min(65535, rng.choice((v - 1, v + 1, v - 8, v + 8, v + 16, 2 * v, v // 2 + 1))))
+    return jm.patch_sof(data, height=pick(height) if rng.random() < 0.6 else height,
+                        width=pick(width) if rng.random() < 0.6 else width)
+
+
+_TARGETED = {
+    "remove_rst": _remove_marker, "renumber_rst": _renumber_marker, "extra_rst": _extra_marker,
+    "swap_segments": _swap_segments, "empty_segment": _empty_segment, "zero_segment": _zero_segment,
+    "truncate_in_scan": _truncate_in_scan, "lying_dri": _lying_dri, "lying_sof": _lying_sof,
+}
+MUTATIONS = tuple(_TARGETED) + fuzz_corpus.MUTATIONS[:-2] + ("stacked",)
+
+
+def variant(name: str, seed: int, index: int) -> tuple[str, bytes]:
+    rng = random.Random(f"ra/{name}/{seed}/{index}")
+    data = base_cached(name)
+    kind = MUTATIONS[index % len(MUTATIONS)]
+    return kind, mutate(rng, kind, data)
+
+
+def mutate(rng, kind, data):
+    if kind == "stacked":
+        for _ in range(rng.randint(2, 3)):
+            data = mutate(rng, rng.choice(MUTATIONS[:-1]), data)
+        return data
+    if kind in _TARGETED:
+        try:
+            layout = rs.scan(data)
+        except (ValueError, IndexError):
+            return fuzz_corpus.mutate(rng, "bit_flip", data) if data else data
+        if not layout.markers or len(layout.segments) < 2:
+            return fuzz_corpus.mutate(rng, "random_run", data) if data else data
+        return _TARGETED[kind](rng, data, layout)
+    return fuzz_corpus.mutate(rng, kind, data) if data else data
+
+
+_cache: dict = {}
+
+
+def base_cached(name: str) -> bytes:
+    if name not in _cache:
+        _cache[name] = base(name)
+    return _cache[name]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bases", default=",".join(_BASES))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--count", type=int, default=200, help="variants per base")
+    args = parser.parse_args()
+    faulthandler.enable()
+    summary = {"cases": 0, "bad": 0, "notes": 0, "outcomes": {}, "max_case_s": 0.0, "slowest": "",
+               "random_access_decodes_before": custom_op.prepare.random_access_decodes()}
+    for name in [b for b in args.bases.split(",") if b]:
+        todo = [(-1, "base", base_cached(name))]
+        todo += [(i, *variant(name, args.seed, i)) for i in range(args.count)]
+        for index, kind, data in todo:
+            case = Case(name, args.seed, index, kind, data, random.Random(f"ra-calls/{name}/{args.seed}/{index}"),
+                        summary["outcomes"])
+            print(f"CASE {case.tag}", flush=True)
+            faulthandler.dump_traceback_later(PER_CASE_TIMEOUT, exit=True)
+            start = time.perf_counter()
+            case.run(is_base=index < 0)
+            elapsed = time.perf_counter() - start
+            faulthandler.cancel_dump_traceback_later()
+            if elapsed > summary["max_case_s"]:
+                summary["max_case_s"], summary["slowest"] = elapsed, case.tag
+            summary["cases"] += 1
+            for what in case.bad:
+                print(f"BAD {case.tag} {what}", flush=True)
+            summary["bad"] += len(case.bad)
+            for note in case.notes[:1]:
+                print(f"NOTE {note}", flush=True)
+            summary["notes"] += len(case.notes)
+    summary["random_access_decodes"] = custom_op.prepare.random_access_decodes() - summary.pop(
+        "random_access_decodes_before")
+    print("SUMMARY " + json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""decode_and_crop_jpeg on random-access files: the restart-segment path is taken, reads only the
+segments around the window, gives exactly the full decode's pixels (every subsampling, scale, mode and
+EXIF orientation), and anything in the markers or headers that does not add up falls back to the
+ordinary path or raises a clear error. read_jpeg_header's random_access field.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import custom_op
+import jpeg_factory
+import jpeg_markers as jm
+import restart_segments as rs
+from conftest import shared_dir
+from custom_op import ImageReadMode
+from custom_op.prepare import random_access_decodes
+from test_decode import windows, with_orientation
+
+pytestmark = pytest.mark.skipif(
+    jpeg_factory.unavailable_reason() is not None, reason=str(jpeg_factory.unavailable_reason())
+)
+
+WORKER = Path(__file__).with_name("random_access_fuzz_worker.py")
+
+
+@lru_cache(maxsize=None)
+def generated(height, width, channels=3, seed=0, **options):
+    return jpeg_factory.encode(jpeg_factory.photo_like(height, width, channels, seed=seed), **options)
+
+
+@lru_cache(maxsize=None)
+def prepared(height, width, channels=3, seed=0, restart_mcus=1, **options):
+    return custom_op.prepare_jpeg(generated(height, width, channels, seed, **options), restart_mcus=restart_mcus)
+
+
+def scaled_full(data: bytes, scale: int, mode=ImageReadMode.RGB) -> np.ndarray:
+    """The whole image decoded at scale/8 by the ordinary path (a window covering everything)."""
+    info = custom_op.read_jpeg_header(data)
+    h, w = -(-info.height * scale // 8), -(-info.width * scale // 8)
+    return torch.ops.custom_op.decode_and_crop_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), 0, 0, h,
+                                                    w, int(mode), False, 0, 0, scale).numpy()
+
+
+def crop(data: bytes, window, scale=8, mode=ImageReadMode.RGB, exif=False, policy=0) -> np.ndarray:
+    return torch.ops.custom_op.decode_and_crop_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), *window,
+                                                    int(mode), exif, policy, 0, scale).numpy()
+
+
+def assert_windows_exact(data: bytes, reference: np.ndarray, rng, n_random=8, **kwargs):
+    _, H, W = reference.shape
+    for top, left, h, w in windows(H, W, rng, n_random):
+        out = crop(data, (top, left, h, w), **kwargs)
+        if not np.array_equal(out, reference[:, top:top + h, left:left + w]):
+            pytest.fail(f"window (top={top}, left={left}, height={h}, width={w}) of {H}x{W} {kwargs} differs")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The header field
+
+
+def test_header_says_which_files_are_random_access():
+    assert custom_op.read_jpeg_header(prepared(61, 83)).random_access
+    assert custom_op.read_jpeg_header(prepared(50, 77, 1, restart_mcus=2)).random_access
+    # 100 pixels of 4:2:0 are 7 MCUs: an interval of 7 (or one row) divides them, 3 does not.
+    assert custom_op.read_jpeg_header(generated(64, 100, restart_interval=7)).random_access
+    assert custom_op.read_jpeg_header(generated(64, 100, restart_rows=1)).random_access
+    assert not custom_op.read_jpeg_header(generated(64, 100, restart_interval=3)).random_access
+    assert not custom_op.read_jpeg_header(generated(64, 100)).random_access
+    assert not custom_op.read_jpeg_header(generated(64, 100, restart_rows=1, progressive=True)).random_access
+    assert not custom_op.read_jpeg_header(generated(64, 112, restart_interval=7, arithmetic=True)).random_access
+    # The header alone is enough: the field does not look at the scan.
+    data = prepared(61, 83)
+    sos = jm.find(data, jm.SOS)
+    assert custom_op.read_jpeg_header(data[:sos.offset + sos.length]).random_access
+
+
+def test_header_info_positional_fields_are_unchanged():
+    info = custom_op.read_jpeg_header(prepared(61, 47, sampling="4:2:2"))
+    assert info == custom_op.JpegInfo(61, 47, 3, "ycbcr", "4:2:2", False, 1, True)
+    assert info[:7] == (61, 47, 3, "ycbcr", "4:2:2", False, 1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The path is taken, and reads only the segments around the window
+
+
+def test_windows_of_random_access_files_take_the_restart_segment_path():
+    data, original = prepared(200, 300, sampling="4:2:0"), generated(200, 300, sampling="4:2:0")
+    before = random_access_decodes()
+    for window in [(100, 120, 40, 60), (150, 0, 50, 300), (0, 100, 20, 20), (199, 299, 1, 1)]:
+        custom_op.decode_and_crop_jpeg(data, *window)
+    assert random_access_decodes() == before + 4
+    # Nothing to gain: windows from the top spanning every column, whole decodes, ordinary files.
+    custom_op.decode_and_crop_jpeg(data, 0, 0, 30, 300)
+    custom_op.decode_jpeg(data)
+    custom_op.decode_and_crop_jpeg(original, 100, 120, 40, 60)
+    assert random_access_decodes() == before + 4
+
+
+@pytest.mark.parametrize("sampling", ["4:2:0", "4:4:4", "4:2:2"])
+def test_segments_away_from_the_window_are_never_decoded(sampling):
+    """Overwriting every segment more than two MCUs away from the window with zero bytes leaves the
+    window's pixels exact (on_warning="raise": libjpeg saw nothing wrong), while a full decode, which
+    reads them, fails on the same file."""
+    original = generated(256, 320, sampling=sampling, seed=7)
+    data = custom_op.prepare_jpeg(original, restart_mcus=1)
+    reference = custom_op.decode_jpeg(original).numpy()
+    top, left, h, w = 100, 130, 40, 60
+    info = custom_op.read_jpeg_header(data)
+    mcu_w, mcu_h = {"4:2:0": (16, 16), "4:4:4": (8, 8), "4:2:2": (16, 8)}[sampling]
+    per_row = -(-info.width // mcu_w)
+    layout = rs.scan(data)
+    damaged = bytearray(data)
+    zeroed = 0
+    for index, (begin, end) in enumerate(layout.segments):
+        row, column = divmod(index, per_row)
+        near_rows = top - 2 * mcu_h <= row * mcu_h < top + h + 2 * mcu_h
+        near_columns = left - 2 * mcu_w <= column * mcu_w < left + w + 2 * mcu_w
+        if not (near_rows and near_columns):
+            damaged[begin:end] = bytes(end - begin)
+            zeroed += 1
+    damaged = bytes(damaged)
+    assert zeroed > 0.8 * len(layout.segments)
+    out = custom_op.decode_and_crop_jpeg(damaged, top, left, h, w)
+    assert np.array_equal(out.numpy(), reference[:, top:top + h, left:left + w])
+    with pytest.raises(RuntimeError, match="Corrupt JPEG data"):
+        custom_op.decode_jpeg(damaged)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exactness
+
+
+SUBSAMPLINGS = ["4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "1x2,2x1,1x1", "2x2,1x2,2x1"]
+SIZES = [(1, 1), (17, 9), (9, 17), (33, 65), (61, 47), (97, 131), (130, 211)]
+
+
+@pytest.mark.parametrize("sampling", SUBSAMPLINGS)
+def test_every_window_equals_the_full_decode(sampling):
+    rng = np.random.default_rng(10)
+    for height, width in SIZES:
+        reference = custom_op.decode_jpeg(generated(height, width, sampling=sampling)).numpy()
+        for restart_mcus in (1, 2, 3):
+            assert_windows_exact(prepared(height, width, sampling=sampling, restart_mcus=restart_mcus), reference,
+                                 rng, n_random=6)
+
+
+@pytest.mark.parametrize("scale", [1, 2, 3, 4, 5, 6, 7, 9, 12, 16])
+def test_dct_scaled_windows_equal_the_ordinary_path(scale):
+    rng = np.random.default_rng(11)
+    for sampling in ("4:2:0", "4:2:2", "4:4:4", "4:4:0"):
+        original = generated(97, 131, sampling=sampling, seed=2)
+        reference = scaled_full(original, scale)
+        assert_windows_exact(prepared(97, 131, seed=2, sampling=sampling), reference, rng, n_random=4, scale=scale)
+
+
+@pytest.mark.parametrize("sampling", SUBSAMPLINGS)
+def test_every_row_and_column_at_every_scale(sampling):
+    """Single columns and rows (and pairs) at every offset, where a sub-image's edges come closest to
+    the window, for the 16 DCT scales libjpeg offers."""
+    height, width = 45, 83
+    original = generated(height, width, sampling=sampling, seed=6)
+    for restart_mcus in (1, 2):
+        data = prepared(height, width, seed=6, sampling=sampling, restart_mcus=restart_mcus)
+        for scale in range(1, 17):
+            reference = scaled_full(original, scale)
+            _, H, W = reference.shape
+            for left in range(W):
+                for w in (1, 2):
+                    if left + w <= W:
+                        window = (H // 3, left, max(1, H // 3), w)
+                        out = crop(data, window, scale=scale)
+                        assert np.array_equal(out, reference[:, H // 3:H // 3 + window[2], left:left + w]), (
+                            restart_mcus, scale, window)
+            for top in range(H):
+                window = (top, W // 4, 1, max(1, W // 2))
+                out = crop(data, window, scale=scale)
+                assert np.array_equal(out, reference[:, top:top + 1, W // 4:W // 4 + window[3]]), (
+                    restart_mcus, scale, window)
+
+
+@pytest.mark.parametrize("color_space,channels,sampling", [
+    ("gray", 1, "4:4:4"), ("rgb", 3, "4:4:4"), ("cmyk", 4, "4:4:4"), ("ycck", 4, "2x2,1x1,1x1,2x2")])
+@pytest.mark.parametrize("mode", [ImageReadMode.RGB, ImageReadMode.GRAY, ImageReadMode.UNCHANGED])
+def test_color_spaces_and_modes(color_space, channels, sampling, mode):
+    original = generated(61, 47, channels, color_space=color_space, sampling=sampling)
+    reference = custom_op.decode_jpeg(original, mode=mode).numpy()
+    data = prepared(61, 47, channels, color_space=color_space, sampling=sampling)
+    assert_windows_exact(data, reference, np.random.default_rng(12), n_random=4, mode=mode)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientations(orientation):
+    original = with_orientation(generated(45, 70, sampling="4:2:0"), orientation)
+    data = custom_op.prepare_jpeg(original, restart_mcus=1)
+    reference = custom_op.decode_jpeg(original, apply_exif_orientation=True).numpy()
+    assert_windows_exact(data, reference, np.random.default_rng(orientation), n_random=6, exif=True)
+
+
+def test_resized_crop_is_the_same_on_prepared_files():
+    original = generated(300, 400, sampling="4:2:0", seed=3)
+    data = custom_op.prepare_jpeg(original)
+    for box, size in [((10, 20, 200, 300), (64, 64)), ((150, 100, 150, 299), (224, 224)), ((0, 0, 300, 400), (32, 48))]:
+        a = custom_op.decode_and_resized_crop_jpeg(original, *box, size)
+        b = custom_op.decode_and_resized_crop_jpeg(data, *box, size)
+        assert torch.equal(a, b), box
+
+
+def test_imagenet_sample_windows():
+    files = sorted(shared_dir("imagenet-sample").iterdir())[1::8]
+    rng = np.random.default_rng(13)
+    before = random_access_decodes()
+    for path in files:
+        original = path.read_bytes()
+        data = custom_op.prepare_jpeg(original)
+        reference = custom_op.decode_jpeg(original).numpy()
+        assert_windows_exact(data, reference, rng, n_random=4)
+    assert random_access_decodes() > before
+
+
+# ---------------------------------------------------------------------------------------------------
+# Damaged and lying files
+
+
+def damaged_variants(data: bytes):
+    """(name, bytes) of targeted damage to a prepared file's restart structure and headers."""
+    layout = rs.scan(data)
+    segments, markers = layout.segments, layout.markers
+    middle = len(markers) // 2
+    (m_at, m_n) = markers[middle]
+    yield "missing RST", data[:m_at] + data[m_at + 2:]
+    yield "missing first RST", data[:markers[0][0]] + data[markers[0][0] + 2:]
+    yield "misnumbered RST", data[:m_at + 1] + bytes((0xD0 + (m_n + 3) % 8,)) + data[m_at + 2:]
+    yield "eight RSTs missing", data[:markers[2][0]] + data[markers[10][0]:] if len(markers) > 12 else data
+    begin, end = segments[middle]
+    yield "extra RST", data[:begin + (end - begin) // 2] + b"\xff\xd4" + data[begin + (end - begin) // 2:]
+    yield "empty segment", data[:begin] + data[end:]
+    a0, a1 = segments[3]
+    b0, b1 = segments[middle]
+    yield "swapped segments", data[:a0] + data[b0:b1] + data[a1:b0] + data[a0:a1] + data[b1:]
+    for fraction in (0.1, 0.5, 0.9, 0.999):
+        yield f"truncated at {fraction}", data[:layout.start + int((layout.end - layout.start) * fraction)]
+    yield "no EOI", data[:layout.end]
+    interval = rs.restart_interval(data)
+    for lie in (0, 2 * interval, interval + 1, 3):
+        yield f"DRI says {lie}", rs.with_restart_interval(data, lie)
+    _, height, width, _ = jm.sof_info(data)
+    for h, w in ((height + 16, width), (height - 16, width), (height, width + 16), (height, width - 16),
+                 (height * 2, width * 2)):
+        yield f"SOF says {h}x{w}", jm.patch_sof(data, height=h, width=w)
+    dqt = jm.find(data, jm.DQT)
+    yield "garbage before DQT", data[:dqt.offset] + b"\x00\x13" + data[dqt.offset:]
+
+
+@pytest.mark.parametrize("sampling", ["4:2:0", "4:4:4"])
+def test_damaged_restart_structure_falls_back_or_raises(sampling):
+    data = prepared(97, 131, seed=4, sampling=sampling)
+    rng = np.random.default_rng(14)
+    for name, bad in damaged_variants(data):
+        try:
+            info = custom_op.read_jpeg_header(bad)
+        except RuntimeError:
+            continue
+        try:
+            full = custom_op.decode_jpeg(bad, on_warning="raise", max_pixels=1 << 22).numpy()
+        except (RuntimeError, ValueError):
+            full = None
+        for top, left, h, w in windows(info.height, info.width, rng, n_random=3)[::3]:
+            for policy in ("raise", "warn", "ignore"):
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        out = custom_op.decode_and_crop_jpeg(bad, top, left, h, w, on_warning=policy,
+                                                             max_pixels=1 << 22)
+                except (RuntimeError, ValueError):
+                    continue
+                assert out.shape == (3, h, w), name
+                if policy == "raise" and full is not None:
+                    # libjpeg found nothing wrong on either path: the pixels must agree.
+                    assert np.array_equal(out.numpy(), full[:, top:top + h, left:left + w]), (name, top, left, h, w)
+
+
+def test_marker_damage_above_the_window_falls_back_to_the_ordinary_path():
+    data = prepared(97, 131, seed=5, sampling="4:2:0")
+    layout = rs.scan(data)
+    at, _ = layout.markers[2]  # in the first MCU row
+    missing = data[:at] + data[at + 2:]
+    before = random_access_decodes()
+    with pytest.raises(RuntimeError, match="Corrupt JPEG data"):
+        custom_op.decode_and_crop_jpeg(missing, 60, 60, 20, 20)  # the ordinary path's complaint
+    assert random_access_decodes() == before
+    truncated = data[:layout.start + (layout.end - layout.start) // 3]
+    with pytest.raises(RuntimeError):
+        custom_op.decode_and_crop_jpeg(truncated, 80, 60, 10, 10)
+    assert random_access_decodes() == before
+    # Truncation below the window is not seen, as on the ordinary path (which stops early too).
+    out = custom_op.decode_and_crop_jpeg(truncated, 0, 60, 10, 10)
+    assert np.array_equal(out.numpy(), custom_op.decode_jpeg(data).numpy()[:, 0:10, 60:70])
+
+
+def test_fuzzed_prepared_files_in_a_child_process(tmp_path):
+    package_parent = str(Path(custom_op.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")]))
+    count = int(os.environ.get("CUSTOM_OP_FUZZ_COUNT_RA", "250"))
+    seed = int(os.environ.get("CUSTOM_OP_FUZZ_SEED", "0"))
+    result = subprocess.run([sys.executable, str(WORKER), "--seed", str(seed), "--count", str(count)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    lines = result.stdout.splitlines()
+    summary = [json.loads(line[len("SUMMARY "):]) for line in lines if line.startswith("SUMMARY ")]
+    if result.returncode != 0 or not summary:
+        cases = [line for line in lines if line.startswith("CASE ")]
+        pytest.fail(f"fuzz child died (exit status {result.returncode}); last case started: "
+                    f"{cases[-1] if cases else '(none)'}\nstderr tail:\n{result.stderr[-3000:]}")
+    bad = [line for line in lines if line.startswith("BAD ")]
+    assert not bad, f"{len(bad)} contract violations (first 30):\n" + "\n".join(bad[:30])
+    assert summary[0]["random_access_decodes"] > summary[0]["cases"] // 4
