@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import custom_op  # noqa: E402
 from custom_op.prepare import random_access_decodes  # noqa: E402
+from common import cpu_description, random_windows  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 
@@ -46,16 +47,6 @@ def pillow_crop(data, top, left, height, width):
 
 def custom_op_crop(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
-
-
-def random_windows(files, size, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for data in files:
-        info = custom_op.read_jpeg_header(data)
-        h, w = min(size, info.height), min(size, info.width)
-        out.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
-    return out
 
 
 def cases(args):
@@ -112,16 +103,6 @@ def measure(runs, rounds):
     return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
 
 
-def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}"
 
 
 def main():
@@ -145,7 +126,7 @@ def main():
         "",
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- command: `python {shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {machine()}" + (f"; {args.note}" if args.note else ""),
+        f"- machine: {cpu_description()}" + (f"; {args.note}" if args.note else ""),
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
         f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
         f"{custom_op._build.library_info().get('jpeg_version', '?')}",
