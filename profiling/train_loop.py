@@ -25,6 +25,30 @@ from .trace import PROFILER_WARMUP_STEPS, make_profiler, trace_files
 WORKER_STAGES = ("read", "decode", "transform")
 
 
+def train_step(batch, pipeline: str, dataset: JpegCropDataset, timer: StepTimer, model, loss_fn, optimizer,
+               device: torch.device, seed: int):
+    """One step on a loaded batch, timed by phase: the GPU decode (gpu pipeline), the host-to-device
+    copy and the compute (forward, backward, optimizer step). Returns (loss, labels, worker info)."""
+    if pipeline == "gpu":
+        data, windows, labels, info = batch
+        with timer.phase("gpu_decode"), record_function("gpu_decode"):
+            images = decode_batch(data, windows, info["index"], seed=seed, epoch=dataset.epoch, device=device,
+                                  output_size=dataset.output_size)
+        with timer.phase("h2d"), record_function("h2d"):
+            labels = labels.to(device, non_blocking=True)
+    else:
+        images, labels, info = batch
+        with timer.phase("h2d"), record_function("h2d"):
+            images = images.to(device, non_blocking=True)
+            labels = labels.to(device, non_blocking=True)
+    with timer.phase("compute"), record_function("compute"):
+        loss = loss_fn(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # under DistributedDataParallel, the gradients are all-reduced here
+        optimizer.step()
+    return loss, labels, info
+
+
 @dataclass
 class RunConfig:
     data: str
@@ -93,23 +117,8 @@ def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str) -> RunResult:
                 timer.start_step()
                 with timer.phase("data_wait"), record_function("data_wait"):
                     batch = next(batches)
-                if pipeline == "gpu":
-                    data, windows, labels, info = batch
-                    with timer.phase("gpu_decode"), record_function("gpu_decode"):
-                        images = decode_batch(data, windows, info["index"], seed=cfg.seed, epoch=ds.epoch,
-                                              device=device, output_size=ds.output_size)
-                    with timer.phase("h2d"), record_function("h2d"):
-                        labels = labels.to(device, non_blocking=True)
-                else:
-                    images, labels, info = batch
-                    with timer.phase("h2d"), record_function("h2d"):
-                        images = images.to(device, non_blocking=True)
-                        labels = labels.to(device, non_blocking=True)
-                with timer.phase("compute"), record_function("compute"):
-                    loss = loss_fn(model(images), labels)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
+                loss, labels, info = train_step(batch, pipeline, ds, timer, model, loss_fn, optimizer, device,
+                                                cfg.seed)
                 times = timer.end_step()
                 n = len(labels)
                 worker_ms = {k: float(info[k].sum()) * 1000.0 / n for k in WORKER_STAGES}

@@ -22,14 +22,14 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import record_function
 from torch.utils.data import DataLoader, DistributedSampler
 
-from datasets import JpegCropDataset, collate_encoded, decode_batch
+from datasets import JpegCropDataset, collate_encoded
 from datasets.synthetic import make_synthetic_set
 from profiling.model import build_model
 from profiling.report import environment, run_stats
 from profiling.scalars import ScalarLog
 from profiling.step_timer import StepTimer
 from profiling.trace import PROFILER_WARMUP_STEPS, make_profiler, trace_files
-from profiling.train_loop import WORKER_STAGES, RunResult
+from profiling.train_loop import WORKER_STAGES, RunResult, train_step
 
 from .distributed import Ranks
 
@@ -130,23 +130,8 @@ def train(args, *, data_dir: str, model_dir: str, output_data_dir: str, ranks: R
                 if failure is not None and failure[:2] == (ranks.rank, step):
                     raise InjectedFailure(f"injected failure on rank {ranks.rank} at step {step} "
                                           "(--inject-failure)")
-                if args.pipeline == "gpu":
-                    data, windows, labels, info = batch
-                    with timer.phase("gpu_decode"), record_function("gpu_decode"):
-                        images = decode_batch(data, windows, info["index"], seed=args.seed, epoch=ds.epoch,
-                                              device=device, output_size=ds.output_size)
-                    with timer.phase("h2d"), record_function("h2d"):
-                        labels = labels.to(device, non_blocking=True)
-                else:
-                    images, labels, info = batch
-                    with timer.phase("h2d"), record_function("h2d"):
-                        images = images.to(device, non_blocking=True)
-                        labels = labels.to(device, non_blocking=True)
-                with timer.phase("compute"), record_function("compute"):
-                    loss = loss_fn(model(images), labels)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()  # DDP all-reduces the gradients here
-                    optimizer.step()
+                loss, labels, info = train_step(batch, args.pipeline, ds, timer, model, loss_fn, optimizer, device,
+                                                args.seed)
                 times = timer.end_step()
                 n = len(labels)
                 worker_ms = {k: float(info[k].sum()) * 1000.0 / n for k in WORKER_STAGES}
