@@ -14,6 +14,7 @@ import torch
 from datasets import PIPELINES, CorruptImageError, GpuBackendUnavailableError, check_pipeline, list_jpegs
 from datasets.synthetic import make_synthetic_set
 
+from .arg_types import image_size as _image_size, non_negative as _non_negative, positive as _positive
 from .model import SMALL_CNN, build_model
 from .plot import plot_step_times
 from .report import format_table, run_stats, write_summary
@@ -29,30 +30,6 @@ per pipeline, a JSON summary and a PNG plot into --logdir.
 Pipelines: pil (PIL decodes the whole image, then a random 256x256 crop), roi (the window is drawn from
 the JPEG header and only it is decoded, with custom_op), gpu (decode on the GPU; needs custom_op's GPU
 backend). All apply the same further transforms (random mask, BGR, resize to 224)."""
-
-
-def _positive(text: str) -> int:
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
-
-
-def _non_negative(text: str) -> int:
-    v = int(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
-def _image_size(text: str) -> tuple[int, int]:
-    try:
-        h, w = (int(p) for p in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected HEIGHTxWIDTH such as 533x800, got {text!r}") from None
-    if h < 1 or w < 1:
-        raise argparse.ArgumentTypeError(f"image size must be positive, got {text!r}")
-    return h, w
 
 
 def build_parser() -> argparse.ArgumentParser:

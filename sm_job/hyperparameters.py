@@ -10,31 +10,9 @@ from __future__ import annotations
 
 import argparse
 
+from profiling.arg_types import image_size as _image_size, non_negative as _non_negative, positive as _positive
+
 PIPELINES = ("roi", "pil", "gpu")
-
-
-def _positive(text: str) -> int:
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
-
-
-def _non_negative(text: str) -> int:
-    v = int(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
-def _image_size(text: str) -> tuple[int, int]:
-    try:
-        h, w = (int(p) for p in str(text).lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected HEIGHTxWIDTH such as 533x800, got {text!r}") from None
-    if h < 1 or w < 1:
-        raise argparse.ArgumentTypeError(f"image size must be positive, got {text!r}")
-    return h, w
 
 
 def parse_failure(text: str):

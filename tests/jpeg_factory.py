@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FactoryUnavailable", "encode", "photo_like", "unavailable_reason", "writer_path", "SAMPLING_NAMES"]
+__all__ = ["FactoryUnavailable", "encode", "photo_like", "unavailable_reason", "with_exif_orientation", "writer_path",
+           "SAMPLING_NAMES"]
 
 _SOURCE = Path(__file__).with_name("jpeg_writer.c")
 _CACHE_ENV = "CUSTOM_OP_JPEG_WRITER_DIR"
@@ -234,3 +235,17 @@ def photo_like(height: int, width: int, channels: int = 3, seed: int = 0) -> np.
         np.clip(plane, 0.0, 255.0, out=plane)
         out[:, :, c] = plane
     return out[:, :, 0] if channels == 1 else out
+
+
+def with_exif_orientation(data: bytes, orientation: int) -> bytes:
+    """The JPEG `data` with an EXIF APP1 segment holding `orientation` (1..8) inserted after SOI."""
+    import struct
+
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    payload = exif.tobytes()
+    if not payload.startswith(b"Exif\x00\x00"):
+        payload = b"Exif\x00\x00" + payload
+    return data[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + data[2:]

@@ -15,6 +15,7 @@ import torch
 from PIL import Image, ImageOps
 
 import custom_op
+from jpeg_factory import with_exif_orientation
 from conftest import shared_dir
 from custom_op import ImageReadMode
 
@@ -192,19 +193,12 @@ def test_generated_subsampled_cmyk(jpeg_writer):
 # EXIF orientation
 
 
-def with_orientation(data: bytes, orientation: int) -> bytes:
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    payload = exif.tobytes()
-    if not payload.startswith(b"Exif\x00\x00"):
-        payload = b"Exif\x00\x00" + payload
-    return data[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + data[2:]
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))
 @pytest.mark.parametrize("mode", ["RGB", "L"])
 def test_every_exif_orientation(jpeg_writer, orientation, mode):
-    data = with_orientation(generated(jpeg_writer, 45, 70, sampling="4:2:0"), orientation)
+    data = with_exif_orientation(generated(jpeg_writer, 45, 70, sampling="4:2:0"), orientation)
     swapped = orientation >= 5
     info = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
     assert info.orientation == orientation
@@ -220,7 +214,7 @@ def test_every_exif_orientation(jpeg_writer, orientation, mode):
 
 
 def test_window_outside_the_displayed_frame_is_refused(jpeg_writer):
-    data = with_orientation(generated(jpeg_writer, 45, 70), 6)  # displayed 70 tall, 45 wide
+    data = with_exif_orientation(generated(jpeg_writer, 45, 70), 6)  # displayed 70 tall, 45 wide
     custom_op.decode_and_crop_jpeg(data, 60, 0, 10, 45, apply_exif_orientation=True)
     with pytest.raises(ValueError, match="EXIF"):
         custom_op.decode_and_crop_jpeg(data, 0, 50, 10, 10, apply_exif_orientation=True)

@@ -10,7 +10,6 @@ chroma edge with and without margin) go to the JSON file named by $CUSTOM_OP_GPU
 import io
 import json
 import os
-import struct
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ import torch
 from PIL import Image
 
 import custom_op
+from jpeg_factory import with_exif_orientation
 from conftest import SHARED_DATA, shared_dir
 from custom_op import ImageReadMode, gpu
 
@@ -46,13 +46,6 @@ def as_tensor(data: bytes) -> torch.Tensor:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
-def with_orientation(data: bytes, orientation: int) -> bytes:
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    payload = exif.tobytes()
-    if not payload.startswith(b"Exif\x00\x00"):
-        payload = b"Exif\x00\x00" + payload
-    return data[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + data[2:]
 
 
 class Stats:
@@ -230,7 +223,7 @@ def test_modes_give_the_cpu_channels(jpeg_writer, mode):
 @needs_gpu
 @pytest.mark.parametrize("orientation", range(1, 9))
 def test_every_exif_orientation(jpeg_writer, orientation):
-    data = with_orientation(jpeg_writer.encode(jpeg_writer.photo_like(37, 61, seed=7), sampling="4:2:0"), orientation)
+    data = with_exif_orientation(jpeg_writer.encode(jpeg_writer.photo_like(37, 61, seed=7), sampling="4:2:0"), orientation)
     info = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
     rng = np.random.default_rng(orientation)
     wins = [random_window(rng, info.height, info.width, s) for s in (1, 5, 20, 64) for _ in range(4)]
