@@ -17,7 +17,6 @@ import faulthandler
 import json
 import os
 import random
-import struct
 import sys
 import time
 

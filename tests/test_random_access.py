@@ -23,7 +23,8 @@ import restart_segments as rs
 from conftest import shared_dir
 from custom_op import ImageReadMode
 from custom_op.prepare import random_access_decodes
-from test_decode import windows, with_orientation
+from jpeg_factory import with_exif_orientation
+from test_decode import windows
 
 pytestmark = pytest.mark.skipif(
     jpeg_factory.unavailable_reason() is not None, reason=str(jpeg_factory.unavailable_reason())
@@ -200,7 +201,7 @@ def test_color_spaces_and_modes(color_space, channels, sampling, mode):
 
 @pytest.mark.parametrize("orientation", range(1, 9))
 def test_exif_orientations(orientation):
-    original = with_orientation(generated(45, 70, sampling="4:2:0"), orientation)
+    original = with_exif_orientation(generated(45, 70, sampling="4:2:0"), orientation)
     data = custom_op.prepare_jpeg(original, restart_mcus=1)
     reference = custom_op.decode_jpeg(original, apply_exif_orientation=True).numpy()
     assert_windows_exact(data, reference, np.random.default_rng(orientation), n_random=6, exif=True)
