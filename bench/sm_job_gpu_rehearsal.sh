@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The SageMaker entry point rehearsed on the GPU machine (sm_job/rehearse.py): train.py under torchrun,
-# one rank on the GPU (nccl, DDP), an empty build cache, first with the gpu pipeline (nvJPEG decode in
+# NPROC ranks (default 1), one GPU each (nccl, DDP), an empty build cache, first with the gpu pipeline (nvJPEG decode in
 # the rank), then with roi (libjpeg-turbo in the DataLoader workers) on the same cache and data.
 #
-#   bash bench/sm_job_gpu_rehearsal.sh [OUTDIR]
+#   [NPROC=2] bash bench/sm_job_gpu_rehearsal.sh [OUTDIR]
 #
 # Prepared as bench/device_run.sh prepares its runs: the carried libjpeg-turbo (.gpu_carry/jpeg/usr),
 # nvJPEG from the CUDA toolkit or .gpu_carry/nvjpeg, and the system g++.
 set -o pipefail
 OUTDIR=${1:-${OUT:-sm-gpu-run}}
+NPROC=${NPROC:-1}
 mkdir -p "$OUTDIR"
 ROOT=$(pwd)
 CARRY=$ROOT/.gpu_carry
@@ -24,7 +25,7 @@ rm -rf "$CACHE"
   date -Is
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-  echo "cpus: $(nproc); CXX=$CXX; CUSTOM_OP_JPEG_PREFIX=$CUSTOM_OP_JPEG_PREFIX; CUSTOM_OP_NVJPEG_PREFIX=${CUSTOM_OP_NVJPEG_PREFIX:-toolkit}"
+  echo "ranks: $NPROC; cpus: $(nproc); CXX=$CXX; CUSTOM_OP_JPEG_PREFIX=$CUSTOM_OP_JPEG_PREFIX; CUSTOM_OP_NVJPEG_PREFIX=${CUSTOM_OP_NVJPEG_PREFIX:-toolkit}"
 } 2>&1 | tee "$OUTDIR/env.txt"
 
 HP="--hp num-images=256 --hp image-size=533x800 --hp crop-size=256 --hp output-size=224 --hp batch-size=32
@@ -34,7 +35,7 @@ for pipeline in gpu roi; do
   dir=/tmp/sm_job_rehearsal_$pipeline
   rm -rf "$dir"
   limit=$([ $pipeline = gpu ] && echo 150 || echo 60)
-  python3 -m sm_job.rehearse --dir "$dir" --cache-dir "$CACHE" --nproc 1 --num-gpus 1 --workers 8 $HP \
+  python3 -m sm_job.rehearse --dir "$dir" --cache-dir "$CACHE" --nproc $NPROC --num-gpus $NPROC --workers 8 $HP \
     --hp pipeline=$pipeline --timeout $limit 2>&1 | grep -v "USDT\|^generating" > "$OUTDIR/rehearsal_$pipeline.log" \
     || status=1
   tail -25 "$OUTDIR/rehearsal_$pipeline.log"
