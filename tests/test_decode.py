@@ -159,6 +159,20 @@ def test_generated_long_thin_images(jpeg_writer, height, width, subsampling):
     data = generated(jpeg_writer, height, width, sampling=subsampling)
     assert_crops_exact(data, pillow_reference(data), np.random.default_rng(4))
 
+@pytest.mark.parametrize("subsampling,widths", [("4:2:0", (129, 130, 131, 132, 133)), ("4:2:2", (130, 132)),
+                                                 ("4:1:1", (161, 164, 166, 168, 169))])
+def test_windows_in_a_narrow_last_imcu(jpeg_writer, subsampling, widths):
+    # Widths just past a multiple of the iMCU: a crop of the last columns alone would hand libjpeg a
+    # chroma plane of 1 or 2 samples, which it upsamples without the fancy filter.
+    for width in widths:
+        data = generated(jpeg_writer, 83, width, sampling=subsampling, seed=width)
+        reference = pillow_reference(data)
+        for k in (1, 2, 3, 4, 5, 9):
+            for top, height in ((0, 83), (40, 1), (17, 66)):
+                out = custom_op.decode_and_crop_jpeg(data, top, width - k, height, k)
+                assert np.array_equal(out.numpy(), reference[:, top:top + height, width - k:]), (width, k, top)
+
+
 
 def test_generated_large_image_window_far_from_the_top(jpeg_writer):
     data = generated(jpeg_writer, 1500, 2000, sampling="4:2:0", seed=5)

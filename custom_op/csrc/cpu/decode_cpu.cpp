@@ -12,6 +12,7 @@
 #include "deinterleave.h"
 #include "libjpeg_session.h"
 #include "restart_index.h"
+#include "scan_splice.h"
 #include "window.h"
 
 namespace custom_op {
@@ -179,10 +180,12 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
   at::Tensor out = at::empty({format.channels, height, width}, at::TensorOptions().dtype(at::kByte));
   PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
                   region, format.conversion, format.channels};
-  // Files prepared for random access decode only the restart segments around the window.
-  const RandomAccess fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
-  const bool ok = fast == RandomAccess::kNotApplicable ? session.decode_region(format.libjpeg_space, region, sink)
-                                                       : fast == RandomAccess::kDecoded;
+  // Files prepared for random access decode only the restart segments around the window; other
+  // sequential files skip the rows above it with our own scan walker.
+  FastPath fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
+  if (fast == FastPath::kNotApplicable) fast = decode_region_spliced(session, format.libjpeg_space, region, sink);
+  const bool ok = fast == FastPath::kNotApplicable ? session.decode_region(format.libjpeg_space, region, sink)
+                                                   : fast == FastPath::kDecoded;
   if (!ok) fail("data", session);
   return {out, warning_text(session)};
 }
@@ -283,7 +286,18 @@ std::vector<int64_t> read_jpeg_header_cpu(const at::Tensor& data, bool apply_exi
   return info;
 }
 
+int64_t scan_splice_decodes_cpu() { return spliced_decodes(); }
+
+int64_t set_scan_splice_min_blocks_cpu(int64_t min_blocks) { return set_min_blocks_to_skip(min_blocks); }
+
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(custom_op, m) {
+  // How many windows this process decoded through a spliced scan (tests and benchmarks).
+  m.def("_scan_splice_decodes() -> int", &scan_splice_decodes_cpu);
+  // Sets the fewest blocks above a window worth splicing (negative: never); returns the old value.
+  m.def("_set_scan_splice_min_blocks(int min_blocks) -> int", &set_scan_splice_min_blocks_cpu);
+}
 
 TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
   m.impl("decode_and_crop_jpeg", &decode_and_crop_jpeg_cpu);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <jerror.h>
+
 #include "exif_orientation.h"
 
 namespace custom_op {
@@ -36,6 +38,39 @@ void on_message(j_common_ptr cinfo, int msg_level) {
 }
 
 void print_nothing(j_common_ptr) {}
+
+void spliced_init(j_decompress_ptr) {}
+void spliced_term(j_decompress_ptr) {}
+
+boolean spliced_fill(j_decompress_ptr cinfo) {
+  auto* src = reinterpret_cast<SplicedSource*>(cinfo->src);
+  if (!src->in_tail) {
+    src->in_tail = true;
+    if (src->tail_size > 0) {
+      src->pub.next_input_byte = src->tail;
+      src->pub.bytes_in_buffer = src->tail_size;
+      return TRUE;
+    }
+  }
+  // Past the end: what jpeg_mem_src does, so a truncated file behaves the same on either path.
+  static const JOCTET kEndOfImage[2] = {0xFF, JPEG_EOI};
+  src->hit_end = true;
+  WARNMS(cinfo, JWRN_JPEG_EOF);
+  src->pub.next_input_byte = kEndOfImage;
+  src->pub.bytes_in_buffer = 2;
+  return TRUE;
+}
+
+void spliced_skip(j_decompress_ptr cinfo, long count) {
+  if (count <= 0) return;
+  jpeg_source_mgr* src = cinfo->src;
+  while (count > static_cast<long>(src->bytes_in_buffer)) {
+    count -= static_cast<long>(src->bytes_in_buffer);
+    (*src->fill_input_buffer)(cinfo);
+  }
+  src->next_input_byte += count;
+  src->bytes_in_buffer -= static_cast<size_t>(count);
+}
 
 void limit_scans(j_common_ptr cinfo) {
   if (!cinfo->is_decompressor) return;
@@ -79,6 +114,7 @@ bool JpegSession::read_header(const uint8_t* data, size_t size, bool save_app1) 
   data_ = data;
   size_ = size;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  memory_source_ = cinfo.src;
   if (save_app1) jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   // require_image=TRUE: a tables-only datastream is an error, not an empty image.
   jpeg_read_header(&cinfo, TRUE);
@@ -94,11 +130,48 @@ bool JpegSession::reopen(const uint8_t* data, size_t size) {
   // Back to the state before any header was read; the permanent objects (source manager, marker
   // reader and its save settings) are reused.
   jpeg_abort_decompress(&cinfo);
+  // jpeg_mem_src refuses a source manager it did not make.
+  if (cinfo.src == &spliced_.pub) cinfo.src = memory_source_;
   data_ = data;
   size_ = size;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
-  jpeg_read_header(&cinfo, TRUE);
+  memory_source_ = cinfo.src;
+  read_header_again();
   return true;
+}
+
+bool JpegSession::reopen_spliced(const uint8_t* head, size_t head_size, const uint8_t* tail,
+                                 size_t tail_size) {
+  if (setjmp(err_.jump)) return false;
+  if (cinfo.mem == nullptr) {
+    std::snprintf(err_.message, sizeof(err_.message), "out of memory creating the decoder");
+    return false;
+  }
+  jpeg_abort_decompress(&cinfo);
+  spliced_.pub.init_source = spliced_init;
+  spliced_.pub.fill_input_buffer = spliced_fill;
+  spliced_.pub.skip_input_data = spliced_skip;
+  spliced_.pub.resync_to_restart = jpeg_resync_to_restart;
+  spliced_.pub.term_source = spliced_term;
+  spliced_.pub.next_input_byte = head;
+  spliced_.pub.bytes_in_buffer = head_size;
+  spliced_.tail = tail;
+  spliced_.tail_size = tail_size;
+  spliced_.in_tail = false;
+  spliced_.hit_end = false;
+  cinfo.src = &spliced_.pub;
+  data_ = nullptr;
+  size_ = 0;
+  read_header_again();
+  return true;
+}
+
+void JpegSession::read_header_again() {
+  // The headers read again are the first file's (or a subset of its segments): whatever they warn
+  // about was counted when it was first read.
+  const int warnings = err_.num_warnings;
+  jpeg_read_header(&cinfo, TRUE);
+  err_.num_warnings = warnings;
 }
 
 bool JpegSession::set_scale(unsigned int scale_num) {
@@ -132,8 +205,14 @@ void JpegSession::crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSIO
   int last = std::min(image_width, region.left + region.width + margin);
   // jpeg_crop_scanline moves the start down to an iMCU boundary. Keep the crop at least one iMCU
   // wide: libjpeg falls back to plain (non-fancy) upsampling for planes of 2 samples or fewer.
-  const int aligned_first = first / imcu_width * imcu_width;
+  int aligned_first = first / imcu_width * imcu_width;
   last = std::min(image_width, std::max(last, aligned_first + imcu_width));
+  // At the right edge the last iMCU may be only a few pixels wide (an 83x130 4:2:0 image ends with
+  // 2 columns): start one iMCU earlier so that the plane stays wide enough for the fancy filter.
+  if (last - aligned_first < imcu_width && aligned_first > 0) {
+    aligned_first -= imcu_width;
+    first = aligned_first;
+  }
   *xoffset = static_cast<JDIMENSION>(first);
   *width = static_cast<JDIMENSION>(last - first);
 }

@@ -32,6 +32,16 @@ struct ErrorState {
   char first_warning[JMSG_LENGTH_MAX];
 };
 
+// A datastream in two pieces for libjpeg: a rewritten head, then the rest of the caller's file
+// (scan_splice.h makes these). libjpeg's source manager is a C struct, and this is one.
+struct SplicedSource {
+  jpeg_source_mgr pub;  // first member: libjpeg hands back a jpeg_source_mgr* that we cast
+  const uint8_t* tail;
+  size_t tail_size;
+  bool in_tail;
+  bool hit_end;  // libjpeg asked for bytes past the tail
+};
+
 // The stored-frame rectangle to decode. Rows and columns outside it may be decoded too (margins),
 // but only this one is handed to the sink.
 struct Region {
@@ -51,6 +61,21 @@ class JpegSession {
   // Drops the current image and parses the header of another datastream, which then replaces it
   // (restart_index.h decodes a rewritten file this way). Warnings keep adding up.
   bool reopen(const uint8_t* data, size_t size);
+
+  // As reopen, for a datastream made of `head` followed by `tail` (neither is copied; both must
+  // outlive the decode). data() is then null: there is no single buffer to rewrite again.
+  bool reopen_spliced(const uint8_t* head, size_t head_size, const uint8_t* tail, size_t tail_size);
+
+  // After a decode of a spliced datastream: whether libjpeg read to within `slack` bytes of its end
+  // (or past it).
+  bool spliced_read_near_end(size_t slack) const {
+    return cinfo.src == &spliced_.pub && (spliced_.hit_end || (spliced_.in_tail && spliced_.pub.bytes_in_buffer < slack));
+  }
+
+  // Forgets the warnings counted after the first `count` (from an attempt that is being redone).
+  void forget_warnings_after(int count) {
+    if (err_.num_warnings > count) err_.num_warnings = count;
+  }
 
   // The bytes given to the last read_header or reopen.
   const uint8_t* data() const { return data_; }
@@ -79,7 +104,12 @@ class JpegSession {
   // upsampling needs to see real neighbours rather than the crop's own edges.
   void crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const;
 
+  // jpeg_read_header for reopen and reopen_spliced; may longjmp to their jump point.
+  void read_header_again();
+
   ErrorState err_;
+  SplicedSource spliced_;
+  jpeg_source_mgr* memory_source_ = nullptr;  // jpeg_mem_src's, put back before it is used again
   std::vector<uint8_t> row_buffer_;  // decode_region's output rows
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;

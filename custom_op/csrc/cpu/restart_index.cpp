@@ -14,7 +14,7 @@ namespace {
 std::atomic<int64_t> g_random_access_decodes{0};
 
 constexpr uint8_t kFF = 0xFF;
-constexpr uint8_t kSOI = 0xD8, kEOI = 0xD9, kRST0 = 0xD0, kSOS = 0xDA;
+constexpr uint8_t kEOI = 0xD9, kRST0 = 0xD0;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -36,68 +36,6 @@ inline size_t next_ff(const uint8_t* data, size_t from, size_t size) {
   for (; p < size; ++p)
     if (data[p] == kFF) return p;
   return size;
-}
-
-// Copies the header segments a decoder needs (tables, frame with the sub-image's size, restart
-// interval, JFIF/Adobe colour hints, scan header) from data[0, scan_start), which must end with the
-// first SOS. Other APPn and COM segments carry nothing the decode depends on and are left out.
-bool append_header(const uint8_t* data, size_t scan_start, int sub_height, int sub_width,
-                   std::vector<uint8_t>* out) {
-  if (scan_start < 4 || data[0] != kFF || data[1] != kSOI) return false;
-  out->push_back(kFF);
-  out->push_back(kSOI);
-  size_t p = 2;
-  bool saw_frame = false, ended_with_scan = false;
-  while (p < scan_start) {
-    if (data[p] != kFF) return false;  // garbage between markers: leave it to libjpeg's own path
-    size_t q = p + 1;
-    while (q < scan_start && data[q] == kFF) ++q;  // fill bytes
-    if (q + 2 >= scan_start) return false;
-    const uint8_t marker = data[q];
-    const size_t length = (static_cast<size_t>(data[q + 1]) << 8) | data[q + 2];
-    if (length < 2 || length > scan_start - q - 1) return false;
-    const size_t end = q + 1 + length;
-    ended_with_scan = false;
-    bool copy = false;
-    switch (marker) {
-      case 0xC0:  // SOF0 baseline
-      case 0xC1:  // SOF1 extended sequential, Huffman
-        if (saw_frame || length < 8) return false;
-        saw_frame = copy = true;
-        break;
-      case 0xC4:  // DHT
-      case 0xCC:  // DAC
-      case 0xDB:  // DQT
-      case 0xDD:  // DRI
-      case 0xE0:  // APP0: JFIF says YCbCr
-      case 0xEE:  // APP14: Adobe's colour transform flag
-        copy = true;
-        break;
-      case kSOS:
-        copy = ended_with_scan = true;
-        break;
-      case 0xFE:  // COM
-        break;
-      default:
-        if (marker > 0xE0 && marker <= 0xEF) break;  // other APPn
-        return false;
-    }
-    if (copy) {
-      const size_t at = out->size();
-      out->push_back(kFF);
-      out->insert(out->end(), data + q, data + end);
-      if (marker == 0xC0 || marker == 0xC1) {
-        // FF Cn, length (2), precision (1), height (2), width (2)
-        uint8_t* frame = out->data() + at;
-        frame[5] = static_cast<uint8_t>(sub_height >> 8);
-        frame[6] = static_cast<uint8_t>(sub_height & 0xFF);
-        frame[7] = static_cast<uint8_t>(sub_width >> 8);
-        frame[8] = static_cast<uint8_t>(sub_width & 0xFF);
-      }
-    }
-    p = end;
-  }
-  return p == scan_start && saw_frame && ended_with_scan;
 }
 
 }  // namespace
@@ -197,7 +135,7 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   const int64_t wanted = (r1 - r0) * (s1 - s0);
   const double share = static_cast<double>(wanted) / static_cast<double>(total);
   out.reserve(1024 + static_cast<size_t>(1.25 * share * static_cast<double>(size - scan_start)));
-  if (!append_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out))
+  if (!append_sub_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out))
     return false;
 
   // Walk the segments in file order up to the last one needed, the way libjpeg reads the data:
@@ -247,21 +185,6 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   out.push_back(kFF);
   out.push_back(kEOI);
   return true;
-}
-
-bool frame_matches(const jpeg_decompress_struct& cinfo, const SubImage& sub) {
-  const ExpectedFrame& f = sub.frame;
-  if (static_cast<int64_t>(cinfo.image_height) != f.height ||
-      static_cast<int64_t>(cinfo.image_width) != f.width || cinfo.num_components != f.num_components ||
-      cinfo.jpeg_color_space != f.color_space || cinfo.restart_interval != f.restart_interval ||
-      cinfo.progressive_mode || cinfo.arith_code || cinfo.comps_in_scan != f.num_components)
-    return false;
-  for (int i = 0; i < f.num_components; ++i)
-    if (cinfo.comp_info[i].h_samp_factor != f.h_samp[i] || cinfo.comp_info[i].v_samp_factor != f.v_samp[i])
-      return false;
-  const Region& r = sub.region;
-  const int64_t out_h = cinfo.output_height, out_w = cinfo.output_width;
-  return r.top >= 0 && r.left >= 0 && r.height <= out_h - r.top && r.width <= out_w - r.left;
 }
 
 int64_t random_access_decodes() { return g_random_access_decodes.load(std::memory_order_relaxed); }

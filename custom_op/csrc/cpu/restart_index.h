@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "libjpeg_session.h"
+#include "sub_image.h"
 
 namespace custom_op {
 
@@ -38,15 +39,6 @@ struct RestartLayout {
 // divides the MCUs per row. Reads header fields only; the entropy-coded data is checked when used.
 bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout);
 
-// What must be true of the rewritten file's header, checked after it has been parsed.
-struct ExpectedFrame {
-  int height, width;
-  int num_components;
-  J_COLOR_SPACE color_space;
-  unsigned int restart_interval;
-  int h_samp[MAX_COMPONENTS], v_samp[MAX_COMPONENTS];
-};
-
 // The rewritten file: its bytes, and where the window lies in its (scaled) output.
 struct SubImage {
   std::vector<uint8_t> bytes;
@@ -61,43 +53,37 @@ struct SubImage {
 bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size,
                      size_t scan_start, const Region& region, SubImage* sub);
 
-// Whether the header just parsed (scale set) is the one sub.frame describes, with sub.region inside
-// its output.
-bool frame_matches(const jpeg_decompress_struct& cinfo, const SubImage& sub);
-
 // Number of windows decoded through a sub-image in this process (for tests and benchmarks).
 int64_t random_access_decodes();
 void count_random_access_decode();
-
-enum class RandomAccess { kNotApplicable, kDecoded, kFailed };
 
 // Decodes `region` of the session's image (header read, scale set) through a sub-image when the file
 // allows it, handing rows to `sink` exactly as JpegSession::decode_region would. kNotApplicable
 // leaves the session as it was, for the ordinary path; kFailed means the session's error message
 // says what went wrong.
 template <class Sink>
-RandomAccess decode_region_random_access(JpegSession& session, J_COLOR_SPACE out_color_space,
+FastPath decode_region_random_access(JpegSession& session, J_COLOR_SPACE out_color_space,
                                          const Region& region, Sink& sink) {
   const jpeg_decompress_struct& cinfo = session.cinfo;
   const uint8_t* data = session.data();
   const size_t size = session.size();
-  if (data == nullptr || cinfo.src == nullptr) return RandomAccess::kNotApplicable;
+  if (data == nullptr || cinfo.src == nullptr) return FastPath::kNotApplicable;
   // After jpeg_read_header the memory source stands on the first byte after the SOS segment.
   const uint8_t* at = cinfo.src->next_input_byte;
-  if (at < data || at > data + size) return RandomAccess::kNotApplicable;
+  if (at < data || at > data + size) return FastPath::kNotApplicable;
   const unsigned int scale_num = cinfo.scale_num;
   SubImage sub;
   if (!build_sub_image(cinfo, data, size, static_cast<size_t>(at - data), region, &sub))
-    return RandomAccess::kNotApplicable;
+    return FastPath::kNotApplicable;
   if (!session.reopen(sub.bytes.data(), sub.bytes.size()) || !session.set_scale(scale_num) ||
-      !frame_matches(session.cinfo, sub)) {
+      !frame_matches(session.cinfo, sub.frame, sub.region)) {
     // Not expected with a header copied from one libjpeg accepted; go back to the original.
-    if (!session.reopen(data, size) || !session.set_scale(scale_num)) return RandomAccess::kFailed;
-    return RandomAccess::kNotApplicable;
+    if (!session.reopen(data, size) || !session.set_scale(scale_num)) return FastPath::kFailed;
+    return FastPath::kNotApplicable;
   }
   count_random_access_decode();
-  return session.decode_region(out_color_space, sub.region, sink) ? RandomAccess::kDecoded
-                                                                   : RandomAccess::kFailed;
+  return session.decode_region(out_color_space, sub.region, sink) ? FastPath::kDecoded
+                                                                   : FastPath::kFailed;
 }
 
 }  // namespace custom_op

@@ -1,0 +1,176 @@
+// A baseline Huffman scan reader that walks MCUs without producing coefficients.
+//
+// Skipping rows above a window is most of what decode-and-crop costs on a large photo, and libjpeg
+// can only skip by entropy-decoding every block with its general decoder. Walking a scan only needs
+// each symbol's length: one table lookup covers a code and its extra bits together, and nothing is
+// dequantized or stored. Only the DC differences are summed, because the decoder that takes over
+// must know the predictors.
+//
+// Everything here reads untrusted bytes: each read is bounds-checked, and anything unexpected (a bad
+// code, a marker, the end of the data) makes the walk fail, so the caller falls back to libjpeg,
+// which reports the damage as it always does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "libjpeg_session.h"
+
+// Used only inside the library: hidden symbols let the compiler treat calls among these functions as
+// local (with default visibility, a shared library's exported functions may be interposed, which
+// cost about 5% of a large crop's time here).
+#pragma GCC visibility push(hidden)
+
+namespace custom_op {
+
+// One Huffman table, derived for walking (decoding) and for writing (re-encoding) symbols.
+class HuffmanTable {
+ public:
+  static constexpr int kLookBits = 11;
+  static constexpr int kPairBits = 12;
+  // Indexed by the next kLookBits bits: (code length << 8) | symbol, or 0 when the code is longer.
+  uint16_t code[1 << kLookBits];
+  // AC tables only. Indexed by the next kPairBits bits: the first one or two whole symbols there
+  // (codes with their extra bits), as
+  //   bits 0-4: bits of the first symbol, bits 5-11: coefficients it covers,
+  //   bits 12-16: bits of both, bits 17-23: coefficients both cover (the first alone when the
+  //   second does not fit); 0 when not even the first fits.
+  // An end-of-block covers 64 coefficients, so adding it to the position ends the block, and a
+  // second symbol is never taken after one. Two symbols per lookup halve the dependent loads that
+  // bound a Huffman decoder's speed.
+  uint32_t ac_pair[1 << kPairBits];
+  int32_t maxcode[18];  // largest code of each length, -1 where there is none
+  int32_t valoffset[17];
+  uint8_t huffval[256];
+  // The encoder's view: the code of each symbol, and its length (0: the table has no code for it).
+  uint16_t sym_code[256];
+  uint8_t sym_len[256];
+
+  // False for a table libjpeg would reject (over-subscribed, a DC category above 15) or lack.
+  bool build(const JHUFF_TBL* table, bool is_dc);
+};
+
+// Reads entropy-coded bits, removing byte stuffing. Bits past a marker or the end of the data read
+// as zeros and are counted, so the walk can tell it ran off the real data.
+class BitReader {
+ public:
+  BitReader(const uint8_t* data, size_t begin, size_t end) : data_(data), pos_(begin), begin_(begin), end_(end) {}
+
+  // Position of the next unread bit, counted in unstuffed data bits from `begin`.
+  int64_t consumed() const { return loaded_bits_ + fake_bits_ - bits_; }
+  // True while every bit read so far was real data.
+  bool valid() const { return consumed() <= loaded_bits_; }
+  // Offset in the original bytes of unstuffed data byte `index` (counted from `begin`); index must be
+  // one of the last few loaded.
+  size_t offset_of(int64_t index) const;
+
+  inline void fill() {
+    if (bits_ > 32) return;
+    if (end_ - pos_ >= 8) {
+      uint64_t w;
+      std::memcpy(&w, data_ + pos_, 8);
+      // No FF among the 8 bytes: no stuffing and no marker, so they are data as they stand.
+      const uint64_t inv = ~w;
+      if (((inv - 0x0101010101010101ULL) & ~inv & 0x8080808080808080ULL) == 0) {
+        w = __builtin_bswap64(w);
+        const int take = (64 - bits_) >> 3;  // whole bytes that fit; at least 4
+        const int keep = 8 * take;
+        buf_ |= (w >> (64 - keep) << (64 - keep)) >> bits_;
+        bits_ += keep;
+        pos_ += static_cast<size_t>(take);
+        loaded_bits_ += keep;
+        return;
+      }
+    }
+    fill_slow();
+  }
+  inline uint32_t peek(int n) const { return static_cast<uint32_t>(buf_ >> (64 - n)); }
+  inline void drop(int n) {
+    buf_ <<= n;
+    bits_ -= n;
+  }
+  inline uint32_t take(int n) {  // n in 1..16
+    const uint32_t v = peek(n);
+    drop(n);
+    return v;
+  }
+
+ private:
+  void fill_slow();
+
+  const uint8_t* data_;
+  size_t pos_, begin_, end_;
+  uint64_t buf_ = 0;  // unread bits, most significant first
+  int bits_ = 0;
+  int64_t loaded_bits_ = 0;  // real data bits put into buf_ so far
+  int64_t fake_bits_ = 0;    // zero bits put in past a marker or the end
+};
+
+// The block layout of an interleaved (or single-component) baseline scan.
+struct ScanLayout {
+  int blocks_in_mcu;
+  int block_component[10];  // index into the scan's components, per block of an MCU
+  bool first_of_component[10];
+  int num_components;
+  const HuffmanTable* dc[4];
+  const HuffmanTable* ac[4];
+  int64_t mcus_per_row, mcu_rows;
+  int mcu_width, mcu_height;  // full-size pixels
+};
+
+// Walks `count` MCUs, summing DC differences into pred (one per scan component). False on anything
+// a valid scan would not contain.
+bool skip_mcus(BitReader& in, const ScanLayout& scan, int64_t count, int32_t* pred);
+
+// One block's symbols as read, so they can be written again with a different DC difference.
+struct RecordedBlock {
+  int dc_category;
+  uint32_t dc_bits;
+  int num_ac;
+  uint8_t ac_symbol[64];
+  uint16_t ac_bits[64];
+  int end_symbol;  // the EOB-like symbol that ended the block, or -1 when it ran to coefficient 63
+  int end_position;  // coefficient index at which end_symbol was read
+};
+
+// Reads one MCU's symbols, updating pred as skip_mcus does.
+bool record_mcu(BitReader& in, const ScanLayout& scan, int32_t* pred, RecordedBlock* blocks);
+
+// Writes entropy-coded bits with byte stuffing.
+class BitWriter {
+ public:
+  explicit BitWriter(std::vector<uint8_t>* out) : out_(out) {}
+  void put(uint32_t bits, int n);  // n in 0..24
+  int pending_bits() const { return bits_; }
+  // Only when pending_bits() is 0.
+  bool aligned() const { return bits_ == 0; }
+
+ private:
+  std::vector<uint8_t>* out_;
+  uint32_t buf_ = 0;
+  int bits_ = 0;
+};
+
+// Writes a recorded MCU as the first MCU of a new scan, whose DC predictors start at zero: each
+// component's first block gets its absolute DC value (pred_before + difference) as its difference.
+// Zero-run codes are added before end-of-block codes where a block has room, so that the written
+// length is congruent to want_mod8 modulo 8. False when the tables cannot express that.
+bool write_first_mcu(BitWriter& out, const ScanLayout& scan, const RecordedBlock* blocks,
+                     const int32_t* pred_before, int want_mod8);
+
+// The derived form of a header's table, from a small per-thread cache: files written by the same
+// encoder (most use the standard tables) share their tables, so a loop over a dataset derives them
+// about once. Null for a table build() refuses. Valid until eight more distinct tables have been
+// asked for on this thread.
+const HuffmanTable* derived_table(const JHUFF_TBL* table, bool is_dc);
+
+// Builds the layout of the header's first scan. False unless the scan is a single baseline Huffman
+// scan holding every component (interleaved, or one component with 1x1 sampling), 8-bit, without
+// restart markers.
+bool scan_layout(const jpeg_decompress_struct& cinfo, ScanLayout* scan);
+
+}  // namespace custom_op
+
+#pragma GCC visibility pop

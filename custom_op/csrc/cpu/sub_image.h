@@ -1,0 +1,41 @@
+// Smaller JPEG datastreams made from a file's own headers, for decoding part of it.
+//
+// Both fast paths to a window (restart_index.h, scan_splice.h) hand libjpeg a rewritten file: the
+// original tables and colour hints, a frame header with another size, then entropy-coded data of
+// their own making. These are the pieces they share.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "libjpeg_session.h"
+
+namespace custom_op {
+
+// Appends to *out the header segments a decoder needs (tables, the frame with size
+// sub_height x sub_width, restart interval, JFIF/Adobe colour hints, the scan header) from
+// data[0, scan_start), which must end with the first SOS. Other APPn and COM segments carry nothing
+// the decode depends on and are left out. False for anything unexpected: the caller then leaves the
+// file to libjpeg's own path.
+bool append_sub_header(const uint8_t* data, size_t scan_start, int sub_height, int sub_width,
+                       std::vector<uint8_t>* out);
+
+// What must be true of the rewritten file's header, checked after it has been parsed.
+struct ExpectedFrame {
+  int height, width;
+  int num_components;
+  J_COLOR_SPACE color_space;
+  unsigned int restart_interval;
+  int h_samp[MAX_COMPONENTS], v_samp[MAX_COMPONENTS];
+};
+
+// What a fast path did: nothing (the session is as it was, for the ordinary path), the whole
+// decode, or a failure that the session's error message explains.
+enum class FastPath { kNotApplicable, kDecoded, kFailed };
+
+// Whether the header just parsed (scale set) is the one `frame` describes, with `region` inside its
+// output.
+bool frame_matches(const jpeg_decompress_struct& cinfo, const ExpectedFrame& frame, const Region& region);
+
+}  // namespace custom_op
