@@ -5,7 +5,8 @@
 
 Methods: Pillow full decode + slice of the array, Pillow full decode with crop() before the
 conversion (its cheapest path), simplejpeg full decode + slice (when installed), and
-custom_op.decode_and_crop_jpeg. Cases: 224x224 windows on ../shared/data/imagenet-sample (when
+custom_op.decode_and_crop_jpeg, as shipped and with the spliced scan turned off (libjpeg's own skip
+over the rows above the window, csrc/cpu/scan_splice.h). Cases: 224x224 windows on ../shared/data/imagenet-sample (when
 present), 256x256 windows on generated 533x800 JPEGs, 512x512 windows on generated 4000x3000 JPEGs.
 Methods alternate round by round so that a slow moment of the machine hits all of them alike; the
 best round of each is reported, with ratios against custom_op.
@@ -56,12 +57,21 @@ def custom_op_crop(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
 
 
+def custom_op_libjpeg_skip(data, top, left, height, width):
+    return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
+
+
+# Set around the timed loop of a method (a process-wide knob, not set per call).
+SPLICE_SETTING = {custom_op_libjpeg_skip: -1}
+
+
 def methods():
     found = {"Pillow full + slice": pillow_crop, "Pillow full, crop() first": pillow_crop_first}
     if importlib.util.find_spec("simplejpeg") is not None:
         found["simplejpeg full + slice"] = simplejpeg_crop
     else:
         print("simplejpeg is not installed (pip install simplejpeg): skipping it", file=sys.stderr)
+    found["custom_op, libjpeg's skip (no splice)"] = custom_op_libjpeg_skip
     found["custom_op.decode_and_crop_jpeg"] = custom_op_crop
     return found
 
@@ -85,19 +95,25 @@ def measure(files, windows, fns, rounds):
     per_round = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
+            setting = SPLICE_SETTING.get(fn)
+            previous = torch.ops.custom_op._set_scan_splice_min_blocks(setting) if setting is not None else None
             start = time.perf_counter()
             for data, window in zip(files, windows):
                 fn(data, *window)
             per_round[name].append((time.perf_counter() - start) / len(files) * 1e3)
+            if previous is not None:
+                torch.ops.custom_op._set_scan_splice_min_blocks(previous)
     return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
 
 
 def check_same_pixels(files, windows):
+    """Whether custom_op equals Pillow on every window, and how many windows it spliced."""
+    before = torch.ops.custom_op._scan_splice_decodes()
+    exact = True
     for data, window in zip(files, windows):
         ours = custom_op_crop(data, *window).permute(1, 2, 0).numpy()
-        if not np.array_equal(ours, pillow_crop(data, *window)):
-            return False
-    return True
+        exact &= bool(np.array_equal(ours, pillow_crop(data, *window)))
+    return exact, torch.ops.custom_op._scan_splice_decodes() - before
 
 
 def main():
@@ -127,9 +143,10 @@ def main():
     ]
     for title, files, size in cases(args):
         windows = random_windows(files, size, args.seed)
-        exact = check_same_pixels(files, windows)
+        exact, spliced = check_same_pixels(files, windows)
         result = measure(files, windows, fns, args.rounds)
-        lines += [f"## {title}", "", f"custom_op output equals Pillow's on every window: {exact}", "",
+        lines += [f"## {title}", "", f"custom_op output equals Pillow's on every window: {exact}; windows through the spliced scan: "
+                  f"{spliced} of {len(files)}", "",
                   "| method | ms/image | time / custom_op time |", "| --- | ---: | ---: |"]
         for name, (best, median) in result.items():
             lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {best / result[ours][0]:.2f}x |")

@@ -53,10 +53,12 @@ def crop(data: bytes, window, mode=ImageReadMode.RGB, exif=False, scale=8, polic
 
 
 def bottom_windows(height: int, width: int, rng: np.random.Generator, n: int = 12):
-    """Windows whose top is at least one MCU row (and its margin) down, at every offset in a row."""
+    """Windows whose top is at least one MCU row (and its margin) down, at every offset in a row, and
+    random ones below that."""
     out = {(height - 1, 0, 1, width), (height - 1, width - 1, 1, 1)}
     for top in range(18, min(height, 18 + 34)):
-        h = int(rng.integers(1, height - top + 1))
+        # Short ones: a decode that reaches the last MCU rows is redone libjpeg's way.
+        h = int(rng.integers(1, min(height - top, 16) + 1))
         w = int(rng.integers(1, width + 1))
         out.add((top, int(rng.integers(0, width - w + 1)), h, w))
     for _ in range(n):
@@ -90,7 +92,8 @@ def test_spliced_windows_equal_pillow(splice_always, variant, size):
     for top, left, h, w in bottom_windows(*size, rng):
         out = custom_op.decode_and_crop_jpeg(data, top, left, h, w)
         assert np.array_equal(out.numpy(), reference[:, top:top + h, left:left + w]), (variant, top, left, h, w)
-    assert spliced() > before, "no window took the spliced path"
+    if size[0] >= 96:  # smaller images have no window that both skips a row and stops short of the end
+        assert spliced() > before, "no window took the spliced path"
 
 
 @pytest.mark.parametrize("channels,color_space", [(1, None), (4, "cmyk"), (4, "ycck"), (3, "rgb")])
@@ -192,7 +195,7 @@ def test_flat_image_without_zero_run_codes(splice_always):
 
 
 def test_default_bar_splices_large_skips_only():
-    assert set_splice(4096) == 4096, "the default bar changed: update this test and scan_splice.cpp's comment"
+    assert set_splice(1024) == 1024, "the default bar changed: update this test and scan_splice.cpp's comment"
     small = jpeg_factory.encode(jpeg_factory.photo_like(120, 160, seed=2))
     large = jpeg_factory.encode(jpeg_factory.photo_like(900, 1200, seed=2))
     before = spliced()
@@ -214,6 +217,23 @@ def test_windows_that_reach_the_end_of_the_data_are_redone_the_ordinary_way(spli
     with pytest.raises(RuntimeError, match="Premature end"):
         custom_op.decode_and_crop_jpeg(truncated, 150, 0, 50, 160)
     assert spliced() == before
+
+
+def test_files_whose_tables_are_new_need_a_longer_skip():
+    # Optimized tables are the file's own, so this thread has not derived them yet: a skip of 1350
+    # blocks (3 MCU rows of 450) is then left to libjpeg, one of 10800 is spliced, and after that the
+    # short one is spliced too.
+    previous = set_splice(1024)
+    try:
+        data = jpeg_factory.encode(jpeg_factory.photo_like(900, 1200, seed=12), optimize=True)
+        reference = pillow_reference(data)
+        before = spliced()
+        for top, expected in ((64, 0), (400, 1), (64, 2)):
+            out = custom_op.decode_and_crop_jpeg(data, top, 100, 50, 300)
+            assert np.array_equal(out.numpy(), reference[:, top:top + 50, 100:400])
+            assert spliced() - before == expected, top
+    finally:
+        set_splice(previous)
 
 
 @pytest.mark.parametrize("policy", [0, 2], ids=["raise", "ignore"])

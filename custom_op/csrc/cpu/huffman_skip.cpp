@@ -242,20 +242,22 @@ void BitWriter::put(uint32_t bits, int n) {
   buf_ &= (1u << bits_) - 1;
 }
 
-bool write_first_mcu(BitWriter& out, const ScanLayout& scan, const RecordedBlock* blocks,
-                     const int32_t* pred_before, int want_mod8) {
-  const int n = scan.blocks_in_mcu;
-  int32_t dc_diff[10];
+bool write_first_mcus(BitWriter& out, const ScanLayout& scan, const RecordedBlock* blocks, int num_mcus,
+                      const int32_t* pred_before, int want_mod8) {
+  const int n = scan.blocks_in_mcu * num_mcus;
+  if (num_mcus < 1 || n > kMaxRewrittenBlocks) return false;
+  int32_t dc_diff[kMaxRewrittenBlocks];
   int base = 0;
   // Lengths each block may add (zero-run codes before its end-of-block code) and how many codes.
-  int option_delta[10][5], option_runs[10][5], options[10];
+  int option_delta[kMaxRewrittenBlocks][5], option_runs[kMaxRewrittenBlocks][5], options[kMaxRewrittenBlocks];
   for (int b = 0; b < n; ++b) {
     const RecordedBlock& rb = blocks[b];
-    const int ci = scan.block_component[b];
+    const int in_mcu = b % scan.blocks_in_mcu;
+    const int ci = scan.block_component[in_mcu];
     const HuffmanTable& dc = *scan.dc[ci];
     const HuffmanTable& ac = *scan.ac[ci];
     int32_t diff = rb.dc_category != 0 ? extend(rb.dc_bits, rb.dc_category) : 0;
-    if (scan.first_of_component[b]) diff += pred_before[ci];
+    if (b < scan.blocks_in_mcu && scan.first_of_component[in_mcu]) diff += pred_before[ci];
     const int category = category_of(diff);
     if (category > 15 || dc.sym_len[category] == 0) return false;
     dc_diff[b] = diff;
@@ -276,9 +278,9 @@ bool write_first_mcu(BitWriter& out, const ScanLayout& scan, const RecordedBlock
     }
   }
   // Pick one option per block so the total length lands on want_mod8 (eight residues: a tiny search).
-  int choice_at[11][8];
-  bool reachable[11][8] = {};
-  reachable[0][((base % 8) + 8) % 8] = true;
+  int choice_at[kMaxRewrittenBlocks + 1][8];
+  bool reachable[kMaxRewrittenBlocks + 1][8] = {};
+  reachable[0][base % 8] = true;
   for (int b = 0; b < n; ++b)
     for (int r = 0; r < 8; ++r) {
       if (!reachable[b][r]) continue;
@@ -291,7 +293,7 @@ bool write_first_mcu(BitWriter& out, const ScanLayout& scan, const RecordedBlock
       }
     }
   if (!reachable[n][want_mod8]) return false;
-  int chosen[10];
+  int chosen[kMaxRewrittenBlocks];
   for (int b = n, r = want_mod8; b > 0; --b) {
     chosen[b - 1] = choice_at[b][r] % 8;
     r = choice_at[b][r] / 8;
@@ -299,7 +301,7 @@ bool write_first_mcu(BitWriter& out, const ScanLayout& scan, const RecordedBlock
 
   for (int b = 0; b < n; ++b) {
     const RecordedBlock& rb = blocks[b];
-    const int ci = scan.block_component[b];
+    const int ci = scan.block_component[b % scan.blocks_in_mcu];
     const HuffmanTable& dc = *scan.dc[ci];
     const HuffmanTable& ac = *scan.ac[ci];
     const int32_t diff = dc_diff[b];
@@ -319,8 +321,55 @@ bool write_first_mcu(BitWriter& out, const ScanLayout& scan, const RecordedBlock
   return true;
 }
 
-const HuffmanTable* derived_table(const JHUFF_TBL* table, bool is_dc) {
-  if (table == nullptr) return nullptr;
+namespace {
+
+// The per-thread cache behind derived_table.
+class TableCache {
+ public:
+  static TableCache& mine() {
+    thread_local TableCache cache;
+    return cache;
+  }
+
+  const HuffmanTable* find(const JHUFF_TBL* table, bool is_dc) {
+    const int count = symbol_count(table);
+    if (count < 0) return nullptr;
+    for (Entry& e : entries_) {
+      if (e.is_dc == is_dc && std::memcmp(e.bits, table->bits, sizeof(e.bits)) == 0 &&
+          std::memcmp(e.huffval, table->huffval, static_cast<size_t>(count)) == 0) {
+        e.last_use = ++clock_;
+        return e.derived.get();
+      }
+    }
+    return nullptr;
+  }
+
+  const HuffmanTable* get(const JHUFF_TBL* table, bool is_dc) {
+    if (const HuffmanTable* found = find(table, is_dc)) return found;
+    const int count = symbol_count(table);
+    if (count < 0) return nullptr;
+    auto derived = std::make_unique<HuffmanTable>();
+    if (!derived->build(table, is_dc)) return nullptr;
+    Entry* slot;
+    if (entries_.size() < kCapacity) {
+      entries_.emplace_back();
+      slot = &entries_.back();
+    } else {
+      slot = &*std::min_element(entries_.begin(), entries_.end(),
+                                [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+    }
+    slot->is_dc = is_dc;
+    std::memcpy(slot->bits, table->bits, sizeof(slot->bits));
+    std::memset(slot->huffval, 0, sizeof(slot->huffval));
+    std::memcpy(slot->huffval, table->huffval, static_cast<size_t>(count));
+    slot->derived = std::move(derived);
+    slot->last_use = ++clock_;
+    return slot->derived.get();
+  }
+
+ private:
+  static constexpr size_t kCapacity = 8;  // a scan uses at most 4 DC and 4 AC tables
+
   struct Entry {
     bool is_dc;
     UINT8 bits[17];
@@ -328,37 +377,40 @@ const HuffmanTable* derived_table(const JHUFF_TBL* table, bool is_dc) {
     std::unique_ptr<HuffmanTable> derived;
     uint64_t last_use;
   };
-  constexpr size_t kCapacity = 8;  // a scan uses at most 4 DC and 4 AC tables
-  thread_local std::vector<Entry> cache;
-  thread_local uint64_t clock = 0;
-  int count = 0;
-  for (int length = 1; length <= 16; ++length) count += table->bits[length];
-  if (count < 1 || count > 256) return nullptr;
-  const size_t symbols = static_cast<size_t>(count);
-  for (Entry& e : cache) {
-    if (e.is_dc == is_dc && std::memcmp(e.bits, table->bits, sizeof(e.bits)) == 0 &&
-        std::memcmp(e.huffval, table->huffval, symbols) == 0) {
-      e.last_use = ++clock;
-      return e.derived.get();
-    }
+
+  static int symbol_count(const JHUFF_TBL* table) {
+    if (table == nullptr) return -1;
+    int count = 0;
+    for (int length = 1; length <= 16; ++length) count += table->bits[length];
+    return count >= 1 && count <= 256 ? count : -1;
   }
-  auto derived = std::make_unique<HuffmanTable>();
-  if (!derived->build(table, is_dc)) return nullptr;
-  Entry* slot;
-  if (cache.size() < kCapacity) {
-    cache.emplace_back();
-    slot = &cache.back();
-  } else {
-    slot = &*std::min_element(cache.begin(), cache.end(),
-                              [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+
+  std::vector<Entry> entries_;
+  uint64_t clock_ = 0;
+};
+
+// Calls visit(index in the scan, DC table, AC table) for each component of the header's first scan.
+template <class Visit>
+bool for_each_scan_table(const jpeg_decompress_struct& cinfo, Visit visit) {
+  for (int i = 0; i < cinfo.comps_in_scan && i < MAX_COMPS_IN_SCAN; ++i) {
+    const jpeg_component_info* comp = cinfo.cur_comp_info[i];
+    if (comp == nullptr) return false;
+    const int dc_no = comp->dc_tbl_no, ac_no = comp->ac_tbl_no;
+    if (dc_no < 0 || dc_no >= NUM_HUFF_TBLS || ac_no < 0 || ac_no >= NUM_HUFF_TBLS) return false;
+    if (!visit(i, cinfo.dc_huff_tbl_ptrs[dc_no], cinfo.ac_huff_tbl_ptrs[ac_no])) return false;
   }
-  slot->is_dc = is_dc;
-  std::memcpy(slot->bits, table->bits, sizeof(slot->bits));
-  std::memset(slot->huffval, 0, sizeof(slot->huffval));
-  std::memcpy(slot->huffval, table->huffval, symbols);
-  slot->derived = std::move(derived);
-  slot->last_use = ++clock;
-  return slot->derived.get();
+  return true;
+}
+
+}  // namespace
+
+const HuffmanTable* derived_table(const JHUFF_TBL* table, bool is_dc) { return TableCache::mine().get(table, is_dc); }
+
+bool scan_tables_cached(const jpeg_decompress_struct& cinfo) {
+  TableCache& cache = TableCache::mine();
+  return for_each_scan_table(cinfo, [&](int, const JHUFF_TBL* dc, const JHUFF_TBL* ac) {
+    return cache.find(dc, true) != nullptr && cache.find(ac, false) != nullptr;
+  });
 }
 
 bool scan_layout(const jpeg_decompress_struct& cinfo, ScanLayout* scan) {
@@ -384,12 +436,13 @@ bool scan_layout(const jpeg_decompress_struct& cinfo, ScanLayout* scan) {
       scan->first_of_component[scan->blocks_in_mcu] = b == 0;
       ++scan->blocks_in_mcu;
     }
-    const int dc_no = comp->dc_tbl_no, ac_no = comp->ac_tbl_no;
-    if (dc_no < 0 || dc_no >= NUM_HUFF_TBLS || ac_no < 0 || ac_no >= NUM_HUFF_TBLS) return false;
-    scan->dc[i] = derived_table(cinfo.dc_huff_tbl_ptrs[dc_no], true);
-    scan->ac[i] = derived_table(cinfo.ac_huff_tbl_ptrs[ac_no], false);
-    if (scan->dc[i] == nullptr || scan->ac[i] == nullptr) return false;
   }
+  const bool tables = for_each_scan_table(cinfo, [&](int i, const JHUFF_TBL* dc, const JHUFF_TBL* ac) {
+    scan->dc[i] = derived_table(dc, true);
+    scan->ac[i] = derived_table(ac, false);
+    return scan->dc[i] != nullptr && scan->ac[i] != nullptr;
+  });
+  if (!tables) return false;
   scan->mcu_width = n == 1 ? DCTSIZE : DCTSIZE * max_h;
   scan->mcu_height = n == 1 ? DCTSIZE : DCTSIZE * max_v;
   scan->mcus_per_row = (static_cast<int64_t>(cinfo.image_width) + scan->mcu_width - 1) / scan->mcu_width;

@@ -153,18 +153,25 @@ class BitWriter {
   int bits_ = 0;
 };
 
-// Writes a recorded MCU as the first MCU of a new scan, whose DC predictors start at zero: each
-// component's first block gets its absolute DC value (pred_before + difference) as its difference.
-// Zero-run codes are added before end-of-block codes where a block has room, so that the written
-// length is congruent to want_mod8 modulo 8. False when the tables cannot express that.
-bool write_first_mcu(BitWriter& out, const ScanLayout& scan, const RecordedBlock* blocks,
-                     const int32_t* pred_before, int want_mod8);
+// Blocks write_first_mcus can rewrite at once: up to 8 MCUs of up to 10 blocks.
+constexpr int kMaxRewrittenBlocks = 80;
+
+// Writes num_mcus recorded MCUs (blocks in order) as the first MCUs of a new scan, whose DC
+// predictors start at zero: each component's first block gets its absolute DC value (pred_before +
+// difference) as its difference. Zero-run codes are added before end-of-block codes where blocks
+// have room, so that the written length is congruent to want_mod8 modulo 8. False, having written
+// nothing, when the tables cannot express that; more MCUs give more room.
+bool write_first_mcus(BitWriter& out, const ScanLayout& scan, const RecordedBlock* blocks, int num_mcus,
+                      const int32_t* pred_before, int want_mod8);
 
 // The derived form of a header's table, from a small per-thread cache: files written by the same
 // encoder (most use the standard tables) share their tables, so a loop over a dataset derives them
 // about once. Null for a table build() refuses. Valid until eight more distinct tables have been
 // asked for on this thread.
 const HuffmanTable* derived_table(const JHUFF_TBL* table, bool is_dc);
+
+// Whether derived_table would find every table of the header's first scan in this thread's cache.
+bool scan_tables_cached(const jpeg_decompress_struct& cinfo);
 
 // Builds the layout of the header's first scan. False unless the scan is a single baseline Huffman
 // scan holding every component (interleaved, or one component with 1x1 sampling), 8-bit, without

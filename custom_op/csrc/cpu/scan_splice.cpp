@@ -11,12 +11,15 @@ namespace {
 
 std::atomic<int64_t> g_spliced_decodes{0};
 
-// Below this many blocks above the window (the default) the splice does not pay: deriving the
-// tables (when the file's are not cached yet) and parsing a second header cost about what the
-// faster walk saves. Measured on the ImageNet sample, where a 224 window has about 900 blocks above
-// it on average and splicing all of them was 3-8% slower; on a 4000x3000 photo it pays from about
-// 4500 blocks (three MCU rows) on.
-constexpr int64_t kMinBlocksToSkip = 4096;
+// Below this many blocks above the window (the default) the splice does not pay: parsing a second
+// header and rewriting an MCU cost about what the faster walk saves on a thousand blocks. Deriving
+// the walk's tables, when this thread has not seen the file's tables yet, costs about as much again
+// as walking three thousand: such files need kUncachedFactor times as many. Measured on the
+// ImageNet sample (many encoders, a 224 window has about 900 blocks above it on average: splicing
+// them all was about 5% slower) and on generated 800x533 files (one encoder, 256 windows: splicing
+// from 1024 blocks on was about 5% faster than never).
+constexpr int64_t kMinBlocksToSkip = 1024;
+constexpr int64_t kUncachedFactor = 4;
 
 std::atomic<int64_t> g_min_blocks{kMinBlocksToSkip};
 
@@ -51,11 +54,18 @@ bool build_spliced_image(const jpeg_decompress_struct& cinfo, const uint8_t* dat
   const int64_t mcu_out_h = mcu_height * s / 8;
   const int64_t rows_to_skip = std::max<int64_t>(0, region.top - margin_y) / mcu_out_h;
   if (rows_to_skip < 1) return false;
+  // A decode that reaches the last MCU rows reads to the end of the data, where the outcome must be
+  // libjpeg's own (decode_region_spliced redoes it): do not start what would be redone.
+  const int64_t mcu_rows = (H + mcu_height - 1) / mcu_height;
+  const int64_t last_row_read = (int64_t(region.top) + region.height - 1 + margin_y) / mcu_out_h + 1;
+  if (last_row_read + 1 >= mcu_rows) return false;
   int64_t blocks_per_mcu = n == 1 ? 1 : 0;
   for (int i = 0; n > 1 && i < n; ++i)
     blocks_per_mcu += int64_t(cinfo.comp_info[i].h_samp_factor) * cinfo.comp_info[i].v_samp_factor;
   const int64_t mcu_width = n == 1 ? DCTSIZE : DCTSIZE * int64_t(cinfo.max_h_samp_factor);
-  if (rows_to_skip * ((W + mcu_width - 1) / mcu_width) * blocks_per_mcu < min_blocks) return false;
+  const int64_t blocks_to_skip = rows_to_skip * ((W + mcu_width - 1) / mcu_width) * blocks_per_mcu;
+  if (blocks_to_skip < min_blocks) return false;
+  if (blocks_to_skip < kUncachedFactor * min_blocks && !scan_tables_cached(cinfo)) return false;
 
   ScanLayout scan;
   if (!scan_layout(cinfo, &scan) || scan.mcu_height != mcu_height || rows_to_skip >= scan.mcu_rows)
@@ -65,23 +75,31 @@ bool build_spliced_image(const jpeg_decompress_struct& cinfo, const uint8_t* dat
   if (!skip_mcus(in, scan, rows_to_skip * scan.mcus_per_row, pred)) return false;
   int32_t pred_before[4];
   std::memcpy(pred_before, pred, sizeof(pred));
-  RecordedBlock blocks[10];
-  if (!record_mcu(in, scan, pred, blocks)) return false;
-  const int64_t end_bit = in.consumed();
-  const int end_in_byte = static_cast<int>(end_bit % 8);
-
+  // The first MCU alone usually has room (blocks that end early) to realign; full blocks (high
+  // quality) may not, and each further MCU rewritten adds its blocks' room.
+  RecordedBlock blocks[kMaxRewrittenBlocks];
+  const int max_mcus = std::min<int64_t>(kMaxRewrittenBlocks / scan.blocks_in_mcu,
+                                         scan.mcus_per_row * scan.mcu_rows - rows_to_skip * scan.mcus_per_row);
   const int64_t new_height = H - rows_to_skip * mcu_height;
   out->head.clear();
   out->head.reserve(scan_start + 1024);
   if (!append_sub_header(data, scan_start, static_cast<int>(new_height), static_cast<int>(W), &out->head))
     return false;
   BitWriter writer(&out->head);
-  if (!write_first_mcu(writer, scan, blocks, pred_before, end_in_byte)) return false;
-  if (writer.pending_bits() != end_in_byte) return false;  // not expected: write_first_mcu aims for it
+  int64_t end_bit = 0;
+  int end_in_byte = 0;
+  bool written = false;
+  for (int mcus = 1; mcus <= max_mcus && !written; ++mcus) {
+    if (!record_mcu(in, scan, pred, blocks + (mcus - 1) * scan.blocks_in_mcu)) return false;
+    end_bit = in.consumed();
+    end_in_byte = static_cast<int>(end_bit % 8);
+    written = write_first_mcus(writer, scan, blocks, mcus, pred_before, end_in_byte);
+  }
+  if (!written || writer.pending_bits() != end_in_byte) return false;
   size_t tail_start;
   if (end_in_byte != 0) {
-    // The new MCU ends on the same bit of its last byte as the original: complete that byte with the
-    // original's remaining bits.
+    // The rewritten MCUs end on the same bit of their last byte as the originals: complete that byte
+    // with the original's remaining bits.
     const size_t at = in.offset_of(end_bit / 8);
     if (at >= size) return false;
     const uint8_t byte = data[at];

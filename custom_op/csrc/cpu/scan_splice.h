@@ -5,9 +5,9 @@
 // faster, but libjpeg cannot be handed a position in the middle of a scan. So the walk's result
 // becomes a datastream of its own:
 //   - the file's headers, with the frame shortened to the rows from MCU row R on;
-//   - row R's first MCU written again: its DC differences made absolute (a new scan's predictors
-//     start at zero), and zero-run codes added before end-of-block codes so that it ends on the same
-//     bit of a byte as the original MCU did;
+//   - row R's first MCU (or first few) written again: its DC differences made absolute (a new
+//     scan's predictors start at zero), and zero-run codes added before end-of-block codes so that
+//     the rewritten MCUs end on the same bit of a byte as the originals did;
 //   - the rest of the original byte there, then the file's own bytes to the end, neither copied nor
 //     changed.
 // Every coefficient of the new scan equals the original's, so libjpeg decodes the rows below R to
@@ -32,7 +32,7 @@ namespace custom_op {
 constexpr size_t kEndSlack = 32;
 
 struct SplicedImage {
-  std::vector<uint8_t> head;  // headers and the rewritten first MCU (and the byte it ends in)
+  std::vector<uint8_t> head;  // headers and the rewritten first MCUs (and the byte they end in)
   const uint8_t* tail;        // the rest, inside the original buffer
   size_t tail_size;
   Region region;              // the window in the spliced image's (scaled) output
