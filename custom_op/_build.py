@@ -6,7 +6,6 @@ under a file lock when needed. The README section on building lists the env vars
 """
 
 import hashlib
-import importlib.machinery
 import json
 import math
 import os
@@ -266,35 +265,17 @@ def _build_and_load(
 # ---------------------------------------------------------------- prebuilt
 
 def _prebuilt_library() -> Optional[Dict[str, str]]:
-    """The library setup.py put in the package, if it matches the installed sources and torch."""
-    path = next(
-        (
-            os.path.join(config.PACKAGE_DIR, config.PREBUILT_NAME + suffix)
-            for suffix in importlib.machinery.EXTENSION_SUFFIXES
-            if os.path.isfile(os.path.join(config.PACKAGE_DIR, config.PREBUILT_NAME + suffix))
-        ),
-        None,
-    )
-    if path is None:
-        return None
-    info_path = os.path.join(config.PACKAGE_DIR, config.PREBUILT_INFO)
-    try:
-        with open(info_path) as f:
-            info = json.load(f)
-    except (OSError, ValueError):
-        if _verbose():
-            _log(f"ignoring prebuilt {path}: no readable {info_path}")
-        return None
+    """The CPU library setup.py put in the package, if it matches the installed sources and torch."""
     current = {
         "source_hash": config.cpu_source_hash(),
         "torch_version": torch.__version__,
         "python": config.python_tag(),
     }
-    stale = [k for k, v in current.items() if info.get(k) != v]
-    if stale:
-        if _verbose():
-            _log(f"ignoring prebuilt {path}: it was built for another {', '.join(stale)}")
+    found = config.find_prebuilt(config.PREBUILT_NAME, config.PREBUILT_INFO, current,
+                                 log=_log if _verbose() else None)
+    if found is None:
         return None
+    path, info = found
     return {"path": path, "jpeg_version": str(info.get("libjpeg_turbo_version", "?"))}
 
 

@@ -1,15 +1,18 @@
-"""Sources and compiler flags of the C++ extension, shared by setup.py and the JIT build.
+"""Sources and compiler flags of the C++ libraries (CPU, and GPU with nvJPEG), shared by setup.py and
+the JIT build, and what decides whether a prebuilt one is current and whether setup.py builds the GPU one.
 
 setup.py loads this file by path before the package can be imported, so it must
 not import torch or anything from the custom_op package.
 """
 
 import hashlib
+import importlib.machinery
 import json
 import os
+import re
 import sys
 import sysconfig
-from typing import Iterable, List
+from typing import Callable, Iterable, List, Optional, Tuple
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 CSRC_DIR = os.path.join(PACKAGE_DIR, "csrc")
@@ -21,8 +24,17 @@ HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
 # PREBUILT_INFO next to it, so the loader can tell whether it matches the sources.
 PREBUILT_NAME = "_C"
 PREBUILT_INFO = "_C.buildinfo.json"
-# Directories under csrc/ that belong to other libraries (the future GPU backend).
+# Directories under csrc/ that belong to other libraries (the GPU backend).
 CPU_EXCLUDED_DIRS = ("cuda",)
+
+# The prebuilt GPU library (nvJPEG): setup.py builds "custom_op._C_cuda" when it can, with its own
+# buildinfo; the JIT build (gpu.py) compiles the same sources with the same flags otherwise.
+CUDA_PREBUILT_NAME = "_C_cuda"
+CUDA_PREBUILT_INFO = "_C_cuda.buildinfo.json"
+CUDA_DIR = "cuda"
+# The EXIF reader is shared with the CPU library, so both paths orient images identically.
+CUDA_SHARED_CPU_SOURCES = (os.path.join("cpu", "exif_orientation.cpp"),)
+BUILD_CUDA_ENV = "CUSTOM_OP_BUILD_CUDA"
 
 
 def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) -> List[str]:
@@ -77,8 +89,21 @@ def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
 def link_flags(jpeg) -> List[str]:
     flags = [f"-L{d}" for d in jpeg.library_dirs]
     flags += [f"-Wl,-rpath,{d}" for d in jpeg.rpath_dirs]
-    flags += [f"-l{lib}" for lib in jpeg.libraries]
+    flags += [_library_argument(lib, jpeg.library_dirs) for lib in jpeg.libraries]
     return flags
+
+
+def _library_argument(name: str, library_dirs: List[str]) -> str:
+    # The library file itself where it is found: setuptools puts Python's own LIBDIR (often
+    # /usr/lib/x86_64-linux-gnu, where a system libjpeg lives) before our -L, so a plain -ljpeg could
+    # link a different libjpeg than the one whose headers were compiled against (seen on Ubuntu with
+    # CUSTOM_OP_JPEG_PREFIX: libjpeg 8 linked, libjpeg 6.2 headers, and every decoder failed to start).
+    for directory in library_dirs:
+        for suffix in (".so", ".dylib"):
+            path = os.path.join(directory, f"lib{name}{suffix}")
+            if os.path.exists(path):
+                return path
+    return f"-l{name}"
 
 
 def prebuilt_info(jpeg, torch_version: str, csrc_dir: str = CSRC_DIR) -> dict:
@@ -92,7 +117,175 @@ def prebuilt_info(jpeg, torch_version: str, csrc_dir: str = CSRC_DIR) -> dict:
     }
 
 
+def find_prebuilt(name: str, info_file: str, current: dict, package_dir: str = PACKAGE_DIR,
+                  log: Optional[Callable[[str], None]] = None) -> Optional[Tuple[str, dict]]:
+    """(path, buildinfo) of library `name` that setup.py put in package_dir, if its buildinfo matches
+    every entry of `current` (sources hash, torch, Python, ...); else None, saying why to `log`."""
+    path = next(
+        (
+            os.path.join(package_dir, name + suffix)
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            if os.path.isfile(os.path.join(package_dir, name + suffix))
+        ),
+        None,
+    )
+    if path is None:
+        return None
+    info_path = os.path.join(package_dir, info_file)
+    try:
+        with open(info_path) as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        info = None
+    if not isinstance(info, dict):
+        if log:
+            log(f"ignoring prebuilt {path}: no readable {info_path}")
+        return None
+    stale = [k for k, v in current.items() if info.get(k) != v]
+    if stale:
+        if log:
+            log(f"ignoring prebuilt {path}: it was built for another {', '.join(stale)}")
+        return None
+    return path, info
+
+
 def write_prebuilt_info(path: str, info: dict) -> None:
     with open(path, "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)
         f.write("\n")
+
+
+# ---------------------------------------------------------------- the GPU (nvJPEG) library
+
+def cuda_sources(csrc_dir: str = CSRC_DIR) -> List[str]:
+    """csrc/cuda/*.cpp and *.cu, and the CPU sources the GPU library shares."""
+    cuda = os.path.join(csrc_dir, CUDA_DIR)
+    own = sorted(os.path.join(cuda, f) for f in os.listdir(cuda) if f.endswith((".cpp", ".cc", ".cu"))) \
+        if os.path.isdir(cuda) else []
+    return own + [os.path.join(csrc_dir, p) for p in CUDA_SHARED_CPU_SOURCES]
+
+
+def cuda_headers(csrc_dir: str = CSRC_DIR) -> List[str]:
+    # Its sources include csrc/cpu/ headers (window.h, exif_orientation.h, ...), so those count too.
+    found = []
+    for sub in (CUDA_DIR, "cpu"):
+        d = os.path.join(csrc_dir, sub)
+        if os.path.isdir(d):
+            found += [os.path.join(d, f) for f in os.listdir(d) if f.endswith(HEADER_SUFFIXES)]
+    return sorted(found)
+
+
+def cuda_source_hash(csrc_dir: str = CSRC_DIR) -> str:
+    return content_hash(cuda_sources(csrc_dir) + cuda_headers(csrc_dir), csrc_dir)
+
+
+def cuda_compile_flags() -> List[str]:
+    """Host compiler flags; nvcc gets torch's defaults only, in the JIT build and in setup.py alike."""
+    return ["-O3"]
+
+
+def cuda_include_dirs(nvjpeg, jpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
+    # jpeglib.h too: cpu/window.h includes libjpeg_session.h.
+    return [csrc_dir, nvjpeg.include_dir] + list(jpeg.include_dirs)
+
+
+def cuda_link_flags(nvjpeg) -> List[str]:
+    # No libjpeg: the GPU library reaches the CPU decoder through the dispatcher, not by linking.
+    return nvjpeg.link_flags()
+
+
+def cuda_prebuilt_info(nvjpeg, jpeg, torch_version: str, torch_cuda: str, arch_flags: List[str],
+                       csrc_dir: str = CSRC_DIR) -> dict:
+    """What the prebuilt GPU library was made from; the loader compares it with the installed state."""
+    return {
+        "source_hash": cuda_source_hash(csrc_dir),
+        "torch_version": torch_version,
+        "torch_cuda": torch_cuda,
+        "python": python_tag(),
+        "nvjpeg_version": nvjpeg.version,
+        "nvjpeg_library": os.path.join(nvjpeg.library_dir, nvjpeg.library_file),
+        "libjpeg_turbo_version": jpeg.version,
+        "compile_flags": cuda_compile_flags(),
+        "cuda_arch_flags": list(arch_flags),
+    }
+
+
+_GENCODE = re.compile(r"code=(sm|compute)_(\d+)([a-z]?)")
+
+
+def arch_flags_cover(arch_flags: Iterable[str], capability: Tuple[int, int]) -> bool:
+    """Whether code compiled with these nvcc -gencode flags runs on a GPU of this compute capability.
+
+    A cubin (code=sm_XY) runs on the same major version with an equal or higher minor one; PTX
+    (code=compute_XY) is compiled by the driver for any capability of at least X.Y. Arch-specific
+    targets (sm_90a, ...) count only for exactly their capability.
+    """
+    major, minor = capability
+    for flag in arch_flags:
+        for kind, number, suffix in _GENCODE.findall(flag):
+            n = int(number)
+            arch = (n // 10, n % 10)
+            if suffix:
+                ok = arch == (major, minor)
+            elif kind == "sm":
+                ok = arch[0] == major and arch[1] <= minor
+            else:
+                ok = arch <= (major, minor)
+            if ok:
+                return True
+    return False
+
+
+def parse_build_mode(raw: Optional[str], var: str = BUILD_CUDA_ENV) -> str:
+    """ "auto", "0" or "1" from the env var's value (unset or empty: auto)."""
+    value = (raw or "auto").strip().lower()
+    if value in ("0", "no", "false", "off"):
+        return "0"
+    if value in ("1", "yes", "true", "on"):
+        return "1"
+    if value == "auto":
+        return "auto"
+    raise ValueError(f"custom_op: {var}={raw!r}: expected auto, 0 or 1")
+
+
+def cuda_unbuildable_reason(torch_version: Optional[str], torch_cuda: Optional[str], nvcc: Optional[str],
+                            nvjpeg_error: Optional[str], jpeg_error: Optional[str], arch_list: Optional[str],
+                            visible_gpus: int) -> Optional[str]:
+    """Why the GPU library cannot be prebuilt with these facts of the build environment (None: it can).
+
+    torch_version is None when torch cannot be imported; nvcc is the compiler's path, None when the
+    CUDA toolkit was not found; the errors are those of finding nvJPEG and libjpeg-turbo.
+    """
+    if torch_version is None:
+        return "torch is not importable in the build environment (install torch, then pip install --no-build-isolation .)"
+    if not torch_cuda:
+        return f"torch {torch_version} in the build environment is built without CUDA"
+    if not nvcc:
+        return "the CUDA compiler nvcc was not found (set CUDA_HOME to the CUDA toolkit)"
+    if nvjpeg_error:
+        return _first_sentence(nvjpeg_error) + " (python custom_op/_nvjpeg_paths.py shows where it looked)"
+    if jpeg_error:
+        return _first_sentence(jpeg_error) + " (python custom_op/_jpeg_paths.py shows where it looked)"
+    if not arch_list and visible_gpus == 0:
+        return ("no GPU is visible to pick the architectures to compile for: set TORCH_CUDA_ARCH_LIST "
+                "(for example 9.0 for H100)")
+    return None
+
+
+def _first_sentence(message: str) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    if line.startswith("custom_op: "):
+        line = line[len("custom_op: "):]
+    return line.split(". ")[0].rstrip(".:")
+
+
+def decide_cuda_build(mode: str, reason: Optional[str]) -> Tuple[str, Optional[str]]:
+    """("build", None), ("skip", warning line or None) or ("error", message) for setup.py."""
+    if mode == "0":
+        return "skip", None
+    if reason is None:
+        return "build", None
+    if mode == "1":
+        return "error", f"custom_op: {BUILD_CUDA_ENV}=1 but the CUDA library cannot be built: {reason}"
+    return "skip", (f"WARNING: custom_op: the CUDA (nvJPEG) library is not prebuilt: {reason}. It is built on "
+                    f"first use with device='cuda' instead ({BUILD_CUDA_ENV}=0 skips it without this warning).")

@@ -1,9 +1,10 @@
-"""The GPU backend (nvJPEG): availability, the lazy build of its C++/CUDA library, and the batched API.
+"""The GPU backend (nvJPEG): availability, the lazy load of its C++/CUDA library, and the batched API.
 
-Nothing here runs at ``import custom_op``: the CUDA library is found, built (first use only, into the
-same just-in-time cache and under the same file lock as the CPU library) and loaded on the first call
-with ``device="cuda"``. On a machine without CUDA that call raises RuntimeError saying why, and
-:func:`unavailable_reason` says the same without raising.
+Nothing here runs at ``import custom_op``: the CUDA library is loaded on the first call with
+``device="cuda"``: the one setup.py prebuilt (custom_op/_C_cuda*.so) when it matches the installed
+sources, torch, CUDA, Python and this GPU's architecture, else one built on first use, into the same
+just-in-time cache and under the same file lock as the CPU library. On a machine without CUDA that
+call raises RuntimeError saying why, and :func:`unavailable_reason` says the same without raising.
 
     import custom_op
     from custom_op import gpu
@@ -15,7 +16,6 @@ with ``device="cuda"``. On a machine without CUDA that call raises RuntimeError 
 
 from __future__ import annotations
 
-import glob
 import os
 import threading
 import warnings
@@ -24,7 +24,8 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from . import _build
+from . import _build, _ops
+from . import _build_config as config
 from ._jpeg_paths import find_libjpeg_turbo
 from ._nvjpeg_paths import NvjpegNotFound, find_nvjpeg
 from .decode import (DEFAULT_MAX_PIXELS, ImageReadMode, _as_int, _as_tensor, _mode_code, _pixel_limit,
@@ -54,39 +55,65 @@ _loaded: Dict[str, str] = {}
 _load_error: List[BaseException] = []
 
 
-def _csrc(*parts: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", *parts)
-
-
-def _sources() -> List[str]:
-    cuda = sorted(glob.glob(_csrc("cuda", "*.cpp")) + glob.glob(_csrc("cuda", "*.cu")))
-    # The EXIF reader is shared with the CPU library, so both paths orient images identically.
-    return cuda + [_csrc("cpu", "exif_orientation.cpp")]
-
-
-def _headers() -> List[str]:
-    return sorted(glob.glob(_csrc("cuda", "*.h")) + glob.glob(_csrc("cpu", "*.h")))
-
-
 def _build_and_load() -> Dict[str, str]:
+    """The JIT build (first use) of the same sources and flags setup.py prebuilds (_build_config)."""
     from torch.utils import cpp_extension
 
     nvjpeg = find_nvjpeg(cpp_extension.CUDA_HOME)
-    jpeg = find_libjpeg_turbo()  # window.h includes libjpeg_session.h, hence jpeglib.h
+    jpeg = find_libjpeg_turbo()
     with _build._lock:
         result = _build._build_and_load(
             CUDA_LIBRARY,
-            _sources(),
-            extra_cflags=["-O3"],
-            extra_ldflags=nvjpeg.link_flags(),
-            include_dirs=[_csrc(), nvjpeg.include_dir] + list(jpeg.include_dirs),
-            headers=_headers(),
+            config.cuda_sources(),
+            extra_cflags=config.cuda_compile_flags(),
+            extra_ldflags=config.cuda_link_flags(nvjpeg),
+            include_dirs=config.cuda_include_dirs(nvjpeg, jpeg),
+            headers=config.cuda_headers(),
             key_extra=[f"nvjpeg {nvjpeg.version} {nvjpeg.library_dir}/{nvjpeg.library_file}",
                        f"libjpeg-turbo {jpeg.version} {jpeg.prefix}"],
             with_cuda=True,
         )
-    return {"nvjpeg_header_version": nvjpeg.version, "nvjpeg_library": os.path.join(nvjpeg.library_dir,
-                                                                                   nvjpeg.library_file), **result}
+    return {"kind": "jit", "nvjpeg_header_version": nvjpeg.version,
+            "nvjpeg_library": os.path.join(nvjpeg.library_dir, nvjpeg.library_file), **result}
+
+
+def _prebuilt() -> Optional[Dict[str, str]]:
+    """The library setup.py put in the package (custom_op/_C_cuda*.so), if it was built from the
+    installed sources for this torch, CUDA and Python, and for this GPU's architecture."""
+    current = {
+        "source_hash": config.cuda_source_hash(),
+        "torch_version": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "python": config.python_tag(),
+    }
+    found = config.find_prebuilt(config.CUDA_PREBUILT_NAME, config.CUDA_PREBUILT_INFO, current,
+                                 log=_build._log if _build._verbose() else None)
+    if found is None:
+        return None
+    path, info = found
+    capability = torch.cuda.get_device_capability()
+    if not config.arch_flags_cover(info.get("cuda_arch_flags", []), capability):
+        if _build._verbose():
+            _build._log(f"ignoring prebuilt {path}: compiled for {info.get('cuda_arch_flags')}, not for this GPU "
+                        f"(compute capability {capability[0]}.{capability[1]})")
+        return None
+    return {"kind": "prebuilt", "path": path, "cache_dir": "", "built": "no",
+            "nvjpeg_header_version": str(info.get("nvjpeg_version", "?")),
+            "nvjpeg_library": str(info.get("nvjpeg_library", "?"))}
+
+
+def _load() -> Dict[str, str]:
+    """The prebuilt library when it matches (see _prebuilt), else the JIT cache, building into it if needed."""
+    if not _build._flag(_build.ENV_FORCE_JIT):
+        prebuilt = _prebuilt()
+        if prebuilt is not None:
+            try:
+                torch.ops.load_library(prebuilt["path"])
+                return prebuilt
+            except OSError as e:
+                # e.g. nvJPEG not where it was at build time (the library's rpath): a local build can still work.
+                warnings.warn(f"custom_op: cannot load prebuilt {prebuilt['path']} ({e}); building it from source")
+    return _build_and_load()
 
 
 def _no_cuda_reason() -> Optional[str]:
@@ -98,7 +125,8 @@ def _no_cuda_reason() -> Optional[str]:
 
 
 def load_library() -> Dict[str, str]:
-    """Build (first use) and load the CUDA library; raises RuntimeError saying why it cannot."""
+    """Load the CUDA library (prebuilt, or built on first use); raises RuntimeError saying why it cannot.
+    Returns what was loaded: kind (prebuilt / jit), path, cache_dir, built, nvJPEG header and library."""
     if _loaded:
         return _loaded
     with _load_lock:
@@ -110,11 +138,17 @@ def load_library() -> Dict[str, str]:
         if reason is not None:
             raise RuntimeError(f"custom_op: the GPU backend needs CUDA: {reason}")
         try:
-            _loaded.update(_build_and_load())
+            info = _load()
         except (NvjpegNotFound, RuntimeError, OSError, TimeoutError) as e:
             # Remembered, so that a data loader does not retry a failing build on every batch.
             _load_error.append(e)
             raise RuntimeError(f"custom_op: the GPU backend is unavailable: {e}") from e
+        # The operator exists only now; its fake kernel lets FakeTensor tracing and opcheck see its outputs.
+        try:
+            _ops.register_cuda_fake_kernel()
+        except RuntimeError as e:  # eager decoding does not need it
+            warnings.warn(f"custom_op: no fake kernel for custom_op::_decode_jpegs_cuda ({e})")
+        _loaded.update(info)
         return _loaded
 
 

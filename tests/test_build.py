@@ -293,7 +293,12 @@ def test_finds_custom_prefix_with_rpath(tmp_path, monkeypatch):
     assert found.version == "3.0.1"
     assert found.library_dirs == [str(prefix / "lib")] and found.libraries == ["jpeg"]
     flags = build_config.link_flags(found)
-    assert f"-Wl,-rpath,{prefix / 'lib'}" in flags and "-ljpeg" in flags
+    # The file itself, not -ljpeg: setuptools puts Python's LIBDIR (where a system libjpeg may be)
+    # before our -L on the link line.
+    assert f"-Wl,-rpath,{prefix / 'lib'}" in flags and str(prefix / "lib" / "libjpeg.so") in flags
+    assert "-ljpeg" not in flags
+    (prefix / "lib" / "libjpeg.so").unlink()
+    assert "-ljpeg" in build_config.link_flags(found)
 
 
 def test_system_libjpeg_turbo_is_found():

@@ -10,10 +10,12 @@ chroma edge with and without margin) go to the JSON file named by $CUSTOM_OP_GPU
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -111,6 +113,117 @@ def test_cuda_device_raises_with_the_reason():
     # The batched form works on the CPU everywhere.
     out = custom_op.decode_and_crop_jpeg([buf.getvalue()] * 2, 0, 0, 8, 8, device="cpu", stack=True)
     assert out.shape == (2, 3, 8, 8)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The operator as PyTorch sees it: its fake kernel (checked here on any machine, against the schema in
+# the C++ source), opcheck and torch.compile (on the GPU)
+
+
+def _cuda_op_schema() -> str:
+    """The schema of custom_op::_decode_jpegs_cuda, read from its m.def(...) in the C++ source."""
+    text = (Path(__file__).resolve().parents[1] / "custom_op" / "csrc" / "cuda" / "decode_cuda.cpp").read_text()
+    for literals in re.findall(r'm\.def\(\s*((?:"[^"]*"\s*)+)', text):
+        schema = "".join(re.findall(r'"([^"]*)"', literals))
+        if schema.startswith("_decode_jpegs_cuda("):
+            return schema
+    raise AssertionError("no m.def of _decode_jpegs_cuda in decode_cuda.cpp")
+
+
+@pytest.fixture(scope="module")
+def fake_only_op():
+    """An operator with the GPU operator's schema and fake kernel but no real kernel, in a namespace of
+    its own: what FakeTensor tracing sees of the real one, without CUDA."""
+    from custom_op import _ops
+
+    lib = torch.library.Library("custom_op_fake_only", "FRAGMENT")
+    lib.define(_cuda_op_schema())
+    torch.library.register_fake("custom_op_fake_only::_decode_jpegs_cuda", _ops._decode_jpegs_cuda_fake, lib=lib)
+    yield torch.ops.custom_op_fake_only._decode_jpegs_cuda.default
+    lib._destroy()
+
+
+def _fake_call(op, n, heights, widths, mode, device=0, stack=False, debug=0):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with FakeTensorMode(shape_env=ShapeEnv()) as fake_mode:
+        data = [fake_mode.from_tensor(torch.zeros(100, dtype=torch.uint8)) for _ in range(n)]
+        return op(data, [0] * n, [0] * n, heights, widths, int(mode), False, 0, 0, device, stack, False, debug)
+
+
+def test_fake_kernel_shapes_and_device(fake_only_op):
+    # Fake tensors on a device this machine has (FakeTensorMode checks it when CUDA is there).
+    index = 1 if not torch.cuda.is_available() or torch.cuda.device_count() > 1 else 0
+    outs, errors, paths = _fake_call(fake_only_op, 3, [10, 20, 30], [5, 6, 7], ImageReadMode.RGB, device=index)
+    assert [tuple(o.shape) for o in outs] == [(3, 10, 5), (3, 20, 6), (3, 30, 7)]
+    assert all(o.dtype == torch.uint8 and o.device == torch.device("cuda", index) and o.is_contiguous() for o in outs)
+    assert len(errors) == len(paths) == 3
+    (stacked,), _, _ = _fake_call(fake_only_op, 4, [16] * 4, [24] * 4, ImageReadMode.GRAY, stack=True)
+    assert tuple(stacked.shape) == (4, 1, 16, 24) and stacked.device == torch.device("cuda", 0)
+    # UNCHANGED: the channel count comes from each file; decode_jpeg (debug bit _WHOLE): so does the size.
+    outs, _, _ = _fake_call(fake_only_op, 2, [8, 8], [9, 9], ImageReadMode.UNCHANGED)
+    assert [tuple(o.shape[1:]) for o in outs] == [(8, 9), (8, 9)]
+    assert all(not isinstance(o.shape[0], int) for o in outs)
+    (whole,), _, _ = _fake_call(fake_only_op, 2, [0, 0], [0, 0], ImageReadMode.RGB, stack=True, debug=gpu._WHOLE)
+    assert whole.shape[:2] == (2, 3) and not isinstance(whole.shape[2], int)
+    outs, errors, paths = _fake_call(fake_only_op, 0, [], [], ImageReadMode.RGB, stack=True)
+    assert outs == [] and errors == [] and paths == []
+
+
+def test_fake_kernel_rejects_what_the_operator_rejects(fake_only_op):
+    with pytest.raises(ValueError, match="one entry per image"):
+        _fake_call(fake_only_op, 2, [8], [8, 8], ImageReadMode.RGB)
+    with pytest.raises(ValueError, match="one size"):
+        _fake_call(fake_only_op, 2, [8, 9], [8, 8], ImageReadMode.RGB, stack=True)
+    with pytest.raises(ValueError, match="mode code"):
+        _fake_call(fake_only_op, 1, [8], [8], 7)
+
+
+def _op_args(datas, wins, mode, stack=False, whole=False):
+    tops, lefts, heights, widths = (list(v) for v in zip(*wins))
+    return ([as_tensor(d) for d in datas], tops, lefts, heights, widths, int(mode), False, 0, 0,
+            torch.cuda.current_device(), stack, False, gpu._WHOLE if whole else 0)
+
+
+# test_aot_dispatch_dynamic is left out: AOTAutograd (like Dynamo) cannot carry the operator's str[]
+# output (its per-item error texts), so the operator cannot be part of a compiled graph.
+OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor")
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", list(ImageReadMode))
+@pytest.mark.parametrize("form", ["list", "stack", "whole"])
+def test_opcheck_batched_op(jpeg_writer, mode, form):
+    color = [jpeg_writer.encode(jpeg_writer.photo_like(64 + 8 * i, 80, seed=i), sampling=s)
+             for i, s in enumerate(["4:2:0", "4:4:4", "4:1:1"])]  # 4:1:1 takes the CPU path
+    gray = jpeg_writer.encode(jpeg_writer.photo_like(72, 96, 1, seed=3))
+    if form == "stack":  # one size and, for UNCHANGED, one channel count
+        datas, wins = color, [(0, 0, 48, 64), (5, 7, 48, 64), (9, 3, 48, 64)]
+    else:
+        datas, wins = color + [gray], [(0, 0, 48, 64), (5, 7, 40, 33), (1, 2, 3, 4), (10, 20, 50, 60)]
+    args = _op_args(datas, wins, mode, stack=form == "stack", whole=form == "whole")
+    outs, errors, paths = torch.ops.custom_op._decode_jpegs_cuda(*args)
+    assert errors == [""] * len(datas) and len(outs) == (1 if form == "stack" else len(datas))
+    torch.library.opcheck(torch.ops.custom_op._decode_jpegs_cuda.default, args, test_utils=OPCHECK_UTILS)
+
+
+@needs_gpu
+def test_torch_compile_runs_the_batched_call(jpeg_writer):
+    """The operator returns its error texts as str[], which Dynamo cannot put in a graph ("torch.* op
+    returned non-Tensor"), so torch.compile(fullgraph=True) fails for the operator and for the public
+    call alike. With graph breaks allowed (the default), compiled code around a batched decode gives
+    the eager result."""
+    datas = [as_tensor(jpeg_writer.encode(jpeg_writer.photo_like(64, 80, seed=i))) for i in range(3)]
+
+    def step(datas):
+        batch = custom_op.decode_and_crop_jpeg(datas, [0, 3, 5], [1, 2, 4], 32, 40, device="cuda", stack=True)
+        return batch.float().div(255).sub(0.5)
+
+    expected = step(datas)
+    compiled = torch.compile(step, backend="aot_eager")
+    assert torch.equal(compiled(datas), expected)
+    assert torch.equal(compiled(datas), expected)  # the second call runs the cached graphs
 
 
 # ---------------------------------------------------------------------------------------------------

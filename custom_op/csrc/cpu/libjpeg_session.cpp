@@ -101,6 +101,14 @@ JpegSession::JpegSession(WarningPolicy on_warning) {
   cinfo.progress = &err_.progress;
 }
 
+void JpegSession::creation_failed() {
+  // on_error left libjpeg's reason in message (for example a library version other than the
+  // headers': "Wrong JPEG library version: library is 80, caller expects 62").
+  char reason[JMSG_LENGTH_MAX];
+  std::snprintf(reason, sizeof(reason), "%s", err_.message[0] != '\0' ? err_.message : "out of memory");
+  std::snprintf(err_.message, sizeof(err_.message), "cannot create the decoder: %s", reason);
+}
+
 JpegSession::~JpegSession() {
   if (cinfo.mem != nullptr) jpeg_destroy_decompress(&cinfo);
 }
@@ -108,7 +116,7 @@ JpegSession::~JpegSession() {
 bool JpegSession::read_header(const uint8_t* data, size_t size, bool save_app1) {
   if (setjmp(err_.jump)) return false;
   if (cinfo.mem == nullptr) {
-    std::snprintf(err_.message, sizeof(err_.message), "out of memory creating the decoder");
+    creation_failed();
     return false;
   }
   data_ = data;
@@ -124,7 +132,7 @@ bool JpegSession::read_header(const uint8_t* data, size_t size, bool save_app1) 
 bool JpegSession::reopen(const uint8_t* data, size_t size) {
   if (setjmp(err_.jump)) return false;
   if (cinfo.mem == nullptr) {
-    std::snprintf(err_.message, sizeof(err_.message), "out of memory creating the decoder");
+    creation_failed();
     return false;
   }
   // Back to the state before any header was read; the permanent objects (source manager, marker
@@ -144,7 +152,7 @@ bool JpegSession::reopen_spliced(const uint8_t* head, size_t head_size, const ui
                                  size_t tail_size) {
   if (setjmp(err_.jump)) return false;
   if (cinfo.mem == nullptr) {
-    std::snprintf(err_.message, sizeof(err_.message), "out of memory creating the decoder");
+    creation_failed();
     return false;
   }
   jpeg_abort_decompress(&cinfo);

@@ -104,6 +104,9 @@ class JpegSession {
   // upsampling needs to see real neighbours rather than the crop's own edges.
   void crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const;
 
+  // Sets message after jpeg_create_decompress failed in the constructor.
+  void creation_failed();
+
   // jpeg_read_header for reopen and reopen_spliced; may longjmp to their jump point.
   void read_header_again();
 

@@ -767,14 +767,19 @@ TORCH_LIBRARY_FRAGMENT(custom_op, m) {
   // data: encoded bytes (CPU). debug bit 512: whole images (decode_jpeg), the windows are ignored. Returns the outputs (one
   // stacked tensor with stack=True), per-item error texts ("" when fine; "V:", "T:" or "R:" + message;
   // "W:" + libjpeg's warnings for an item decoded fine with on_warning "warn") and per-item paths (see
-  // Path in decode_cuda.cpp).
+  // Path in decode_cuda.cpp). Its fake kernel is in custom_op/_ops.py.
   m.def(
       "_decode_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, int mode, "
       "bool apply_exif_orientation, int on_warning, int max_pixels, int device, bool stack, bool return_errors, "
-      "int debug) -> (Tensor[], str[], int[])",
-      &decode_jpegs_cuda);
+      "int debug) -> (Tensor[], str[], int[])");
   m.def("_gpu_backend_info(int device) -> str", &backend_info);
 }
+
+// Not a kernel given with the schema: that one would be CompositeImplicitAutograd, which FakeTensor
+// tracing decomposes (calling this function on fake tensors) and which cannot take a fake kernel.
+// CompositeExplicitAutograd serves the CPU tensors of the encoded bytes, and an empty batch, which
+// has no tensor to dispatch on.
+TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) { m.impl("_decode_jpegs_cuda", &decode_jpegs_cuda); }
 
 }  // namespace gpu
 }  // namespace custom_op
