@@ -286,8 +286,10 @@ class PhaseClock {
   ~PhaseClock() {
     if (on_) std::fprintf(stderr, "custom_op phases (us):%s\n", line_.c_str());
   }
-
- private:
+  // A part of the last lap, timed elsewhere.
+  void note(const char* name, int64_t microseconds) {
+    if (on_) line_ += std::string(" [") + name + "=" + std::to_string(microseconds) + "]";
+  }
   static bool timing_on() {
     static const bool on = [] {
       const char* v = std::getenv("CUSTOM_OP_NVJPEG_TRACE");
@@ -296,6 +298,8 @@ class PhaseClock {
     return on;
   }
   static std::chrono::steady_clock::time_point now() { return std::chrono::steady_clock::now(); }
+
+ private:
   bool on_;
   std::chrono::steady_clock::time_point last_;
   std::string line_;
@@ -313,6 +317,7 @@ struct Batch {
   bool hardware_rgb;            // the hardware decoder returns RGB for every file (see hardware_format)
   int planes;
   int64_t debug;
+  int64_t parse_us = 0, supported_us = 0;  // parts of assign_hardware, with CUSTOM_OP_NVJPEG_TRACE=2
 };
 
 enum class HardwareColor { kExact, kRgb };
@@ -358,7 +363,12 @@ void assign_hardware(Batch& b, std::vector<Item>& items) {
     if (it.path != kPending || it.leader >= 0) continue;
     nvjpegJpegStream_t stream = b.slot.hw_streams[k];
     nvjpegDecodeParams_t params = b.slot.hw_params[k];
-    if (nvjpegJpegStreamParseHeader(b.context.hardware, it.bytes, it.size, stream) != NVJPEG_STATUS_SUCCESS) continue;
+    const bool timing = PhaseClock::timing_on();
+    const auto t0 = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    const bool parsed = nvjpegJpegStreamParseHeader(b.context.hardware, it.bytes, it.size, stream) == NVJPEG_STATUS_SUCCESS;
+    const auto t1 = timing ? std::chrono::steady_clock::now() : t0;
+    if (timing) b.parse_us += std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count();
+    if (!parsed) continue;
     it.hw_format = hardware_format(b, it.header);
     if (nvjpegDecodeParamsSetOutputFormat(params, it.hw_format) != NVJPEG_STATUS_SUCCESS) continue;
     int unsupported = 1;
@@ -380,6 +390,7 @@ void assign_hardware(Batch& b, std::vector<Item>& items) {
       }
     }
     if (it.path != kPending) it.hw_index = k++;
+    if (timing) b.supported_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t1).count();
   }
 }
 
@@ -650,6 +661,8 @@ std::tuple<std::vector<at::Tensor>, std::vector<std::string>, std::vector<int64_
     trace("assign hardware");
     if (context.hardware != nullptr && !(debug & kNoHardware)) assign_hardware(b, items);
     clock.lap("assign_hardware");
+    clock.note("parse_header", b.parse_us);
+    clock.note("supported", b.supported_us);
     if (debug & kUnguarded) {
       for (Item& it : items) {
         const bool exact = it.decoded.top == it.region.top && it.decoded.left == it.region.left &&
