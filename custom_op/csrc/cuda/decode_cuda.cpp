@@ -355,20 +355,28 @@ int hardware_group(nvjpegOutputFormat_t format) { return format == NVJPEG_OUTPUT
 
 // Which candidates the hardware decoder takes, with their region or whole.
 void assign_hardware(Batch& b, std::vector<Item>& items) {
-  size_t candidates = 0;
-  for (const Item& it : items) candidates += it.path == kPending && it.leader < 0;
-  reserve_hardware_items(b.context, b.slot, candidates);
-  int k = 0;
-  for (Item& it : items) {
-    if (it.path != kPending || it.leader >= 0) continue;
-    nvjpegJpegStream_t stream = b.slot.hw_streams[k];
-    nvjpegDecodeParams_t params = b.slot.hw_params[k];
-    const bool timing = PhaseClock::timing_on();
-    const auto t0 = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    const bool parsed = nvjpegJpegStreamParseHeader(b.context.hardware, it.bytes, it.size, stream) == NVJPEG_STATUS_SUCCESS;
-    const auto t1 = timing ? std::chrono::steady_clock::now() : t0;
-    if (timing) b.parse_us += std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count();
-    if (!parsed) continue;
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].path == kPending && items[i].leader < 0) candidates.push_back(i);
+  reserve_hardware_items(b.context, b.slot, candidates.size());
+  // nvJPEG's header parse reads the whole file; the files are independent (one stream object each).
+  const bool timing = PhaseClock::timing_on();
+  const auto t0 = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  std::vector<char> parsed(candidates.size(), 0);
+  if (!b.state.parse_pool) b.state.parse_pool = std::make_unique<HostPool>(parse_workers());
+  b.state.parse_pool->parallel_for(candidates.size(), [&](size_t j) {
+    const Item& it = items[candidates[j]];
+    parsed[j] = nvjpegJpegStreamParseHeader(b.context.hardware, it.bytes, it.size, b.slot.hw_streams[j]) ==
+                NVJPEG_STATUS_SUCCESS;
+  });
+  const auto t1 = timing ? std::chrono::steady_clock::now() : t0;
+  if (timing) b.parse_us += std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count();
+  // The stream objects are indexed by candidate; hw_index must point at the item's own.
+  for (size_t j = 0; j < candidates.size(); ++j) {
+    if (!parsed[j]) continue;
+    Item& it = items[candidates[j]];
+    nvjpegJpegStream_t stream = b.slot.hw_streams[j];
+    nvjpegDecodeParams_t params = b.slot.hw_params[j];
     it.hw_format = hardware_format(b, it.header);
     if (nvjpegDecodeParamsSetOutputFormat(params, it.hw_format) != NVJPEG_STATUS_SUCCESS) continue;
     int unsupported = 1;
@@ -389,9 +397,9 @@ void assign_hardware(Batch& b, std::vector<Item>& items) {
         it.decoded = {0, 0, it.header.height, it.header.width};
       }
     }
-    if (it.path != kPending) it.hw_index = k++;
-    if (timing) b.supported_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t1).count();
+    if (it.path != kPending) it.hw_index = static_cast<int>(j);
   }
+  if (timing) b.supported_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t1).count();
 }
 
 // Staging offsets for every GPU item; returns the bytes needed.

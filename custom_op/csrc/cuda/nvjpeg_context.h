@@ -24,6 +24,8 @@
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
+#include "host_pool.h"
+
 namespace custom_op {
 namespace gpu {
 
@@ -96,6 +98,7 @@ struct DecodeState {
   nvjpegBufferDevice_t hybrid_device_buffer = nullptr;
   HybridStage stages[2];
   int next_stage = 0;
+  std::unique_ptr<HostPool> parse_pool;  // made on first use (host_pool.h)
 };
 
 struct DeviceContext {
