@@ -1,5 +1,6 @@
 """Shared test fixtures: where the real JPEGs are, and the generated-JPEG factory."""
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,15 @@ for path in (str(ROOT / "tests"), str(ROOT)):
         sys.path.insert(0, path)
 
 SHARED_DATA = Path(os.environ.get("CUSTOM_OP_TEST_DATA", ROOT.parent / "shared" / "data"))
+
+
+def load_package_module(name: str):
+    """custom_op/<name>.py loaded by path, as setup.py loads it: the build helpers must work without
+    importing the package, whose import would load (and maybe build) the library in the test process."""
+    spec = importlib.util.spec_from_file_location(f"_tests_custom_op_{name}", ROOT / "custom_op" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def shared_dir(name: str) -> Path:

@@ -26,6 +26,8 @@ import pytest
 import torch
 from PIL import Image
 
+from conftest import load_package_module
+
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 PACKAGE = ROOT / "custom_op"
@@ -34,18 +36,9 @@ WINDOW = (4, 6, 16, 20)  # must match build_workers.WINDOW
 CHILD_TIMEOUT_S = 900  # generous: a build on a busy 2-core CI machine with many importers
 
 
-def _load_by_path(name):
-    # Like setup.py does: these helper modules must work without importing the package,
-    # whose import would load (and maybe build) the library in the test process.
-    spec = importlib.util.spec_from_file_location(f"_test_build_{name}", PACKAGE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cache_dir_mod = _load_by_path("_cache_dir")
-jpeg_paths = _load_by_path("_jpeg_paths")
-build_config = _load_by_path("_build_config")
+cache_dir_mod = load_package_module("_cache_dir")
+jpeg_paths = load_package_module("_jpeg_paths")
+build_config = load_package_module("_build_config")
 
 
 # ---------------------------------------------------------------- helpers

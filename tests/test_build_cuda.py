@@ -17,21 +17,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import load_package_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "custom_op"
 
 
-def _load_by_path(name):
-    # As setup.py does: these helpers work without importing the package (which loads the library).
-    spec = importlib.util.spec_from_file_location(f"_test_build_cuda_{name}", PACKAGE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-config = _load_by_path("_build_config")
-nvjpeg_paths = _load_by_path("_nvjpeg_paths")
+config = load_package_module("_build_config")
+nvjpeg_paths = load_package_module("_nvjpeg_paths")
 
 GOOD_FACTS = dict(torch_version="2.11.0+cu130", torch_cuda="13.0", nvcc="/usr/local/cuda/bin/nvcc",
                   nvjpeg_error=None, jpeg_error=None, arch_list=None, visible_gpus=1)

@@ -63,24 +63,17 @@ void count_random_access_decode();
 // says what went wrong.
 template <class Sink>
 FastPath decode_region_random_access(JpegSession& session, J_COLOR_SPACE out_color_space,
-                                         const Region& region, Sink& sink) {
-  const jpeg_decompress_struct& cinfo = session.cinfo;
+                                     const Region& region, Sink& sink) {
   const uint8_t* data = session.data();
   const size_t size = session.size();
-  if (data == nullptr || cinfo.src == nullptr) return FastPath::kNotApplicable;
-  // After jpeg_read_header the memory source stands on the first byte after the SOS segment.
-  const uint8_t* at = cinfo.src->next_input_byte;
-  if (at < data || at > data + size) return FastPath::kNotApplicable;
-  const unsigned int scale_num = cinfo.scale_num;
+  size_t scan_start;
+  if (!entropy_start(session, &scan_start)) return FastPath::kNotApplicable;
+  const unsigned int scale_num = session.cinfo.scale_num;
   SubImage sub;
-  if (!build_sub_image(cinfo, data, size, static_cast<size_t>(at - data), region, &sub))
-    return FastPath::kNotApplicable;
-  if (!session.reopen(sub.bytes.data(), sub.bytes.size()) || !session.set_scale(scale_num) ||
-      !frame_matches(session.cinfo, sub.frame, sub.region)) {
-    // Not expected with a header copied from one libjpeg accepted; go back to the original.
-    if (!session.reopen(data, size) || !session.set_scale(scale_num)) return FastPath::kFailed;
-    return FastPath::kNotApplicable;
-  }
+  if (!build_sub_image(session.cinfo, data, size, scan_start, region, &sub)) return FastPath::kNotApplicable;
+  FastPath result;
+  const bool opened = session.reopen(sub.bytes.data(), sub.bytes.size()) && session.set_scale(scale_num);
+  if (!rewritten_frame_ok(session, opened, sub.frame, sub.region, data, size, scale_num, &result)) return result;
   count_random_access_decode();
   return session.decode_region(out_color_space, sub.region, sink) ? FastPath::kDecoded
                                                                    : FastPath::kFailed;

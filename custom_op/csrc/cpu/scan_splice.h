@@ -59,23 +59,19 @@ void count_spliced_decode();
 template <class Sink>
 FastPath decode_region_spliced(JpegSession& session, J_COLOR_SPACE out_color_space, const Region& region,
                                Sink& sink) {
-  const jpeg_decompress_struct& cinfo = session.cinfo;
   const uint8_t* data = session.data();
   const size_t size = session.size();
-  if (data == nullptr || cinfo.src == nullptr) return FastPath::kNotApplicable;
-  // After jpeg_read_header the memory source stands on the first byte after the SOS segment.
-  const uint8_t* at = cinfo.src->next_input_byte;
-  if (at < data || at > data + size) return FastPath::kNotApplicable;
-  const unsigned int scale_num = cinfo.scale_num;
+  size_t scan_start;
+  if (!entropy_start(session, &scan_start)) return FastPath::kNotApplicable;
+  const unsigned int scale_num = session.cinfo.scale_num;
   SplicedImage spliced;
-  if (!build_spliced_image(cinfo, data, size, static_cast<size_t>(at - data), region, &spliced))
-    return FastPath::kNotApplicable;
-  if (!session.reopen_spliced(spliced.head.data(), spliced.head.size(), spliced.tail, spliced.tail_size) ||
-      !session.set_scale(scale_num) || !frame_matches(session.cinfo, spliced.frame, spliced.region)) {
-    // Not expected with a header copied from one libjpeg accepted; go back to the original.
-    if (!session.reopen(data, size) || !session.set_scale(scale_num)) return FastPath::kFailed;
-    return FastPath::kNotApplicable;
-  }
+  if (!build_spliced_image(session.cinfo, data, size, scan_start, region, &spliced)) return FastPath::kNotApplicable;
+  FastPath result;
+  const bool opened = session.reopen_spliced(spliced.head.data(), spliced.head.size(), spliced.tail,
+                                             spliced.tail_size) &&
+                      session.set_scale(scale_num);
+  if (!rewritten_frame_ok(session, opened, spliced.frame, spliced.region, data, size, scale_num, &result))
+    return result;
   const int warnings_before = session.num_warnings();
   const bool ok = session.decode_region(out_color_space, spliced.region, sink);
   if (session.spliced_read_near_end(kEndSlack)) {

@@ -38,4 +38,27 @@ enum class FastPath { kNotApplicable, kDecoded, kFailed };
 // output.
 bool frame_matches(const jpeg_decompress_struct& cinfo, const ExpectedFrame& frame, const Region& region);
 
+// Where the first scan's entropy-coded data starts in the session's buffer: after jpeg_read_header
+// the memory source stands on the first byte after the SOS segment. False when the session is not
+// reading a buffer of its own (a rewritten datastream is never rewritten again).
+inline bool entropy_start(const JpegSession& session, size_t* offset) {
+  const uint8_t* data = session.data();
+  if (data == nullptr || session.cinfo.src == nullptr) return false;
+  const uint8_t* at = session.cinfo.src->next_input_byte;
+  if (at < data || at > data + session.size()) return false;
+  *offset = static_cast<size_t>(at - data);
+  return true;
+}
+
+// After a rewritten datastream was opened (opened: its header parsed and scale_num set): true when
+// its frame is the one meant. Otherwise the session goes back to the original file, at that scale,
+// for the ordinary path, and *result says kNotApplicable (or kFailed when even that went wrong).
+inline bool rewritten_frame_ok(JpegSession& session, bool opened, const ExpectedFrame& frame, const Region& region,
+                               const uint8_t* data, size_t size, unsigned int scale_num, FastPath* result) {
+  if (opened && frame_matches(session.cinfo, frame, region)) return true;
+  // Not expected with a header copied from one libjpeg accepted.
+  *result = session.reopen(data, size) && session.set_scale(scale_num) ? FastPath::kNotApplicable : FastPath::kFailed;
+  return false;
+}
+
 }  // namespace custom_op
