@@ -83,7 +83,7 @@ def imagenet_files():
 def test_resize_box_equals_pillow_resize(filter_name):
     rng = np.random.default_rng(0)
     shapes = [(37, 41, 13, 17), (40, 30, 20, 45), (120, 16, 30, 90), (5, 97, 72, 16), (1, 1, 3, 5),
-              (64, 64, 64, 64), (300, 200, 224, 224), (7, 300, 1, 1)]
+              (64, 64, 64, 64), (300, 200, 224, 224), (7, 300, 1, 1), (200, 640, 20, 30), (640, 90, 16, 90)]
     for height, width, out_h, out_w in shapes:
         pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
         expected = chw(Image.fromarray(pixels).resize((out_w, out_h), PIL_FILTERS[filter_name]))

@@ -319,3 +319,42 @@ def test_modes_on_odd_jpegs(splice_always):
                         outcomes.append(type(error))
                 a, b = outcomes
                 assert (torch.equal(a, b) if isinstance(b, torch.Tensor) else a is b), (path.name, name, window)
+
+
+def _oversubscribed(data: bytes, table_class: int, counts) -> bytes:
+    """data with the first Huffman table of class table_class (0 DC, 1 AC) given these code counts per
+    length (as many symbols as before; counts that assign more codes than a length has)."""
+    out = bytearray(data)
+    i = 2
+    while i + 4 <= len(out):
+        marker, length = out[i + 1], int.from_bytes(out[i + 2:i + 4], "big")
+        if marker == 0xC4:
+            j = i + 4
+            while j < i + 2 + length:
+                n = sum(out[j + 1:j + 17])
+                if out[j] >> 4 == table_class:
+                    new = list(counts(n))
+                    assert sum(new) == n and len(new) == 16
+                    out[j + 1:j + 17] = bytes(new)
+                    return bytes(out)
+                j += 17 + n
+        i += 2 + length
+    raise AssertionError("no such table")
+
+
+@pytest.mark.parametrize("table_class", [0, 1], ids=["DC", "AC"])
+@pytest.mark.parametrize("shape", ["all length 1", "three of length 1", "full at 2 bits then more"])
+def test_oversubscribed_huffman_tables_are_refused(splice_always, table_class, shape):
+    # libjpeg accepts such a table while reading the header and refuses it only when decoding starts;
+    # the splice derives its tables first, so it must refuse them itself, writing nothing out of bounds.
+    counts = {"all length 1": lambda n: [n] + [0] * 15,
+              "three of length 1": lambda n: [3] + [0] * 14 + [n - 3],
+              "full at 2 bits then more": lambda n: [0, 4] + [0] * 13 + [n - 4]}[shape]
+    data = jpeg_factory.encode(jpeg_factory.photo_like(256, 256, seed=8), quality=90)
+    hostile = _oversubscribed(data, table_class, counts)
+    before = spliced()
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="Huffman table"):
+            custom_op.decode_and_crop_jpeg(hostile, 200, 0, 16, 16)
+    assert spliced() == before
+    assert torch.equal(crop(data, (200, 0, 16, 16)), crop(data, (200, 0, 16, 16), splice=NEVER))

@@ -25,8 +25,9 @@ inline int category_of(int32_t value) {
   return n;
 }
 
-// Decodes one symbol; needs at least 16 bits in the reader.
-inline bool decode_symbol(BitReader& in, const HuffmanTable& t, int* symbol) {
+// Decodes one symbol; needs at least 16 bits in the reader (a BitReader or a BitWalker).
+template <class Reader>
+inline bool decode_symbol(Reader& in, const HuffmanTable& t, int* symbol) {
   const uint16_t e = t.code[in.peek(kLook)];
   if (e != 0) {
     in.drop(e >> 8);
@@ -47,17 +48,34 @@ inline bool decode_symbol(BitReader& in, const HuffmanTable& t, int* symbol) {
 // DC predictors of a valid 8-bit file stay far inside this; hostile data must not overflow them.
 constexpr int32_t kMaxPredictor = 1 << 20;
 
+// ac_whole entries (see huffman_skip.h).
+constexpr uint32_t kAcMiss = 63u << 26;       // not even the first symbol fits
+constexpr uint32_t kAcFirstBits = 15u << 6;  // zero only in kAcMiss
+
+inline uint32_t ac_entry(uint32_t bits1, uint32_t bits2, uint32_t bits, uint32_t covers1, uint32_t covers2,
+                         uint32_t covers) {
+  return bits | bits1 << 6 | bits2 << 10 | std::min(covers1, 63u) << 14 | std::min(covers2, 63u) << 20 |
+         std::min(covers, 63u) << 26;
+}
+
 }  // namespace
 
 bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
   if (table == nullptr) return false;
   std::memset(code, 0, sizeof(code));
   std::memset(sym_len, 0, sizeof(sym_len));
-  // AC only: the first whole symbol (code and extra bits) of each kPairBits-bit string, as
+  if (is_dc) std::memset(dc_whole, 0, sizeof(dc_whole));
+  // AC only: the first whole symbol (code and extra bits) of each kAcBits-bit string, as
   // (bits used) | (coefficients covered << 5); 0 when it does not fit.
-  constexpr int P = kPairBits;
+  constexpr int P = kAcBits;
   uint16_t single[1 << P];
   if (!is_dc) std::memset(single, 0, sizeof(single));
+  // AC only: the codes of at most P bits, in order.
+  struct ShortCode {
+    uint16_t code;
+    uint8_t length, symbol;
+  } short_codes[256];
+  int num_short = 0;
   int count = 0;
   for (int length = 1; length <= 16; ++length) count += table->bits[length];
   if (count < 1 || count > 256) return false;
@@ -67,6 +85,9 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
     const int n = table->bits[length];
     valoffset[length] = k - static_cast<int32_t>(c);
     for (int i = 0; i < n; ++i, ++k, ++c) {
+      // As libjpeg: the codes of each length must fit, and no code may be all ones. Checked before
+      // the code is used as an index below, so a hostile table is refused before it writes anything.
+      if (c + 1 >= (1u << length)) return false;
       const int symbol = table->huffval[k];
       if (is_dc && symbol > 15) return false;
       huffval[k] = static_cast<uint8_t>(symbol);
@@ -74,53 +95,79 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
         sym_code[symbol] = static_cast<uint16_t>(c);
         sym_len[symbol] = static_cast<uint8_t>(length);
       }
-      if (length <= kLook) {
-        const int spare = kLook - length;
-        const uint16_t entry = static_cast<uint16_t>((length << 8) | symbol);
-        for (uint32_t f = 0; f < (1u << spare); ++f) code[(c << spare) + f] = entry;
+      if (length <= kLook)
+        std::fill_n(code + (c << (kLook - length)), 1u << (kLook - length), (length << 8) | symbol);
+      if (is_dc) {
+        // Each difference whose code and extra bits fit in kDcBits, with its value.
+        const int used = length + symbol;
+        if (used > kDcBits) continue;
+        for (uint32_t extra = 0; extra < (1u << symbol); ++extra) {
+          const int32_t value = symbol != 0 ? extend(extra, symbol) : 0;
+          const uint32_t first = ((c << symbol) | extra) << (kDcBits - used);
+          std::fill_n(dc_whole + first, 1u << (kDcBits - used), static_cast<uint16_t>(used | (value * 16)));
+        }
+        continue;
       }
+      if (length > P) continue;
+      short_codes[num_short++] = {static_cast<uint16_t>(c), static_cast<uint8_t>(length),
+                                  static_cast<uint8_t>(symbol)};
       const int run = symbol >> 4, size = symbol & 15;
-      if (is_dc || length + size > P) continue;
+      if (length + size > P) continue;
       const int covered = size != 0 ? run + 1 : (run == 15 ? 16 : 64);
-      const uint16_t entry = static_cast<uint16_t>((length + size) | (covered << 5));
-      const int spare = P - length;
-      for (uint32_t f = 0; f < (1u << spare); ++f) single[(c << spare) + f] = entry;
+      std::fill_n(single + (c << (P - length)), 1u << (P - length), (length + size) | (covered << 5));
     }
     maxcode[length] = n > 0 ? static_cast<int32_t>(c) - 1 : -1;
-    // As libjpeg: the codes of each length must fit, and no code may be all ones.
-    if (c >= (1u << length)) return false;
     c <<= 1;
   }
   maxcode[0] = -1;
   maxcode[17] = 0x7FFFFFFF;
   if (is_dc) return true;
-  for (uint32_t index = 0; index < (1u << P); ++index) {
-    const uint32_t first = single[index];
-    const int used = first & 31, covered = first >> 5;
-    uint32_t entry = first;
-    if (first == 0) {
-      ac_pair[index] = 0;
-      continue;
+
+  // The entry for bits that start with a symbol of used1 bits covering covered1 (< 64), then `rest`
+  // (the bits after it, at the top of P bits). A further symbol counts when its code and extra bits
+  // lie wholly within the P bits (the shift pads zeros) and no end-of-block came before it.
+  const auto combine = [&](uint32_t used1, uint32_t covered1, uint32_t rest) {
+    uint32_t used = used1, covered = covered1, used2 = used1, covered2 = covered1;
+    const uint32_t second = single[rest];
+    if (second != 0 && (second & 31) <= P - used) {
+      used2 = used += second & 31;
+      covered2 = covered += second >> 5;
+      const uint32_t third = single[(rest << (second & 31)) & ((1u << P) - 1)];
+      if ((second >> 5) < 64 && third != 0 && (third & 31) <= P - used) {
+        used += third & 31;
+        covered += third >> 5;
+      }
     }
-    int both_used = used, both_covered = covered;
-    // The second symbol's code must lie wholly in the bits after the first (the shift pads zeros).
-    const uint32_t second = covered < 64 ? single[(index << used) & ((1u << P) - 1)] : 0;
-    if (second != 0 && static_cast<int>(second & 31) <= P - used) {
-      both_used += second & 31;
-      both_covered = std::min(127, both_covered + static_cast<int>(second >> 5));
+    return ac_entry(used1, used2, used, covered1, covered2, covered);
+  };
+  // Codes of at most P bits cover [0, covered_end) of the table, each a range of its own.
+  uint32_t covered_end = 0;
+  for (int i = 0; i < num_short; ++i) {
+    const ShortCode& sc = short_codes[i];
+    const uint32_t begin = static_cast<uint32_t>(sc.code) << (P - sc.length);
+    covered_end = static_cast<uint32_t>(sc.code + 1) << (P - sc.length);
+    const uint32_t run = sc.symbol >> 4, size = sc.symbol & 15, used1 = sc.length + size;
+    if (used1 > P) {
+      std::fill(ac_whole + begin, ac_whole + covered_end, kAcMiss);
+    } else if (size == 0 && run != 15) {
+      std::fill(ac_whole + begin, ac_whole + covered_end, ac_entry(used1, used1, used1, 64, 64, 64));
+    } else {
+      // The entries depend on the bits after the symbol, not on its extra bits: one row, repeated.
+      const uint32_t row = 1u << (P - used1), covered1 = size != 0 ? run + 1 : 16;
+      for (uint32_t r = 0; r < row; ++r) ac_whole[begin + r] = combine(used1, covered1, r << used1);
+      for (uint32_t at = begin + row; at < covered_end; at += row)
+        std::memcpy(ac_whole + at, ac_whole + begin, row * sizeof(uint32_t));
     }
-    entry |= static_cast<uint32_t>(both_used << 12) | static_cast<uint32_t>(both_covered << 17);
-    ac_pair[index] = entry;
   }
+  std::fill(ac_whole + covered_end, ac_whole + (1u << P), kAcMiss);
   return true;
 }
 
 void BitReader::fill_slow() {
-  while (bits_ <= 56) {
-    uint8_t byte = 0;
+  while (bits_ < 56) {
     bool real = false;
     if (pos_ < end_) {
-      byte = data_[pos_];
+      const uint8_t byte = data_[pos_];
       if (byte != 0xFF) {
         ++pos_;
         real = true;
@@ -129,14 +176,15 @@ void BitReader::fill_slow() {
         real = true;
       }
       // Otherwise a marker (or FF at the very end): it stays unread, and zeros follow.
+      if (real) buf_ |= static_cast<uint64_t>(byte) << (56 - bits_);
     }
-    buf_ |= static_cast<uint64_t>(real ? byte : 0) << (56 - bits_);
     bits_ += 8;
-    if (real)
+    if (real) {
       loaded_bits_ += 8;
-    else
+    } else {
       fake_bits_ += 8;
-    if (!real && fake_bits_ > 64) return;  // far enough past the data; the walk will fail
+      if (fake_bits_ > 64) return;  // far enough past the data; the walk will fail
+    }
   }
 }
 
@@ -150,50 +198,175 @@ size_t BitReader::offset_of(int64_t index) const {
   return q;
 }
 
-bool skip_mcus(BitReader& in, const ScanLayout& scan, int64_t count, int32_t* pred) {
+// A BitReader's state copied into one local object, so that it stays in registers through the walk
+// (members reached through a reference are stored back after every symbol, since the predictors the
+// walk updates might alias them). Its refill loads a whole word without first testing how many bits
+// are left, which removes a data-dependent (often mispredicted) branch per lookup.
+class __attribute__((visibility("hidden"))) BitWalker {
+ public:
+  explicit BitWalker(BitReader& in)
+      : in_(in), data_(in.data_), end_(in.end_), pos_(in.pos_), buf_(in.buf_), bits_(in.bits_),
+        loaded_bits_(in.loaded_bits_) {}
+
+  // Hands the position back to the reader.
+  void store() const {
+    // A refill may have loaded part of the next bytes beyond bits_; the reader keeps zeros there.
+    in_.buf_ = bits_ > 0 ? buf_ & (~0ULL << (64 - bits_)) : 0;
+    in_.bits_ = bits_;
+    in_.pos_ = pos_;
+    in_.loaded_bits_ = loaded_bits_;
+  }
+  bool valid() const { return in_.fake_bits_ <= bits_; }
+
+  // Afterwards at least 56 bits are loaded (unless the walk ran past the data, which fails it).
+  // bits_ is at most 63 here (as everywhere), and not negative while the data lasts.
+  __attribute__((always_inline)) void refill() {
+    if (end_ - pos_ >= 8) {
+      uint64_t w;
+      std::memcpy(&w, data_ + pos_, 8);
+      const uint64_t inv = ~w;
+      // No FF among the 8 bytes: no stuffing and no marker, so they are data as they stand. Bytes
+      // that only partly fit are loaded in part: the next refill loads them again, to the same place.
+      if (__builtin_expect(((inv - 0x0101010101010101ULL) & ~inv & 0x8080808080808080ULL) == 0, 1)) {
+        buf_ |= __builtin_bswap64(w) >> bits_;
+        const int take = (63 - bits_) >> 3;
+        pos_ += static_cast<size_t>(take);
+        loaded_bits_ += 8 * take;
+        bits_ |= 56;  // bits_ + 8 * take
+        return;
+      }
+    }
+    if (bits_ < 56) fill_slow();
+  }
+  // Afterwards at least `need` (at most 56) bits are loaded, as refill().
+  __attribute__((always_inline)) void fill(int need) {
+    if (bits_ < need) refill();
+  }
+
+  uint32_t peek(int n) const { return static_cast<uint32_t>(buf_ >> (64 - n)); }
+  void drop(int n) {
+    buf_ <<= n;
+    bits_ -= n;
+  }
+
+ private:
+  __attribute__((always_inline)) void fill_slow() {
+    store();
+    in_.fill_slow();
+    buf_ = in_.buf_;
+    bits_ = in_.bits_;
+    pos_ = in_.pos_;
+    loaded_bits_ = in_.loaded_bits_;
+  }
+
+  BitReader& in_;
+  const uint8_t* const data_;
+  const size_t end_;
+  size_t pos_;
+  uint64_t buf_;
+  int bits_;
+  int64_t loaded_bits_;
+};
+
+namespace {
+
+// One lookup of a block's AC symbols at position k: false, leaving the entry in e, when the block
+// ends in it or it starts a symbol longer than the table. Needs kAcBits bits loaded.
+__attribute__((always_inline)) inline bool ac_step(BitWalker& in, const uint32_t* table, int& k, uint32_t& e) {
+  e = table[in.peek(HuffmanTable::kAcBits)];
+  const int next = k + static_cast<int>(e >> 26);
+  if (__builtin_expect(next >= 64, 0)) return false;
+  in.drop(static_cast<int>(e & 63));
+  k = next;
+  return true;
+}
+
+// Walks a block's AC symbols; needs 3 * kAcBits bits loaded. False on a code the table lacks.
+__attribute__((always_inline)) inline bool walk_ac(BitWalker& in, const HuffmanTable& t) {
+  const uint32_t* const table = t.ac_whole;
+  int k = 1;
+  uint32_t e;
+  // A refill loads 56 bits or more, enough for four lookups.
+  bool open = ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e);
+  for (;;) {
+    while (open) {
+      in.refill();
+      open = ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e) &&
+             ac_step(in, table, k, e);
+    }
+    if (__builtin_expect((e & kAcFirstBits) != 0, 1)) {
+      // The block ends after the first symbol of the entry, or the second, or else the third.
+      int used = static_cast<int>(e & 63);
+      if (k + static_cast<int>((e >> 20) & 63) >= 64) used = static_cast<int>((e >> 10) & 15);
+      if (k + static_cast<int>((e >> 14) & 63) >= 64) used = static_cast<int>((e >> 6) & 15);
+      in.drop(used);
+      return true;
+    }
+    // A symbol longer than the table.
+    in.fill(31);
+    int symbol;
+    if (!decode_symbol(in, t, &symbol)) return false;
+    const int run = symbol >> 4, size = symbol & 15;
+    if (size != 0) {
+      in.drop(size);
+      k += run + 1;
+    } else if (run == 15) {
+      k += 16;
+    } else {
+      return true;
+    }
+    if (k >= 64) return true;
+    open = true;
+  }
+}
+
+__attribute__((always_inline)) inline bool walk_mcus(BitWalker& in, const ScanLayout& scan, int64_t count,
+                                                     int32_t* pred) {
+  const int blocks = scan.blocks_in_mcu;
+  int component[10];
+  const HuffmanTable* dc_table[10];
+  const HuffmanTable* ac_table[10];
+  for (int b = 0; b < blocks; ++b) {
+    component[b] = scan.block_component[b];
+    dc_table[b] = scan.dc[component[b]];
+    ac_table[b] = scan.ac[component[b]];
+  }
   for (int64_t m = 0; m < count; ++m) {
-    for (int b = 0; b < scan.blocks_in_mcu; ++b) {
-      const int ci = scan.block_component[b];
-      const HuffmanTable& dc = *scan.dc[ci];
-      const HuffmanTable& ac = *scan.ac[ci];
-      in.fill();
-      int s;
-      if (!decode_symbol(in, dc, &s)) return false;
-      if (s != 0) {
-        pred[ci] += extend(in.take(s), s);
-        if (pred[ci] > kMaxPredictor || pred[ci] < -kMaxPredictor) return false;
-      }
-      for (int k = 1; k < 64;) {
-        in.fill();
-        const uint32_t e = ac.ac_pair[in.peek(HuffmanTable::kPairBits)];
-        if (e != 0) {
-          // Both symbols only while the first leaves the block open.
-          const int first_covers = (e >> 5) & 127;
-          if (k + first_covers < 64) {
-            in.drop((e >> 12) & 31);
-            k += static_cast<int>(e >> 17);
-          } else {
-            in.drop(e & 31);
-            k += first_covers;
-          }
-          continue;
+    for (int b = 0; b < blocks; ++b) {
+      in.refill();
+      int32_t diff;
+      const uint16_t d = dc_table[b]->dc_whole[in.peek(HuffmanTable::kDcBits)];
+      if (__builtin_expect(d != 0, 1)) {
+        in.drop(d & 15);
+        diff = static_cast<int16_t>(d) >> 4;
+      } else {
+        int s;
+        if (!decode_symbol(in, *dc_table[b], &s)) return false;
+        diff = 0;
+        if (s != 0) {
+          diff = extend(in.peek(s), s);
+          in.drop(s);
         }
-        int symbol;
-        if (!decode_symbol(in, ac, &symbol)) return false;
-        const int run = symbol >> 4, size = symbol & 15;
-        if (size != 0) {
-          in.drop(size);
-          k += run + 1;
-        } else if (run == 15) {
-          k += 16;
-        } else {
-          break;
-        }
+        in.fill(3 * HuffmanTable::kAcBits);
       }
+      int32_t& p = pred[component[b]];
+      p += diff;
+      if (p > kMaxPredictor || p < -kMaxPredictor) return false;
+      // A refill loads at least 56 bits: enough for the difference (at most kDcBits) and walk_ac.
+      if (!walk_ac(in, *ac_table[b])) return false;
     }
     if (!in.valid()) return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool skip_mcus(BitReader& reader, const ScanLayout& scan, int64_t count, int32_t* pred) {
+  BitWalker in(reader);
+  const bool ok = walk_mcus(in, scan, count, pred);
+  in.store();
+  return ok;
 }
 
 bool record_mcu(BitReader& in, const ScanLayout& scan, int32_t* pred, RecordedBlock* blocks) {

@@ -29,18 +29,27 @@ namespace custom_op {
 class HuffmanTable {
  public:
   static constexpr int kLookBits = 11;
-  static constexpr int kPairBits = 12;
+  static constexpr int kAcBits = 12;
+  static constexpr int kDcBits = 11;
   // Indexed by the next kLookBits bits: (code length << 8) | symbol, or 0 when the code is longer.
   uint16_t code[1 << kLookBits];
-  // AC tables only. Indexed by the next kPairBits bits: the first one or two whole symbols there
-  // (codes with their extra bits), as
-  //   bits 0-4: bits of the first symbol, bits 5-11: coefficients it covers,
-  //   bits 12-16: bits of both, bits 17-23: coefficients both cover (the first alone when the
-  //   second does not fit); 0 when not even the first fits.
-  // An end-of-block covers 64 coefficients, so adding it to the position ends the block, and a
-  // second symbol is never taken after one. Two symbols per lookup halve the dependent loads that
-  // bound a Huffman decoder's speed.
-  uint32_t ac_pair[1 << kPairBits];
+  union {
+    // AC tables only. Indexed by the next kAcBits bits: the first one, two or three whole symbols
+    // there (codes with their extra bits). Counting coefficients covered (an end-of-block covers
+    // 64) and capping covers at 63:
+    //   bits 0-5: bits of all, bits 6-9: bits of the first, bits 10-13: bits of the first two,
+    //   bits 14-19: coefficients the first covers, bits 20-25: the first two, bits 26-31: all.
+    // Nothing follows an end-of-block. When not even the first symbol fits: bits 0-25 are 0 and
+    // the cover 63.
+    // Several symbols per lookup cut the dependent loads that bound a Huffman decoder's speed. The
+    // common case is a block that stays open after all of them (position + cover < 64): then the
+    // walk shifts by the entry itself (x86 shifts use the low six bits); any other entry ends the
+    // block in it, or starts a symbol too long for the table.
+    uint32_t ac_whole[1 << kAcBits];
+    // DC tables only. Indexed by the next kDcBits bits: a whole difference (code and extra bits),
+    // as (bits used) | (difference << 4), or 0 when it does not fit.
+    uint16_t dc_whole[1 << kDcBits];
+  };
   int32_t maxcode[18];  // largest code of each length, -1 where there is none
   int32_t valoffset[17];
   uint8_t huffval[256];
@@ -66,6 +75,7 @@ class BitReader {
   // one of the last few loaded.
   size_t offset_of(int64_t index) const;
 
+  // Afterwards more than 32 bits are loaded (fewer only once far past the data), at most 63.
   inline void fill() {
     if (bits_ > 32) return;
     if (end_ - pos_ >= 8) {
@@ -75,7 +85,7 @@ class BitReader {
       const uint64_t inv = ~w;
       if (((inv - 0x0101010101010101ULL) & ~inv & 0x8080808080808080ULL) == 0) {
         w = __builtin_bswap64(w);
-        const int take = (64 - bits_) >> 3;  // whole bytes that fit; at least 4
+        const int take = (63 - bits_) >> 3;  // whole bytes that fit, leaving bits_ below 64
         const int keep = 8 * take;
         buf_ |= (w >> (64 - keep) << (64 - keep)) >> bits_;
         bits_ += keep;
@@ -98,12 +108,13 @@ class BitReader {
   }
 
  private:
+  friend class BitWalker;  // huffman_skip.cpp: the same reader for skip_mcus, its state in locals
   void fill_slow();
 
   const uint8_t* data_;
   size_t pos_, begin_, end_;
-  uint64_t buf_ = 0;  // unread bits, most significant first
-  int bits_ = 0;
+  uint64_t buf_ = 0;  // unread bits, most significant first; zeros after them
+  int bits_ = 0;      // never above 63
   int64_t loaded_bits_ = 0;  // real data bits put into buf_ so far
   int64_t fake_bits_ = 0;    // zero bits put in past a marker or the end
 };
