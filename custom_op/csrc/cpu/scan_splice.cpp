@@ -12,13 +12,13 @@ namespace {
 std::atomic<int64_t> g_spliced_decodes{0};
 
 // Below this many blocks above the window (the default) the splice does not pay: parsing a second
-// header and rewriting an MCU cost about what the faster walk saves on a thousand blocks. Deriving
-// the walk's tables, when this thread has not seen the file's tables yet, costs about as much again
-// as walking three thousand: such files need kUncachedFactor times as many. Measured on the
-// ImageNet sample (many encoders, a 224 window has about 900 blocks above it on average: splicing
-// them all was about 5% slower) and on generated 800x533 files (one encoder, 256 windows: splicing
-// from 1024 blocks on was about 5% faster than never).
-constexpr int64_t kMinBlocksToSkip = 1024;
+// header and rewriting an MCU cost about what the faster walk saves on a couple of hundred blocks.
+// Deriving the walk's tables, when this thread has not seen the file's tables yet, costs about as
+// much again as walking several hundred: such files need kUncachedFactor times as many. Measured
+// with bench/bench_cpu_crop.py's windows: on the ImageNet sample (many encoders; a 224 window has
+// about 900 blocks above it on average) 256 was 2-4% faster than never splicing, and on generated
+// 800x533 files (one encoder, 256 windows) about 7% faster.
+constexpr int64_t kMinBlocksToSkip = 256;
 constexpr int64_t kUncachedFactor = 4;
 
 std::atomic<int64_t> g_min_blocks{kMinBlocksToSkip};
