@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include <unistd.h>
+
 namespace custom_op {
 namespace gpu {
 
-HostPool::HostPool(int workers) {
+HostPool::HostPool(int workers) : owner_(getpid()) {
   for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
 }
 
@@ -24,8 +26,9 @@ void HostPool::drain(const std::function<void(size_t)>& fn, size_t n) {
 }
 
 void HostPool::parallel_for(size_t n, const std::function<void(size_t)>& fn) {
-  // Waking a thread costs tens of microseconds: not worth it for a handful of files.
-  if (threads_.empty() || n < 8) {
+  // Waking a thread costs tens of microseconds: not worth it for a handful of files. A forked child
+  // has the pool but not its threads.
+  if (threads_.empty() || n < 8 || getpid() != owner_) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }

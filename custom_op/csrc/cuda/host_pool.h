@@ -41,6 +41,7 @@ class HostPool {
   size_t running_ = 0;
   uint64_t generation_ = 0;
   bool stop_ = false;
+  const int owner_;  // the process whose threads these are
   std::vector<std::thread> threads_;
 };
 
