@@ -60,12 +60,31 @@ def torchvision_method():
     return f"torchvision {torchvision.__version__} decode_jpeg(list, cuda) + slice", run
 
 
-def ours_method(debug=0, label="custom_op.decode_and_crop_jpeg(list, cuda)"):
+def ours_method(debug=0, label="custom_op.decode_and_crop_jpeg(list, cuda)", tuning=None):
+    """tuning: gpu._set_tuning keys for this method's calls (restored after each call)."""
     def run(tensors, windows):
         tops, lefts, heights, widths = zip(*windows)
-        return gpu.decode_and_crop_jpegs(tensors, tops, lefts, heights, widths, device="cuda", _debug=debug)
+        before = gpu._set_tuning(**tuning) if tuning else None
+        try:
+            return gpu.decode_and_crop_jpegs(tensors, tops, lefts, heights, widths, device="cuda", _debug=debug)
+        finally:
+            if before:
+                gpu._set_tuning(**before)
 
     return label, run
+
+
+SWEEP_KEYS = {"parse": "parse_mode", "jobs": "hardware_jobs", "gpu": "gpu_percent", "min": "gpu_min_items",
+              "one": "one_format"}
+
+
+def parse_setting(text):
+    """'parse=1,jobs=2,gpu=25,min=0' -> gpu._set_tuning keys."""
+    out = {}
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        out[SWEEP_KEYS[key.strip()]] = int(value)
+    return out
 
 
 _worker_state = {}
@@ -146,6 +165,43 @@ def make_batches(files, windows, batch, count):
     return out
 
 
+class Stats:
+    def __init__(self):
+        self.max, self.sum, self.sq, self.n = 0, 0.0, 0.0, 0
+
+    def add(self, out, ref):
+        d = (out.cpu().int() - ref.int()).abs()
+        self.max = max(self.max, int(d.max()) if d.numel() else 0)
+        self.sum += float(d.sum())
+        self.sq += float((d.double() ** 2).sum())
+        self.n += d.numel()
+
+    def text(self):
+        mse = self.sq / max(self.n, 1)
+        psnr = "inf" if mse == 0 else f"{10 * np.log10(255.0 ** 2 / mse):.1f}"
+        return f"max {self.max}, mean {self.sum / max(self.n, 1):.4f}, PSNR {psnr} dB ({self.n:,} values)"
+
+
+def accuracy_by_path(files, windows, debug=0, tuning=None):
+    """|ours - CPU path| per decoder our items went through: {path: Stats}."""
+    tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in files]
+    before = gpu._set_tuning(**tuning) if tuning else None
+    try:
+        outs, used = [], []
+        for k in range(0, len(tensors), 64):
+            o, u = gpu.decode_and_crop_jpegs(tensors[k:k + 64], *zip(*windows[k:k + 64]), _debug=debug,
+                                             _return_paths=True)
+            outs += o
+            used += u
+    finally:
+        if before:
+            gpu._set_tuning(**before)
+    stats = {}
+    for data, win, out, path in zip(files, windows, outs, used):
+        stats.setdefault(path, Stats()).add(out, custom_op.decode_and_crop_jpeg(data, *win))
+    return stats
+
+
 def accuracy(files, windows):
     """|ours - CPU path| and |torchvision - CPU path| over the windows (uint8 levels)."""
     from torchvision.io import ImageReadMode, decode_jpeg
@@ -201,6 +257,28 @@ def quick(args):
               flush=True)
 
 
+def sweep(args):
+    """--sweep: ours under each tuning setting (and torchvision), alternating round by round in one
+    process, one line per setting and batch size; then each setting's pixels against the CPU path."""
+    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    windows = random_windows(files, 224, seed=0)
+    methods = {}
+    name, fn = torchvision_method()
+    methods[name] = (fn, False)
+    for text in args.sweep:
+        label, fn = ours_method(args.debug, f"ours [{text}]", parse_setting(text))
+        methods[label] = (fn, False)
+    print("sweep defaults:", {k: v for k, v in gpu.backend_info().items() if k in gpu._TUNING_KEYS}, flush=True)
+    for batch in args.batches:
+        batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
+        for label, (best, median, cpu_ms) in measure(methods, batches, args.rounds, None).items():
+            print(f"sweep batch {batch}: {label}: {best:,.0f} img/s (median {median:,.0f}), host CPU {cpu_ms:.3f} ms/img",
+                  flush=True)
+    for text in args.sweep:
+        for path, st in accuracy_by_path(files, windows, args.debug, parse_setting(text)).items():
+            print(f"sweep accuracy [{text}] {path}: {st.text()}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
@@ -211,13 +289,17 @@ def main():
     parser.add_argument("--large-rounds", type=int, default=2)
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     parser.add_argument("--quick", action="store_true", help="only ours, one line per batch size")
-    parser.add_argument("--debug", type=int, default=0, help="with --quick: operator debug flags")
+    parser.add_argument("--debug", type=int, default=0, help="with --quick / --sweep: operator debug flags")
+    parser.add_argument("--sweep", nargs="+", metavar="SETTING",
+                        help="compare tuning settings, e.g. 'parse=0' 'parse=1,jobs=2' 'gpu=25,min=16'")
     args = parser.parse_args()
 
     if not gpu.cuda_available():
         sys.exit(f"no GPU backend here: {gpu.unavailable_reason()}")
     if args.quick:
         return quick(args)
+    if args.sweep:
+        return sweep(args)
     info = gpu.backend_info()
     import torchvision
 
@@ -241,9 +323,17 @@ def main():
     cpu_pool = CpuPool(files, args.processes)
     try:
         methods = {}
-        for name, fn in (torchvision_method(), ours_method(),
-                         ours_method(gpu.DEBUG_PINNED_INPUTS, "ours, encoded bytes staged in pinned memory"),
-                         ours_method(gpu.DEBUG_NO_ROI, "ours, ROI off (whole image decoded, copy crops)")):
+        defaults = {k: int(v) for k, v in info.items() if k in gpu._TUNING_KEYS}
+        variants = [torchvision_method(), ours_method()]
+        if defaults.get("gpu_percent", 0) > 0:
+            variants.append(ours_method(label="ours, JPEG engines only (gpu_percent=0: bit-exact)",
+                                        tuning={"gpu_percent": 0}))
+        variants += [ours_method(label="ours, session 2's setting (whole-file parse, RGB for 4:4:4 and gray: "
+                                       "parse_mode=0, one_format=0)",
+                                 tuning={"parse_mode": 0, "hardware_jobs": 1, "gpu_percent": 0, "one_format": 0}),
+                     ours_method(gpu.DEBUG_PINNED_INPUTS, "ours, encoded bytes staged in pinned memory"),
+                     ours_method(gpu.DEBUG_NO_ROI, "ours, ROI off (whole image decoded, copy crops)")]
+        for name, fn in variants:
             methods[name] = (fn, False)
         cpu_name, cpu_fn = cpu_pool.method()
         methods[cpu_name] = (cpu_fn, True)
@@ -256,6 +346,11 @@ def main():
         lines.append(f"- where our decodes ran: {counts}")
         lines.append(f"- |GPU - CPU path| over these windows: ours max {acc['ours'][0]}, mean {acc['ours'][1]:.3f}; "
                      f"torchvision max {acc['torchvision'][0]}, mean {acc['torchvision'][1]:.3f}")
+        lines.append(f"- our tuning: {defaults}")
+        for path, st in accuracy_by_path(files, windows).items():
+            lines.append(f"- ours, items decoded by {path}: {st.text()}")
+        for path, st in accuracy_by_path(files, windows, gpu.DEBUG_GPU_BATCHED_ALL).items():
+            lines.append(f"- every item sent to the GPU-hybrid batched decoder, {path}: {st.text()}")
         lines.append("")
         for batch in args.batches:
             batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))

@@ -4,6 +4,9 @@
 #
 #   bash bench/device_run.sh [OUTDIR] [--tests-only|--bench-only] [extra pytest arguments...]
 #
+# SWEEP="parse=0 parse=1,jobs=2 gpu=25,min=8 ..." also compares those tuning settings of ours (and
+# torchvision) side by side in one process after the tests (bench_gpu.py --sweep; gpu._set_tuning).
+#
 # Files that machine lacks can travel in .gpu_carry/ (ignored by git, named in the tool's carry):
 #   .gpu_carry/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
 #   .gpu_carry/nvjpeg     nvJPEG include/ and lib/ (the nvidia-nvjpeg wheel's nvidia/cu13)
@@ -90,6 +93,13 @@ if [ "$WHAT" != bench ] && [ "$WHAT" != quick ]; then
       tests/test_gpu.py 2>&1 | grep -E "^_{3,} test|^(FAILED|ERROR)|passed|failed" | sed "s/^/[$ALT_TEST_ENV] /" \
       | tee -a "$OUTDIR/env.txt"
   fi
+fi
+if [ -n "$SWEEP" ]; then
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  timeout 200 python3 bench/bench_gpu.py --imagenet "$DATA/imagenet-sample" --sweep $SWEEP $SWEEP_ARGS 2>&1 \
+    | grep "^sweep\|Error" | tee "$OUTDIR/sweep.txt"
+  echo "sweep: $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
 fi
 if [ "$WHAT" != tests ] && [ "$WHAT" != quick ]; then
   start=$(date +%s)

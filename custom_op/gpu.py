@@ -36,7 +36,8 @@ __all__ = ["backend_info", "cuda_available", "decode_and_crop_jpegs", "decode_jp
 CUDA_LIBRARY = "custom_op_cuda"
 
 # Where each item was decoded (the third output of the operator; see Path in csrc/cuda/decode_cuda.cpp).
-PATHS = {0: "hardware-roi", 1: "hardware-full", 2: "gpu-hybrid", 3: "hybrid", 4: "cpu", 5: "failed"}
+PATHS = {0: "hardware-roi", 1: "hardware-full", 2: "gpu-hybrid", 3: "hybrid", 4: "cpu", 5: "failed",
+         7: "gpu-batched"}
 
 # Options of the operator for tests and benchmarks (csrc/cuda/decode_cuda.cpp); not for normal use.
 DEBUG_NO_MARGIN = 1
@@ -49,6 +50,7 @@ _SINGLE = 64
 DEBUG_PINNED_INPUTS = 128
 DEBUG_NO_DEDUPE = 256
 _WHOLE = 512
+DEBUG_GPU_BATCHED_ALL = 1024  # every item the JPEG engines take goes to the GPU-hybrid batched decoder
 
 _load_lock = threading.Lock()
 _loaded: Dict[str, str] = {}
@@ -177,6 +179,27 @@ def backend_info(device: Union[str, torch.device, int, None] = None) -> Dict[str
         key, _, value = part.partition("=")
         info[key] = value
     return info
+
+
+_TUNING_KEYS = ("parse_mode", "hardware_jobs", "gpu_percent", "gpu_min_items", "one_format")
+
+
+def _set_tuning(**settings) -> Dict[str, int]:
+    """How batches are shared out between nvJPEG's decoders (tests and benchmarks; process-wide).
+    Keys: parse_mode (0: nvJPEG parses whole files to say what the JPEG engines take; 1: only their
+    headers; 2: baseline files our header scan accepts are not asked about), hardware_jobs (1-4
+    concurrent hardware calls per format), gpu_percent (share of the engines' items sent to the
+    GPU-hybrid batched decoder instead, smallest images first), gpu_min_items (... only when that makes
+    at least this many), one_format (1: every file the engines decode comes back as YCbCr planes, so
+    a batch is one hardware call; 0: RGB for 4:4:4 and gray files). Unset keys stay as they are.
+    Returns the settings before the call."""
+    unknown = set(settings) - set(_TUNING_KEYS)
+    if unknown:
+        raise TypeError(f"unknown tuning keys {sorted(unknown)}; known: {_TUNING_KEYS}")
+    load_library()
+    values = [int(settings[k]) if settings.get(k) is not None else -1 for k in _TUNING_KEYS]
+    before = torch.ops.custom_op._gpu_set_tuning(*values)
+    return dict(zip(_TUNING_KEYS, before))
 
 
 def _device_index(device) -> int:

@@ -661,3 +661,204 @@ def test_no_leak_over_10000_batched_calls(jpeg_writer):
                                   "rss": [before[2], after[2]]}
     assert after[0] == before[0] and after[1] == before[1], (before, after)
     assert after[2] - before[2] < 32 * 2**20, (before, after)
+
+
+# ---------------------------------------------------------------------------------------------------
+# How a batch is shared out (gpu._set_tuning): how the engines' support is asked (parse_mode), several
+# concurrent hardware calls (hardware_jobs), and a share for the GPU-hybrid batched decoder
+# (gpu_percent). The engines' pixels are the same whichever way; the GPU-hybrid decoder's are within
+# the issue's bound of the CPU path, and are checked on the items that actually took it.
+
+
+class tuned:
+    """Context manager: gpu._set_tuning for the block, the previous settings restored after."""
+
+    def __init__(self, **settings):
+        self.settings = settings
+
+    def __enter__(self):
+        self.before = gpu._set_tuning(**self.settings)
+
+    def __exit__(self, *exc):
+        gpu._set_tuning(**self.before)
+
+
+def _sample_batch(n=64, seed=0):
+    files = sorted(shared_dir("imagenet-sample").iterdir())[:n]
+    datas = [f.read_bytes() for f in files]
+    rng = np.random.default_rng(seed)
+    wins = []
+    for data in datas:
+        info = custom_op.read_jpeg_header(data)
+        wins.append(random_window(rng, info.height, info.width))
+    return datas, wins
+
+
+def _generated_batch(jpeg_writer):
+    pixels = jpeg_writer.photo_like(301, 403, seed=4)
+    datas = [jpeg_writer.encode(pixels, **options) for options in VARIANTS.values()]
+    datas.append(jpeg_writer.encode(jpeg_writer.photo_like(301, 403, 1, seed=5)))
+    rng = np.random.default_rng(3)
+    return datas, [random_window(rng, 301, 403, 100) for _ in datas]
+
+
+@needs_gpu
+def test_set_tuning_checks_its_values():
+    before = gpu._set_tuning()
+    assert set(before) == set(gpu._TUNING_KEYS)
+    with pytest.raises(ValueError, match="hardware_jobs"):
+        gpu._set_tuning(hardware_jobs=9)
+    with pytest.raises(ValueError, match="parse_mode"):
+        gpu._set_tuning(parse_mode=3)
+    with pytest.raises(ValueError, match="one_format"):
+        gpu._set_tuning(one_format=2)
+    with pytest.raises(TypeError, match="unknown tuning keys"):
+        gpu._set_tuning(threads=2)
+    assert gpu._set_tuning() == before
+
+
+@needs_gpu
+@pytest.mark.parametrize("setting", [dict(parse_mode=1, one_format=1), dict(parse_mode=2, one_format=1),
+                                     dict(parse_mode=1, one_format=0), dict(hardware_jobs=2),
+                                     dict(hardware_jobs=3, parse_mode=2)])
+def test_engine_settings_give_the_same_pixels_and_paths(jpeg_writer, setting):
+    """Against session 2's way (nvJPEG parses whole files; RGB from the engines for 4:4:4 and gray files,
+    YCbCr for subsampled ones): same paths, same pixels, in every mode."""
+    if gpu.backend_info()["hardware"] != "1":
+        pytest.skip("no hardware JPEG decoder on this GPU")
+    for (datas, wins), mode in ((_sample_batch(), ImageReadMode.RGB), (_generated_batch(jpeg_writer), ImageReadMode.RGB),
+                                (_generated_batch(jpeg_writer), ImageReadMode.UNCHANGED),
+                                (_sample_batch(40, 1), ImageReadMode.GRAY)):
+        with tuned(parse_mode=0, hardware_jobs=1, gpu_percent=0, one_format=0):
+            ref, ref_paths = gpu.decode_and_crop_jpegs(datas, *zip(*wins), mode=mode, _return_paths=True)
+        with tuned(gpu_percent=0, **setting):
+            outs, paths = gpu.decode_and_crop_jpegs(datas, *zip(*wins), mode=mode, _return_paths=True)
+            again = gpu.decode_and_crop_jpegs(datas, *zip(*wins), mode=mode)  # the same batch size again
+        assert paths == ref_paths
+        for a, b, c in zip(outs, ref, again):
+            assert torch.equal(a, b) and torch.equal(c, b)
+        REPORT.setdefault("engine_settings_paths", {})[str(setting)] = dict(
+            (p, paths.count(p)) for p in set(paths))
+
+
+@needs_gpu
+def test_gpu_batched_decoder_against_cpu(jpeg_writer):
+    """Every item the engines would take sent to the GPU-hybrid batched decoder instead."""
+    if gpu.backend_info().get("gpu_batched") != "1" or gpu.backend_info()["hardware"] != "1":
+        pytest.skip("no GPU-hybrid batched handle or no hardware decoder here")
+    files = sorted(shared_dir("imagenet-sample").iterdir())
+    datas = [f.read_bytes() for f in files]
+    rng = np.random.default_rng(0)
+    wins = []
+    for data in datas:
+        info = custom_op.read_jpeg_header(data)
+        wins.append(random_window(rng, info.height, info.width))
+    stats = defaultdict(Stats)
+    used_all = []
+    for start in range(0, len(datas), 64):
+        chunk, cw = datas[start:start + 64], wins[start:start + 64]
+        outs, used = gpu.decode_and_crop_jpegs(chunk, *zip(*cw), _debug=gpu.DEBUG_GPU_BATCHED_ALL,
+                                               _return_paths=True)
+        used_all += used
+        for data, win, out, path in zip(chunk, cw, outs, used):
+            stats[f"{path} {subsampling_name(data)}"].add(out, custom_op.decode_and_crop_jpeg(data, *win))
+    gen, gen_wins = _generated_batch(jpeg_writer)
+    for mode in (ImageReadMode.RGB, ImageReadMode.GRAY):
+        outs, used = gpu.decode_and_crop_jpegs(gen, *zip(*gen_wins), mode=mode, _debug=gpu.DEBUG_GPU_BATCHED_ALL,
+                                               _return_paths=True)
+        for data, win, out, path in zip(gen, gen_wins, outs, used):
+            stats[f"{path} generated {subsampling_name(data)} {mode.name}"].add(
+                out, custom_op.decode_and_crop_jpeg(data, *win, mode=mode))
+    REPORT["gpu_batched_vs_cpu"] = {k: v.as_dict() for k, v in stats.items()}
+    assert used_all.count("gpu-batched") > len(datas) // 2, dict((p, used_all.count(p)) for p in set(used_all))
+    for name, s in stats.items():
+        assert s.psnr >= MIN_PSNR_DB and s.mean < MAX_MEAN_ABS, (name, s.as_dict())
+
+
+@needs_gpu
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_batch_shared_between_engines_and_gpu(jobs):
+    if gpu.backend_info().get("gpu_batched") != "1" or gpu.backend_info()["hardware"] != "1":
+        pytest.skip("no GPU-hybrid batched handle or no hardware decoder here")
+    datas, wins = _sample_batch()
+    with tuned(parse_mode=1, hardware_jobs=jobs, gpu_percent=30, gpu_min_items=0):
+        outs, paths = gpu.decode_and_crop_jpegs(datas, *zip(*wins), _return_paths=True)
+        stacked = gpu.decode_and_crop_jpegs(datas, 0, 0, 64, 64, stack=True)
+    counts = dict((p, paths.count(p)) for p in set(paths))
+    assert 10 <= counts.get("gpu-batched", 0) <= 30 and counts.get("hardware-roi", 0) >= 30, counts
+    # The smallest images are the ones shared out.
+    pixels = [custom_op.read_jpeg_header(d).height * custom_op.read_jpeg_header(d).width for d in datas]
+    shared = [p for p, path in zip(pixels, paths) if path == "gpu-batched"]
+    kept = [p for p, path in zip(pixels, paths) if path == "hardware-roi"]
+    assert max(shared) <= min(kept)
+    stats = defaultdict(Stats)
+    for data, win, out, path in zip(datas, wins, outs, paths):
+        stats[path].add(out, custom_op.decode_and_crop_jpeg(data, *win))
+    REPORT.setdefault("shared_batch", {})[f"jobs={jobs}"] = {k: v.as_dict() for k, v in stats.items()}
+    assert stats["hardware-roi"].max == 0  # the engines' items stay exact
+    assert stats["gpu-batched"].psnr >= MIN_PSNR_DB and stats["gpu-batched"].mean < MAX_MEAN_ABS
+    ref = torch.stack([custom_op.decode_and_crop_jpeg(d, 0, 0, 64, 64) for d in datas])
+    s = Stats()
+    s.add(stacked, ref)
+    assert s.psnr >= MIN_PSNR_DB and s.mean < MAX_MEAN_ABS, s.as_dict()
+
+
+@needs_gpu
+def test_shared_batches_keep_stream_order_and_name_bad_items(jpeg_writer):
+    datas = [jpeg_writer.encode(jpeg_writer.photo_like(128, 128, seed=i)) for i in range(24)]
+    with tuned(parse_mode=2, hardware_jobs=2, gpu_percent=40, gpu_min_items=0):
+        bad, total = _stream_race(datas, 0)
+        REPORT["stream_order_shared"] = {"corrupted_reductions": bad, "of": total}
+        assert bad == 0
+        good = datas[0]
+        sos = good.index(b"\xff\xda")
+        broken = bytearray(good)
+        for k in range(sos + 20, len(good) - 2, 7):
+            broken[k] = 0xFF if k % 2 else 0x13
+        batch = datas[:10] + [bytes(broken)] + datas[10:]
+        results = custom_op.decode_and_crop_jpeg(batch, 8, 8, 100, 100, device="cuda", on_error="return")
+        torch.cuda.synchronize()
+        for r in results:
+            assert isinstance(r, (torch.Tensor, RuntimeError))
+        expected = [custom_op.decode_and_crop_jpeg(d, 8, 8, 100, 100) for d in datas]
+        good_results = results[:10] + results[11:]
+        for r, e in zip(good_results, expected):
+            s = Stats()
+            s.add(r, e)
+            assert s.psnr >= MIN_PSNR_DB and s.mean < MAX_MEAN_ABS
+        if isinstance(results[10], RuntimeError):
+            assert "batch item 10" in str(results[10])
+        after, paths = gpu.decode_and_crop_jpegs(datas, 8, 8, 100, 100, _return_paths=True)
+        torch.cuda.synchronize()
+        assert "cpu" not in paths
+        for r, e in zip(after, expected):
+            s = Stats()
+            s.add(r, e)
+            assert s.psnr >= MIN_PSNR_DB and s.mean < MAX_MEAN_ABS
+
+
+@needs_gpu
+def test_threads_with_shared_batches(jpeg_writer):
+    datas = [jpeg_writer.encode(jpeg_writer.photo_like(70 + i, 90, seed=i)) for i in range(32)]
+    with tuned(hardware_jobs=2, gpu_percent=30, gpu_min_items=0):
+        expected = custom_op.decode_and_crop_jpeg(datas, 3, 4, 60, 60, device="cuda", stack=True).cpu()
+        failures = []
+
+        def worker():
+            try:
+                stream = torch.cuda.Stream()
+                for _ in range(10):
+                    out = custom_op.decode_and_crop_jpeg(datas, 3, 4, 60, 60, device="cuda", stack=True,
+                                                         stream=stream)
+                    stream.synchronize()
+                    if not torch.equal(out.cpu(), expected):
+                        failures.append("mismatch")
+            except Exception as e:  # reported below
+                failures.append(repr(e))
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not failures, failures[:3]

@@ -47,6 +47,7 @@ enum Path : int64_t {
   kCpu = 4,           // the CPU path (libjpeg-turbo), copied to the device
   kFailed = 5,        // error (returned in place, with return_errors)
   kPending = 6,       // internal: GPU candidate not yet assigned
+  kGpuBatched = 7,    // nvJPEG GPU-hybrid batched decoder (Huffman on the GPU), whole image; the copy crops
 };
 
 // Options for tests and benchmarks, never needed in normal use.
@@ -60,6 +61,7 @@ constexpr int64_t kSingle = 64;        // a single-image call: errors keep the C
 constexpr int64_t kPinnedInputs = 128; // stage the encoded bytes in pinned memory for the hardware decoder
 constexpr int64_t kNoDedupe = 256;     // decode a file repeated in the batch once per window
 constexpr int64_t kWhole = 512;        // decode_jpeg: every window is the whole (displayed) image
+constexpr int64_t kGpuBatchedAll = 1024;  // every item the hardware decoder takes goes to the GPU-hybrid batched decoder
 
 // Larger images go to the GPU-hybrid decoder (Huffman decoding on the GPU pays off there), smaller to
 // the hybrid one (CPU Huffman decoding, less launch overhead).
@@ -317,6 +319,11 @@ struct Batch {
   bool hardware_rgb;            // the hardware decoder returns RGB for every file (see hardware_format)
   int planes;
   int64_t debug;
+  int parse_mode;      // Tuning, read once per call
+  int hardware_jobs;
+  int gpu_percent;
+  int gpu_min_items;
+  bool one_format;
   int64_t parse_us = 0, supported_us = 0;  // parts of assign_hardware, with CUSTOM_OP_NVJPEG_TRACE=2
 };
 
@@ -330,7 +337,13 @@ enum class HardwareColor { kExact, kRgb };
 // bit-exact, at the cost of nvJPEG's slower YCbCr output (measured on an H100: about 4,000 images/s
 // when every file is 4:2:0, against 14,000 to 17,000 with RGB). 4:4:4 and gray files, which need no
 // upsampling, still come back as RGB. CUSTOM_OP_NVJPEG_HW_COLOR=rgb: RGB from the hardware for every
-// file (fastest, not exact).
+// file (fastest, not exact). The GPU-hybrid batched decoder is asked for the same formats.
+//
+// A batched call takes one output format, so a batch mixing 4:4:4 and subsampled files makes two
+// hardware calls. Tuning::one_format=1 asks YCbCr planes of every file instead (one call), converted
+// by the same kernel: measured on the H100 it ran 3x slower (4,400 against 13,800 images/s at batch
+// 64; 0.23 ms of host CPU per image), since nvJPEG's YCbCr output costs far more host time per image
+// than its RGB output. So it is off.
 HardwareColor hardware_color() {
   static const HardwareColor color = [] {
     const char* v = std::getenv("CUSTOM_OP_NVJPEG_HW_COLOR");
@@ -346,29 +359,66 @@ const char* hardware_color_name() {
 
 nvjpegOutputFormat_t hardware_format(const Batch& b, const JpegHeader& h) {
   if (b.gray) return NVJPEG_OUTPUT_Y;
+  if (b.hardware_rgb) return NVJPEG_OUTPUT_RGB;
+  if (b.one_format) return NVJPEG_OUTPUT_YUV;
   const Subsampling ss = subsampling_of(h);
-  if (b.hardware_rgb || ss == Subsampling::kGray || ss == Subsampling::k444) return NVJPEG_OUTPUT_RGB;
+  if (ss == Subsampling::kGray || ss == Subsampling::k444) return NVJPEG_OUTPUT_RGB;
   return NVJPEG_OUTPUT_YUV;
 }
 
 int hardware_group(nvjpegOutputFormat_t format) { return format == NVJPEG_OUTPUT_YUV ? 1 : 0; }
 
+bool batched_path(int64_t path) { return path == kHardwareRoi || path == kHardwareFull || path == kGpuBatched; }
+
+// Baseline files with one scan holding every component, in a sampling the JPEG engines decode: with
+// parse mode 2 the hardware decoder is not asked about these (a file it then refuses sends its job's
+// items to the CPU path, as a corrupt file does).
+bool plainly_hardware(const JpegHeader& h) {
+  if (h.sof != 0xC0 || h.precision != 8 || h.scan_components != h.components || h.header_end == 0) return false;
+  const Subsampling ss = subsampling_of(h);
+  return ss == Subsampling::kGray || ss == Subsampling::k444 || ss == Subsampling::k422 || ss == Subsampling::k420 ||
+         ss == Subsampling::k440;
+}
+
 // Which candidates the hardware decoder takes, with their region or whole.
+//
+// nvjpegDecodeBatchedSupportedEx needs a stream parsed by nvjpegJpegStreamParseHeader, which reads
+// through the whole file (20-50 us per ImageNet photo) although the answer depends on the headers
+// only; the batched decode then parses every file again itself. With parse mode 1 the parse is given
+// the bytes up to the end of the first scan header (the whole file again if that fails, or when the
+// first scan does not hold every component: then only the later scans say whether the file is one
+// the engines take).
 void assign_hardware(Batch& b, std::vector<Item>& items) {
   std::vector<size_t> candidates;
   for (size_t i = 0; i < items.size(); ++i)
     if (items[i].path == kPending && items[i].leader < 0) candidates.push_back(i);
   reserve_hardware_items(b.context, b.slot, candidates.size());
-  // nvJPEG's header parse reads the whole file; the files are independent (one stream object each).
   const bool timing = PhaseClock::timing_on();
   const auto t0 = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  // 0: not parsed (nvJPEG failed); 1: parsed; 2: taken without asking (parse mode 2).
   std::vector<char> parsed(candidates.size(), 0);
-  if (!b.state.parse_pool) b.state.parse_pool = std::make_unique<HostPool>(parse_workers());
-  b.state.parse_pool->parallel_for(candidates.size(), [&](size_t j) {
+  auto parse = [&](size_t j) {
     const Item& it = items[candidates[j]];
-    parsed[j] = nvjpegJpegStreamParseHeader(b.context.hardware, it.bytes, it.size, b.slot.hw_streams[j]) ==
-                NVJPEG_STATUS_SUCCESS;
-  });
+    const JpegHeader& h = it.header;
+    if (b.parse_mode == 2 && plainly_hardware(h) && !(b.debug & kNoRoi)) {
+      parsed[j] = 2;
+      return;
+    }
+    nvjpegJpegStream_t stream = b.slot.hw_streams[j];
+    if (b.parse_mode >= 1 && h.header_end > 0 && h.scan_components == h.components &&
+        nvjpegJpegStreamParseHeader(b.context.hardware, it.bytes, h.header_end, stream) == NVJPEG_STATUS_SUCCESS) {
+      parsed[j] = 1;
+      return;
+    }
+    parsed[j] = nvjpegJpegStreamParseHeader(b.context.hardware, it.bytes, it.size, stream) == NVJPEG_STATUS_SUCCESS;
+  };
+  // The files are independent (one stream object each): a batch parses them on several threads.
+  if (b.parse_mode == 0) {
+    if (!b.state.parse_pool) b.state.parse_pool = std::make_unique<HostPool>(parse_workers());
+    b.state.parse_pool->parallel_for(candidates.size(), parse);
+  } else {
+    for (size_t j = 0; j < candidates.size(); ++j) parse(j);  // a few microseconds each
+  }
   const auto t1 = timing ? std::chrono::steady_clock::now() : t0;
   if (timing) b.parse_us += std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count();
   // The stream objects are indexed by candidate; hw_index must point at the item's own.
@@ -379,9 +429,16 @@ void assign_hardware(Batch& b, std::vector<Item>& items) {
     nvjpegDecodeParams_t params = b.slot.hw_params[j];
     it.hw_format = hardware_format(b, it.header);
     if (nvjpegDecodeParamsSetOutputFormat(params, it.hw_format) != NVJPEG_STATUS_SUCCESS) continue;
+    const Region& d = it.decoded;
+    if (parsed[j] == 2) {
+      if (nvjpegDecodeParamsSetROI(params, d.left, d.top, d.width, d.height) == NVJPEG_STATUS_SUCCESS) {
+        it.path = kHardwareRoi;
+        it.hw_index = static_cast<int>(j);
+      }
+      continue;
+    }
     int unsupported = 1;
     if (!(b.debug & kNoRoi)) {
-      const Region& d = it.decoded;
       if (nvjpegDecodeParamsSetROI(params, d.left, d.top, d.width, d.height) == NVJPEG_STATUS_SUCCESS &&
           nvjpegDecodeBatchedSupportedEx(b.context.hardware, stream, params, &unsupported) == NVJPEG_STATUS_SUCCESS &&
           unsupported == 0) {
@@ -400,6 +457,28 @@ void assign_hardware(Batch& b, std::vector<Item>& items) {
     if (it.path != kPending) it.hw_index = static_cast<int>(j);
   }
   if (timing) b.supported_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t1).count();
+}
+
+// Moves a share of the hardware decoder's items to the GPU-hybrid batched decoder, which decodes on
+// the CUDA cores while the JPEG engines work (the two run at once, see decode_batched). It decodes
+// whole images (nvJPEG's batched call takes regions of interest on the hardware backend only), so
+// the smallest images go there. Its IDCT is not libjpeg's: within a few levels, not bit-exact.
+void share_with_gpu(Batch& b, std::vector<Item>& items) {
+  if (b.context.gpu_batched == nullptr || (b.debug & kUnguarded)) return;
+  std::vector<size_t> hardware;
+  for (size_t i = 0; i < items.size(); ++i)
+    if ((items[i].path == kHardwareRoi || items[i].path == kHardwareFull) && items[i].leader < 0) hardware.push_back(i);
+  size_t share = (b.debug & kGpuBatchedAll) ? hardware.size()
+                                            : (hardware.size() * static_cast<size_t>(b.gpu_percent) + 50) / 100;
+  if (!(b.debug & kGpuBatchedAll) && share < static_cast<size_t>(std::max(b.gpu_min_items, 1))) return;
+  share = std::min(share, hardware.size());
+  auto pixels = [&](size_t i) { return int64_t(items[i].header.width) * items[i].header.height; };
+  std::stable_sort(hardware.begin(), hardware.end(), [&](size_t x, size_t y) { return pixels(x) < pixels(y); });
+  for (size_t k = 0; k < share; ++k) {
+    Item& it = items[hardware[k]];
+    it.path = kGpuBatched;
+    it.decoded = {0, 0, it.header.height, it.header.width};
+  }
 }
 
 // Staging offsets for every GPU item; returns the bytes needed.
@@ -434,57 +513,139 @@ nvjpegImage_t destination(const Batch& b, const Item& it, const at::Tensor& out)
   return image;
 }
 
-void decode_hardware(Batch& b, std::vector<Item>& items, const std::vector<at::Tensor>& outputs) {
-  // One batched call per output format in use (the format is set per batch).
-  for (int group = 0; group < Slot::kHardwareGroups; ++group) {
-    std::vector<const unsigned char*> data;
-    std::vector<size_t> lengths;
-    std::vector<nvjpegImage_t> images;
-    std::vector<nvjpegDecodeParams_t> params;
-    std::vector<size_t> which;
-    nvjpegOutputFormat_t format = NVJPEG_OUTPUT_RGB;
-    for (size_t i = 0; i < items.size(); ++i) {
-      const Item& it = items[i];
-      if ((it.path != kHardwareRoi && it.path != kHardwareFull) || hardware_group(it.hw_format) != group) continue;
-      format = it.hw_format;
-      data.push_back(it.bytes);
-      lengths.push_back(it.size);
-      images.push_back(destination(b, it, outputs[i]));
-      params.push_back(b.slot.hw_params[it.hw_index]);
-      which.push_back(i);
+// One batched nvJPEG call: the hardware decoder's (with regions of interest) or the GPU-hybrid one's.
+struct Job {
+  bool gpu = false;
+  int index = 0;  // the hardware job's number within its format group (its state)
+  nvjpegOutputFormat_t format = NVJPEG_OUTPUT_RGB;
+  std::vector<size_t> which;  // item indices
+  size_t bytes = 0;
+  nvjpegJpegState_t state = nullptr;
+  cudaStream_t stream = nullptr;
+  at::Tensor* pinned = nullptr;  // kPinnedInputs
+  bool ok = false;
+};
+
+void run_job(const Batch& b, Job& job, const std::vector<Item>& items, const std::vector<at::Tensor>& outputs) {
+  // On a pool thread too: nvJPEG works on the current device.
+  if (cudaSetDevice(b.context.device) != cudaSuccess) return;
+  const size_t n = job.which.size();
+  std::vector<const unsigned char*> data(n);
+  std::vector<size_t> lengths(n);
+  std::vector<nvjpegImage_t> images(n);
+  std::vector<nvjpegDecodeParams_t> params(n);
+  int& initialized = b.slot.initialized[job.gpu ? Slot::kMaxHardwareJobs : job.index][hardware_group(job.format)];
+  for (size_t k = 0; k < n; ++k) {
+    const Item& it = items[job.which[k]];
+    data[k] = it.bytes;
+    lengths[k] = it.size;
+    images[k] = destination(b, it, outputs[job.which[k]]);
+    if (!job.gpu) params[k] = b.slot.hw_params[it.hw_index];
+  }
+  if (job.pinned != nullptr) {
+    // The hardware decoder copies each file to the device itself; from pinned memory that copy is
+    // a direct DMA rather than a staged one.
+    uint8_t* dst = job.pinned->data_ptr<uint8_t>();
+    for (size_t k = 0; k < n; ++k) {
+      std::memcpy(dst, data[k], lengths[k]);
+      data[k] = dst;
+      dst += lengths[k];
     }
-    if (which.empty()) continue;
-    if (b.debug & kPinnedInputs) {
-      // The hardware decoder copies each file to the device itself; from pinned memory that copy is
-      // a direct DMA rather than a staged one.
+  }
+  const nvjpegHandle_t handle = job.gpu ? b.context.gpu_batched : b.context.hardware;
+  // Initialized again only when the batch size or the output format (RGB or Y share a state) changes.
+  const int setup = static_cast<int>(n) * 64 + static_cast<int>(job.format);
+  nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
+  if (initialized != setup) {
+    initialized = 0;
+    s = nvjpegDecodeBatchedInitialize(handle, job.state, static_cast<int>(n), 1, job.format);
+  }
+  if (s == NVJPEG_STATUS_SUCCESS) {
+    s = job.gpu ? nvjpegDecodeBatched(handle, job.state, data.data(), lengths.data(), images.data(), job.stream)
+                : nvjpegDecodeBatchedEx(handle, job.state, data.data(), lengths.data(), images.data(), params.data(),
+                                        job.stream);
+  }
+  job.ok = s == NVJPEG_STATUS_SUCCESS;
+  initialized = job.ok ? setup : 0;  // a failed batch needs a new initialization
+}
+
+// The batched decodes of a call. One job per output format for the GPU-hybrid decoder's share, and up
+// to hardware_jobs per format for the JPEG engines (files dealt out by size). With several jobs they
+// run at once on the state's pool, each on its own stream: the hardware decoder's call returns only
+// when its images are written, and its host side (it parses every file again) is single-threaded.
+void decode_batched(Batch& b, std::vector<Item>& items, const std::vector<at::Tensor>& outputs) {
+  std::vector<Job> jobs;
+  for (int gpu = 1; gpu >= 0; --gpu) {  // the GPU-hybrid jobs first: their kernels overlap the engines' work
+    for (int group = 0; group < Slot::kHardwareGroups; ++group) {
+      std::vector<size_t> which;
       size_t total = 0;
-      for (size_t len : lengths) total += len;
-      at::Tensor& pinned = b.slot.pinned_inputs[group];
-      if (!pinned.defined() || static_cast<size_t>(pinned.numel()) < total) {
-        pinned = at::empty({static_cast<int64_t>(total + total / 2 + 1)},
+      nvjpegOutputFormat_t format = NVJPEG_OUTPUT_RGB;
+      for (size_t i = 0; i < items.size(); ++i) {
+        const Item& it = items[i];
+        const bool mine = gpu ? it.path == kGpuBatched : (it.path == kHardwareRoi || it.path == kHardwareFull);
+        if (!mine || it.leader >= 0 || hardware_group(it.hw_format) != group) continue;
+        format = it.hw_format;
+        which.push_back(i);
+        total += it.size;
+      }
+      if (which.empty()) continue;
+      // Hardware jobs of at least 8 files each, dealt largest first to the job with the fewest bytes.
+      const size_t count = gpu ? 1 : std::max<size_t>(1, std::min<size_t>(b.hardware_jobs, which.size() / 8));
+      const size_t first = jobs.size();
+      for (size_t k = 0; k < count; ++k) {
+        Job job;
+        job.gpu = gpu;
+        job.index = static_cast<int>(k);
+        job.format = format;
+        job.state = batched_state(b.context, b.slot, gpu, static_cast<int>(k), group);
+        jobs.push_back(std::move(job));
+      }
+      std::stable_sort(which.begin(), which.end(), [&](size_t x, size_t y) { return items[x].size > items[y].size; });
+      for (size_t i : which) {
+        Job* least = &jobs[first];
+        for (size_t k = first; k < jobs.size(); ++k)
+          if (jobs[k].bytes < least->bytes) least = &jobs[k];
+        least->which.push_back(i);
+        least->bytes += items[i].size;
+      }
+      (void)total;
+    }
+  }
+  if (jobs.empty()) return;
+  reserve_job_streams(b.state, jobs.size());
+  if (b.debug & kPinnedInputs) {
+    if (b.slot.pinned_inputs.size() < jobs.size()) b.slot.pinned_inputs.resize(jobs.size());
+  }
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    jobs[k].stream = k == 0 ? b.state.decode_stream : b.state.job_streams[k - 1];
+    if ((b.debug & kPinnedInputs) && !jobs[k].gpu) {
+      at::Tensor& pinned = b.slot.pinned_inputs[k];
+      if (!pinned.defined() || static_cast<size_t>(pinned.numel()) < jobs[k].bytes) {
+        pinned = at::empty({static_cast<int64_t>(jobs[k].bytes + jobs[k].bytes / 2 + 1)},
                            at::TensorOptions().dtype(at::kByte).pinned_memory(true));
       }
-      uint8_t* dst = pinned.data_ptr<uint8_t>();
-      for (size_t k = 0; k < data.size(); ++k) {
-        std::memcpy(dst, data[k], lengths[k]);
-        data[k] = dst;
-        dst += lengths[k];
-      }
+      jobs[k].pinned = &pinned;
     }
-    nvjpegJpegState_t state = b.slot.hw_states[group];
-    nvjpegStatus_t s =
-        nvjpegDecodeBatchedInitialize(b.context.hardware, state, static_cast<int>(which.size()), 1, format);
-    if (s == NVJPEG_STATUS_SUCCESS) {
-      s = nvjpegDecodeBatchedEx(b.context.hardware, state, data.data(), lengths.data(), images.data(),
-                                params.data(), b.state.decode_stream);
+  }
+  if (jobs.size() == 1) {
+    run_job(b, jobs[0], items, outputs);
+  } else {
+    if (!b.state.parse_pool) b.state.parse_pool = std::make_unique<HostPool>(parse_workers());
+    b.state.parse_pool->parallel_for(jobs.size(), [&](size_t k) { run_job(b, jobs[k], items, outputs); },
+                                     /*min_parallel=*/2);
+    // The main stream (decode_stream) is the one the caller's stream waits on: the others join it.
+    for (size_t k = 1; k < jobs.size(); ++k) {
+      C10_CUDA_CHECK(cudaEventRecord(b.state.job_events[k - 1], jobs[k].stream));
+      C10_CUDA_CHECK(cudaStreamWaitEvent(b.state.decode_stream, b.state.job_events[k - 1], 0));
     }
-    if (s != NVJPEG_STATUS_SUCCESS) {
-      // The batch call does not say which file it choked on: the CPU path redoes them all and names
-      // the bad one. The state is re-initialized by the next call.
-      for (size_t i : which) {
-        items[i].path = kCpu;
-        items[i].direct = false;
-      }
+  }
+  for (Job& job : jobs) {
+    if (job.ok) continue;
+    // The batch call does not say which file it choked on: the CPU path redoes them all and names
+    // the bad one. The state is re-initialized by the next call.
+    for (size_t i : job.which) {
+      items[i].path = kCpu;
+      items[i].direct = false;
     }
   }
 }
@@ -532,9 +693,8 @@ void copy_out(Batch& b, const std::vector<Item>& items, const std::vector<at::Te
   int64_t max_pixels = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
-    if (it.path > kCpuHybrid || it.direct) continue;
-    const bool hardware = it.path == kHardwareRoi || it.path == kHardwareFull;
-    const bool stored_planes = hardware && it.hw_format == NVJPEG_OUTPUT_YUV;
+    if (it.path == kCpu || it.path == kFailed || it.path == kPending || it.direct) continue;
+    const bool stored_planes = batched_path(it.path) && it.hw_format == NVJPEG_OUTPUT_YUV;
     const JpegHeader& h = it.header;
     WindowCopy w;
     std::memset(&w, 0, sizeof(w));
@@ -663,11 +823,16 @@ std::tuple<std::vector<at::Tensor>, std::vector<std::string>, std::vector<int64_
     const bool gray = read_mode == ReadMode::kGray;
     // The diagnostics that bypass the margin or the staging buffer see nvJPEG's own RGB output.
     const bool hardware_rgb = hardware_color() == HardwareColor::kRgb || (debug & (kUnguarded | kNoMargin));
+    Tuning& t = tuning();
     Batch b{context, *lease, slot, caller, gray ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_RGB, gray, hardware_rgb,
-            gray ? 1 : 3, debug};
+            gray ? 1 : 3, debug, t.parse_mode.load(), t.hardware_jobs.load(), t.gpu_percent.load(),
+            t.gpu_min_items.load(), t.one_format.load() != 0};
 
     trace("assign hardware");
-    if (context.hardware != nullptr && !(debug & kNoHardware)) assign_hardware(b, items);
+    if (context.hardware != nullptr && !(debug & kNoHardware)) {
+      assign_hardware(b, items);
+      share_with_gpu(b, items);
+    }
     clock.lap("assign_hardware");
     clock.note("parse_header", b.parse_us);
     clock.note("supported", b.supported_us);
@@ -682,8 +847,8 @@ std::tuple<std::vector<at::Tensor>, std::vector<std::string>, std::vector<int64_
       if (it.path == kPending && it.leader < 0) it.path = kCpuHybrid;  // provisional: decode_hybrid settles it
     slot.staging.reserve(std::max<size_t>(lay_out_staging(b, items), 1), context.tag_stream);
 
-    trace("hardware batch");
-    decode_hardware(b, items, outputs);
+    trace("batched decodes");
+    decode_batched(b, items, outputs);
     clock.lap("hardware_batch");
     trace("hybrid items");
     for (size_t i = 0; i < n; ++i)
@@ -778,8 +943,32 @@ std::string backend_info(int64_t device_index) {
          ";hardware_note=" + c.hardware_note + ";torch_allocators=" + (c.torch_allocators ? "1" : "0") +
          ";interpolation=" + (c.interpolation ? "1" : "0") +
          ";hardware_interpolation=" + (c.hardware_interpolation ? "1" : "0") +
-         ";hardware_color=" + hardware_color_name() +
+         ";hardware_color=" + hardware_color_name() + ";gpu_batched=" + (c.gpu_batched != nullptr ? "1" : "0") +
+         ";parse_mode=" + to_string(tuning().parse_mode.load()) +
+         ";hardware_jobs=" + to_string(tuning().hardware_jobs.load()) +
+         ";gpu_percent=" + to_string(tuning().gpu_percent.load()) +
+         ";gpu_min_items=" + to_string(tuning().gpu_min_items.load()) +
+         ";one_format=" + to_string(tuning().one_format.load()) +
          ";states=" + to_string(c.states_created);
+}
+
+// Sets the tuning (a negative value leaves that setting as it is); returns the settings before.
+std::vector<int64_t> set_tuning(int64_t parse_mode, int64_t hardware_jobs, int64_t gpu_percent, int64_t gpu_min_items,
+                                int64_t one_format) {
+  Tuning& t = tuning();
+  std::vector<int64_t> before{t.parse_mode.load(), t.hardware_jobs.load(), t.gpu_percent.load(), t.gpu_min_items.load(),
+                              t.one_format.load()};
+  TORCH_CHECK_VALUE(one_format <= 1, "custom_op: one_format must be 0 or 1, got ", one_format);
+  TORCH_CHECK_VALUE(parse_mode <= 2, "custom_op: parse_mode must be 0, 1 or 2, got ", parse_mode);
+  TORCH_CHECK_VALUE(hardware_jobs <= Slot::kMaxHardwareJobs && hardware_jobs != 0,
+                    "custom_op: hardware_jobs must be 1 to ", Slot::kMaxHardwareJobs, ", got ", hardware_jobs);
+  TORCH_CHECK_VALUE(gpu_percent <= 100, "custom_op: gpu_percent must be 0 to 100, got ", gpu_percent);
+  if (parse_mode >= 0) t.parse_mode.store(static_cast<int>(parse_mode));
+  if (hardware_jobs >= 0) t.hardware_jobs.store(static_cast<int>(hardware_jobs));
+  if (gpu_percent >= 0) t.gpu_percent.store(static_cast<int>(gpu_percent));
+  if (gpu_min_items >= 0) t.gpu_min_items.store(static_cast<int>(std::min<int64_t>(gpu_min_items, 1 << 20)));
+  if (one_format >= 0) t.one_format.store(static_cast<int>(one_format));
+  return before;
 }
 
 }  // namespace
@@ -794,6 +983,7 @@ TORCH_LIBRARY_FRAGMENT(custom_op, m) {
       "bool apply_exif_orientation, int on_warning, int max_pixels, int device, bool stack, bool return_errors, "
       "int debug) -> (Tensor[], str[], int[])");
   m.def("_gpu_backend_info(int device) -> str", &backend_info);
+  m.def("_gpu_set_tuning(int parse_mode, int hardware_jobs, int gpu_percent, int gpu_min_items, int one_format) -> int[]", &set_tuning);
 }
 
 // Not a kernel given with the schema: that one would be CompositeImplicitAutograd, which FakeTensor

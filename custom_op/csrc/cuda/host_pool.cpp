@@ -25,10 +25,10 @@ void HostPool::drain(const std::function<void(size_t)>& fn, size_t n) {
   for (size_t i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) fn(i);
 }
 
-void HostPool::parallel_for(size_t n, const std::function<void(size_t)>& fn) {
+void HostPool::parallel_for(size_t n, const std::function<void(size_t)>& fn, size_t min_parallel) {
   // Waking a thread costs tens of microseconds: not worth it for a handful of files. A forked child
   // has the pool but not its threads.
-  if (threads_.empty() || n < 8 || getpid() != owner_) {
+  if (threads_.empty() || n < std::max<size_t>(min_parallel, 2) || getpid() != owner_) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }

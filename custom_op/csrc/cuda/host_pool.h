@@ -1,8 +1,9 @@
 // A few threads for host work that nvJPEG does one file at a time.
 //
-// nvJPEG's header parse for the hardware decoder reads through the whole file: 20-50 us per ImageNet
-// photo on the H100 machine, a quarter to a half of a batch's time while the JPEG engines sit idle.
-// The files are independent, so a batch parses them on several threads. One pool per decode state:
+// nvJPEG's header parse for the hardware decoder, given whole files, reads through them: 20-50 us per
+// ImageNet photo on the H100 machine. The files are independent, so a batch parses them on several
+// threads (parse mode 0; the default now gives it the headers only, see assign_hardware). The pool
+// also runs concurrent batched decode jobs when those are asked for (Tuning in nvjpeg_context.h). One pool per decode state:
 // states are leased one per call, so concurrent calls never wait on each other's pool.
 #pragma once
 
@@ -26,8 +27,9 @@ class HostPool {
   HostPool& operator=(const HostPool&) = delete;
 
   // Runs fn(i) for every i in [0, n), on the pool's threads and the caller's, and returns when all
-  // have run. fn must not throw. Not reentrant: one caller at a time (the state's lease ensures it).
-  void parallel_for(size_t n, const std::function<void(size_t)>& fn);
+  // have run; on the caller's thread alone when n < min_parallel. fn must not throw. Not reentrant:
+  // one caller at a time (the state's lease ensures it).
+  void parallel_for(size_t n, const std::function<void(size_t)>& fn, size_t min_parallel = 8);
 
  private:
   void work();

@@ -43,6 +43,13 @@ bool parse_jpeg_header(const uint8_t* data, size_t size, JpegHeader* out) {
     if (marker == 0xDA) {  // SOS: the header is complete
       if (!saw_sof) return false;
       out->has_eoi = ends_with_eoi(data, size);
+      if (size - pos >= 3) {
+        const size_t length = static_cast<size_t>(be16(data + pos));
+        if (length >= 3 && length <= size - pos) {
+          out->scan_components = data[pos + 2];
+          out->header_end = pos + length;
+        }
+      }
       return true;
     }
     // Stand-alone markers have no length; none belongs before the first scan.

@@ -21,6 +21,22 @@ constexpr size_t kDevicePadding = size_t(1) << 20;
 constexpr size_t kPinnedPadding = size_t(1) << 20;
 constexpr size_t kBufferGranule = size_t(1) << 20;
 
+// Tuning defaults (see Tuning in the header), chosen on the H100 (bench/results/gpu_h100.md, session 3):
+// the header-only parse won (batch 64: 15,800 against 14,100 images/s, 0.079 against 0.106 ms of host
+// CPU per image, side by side); several hardware calls at once, the GPU-hybrid batched decoder's share
+// and one YCbCr format for every file all lost, and stay as settings for measurement only.
+constexpr int kDefaultParseMode = 1;
+constexpr int kDefaultHardwareJobs = 1;
+constexpr int kDefaultGpuPercent = 0;
+constexpr int kDefaultGpuMinItems = 0;
+constexpr int kDefaultOneFormat = 0;
+
+int env_int(const char* name, int fallback, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == 0) return fallback;
+  return std::max(lo, std::min(hi, std::atoi(v)));
+}
+
 bool env_flag_off(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
@@ -129,6 +145,16 @@ DeviceContext* create_context(int device) {
   CUSTOM_OP_NVJPEG_CHECK(nvjpegDecoderCreate(c->hybrid, NVJPEG_BACKEND_GPU_HYBRID, &c->gpu_hybrid_decoder));
   CUSTOM_OP_NVJPEG_CHECK(nvjpegDecoderCreate(c->hybrid, NVJPEG_BACKEND_HYBRID, &c->cpu_hybrid_decoder));
 
+  // Batched whole-image decode with Huffman decoding on the GPU (CUDA cores): takes a share of a batch
+  // alongside the JPEG engines (decode_cuda.cpp). Optional: without it every item stays on the engines.
+  trace("gpu-hybrid batched handle");
+  if (create_handle(*c, NVJPEG_BACKEND_GPU_HYBRID, flags, &c->gpu_batched) == NVJPEG_STATUS_SUCCESS) {
+    nvjpegSetDeviceMemoryPadding(kDevicePadding, c->gpu_batched);
+    nvjpegSetPinnedMemoryPadding(kPinnedPadding, c->gpu_batched);
+  } else {
+    c->gpu_batched = nullptr;
+  }
+
   // The hardware decoder upsamples chroma by replication unless asked to interpolate. With the flag,
   // nvJPEG 13.0.1 matched libjpeg-turbo within 1 level on the ImageNet sample but decoded 3x slower
   // (about 4,000 against 12,000 images/s at batch 64 on an H100, the host busy in the batched call).
@@ -144,6 +170,9 @@ DeviceContext* create_context(int device) {
     c->hardware_note = "disabled by CUSTOM_OP_NVJPEG_HARDWARE=0";
   } else {
     trace("hardware backend handle");
+    // CUSTOM_OP_NVJPEG_HW_NO_PIPELINE=1: nvJPEG's batched hardware decode without its buffering of
+    // further images (a diagnostic; see bench/results/gpu_h100.md).
+    if (env_int("CUSTOM_OP_NVJPEG_HW_NO_PIPELINE", 0, 0, 1) == 1) flags |= NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
     s = create_handle(*c, NVJPEG_BACKEND_HARDWARE, flags, &c->hardware);
     if (s != NVJPEG_STATUS_SUCCESS) {
       c->hardware = nullptr;
@@ -167,11 +196,7 @@ DecodeState* create_state(DeviceContext& c) {
   s->context = &c;
   C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s->decode_stream, cudaStreamNonBlocking));
   C10_CUDA_CHECK(cudaEventCreateWithFlags(&s->decoded, cudaEventDisableTiming));
-  for (Slot& slot : s->slots) {
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
-    if (c.hardware != nullptr)
-      for (nvjpegJpegState_t& state : slot.hw_states) CUSTOM_OP_NVJPEG_CHECK(nvjpegJpegStateCreate(c.hardware, &state));
-  }
+  for (Slot& slot : s->slots) C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
   trace("hybrid objects");
   CUSTOM_OP_NVJPEG_CHECK(nvjpegJpegStreamCreate(c.hybrid, &s->hybrid_stream));
   CUSTOM_OP_NVJPEG_CHECK(nvjpegDecodeParamsCreate(c.hybrid, &s->hybrid_params));
@@ -199,6 +224,19 @@ DecodeState* create_state(DeviceContext& c) {
 }
 
 }  // namespace
+
+Tuning& tuning() {
+  static Tuning* t = [] {
+    auto* t = new Tuning();  // never destroyed: read by threads that may outlive static teardown
+    t->parse_mode.store(env_int("CUSTOM_OP_NVJPEG_PARSE", kDefaultParseMode, 0, 2));
+    t->hardware_jobs.store(env_int("CUSTOM_OP_NVJPEG_HW_JOBS", kDefaultHardwareJobs, 1, Slot::kMaxHardwareJobs));
+    t->gpu_percent.store(env_int("CUSTOM_OP_NVJPEG_GPU_SHARE", kDefaultGpuPercent, 0, 100));
+    t->gpu_min_items.store(env_int("CUSTOM_OP_NVJPEG_GPU_MIN", kDefaultGpuMinItems, 0, 1 << 20));
+    t->one_format.store(env_int("CUSTOM_OP_NVJPEG_ONE_FORMAT", kDefaultOneFormat, 0, 1));
+    return t;
+  }();
+  return *t;
+}
 
 bool tracing() {
   static const bool on = [] {
@@ -280,6 +318,23 @@ StateLease::StateLease(DeviceContext& context) : context_(context), state_(nullp
 StateLease::~StateLease() {
   std::lock_guard<std::mutex> lock(context_.pool_mutex);
   context_.free_states.push_back(state_);
+}
+
+nvjpegJpegState_t batched_state(DeviceContext& context, Slot& slot, bool gpu, int job, int group) {
+  nvjpegJpegState_t& state = gpu ? slot.gpu_states[group] : slot.hw_states[job][group];
+  if (state == nullptr) CUSTOM_OP_NVJPEG_CHECK(nvjpegJpegStateCreate(gpu ? context.gpu_batched : context.hardware, &state));
+  return state;
+}
+
+void reserve_job_streams(DecodeState& state, size_t n) {
+  while (state.job_streams.size() < n) {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t event = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    state.job_streams.push_back(stream);
+    state.job_events.push_back(event);
+  }
 }
 
 void reserve_hardware_items(DeviceContext& context, Slot& slot, size_t n) {

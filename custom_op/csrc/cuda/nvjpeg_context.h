@@ -13,6 +13,7 @@
 // read it has finished (a host wait on its event, which in steady state has long passed).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -59,15 +60,23 @@ class DeviceBuffer {
 };
 
 struct Slot {
-  // One batched-decode state per output format used in a call (RGB or Y; planar YCbCr).
+  // Batched decodes run as "jobs", several at once on the state's host pool (decode_cuda.cpp): up to
+  // kMaxHardwareJobs calls into the hardware decoder and one into the GPU-hybrid batched decoder, per
+  // output format in use (RGB or Y; planar YCbCr). Each job has its own nvJPEG state, made on first use.
   static constexpr int kHardwareGroups = 2;
-  nvjpegJpegState_t hw_states[kHardwareGroups] = {nullptr, nullptr};
+  static constexpr int kMaxHardwareJobs = 4;
+  nvjpegJpegState_t hw_states[kMaxHardwareJobs][kHardwareGroups] = {};
+  nvjpegJpegState_t gpu_states[kHardwareGroups] = {};
+  // What each state was last initialized for, batch size * 64 + output format
+  // (nvjpegDecodeBatchedInitialize is needed again only when that changes, or after a failed call); 0:
+  // not initialized. Index kMaxHardwareJobs: the GPU-hybrid decoder's.
+  int initialized[kMaxHardwareJobs + 1][kHardwareGroups] = {};
   std::vector<nvjpegJpegStream_t> hw_streams;   // one parsed header per hardware candidate
   std::vector<nvjpegDecodeParams_t> hw_params;  // one ROI per hardware item
   DeviceBuffer staging;                         // nvJPEG's output, read by the copy-out kernel
   DeviceBuffer descriptors;                     // the copy-out kernel's WindowCopy array
   at::Tensor pinned_descriptors;                // host side of the same, pinned for the async copy
-  at::Tensor pinned_inputs[kHardwareGroups];    // the encoded bytes, when staged for the hardware decoder
+  std::vector<at::Tensor> pinned_inputs;        // per job: the encoded bytes, when staged for the hardware decoder
   std::vector<at::Tensor> inputs;               // the encoded bytes stay alive while nvJPEG may read them
   cudaEvent_t done = nullptr;                   // recorded on the caller's stream after the copy-out
   bool in_flight = false;
@@ -91,6 +100,9 @@ struct DecodeState {
   DeviceContext* context = nullptr;
   cudaStream_t decode_stream = nullptr;  // nvJPEG's stream; the caller's stream waits on `decoded`
   cudaEvent_t decoded = nullptr;
+  // Streams (and their events) of the batched jobs after the first, which uses decode_stream.
+  std::vector<cudaStream_t> job_streams;
+  std::vector<cudaEvent_t> job_events;
   Slot slots[2];
   int next_slot = 0;
   nvjpegJpegStream_t hybrid_stream = nullptr;
@@ -112,6 +124,7 @@ struct DeviceContext {
   nvjpegHandle_t hybrid = nullptr;
   nvjpegJpegDecoder_t gpu_hybrid_decoder = nullptr;
   nvjpegJpegDecoder_t cpu_hybrid_decoder = nullptr;
+  nvjpegHandle_t gpu_batched = nullptr;  // GPU_HYBRID backend: batched whole-image decode, Huffman on the GPU
   nvjpegHandle_t hardware = nullptr;  // null: no JPEG engine (hardware_note says why)
   unsigned hardware_engines = 0;
   unsigned hardware_cores = 0;
@@ -143,6 +156,30 @@ class StateLease {
 
 // Grows a slot's per-item nvJPEG objects to at least n.
 void reserve_hardware_items(DeviceContext& context, Slot& slot, size_t n);
+
+// The slot's state for batched job `job` of output-format group `group`, on the hardware handle, or
+// (gpu) on the GPU-hybrid handle; created on first use. Call on the calling thread, before the jobs run.
+nvjpegJpegState_t batched_state(DeviceContext& context, Slot& slot, bool gpu, int job, int group);
+
+// At least n job streams (with their events) in the state.
+void reserve_job_streams(DecodeState& state, size_t n);
+
+// How a batch is shared out. Defaults from the environment, changed at run time by
+// torch.ops.custom_op._gpu_set_tuning (tests and benchmarks compare settings in one process).
+struct Tuning {
+  // How the hardware decoder's support of each file is asked (nvjpegDecodeBatchedSupportedEx needs a
+  // parsed stream): 0 nvJPEG parses the whole file; 1 it parses the bytes up to the end of the first
+  // scan header only (files whose first scan has every component); 2 not asked for baseline
+  // interleaved files our own header scan accepts.
+  std::atomic<int> parse_mode;
+  std::atomic<int> hardware_jobs;   // hardware batched calls per format, run on that many threads (1..4)
+  std::atomic<int> gpu_percent;     // share of the hardware-capable items sent to the GPU-hybrid batched decoder
+  std::atomic<int> gpu_min_items;   // ... only when that makes at least this many items
+  // 0: RGB for 4:4:4 and gray files, YCbCr for subsampled ones (two hardware calls when a batch
+  // mixes them); 1: planar YCbCr for every file, one call (slower: see hardware_format).
+  std::atomic<int> one_format;
+};
+Tuning& tuning();
 
 }  // namespace gpu
 }  // namespace custom_op
