@@ -9,8 +9,9 @@ Methods:
   - the CPU path, one process per core: custom_op.decode_and_crop_jpeg on the CPU in a process pool,
     then one pinned copy of the batch to the GPU;
   - custom_op.decode_and_crop_jpeg(list, ..., device="cuda"): ours (hardware decoder with regions of
-    interest), with variants: encoded bytes staged in pinned memory, and regions of interest off
-    (whole images decoded by the hardware decoder, the copy crops) to show what ROI buys.
+    interest), with variants: encoded bytes staged in pinned memory, regions of interest off
+    (whole images decoded by the hardware decoder, the copy crops) to show what ROI buys, and no
+    dedupe (a batch of 256 from 200 files holds 56 files twice; ours otherwise decodes each once).
 Cases: the ImageNet sample (224x224 windows; images smaller than 224 give smaller windows, the same
 for all methods), batch 64 and 256; one generated 4000x3000 photo with 512 random 224x224 windows.
 
@@ -198,8 +199,9 @@ def accuracy_by_path(files, windows, debug=0, tuning=None):
             gpu._set_tuning(**before)
     stats = {}
     for data, win, out, path in zip(files, windows, outs, used):
-        stats.setdefault(path, Stats()).add(out, custom_op.decode_and_crop_jpeg(data, *win))
-    return stats
+        key = f"{path} {custom_op.read_jpeg_header(data).subsampling}"
+        stats.setdefault(key, Stats()).add(out, custom_op.decode_and_crop_jpeg(data, *win))
+    return dict(sorted(stats.items()))
 
 
 def accuracy(files, windows):
@@ -242,9 +244,18 @@ def table(title, summary, anchor, extra=""):
     return lines + [""]
 
 
+def load_files(args):
+    """The sample's files, or (--files) only those of the chroma subsamplings named."""
+    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    if args.files == "all":
+        return files
+    kinds = set(args.files.split(","))
+    return [f for f in files if custom_op.read_jpeg_header(f).subsampling in kinds]
+
+
 def quick(args):
     """--quick: ours alone, one line per batch size (for comparing backend settings given by env vars)."""
-    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    files = load_files(args)
     windows = random_windows(files, 224, seed=0)
     name, fn = ours_method(args.debug)
     info = gpu.backend_info()
@@ -260,7 +271,7 @@ def quick(args):
 def sweep(args):
     """--sweep: ours under each tuning setting (and torchvision), alternating round by round in one
     process, one line per setting and batch size; then each setting's pixels against the CPU path."""
-    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    files = load_files(args)
     windows = random_windows(files, 224, seed=0)
     methods = {}
     name, fn = torchvision_method()
@@ -268,15 +279,16 @@ def sweep(args):
     for text in args.sweep:
         label, fn = ours_method(args.debug, f"ours [{text}]", parse_setting(text))
         methods[label] = (fn, False)
-    print("sweep defaults:", {k: v for k, v in gpu.backend_info().items() if k in gpu._TUNING_KEYS}, flush=True)
+    print(f"sweep files: {args.files} ({len(files)}); defaults:",
+          {k: v for k, v in gpu.backend_info().items() if k in gpu._TUNING_KEYS}, flush=True)
     for batch in args.batches:
         batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
         for label, (best, median, cpu_ms) in measure(methods, batches, args.rounds, None).items():
-            print(f"sweep batch {batch}: {label}: {best:,.0f} img/s (median {median:,.0f}), host CPU {cpu_ms:.3f} ms/img",
+            print(f"sweep [{args.files}] batch {batch}: {label}: {best:,.0f} img/s (median {median:,.0f}), host CPU {cpu_ms:.3f} ms/img",
                   flush=True)
     for text in args.sweep:
         for path, st in accuracy_by_path(files, windows, args.debug, parse_setting(text)).items():
-            print(f"sweep accuracy [{text}] {path}: {st.text()}", flush=True)
+            print(f"sweep [{args.files}] accuracy [{text}] {path}: {st.text()}", flush=True)
 
 
 def main():
@@ -290,6 +302,9 @@ def main():
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     parser.add_argument("--quick", action="store_true", help="only ours, one line per batch size")
     parser.add_argument("--debug", type=int, default=0, help="with --quick / --sweep: operator debug flags")
+    parser.add_argument("--files", default="all",
+                        help="with --quick / --sweep: only the sample's files of these chroma subsamplings "
+                             "(comma-separated: 4:4:4,4:2:0,4:2:2,gray)")
     parser.add_argument("--sweep", nargs="+", metavar="SETTING",
                         help="compare tuning settings, e.g. 'parse=0' 'parse=1,jobs=2' 'gpu=25,min=16'")
     args = parser.parse_args()
@@ -331,6 +346,8 @@ def main():
         variants += [ours_method(label="ours, session 2's setting (whole-file parse, RGB for 4:4:4 and gray: "
                                        "parse_mode=0, one_format=0)",
                                  tuning={"parse_mode": 0, "hardware_jobs": 1, "gpu_percent": 0, "one_format": 0}),
+                     ours_method(gpu.DEBUG_NO_DEDUPE, "ours, a file repeated in a batch decoded once per window "
+                                                      "(as torchvision does; batch 256 repeats 56 of the 200 files)"),
                      ours_method(gpu.DEBUG_PINNED_INPUTS, "ours, encoded bytes staged in pinned memory"),
                      ours_method(gpu.DEBUG_NO_ROI, "ours, ROI off (whole image decoded, copy crops)")]
         for name, fn in variants:

@@ -2,10 +2,11 @@
 # The GPU tests and the GPU benchmark in one command, for the GPU machine (the device tool runs it in
 # the repository root; results go to $OUT there, or to the folder given as first argument).
 #
-#   bash bench/device_run.sh [OUTDIR] [--tests-only|--bench-only] [extra pytest arguments...]
+#   bash bench/device_run.sh [OUTDIR] [--tests-only|--bench-only|--quick-only|--sweep-only] [pytest arguments...]
 #
 # SWEEP="parse=0 parse=1,jobs=2 gpu=25,min=8 ..." also compares those tuning settings of ours (and
-# torchvision) side by side in one process after the tests (bench_gpu.py --sweep; gpu._set_tuning).
+# torchvision) side by side in one process after the tests (bench_gpu.py --sweep; gpu._set_tuning),
+# once per file set in SWEEP_FILES (default "all"; e.g. "all 4:4:4": also the 4:4:4 photos alone).
 #
 # Files that machine lacks can travel in .gpu_carry/ (ignored by git, named in the tool's carry):
 #   .gpu_carry/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
@@ -15,7 +16,8 @@ set -o pipefail
 OUTDIR=${1:-${OUT:-gpu-run}}
 [ $# -gt 0 ] && shift
 WHAT=all
-case "$1" in --tests-only) WHAT=tests; shift ;; --bench-only) WHAT=bench; shift ;; --quick-only) WHAT=quick; shift ;; esac
+case "$1" in --tests-only) WHAT=tests; shift ;; --bench-only) WHAT=bench; shift ;; --quick-only) WHAT=quick; shift ;;
+  --sweep-only) WHAT=sweep; shift ;; esac
 mkdir -p "$OUTDIR"
 ROOT=$(pwd)
 CARRY=$ROOT/.gpu_carry
@@ -84,7 +86,7 @@ if [ -n "$QUICK_SETTINGS" ] || [ "$WHAT" = quick ]; then
 fi
 
 status=0
-if [ "$WHAT" != bench ] && [ "$WHAT" != quick ]; then
+if [ "$WHAT" != bench ] && [ "$WHAT" != quick ] && [ "$WHAT" != sweep ]; then
   start=$(date +%s)
   timeout 230 python3 -m pytest -q -rs tests/test_gpu.py "$@" 2>&1 | tee "$OUTDIR/tests.log" || status=1
   echo "tests: $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
@@ -95,13 +97,16 @@ if [ "$WHAT" != bench ] && [ "$WHAT" != quick ]; then
   fi
 fi
 if [ -n "$SWEEP" ]; then
-  start=$(date +%s)
-  # shellcheck disable=SC2086
-  timeout 200 python3 bench/bench_gpu.py --imagenet "$DATA/imagenet-sample" --sweep $SWEEP $SWEEP_ARGS 2>&1 \
-    | grep "^sweep\|Error" | tee "$OUTDIR/sweep.txt"
-  echo "sweep: $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
+  : > "$OUTDIR/sweep.txt"
+  for files in ${SWEEP_FILES:-all}; do
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    timeout 200 python3 bench/bench_gpu.py --imagenet "$DATA/imagenet-sample" --files "$files" --sweep $SWEEP \
+      $SWEEP_ARGS 2>&1 | grep "^sweep\|Error" | tee -a "$OUTDIR/sweep.txt"
+    echo "sweep ($files): $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
+  done
 fi
-if [ "$WHAT" != tests ] && [ "$WHAT" != quick ]; then
+if [ "$WHAT" != tests ] && [ "$WHAT" != quick ] && [ "$WHAT" != sweep ]; then
   start=$(date +%s)
   timeout 240 python3 bench/bench_gpu.py --imagenet "$DATA/imagenet-sample" --out "$OUTDIR/gpu_bench.md" $BENCH_ARGS \
     2>&1 | tee "$OUTDIR/bench.log" || status=1

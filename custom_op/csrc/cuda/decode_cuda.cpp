@@ -340,10 +340,16 @@ enum class HardwareColor { kExact, kRgb };
 // file (fastest, not exact). The GPU-hybrid batched decoder is asked for the same formats.
 //
 // A batched call takes one output format, so a batch mixing 4:4:4 and subsampled files makes two
-// hardware calls. Tuning::one_format=1 asks YCbCr planes of every file instead (one call), converted
-// by the same kernel: measured on the H100 it ran 3x slower (4,400 against 13,800 images/s at batch
-// 64; 0.23 ms of host CPU per image), since nvJPEG's YCbCr output costs far more host time per image
-// than its RGB output. So it is off.
+// hardware calls. Measured on the H100 with nvJPEG 13.0.1 (bench/results/gpu_h100.md, session 3),
+// none of the one-call ways is both exact and faster:
+//   - Tuning::one_format=1 (YCbCr planes of every file; NVJPEG_OUTPUT_UNCHANGED the same): 3x slower
+//     (4,300-4,600 against 14,000-15,000 images/s at batch 64). YCbCr output itself is not slow (the
+//     4:4:4 files alone: 18,100 against 19,200 as RGB): one call mixing 4:4:4 and 4:2:0 files in it is.
+//   - each image's output format in its nvjpegDecodeParams: the batched hardware call ignores it and
+//     writes the format it was initialized with. NVJPEG_OUTPUT_NV12 for 4:2:0 files with an ROI: the
+//     call of its own failed (the files went to the CPU path); mixed into an RGB call, it faulted.
+//   - RGB for every file (CUSTOM_OP_NVJPEG_HW_COLOR=rgb): 17,000-17,900 images/s at batch 64, but
+//     4:2:0 windows differ from libjpeg by mean 0.60-0.63 (PSNR 44 dB, max 53), above the 0.5 bound.
 HardwareColor hardware_color() {
   static const HardwareColor color = [] {
     const char* v = std::getenv("CUSTOM_OP_NVJPEG_HW_COLOR");
