@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "deinterleave.h"
+#include "entropy_decoder.h"
 #include "libjpeg_session.h"
 #include "restart_index.h"
 #include "scan_splice.h"
@@ -290,6 +291,10 @@ int64_t scan_splice_decodes_cpu() { return spliced_decodes(); }
 
 int64_t set_scan_splice_min_blocks_cpu(int64_t min_blocks) { return set_min_blocks_to_skip(min_blocks); }
 
+bool set_own_entropy_decoder_cpu(bool on) { return set_own_entropy_decoder(on); }
+
+int64_t entropy_decoder_give_ups_cpu() { return entropy_decoder_give_ups(); }
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(custom_op, m) {
@@ -297,6 +302,10 @@ TORCH_LIBRARY_FRAGMENT(custom_op, m) {
   m.def("_scan_splice_decodes() -> int", &scan_splice_decodes_cpu);
   // Sets the fewest blocks above a window worth splicing (negative: never); returns the old value.
   m.def("_set_scan_splice_min_blocks(int min_blocks) -> int", &set_scan_splice_min_blocks_cpu);
+  // Switches our baseline Huffman decoder (entropy_decoder.h) on or off; returns the old setting.
+  m.def("_set_own_entropy_decoder(bool on) -> bool", &set_own_entropy_decoder_cpu);
+  // How many scans it gave back to libjpeg's own decoder in this process (damaged data).
+  m.def("_entropy_decoder_give_ups() -> int", &entropy_decoder_give_ups_cpu);
 }
 
 TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
