@@ -55,7 +55,7 @@ class HuffmanTable {
   // where an end-of-block advances 64 and a zero run (value 0) 16; 0 when it does not fit. Storing
   // even the zeros at position k + advance - 1 (clamped to 63) keeps the decoder's loop free of
   // branches on the symbol's kind: nothing was stored at or after k yet.
-  static constexpr int kValueBits = 12;
+  static constexpr int kValueBits = 11;
   int32_t ac_value[1 << kValueBits];
   int32_t maxcode[18];  // largest code of each length, -1 where there is none
   int32_t valoffset[17];
