@@ -6,7 +6,8 @@
 Methods, on the same files and the same windows:
   - Pillow full decode + slice, on the original files (what a torchvision pipeline does);
   - custom_op.decode_and_crop_jpeg on the original files (crop + skip + stop early);
-  - custom_op.decode_and_crop_jpeg on copies rewritten by custom_op.prepare_jpeg (restart segments).
+  - custom_op.decode_and_crop_jpeg on copies rewritten by custom_op.prepare_jpeg (restart segments),
+    and the same with libjpeg-turbo's own Huffman decoder instead of ours (what it costs without it).
 Cases: ../shared/data/imagenet-sample (when present) and generated 800x533 and 4000x3000 sets
 (datasets.synthetic), each at 224x224 and 128x128 windows. Every window is first checked: both custom_op
 results must equal Pillow's on the original, pixel for pixel. The report gives the size change of the
@@ -47,6 +48,16 @@ def pillow_crop(data, top, left, height, width):
 
 def custom_op_crop(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
+
+
+def custom_op_crop_libjpeg_huffman(data, top, left, height, width):
+    """The same with libjpeg-turbo's own Huffman decoder in place of ours (csrc/cpu/entropy_decoder.h):
+    libjpeg-turbo 2.1 decodes every scan that declares restart markers on its slow path."""
+    previous = torch.ops.custom_op._set_own_entropy_decoder(False)
+    try:
+        return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
+    finally:
+        torch.ops.custom_op._set_own_entropy_decoder(previous)
 
 
 def cases(args):
@@ -152,6 +163,7 @@ def main():
                 "Pillow full + slice (originals)": (pillow_crop, originals, windows),
                 "custom_op.decode_and_crop_jpeg (originals)": (custom_op_crop, originals, windows),
                 "custom_op.decode_and_crop_jpeg (prepared)": (custom_op_crop, prepared, windows),
+                "custom_op (prepared), libjpeg's Huffman decoder": (custom_op_crop_libjpeg_huffman, prepared, windows),
             }, args.rounds)
             pillow = result["Pillow full + slice (originals)"][0]
             section += [f"### {size}x{size} windows", "",
