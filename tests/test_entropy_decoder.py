@@ -8,6 +8,7 @@ data, where ours must give up and leave everything (pixels, warnings, errors) to
 """
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,3 +248,16 @@ def test_odd_jpegs():
                 assert_same_outcome(data, (0, 0, info.height, info.width), mode=mode, policy=policy)
                 assert_same_outcome(data, (info.height // 3, info.width // 4, info.height // 2, info.width // 2),
                                     mode=mode, policy=policy)
+
+
+REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*.jpg"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_inputs_the_sanitized_fuzz_found(path):
+    # Each once decoded differently with our decoder (tests/fuzz/regressions/README.md says how).
+    data = path.read_bytes()
+    info = custom_op.read_jpeg_header(data)
+    for policy in POLICIES.values():
+        for mode in MODES:
+            assert_same_outcome(data, (0, 0, info.height, info.width), mode=mode, policy=policy)

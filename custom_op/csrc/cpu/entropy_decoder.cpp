@@ -14,6 +14,13 @@ std::atomic<int64_t> g_give_ups{0};
 
 constexpr uint8_t kRST0 = 0xD0;
 
+// libjpeg keeps up to 64 bits loaded ahead of the bits it has decoded, and asks its source for more
+// (a warning, on a memory source) when that read-ahead meets the end of the data. Within this many
+// bytes of an end that no marker comes before, the decoder gives up rather than guess whether
+// libjpeg would have met it. The fast refill, which may take 8 bytes, needs this many left too, so
+// that after it the end is still more than libjpeg's read-ahead away.
+constexpr ptrdiff_t kReadAhead = 32;
+
 // Zigzag position -> natural (row-major) position, with every position past 63 sent to 63: a damaged
 // block whose zero runs carry it past the end stores its last value there, as libjpeg does.
 struct NaturalOrder {
@@ -42,20 +49,31 @@ static_assert(kNatural.at[1] == 1 && kNatural.at[2] == 8 && kNatural.at[3] == 16
   std::longjmp(err->jump, 1);
 }
 
+// Whether a marker (FF, then not 00) lies in [p, end).
+bool marker_ahead(const uint8_t* p, const uint8_t* end) {
+  for (; p + 1 < end; ++p)
+    if (p[0] == 0xFF && p[1] != 0x00) return true;
+  return false;
+}
+
+// Whether the source's current buffer is the last: the end of a spliced datastream's first buffer
+// is not the end of the data.
+bool in_last_buffer(const OwnEntropyDecoder& d) {
+  return d.spliced == nullptr || d.spliced->in_tail || d.spliced->tail_size == 0;
+}
+
 // Loads bytes one at a time until more than 55 bits are in the buffer, unstuffing FF 00 and putting
-// zeros in past a marker. Gives up at the end of the data: libjpeg's own reader asks its source for
-// more there (a warning, on a memory source), a few bytes before it needs them, and only libjpeg
-// itself can say exactly when.
+// zeros in past a marker. Gives up near an end of the data that no marker comes before: libjpeg's
+// own reader asks its source for more there (a warning, on a memory source) some bytes before it
+// needs them, and only libjpeg itself can say exactly when.
 __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDecoder& d) {
   while (d.bits < 56) {
     if (!d.at_marker) {
       if (d.next == d.end) {
-        // The end of the spliced datastream's first buffer is not the end of the data.
-        SplicedSource* s = d.spliced;
-        if (s == nullptr || s->in_tail || s->tail_size == 0) give_up(cinfo);
-        (*s->pub.fill_input_buffer)(cinfo);
-        d.next = s->pub.next_input_byte;
-        d.end = d.next + s->pub.bytes_in_buffer;
+        if (in_last_buffer(d)) give_up(cinfo);
+        (*d.spliced->pub.fill_input_buffer)(cinfo);
+        d.next = d.spliced->pub.next_input_byte;
+        d.end = d.next + d.spliced->pub.bytes_in_buffer;
         continue;
       }
       const uint8_t byte = *d.next;
@@ -65,7 +83,9 @@ __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDeco
         ++d.next;
         continue;
       }
-      if (d.end - d.next < 2) give_up(cinfo);  // never in a datastream we made; libjpeg decides
+      // FF at the end of a buffer never comes in a datastream we made; FF FF (fill bytes, which
+      // libjpeg also reads as part of FF FF .. FF 00) no valid scan needs. libjpeg decides.
+      if (d.end - d.next < 2 || d.next[1] == 0xFF) give_up(cinfo);
       if (d.next[1] == 0x00) {
         d.buf |= uint64_t{0xFF} << (56 - d.bits);
         d.bits += 8;
@@ -77,6 +97,10 @@ __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDeco
     d.bits += 8;
     d.fake_bits += 8;
   }
+  // Nothing is decoded beyond `next` before the next load: libjpeg's read-ahead stays within 9
+  // bytes of it.
+  if (!d.at_marker && in_last_buffer(d) && d.end - d.next < kReadAhead && !marker_ahead(d.next, d.end))
+    give_up(cinfo);
 }
 
 // The decoder's bit position in locals, so that it stays in registers through an MCU (members
@@ -97,7 +121,7 @@ class Reader {
 
   // Afterwards at least 56 bits are loaded.
   __attribute__((always_inline)) void refill() {
-    if (end_ - next_ >= 8) {
+    if (end_ - next_ >= kReadAhead) {
       uint64_t w;
       std::memcpy(&w, next_, 8);
       const uint64_t inv = ~w;
