@@ -14,12 +14,10 @@ std::atomic<int64_t> g_give_ups{0};
 
 constexpr uint8_t kRST0 = 0xD0;
 
-// libjpeg keeps up to 64 bits loaded ahead of the bits it has decoded, and asks its source for more
-// (a warning, on a memory source) when that read-ahead meets the end of the data. Within this many
-// bytes of an end that no marker comes before, the decoder gives up rather than guess whether
-// libjpeg would have met it. The fast refill, which may take 8 bytes, needs this many left too, so
-// that after it the end is still more than libjpeg's read-ahead away.
-constexpr ptrdiff_t kReadAhead = 32;
+// libjpeg keeps up to 64 bits loaded ahead of the bits it has decoded (an FF FF .. FF 00 run counts
+// as one byte), and asks its source for more (a warning, on a memory source) when that read-ahead
+// meets the end of the data.
+constexpr int kReadAheadBytes = 9;
 
 // Zigzag position -> natural (row-major) position, with every position past 63 sent to 63: a damaged
 // block whose zero runs carry it past the end stores its last value there, as libjpeg does.
@@ -49,13 +47,6 @@ static_assert(kNatural.at[1] == 1 && kNatural.at[2] == 8 && kNatural.at[3] == 16
   std::longjmp(err->jump, 1);
 }
 
-// Whether a marker (FF, then not 00) lies in [p, end).
-bool marker_ahead(const uint8_t* p, const uint8_t* end) {
-  for (; p + 1 < end; ++p)
-    if (p[0] == 0xFF && p[1] != 0x00) return true;
-  return false;
-}
-
 // Whether the source's current buffer is the last: the end of a spliced datastream's first buffer
 // is not the end of the data.
 bool in_last_buffer(const OwnEntropyDecoder& d) {
@@ -63,9 +54,8 @@ bool in_last_buffer(const OwnEntropyDecoder& d) {
 }
 
 // Loads bytes one at a time until more than 55 bits are in the buffer, unstuffing FF 00 and putting
-// zeros in past a marker. Gives up near an end of the data that no marker comes before: libjpeg's
-// own reader asks its source for more there (a warning, on a memory source) some bytes before it
-// needs them, and only libjpeg itself can say exactly when.
+// zeros in past a marker. Gives up at the end of the data: libjpeg asks its source for more there (a
+// warning, on a memory source), and only libjpeg can say exactly when (see read_ahead_ok).
 __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDecoder& d) {
   while (d.bits < 56) {
     if (!d.at_marker) {
@@ -97,10 +87,6 @@ __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDeco
     d.bits += 8;
     d.fake_bits += 8;
   }
-  // Nothing is decoded beyond `next` before the next load: libjpeg's read-ahead stays within 9
-  // bytes of it.
-  if (!d.at_marker && in_last_buffer(d) && d.end - d.next < kReadAhead && !marker_ahead(d.next, d.end))
-    give_up(cinfo);
 }
 
 // The decoder's bit position in locals, so that it stays in registers through an MCU (members
@@ -121,7 +107,7 @@ class Reader {
 
   // Afterwards at least 56 bits are loaded.
   __attribute__((always_inline)) void refill() {
-    if (end_ - next_ >= kReadAhead) {
+    if (end_ - next_ >= 8) {
       uint64_t w;
       std::memcpy(&w, next_, 8);
       const uint64_t inv = ~w;
@@ -360,6 +346,34 @@ bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* d, Splic
   d->pub.insufficient_data = FALSE;
   cinfo->entropy = reinterpret_cast<jpeg_entropy_decoder*>(&d->pub);
   return true;
+}
+
+void check_entropy_read_ahead(j_decompress_ptr cinfo) {
+  const OwnEntropyDecoder& d = *reinterpret_cast<const OwnEntropyDecoder*>(cinfo->entropy);
+  if (d.at_marker) return;  // libjpeg stops at a marker too
+  // libjpeg's read-ahead starts from the bits decoded, which are all before `next`.
+  const uint8_t* p = d.next;
+  const uint8_t* end = d.end;
+  bool in_tail = in_last_buffer(d);
+  for (int data_bytes = 0; data_bytes < kReadAheadBytes;) {
+    if (p == end) {
+      if (in_tail) give_up(cinfo);
+      p = d.spliced->tail;
+      end = p + d.spliced->tail_size;
+      in_tail = true;
+      continue;
+    }
+    if (*p != 0xFF) {
+      ++p;
+      ++data_bytes;
+      continue;
+    }
+    // As load_bytes: an FF that ends a buffer, or FF FF, is left to libjpeg.
+    if (end - p < 2 || p[1] == 0xFF) give_up(cinfo);
+    if (p[1] != 0x00) return;  // a marker
+    p += 2;
+    ++data_bytes;
+  }
 }
 
 bool set_own_entropy_decoder(bool on) { return g_enabled.exchange(on, std::memory_order_relaxed); }

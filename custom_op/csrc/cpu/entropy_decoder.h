@@ -67,6 +67,12 @@ struct OwnEntropyDecoder {
 bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* decoder, SplicedSource* spliced,
                              JDIMENSION first_column, JDIMENSION last_column);
 
+// After the last row a decode needs: whether libjpeg's own decoder, which reads a few bytes ahead of
+// the bits it decodes, would have met the end of the data by then (it warns there: "Premature end of
+// JPEG file"). If so, gives up (the decode is redone with libjpeg's decoder, which says what it says).
+// cinfo->entropy must be the decoder install_entropy_decoder put in.
+void check_entropy_read_ahead(j_decompress_ptr cinfo);
+
 // Switches the decoder on or off for the whole process and returns the previous setting (tests and
 // benchmarks compare it with libjpeg's own).
 bool set_own_entropy_decoder(bool on);

@@ -188,6 +188,7 @@ bool JpegSession::decode_region_once(J_COLOR_SPACE out_color_space, const Region
     for (JDIMENSION i = 0; i < got; ++i) sink(rows[i] + first_column, done + static_cast<int>(i));
     done += static_cast<int>(got);
   }
+  if (cinfo.entropy == reinterpret_cast<jpeg_entropy_decoder*>(&entropy_.pub)) check_entropy_read_ahead(&cinfo);
   // Stop here: the rows below the region are neither read nor skipped.
   jpeg_abort_decompress(&cinfo);
   return true;
