@@ -52,8 +52,9 @@ if [[ -z "$CXX" ]]; then
   echo "run_sanitized.sh: SKIP: no C++ compiler (g++ or clang++, or \$CXX)" >&2
   exit 77
 fi
+mkdir -p "$BUILD"
 # The same search as the extension's build, so both test the same library.
-if ! jpeg_flags="$("$PYTHON" - "$ROOT" <<'EOF'
+if ! jpeg_flags="$("$PYTHON" - "$ROOT" 2>"$BUILD/jpeg_paths.log" <<'EOF'
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("_jpeg_paths", sys.argv[1] + "/custom_op/_jpeg_paths.py")
 module = importlib.util.module_from_spec(spec)
@@ -67,7 +68,8 @@ flags += [f"-Wl,-rpath,{d}" for d in found.rpath_dirs] + [f"-l{name}" for name i
 print(" ".join(flags))
 EOF
 )"; then
-  echo "run_sanitized.sh: SKIP: libjpeg-turbo headers or library not found (see above)" >&2
+  echo "run_sanitized.sh: SKIP: libjpeg-turbo headers or library not found:" \
+    "$(grep -v '^ *$' "$BUILD/jpeg_paths.log" | head -n 3 | tr '\n' ' ')" >&2
   exit 77
 fi
 
@@ -78,12 +80,11 @@ FLAGS=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=unde
 UNITS=(libjpeg_session entropy_decoder huffman_skip scan_splice sub_image restart_index exif_orientation)
 
 # ASan and UBSan runtimes: a one-line program tells whether this compiler has them.
-mkdir -p "$BUILD"
 probe="$BUILD/probe"
 if ! echo 'int main() { return 0; }' | "$CXX" -x c++ -fsanitize=address,undefined - -o "$probe" 2>"$BUILD/probe.log" ||
    ! "$probe"; then
-  echo "run_sanitized.sh: SKIP: $CXX cannot build with -fsanitize=address,undefined:" >&2
-  cat "$BUILD/probe.log" >&2
+  echo "run_sanitized.sh: SKIP: $CXX cannot build with -fsanitize=address,undefined:" \
+    "$(head -n 3 "$BUILD/probe.log" | tr '\n' ' ')" >&2
   exit 77
 fi
 
@@ -111,8 +112,9 @@ if [[ -z "$(ls -A "$corpus" 2>/dev/null)" ]]; then
   [[ $prepared -eq 0 ]] && corpus_args+=(--no-prepared)
   PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$HERE/make_sanitized_corpus.py" "${corpus_args[@]}"
 fi
-regressions=()
-[[ -d "$HERE/regressions" ]] && regressions=("$HERE/regressions")
+shopt -s nullglob
+regressions=("$HERE"/regressions/*.jpg)
+shopt -u nullglob
 
 # ---- Run -------------------------------------------------------------------------------------------
 artifacts="${SANITIZED_ARTIFACTS:-$BUILD/artifacts}"
