@@ -23,6 +23,7 @@ import datetime
 import io
 import os
 import platform
+import random
 import shlex
 import statistics
 import sys
@@ -93,18 +94,20 @@ def check_exact(originals, prepared, windows):
 def measure(runs, rounds):
     """runs: {name: (fn, files, windows)} -> {name: (best ms/image, median ms/image)}.
 
-    The methods take turns file by file (in a rotating order), so that a busy moment of this shared
-    machine slows all of them alike; each round's total per method is one sample.
+    The methods take turns file by file, so that a busy moment of this shared machine slows all of
+    them alike; each round's total per method is one sample. The order is shuffled for every file
+    (seeded): a method that runs right after another on the same file finds its bytes in the caches,
+    and a fixed cyclic order would give that advantage to the same method every time.
     """
     names = list(runs)
     count = len(next(iter(runs.values()))[1])
     per_round = {name: [] for name in names}
     clock = time.perf_counter
+    order = random.Random(0)
     for r in range(rounds):
         totals = dict.fromkeys(names, 0.0)
         for i in range(count):
-            for j in range(len(names)):
-                name = names[(i + r + j) % len(names)]
+            for name in order.sample(names, len(names)):
                 fn, files, windows = runs[name]
                 start = clock()
                 fn(files[i], *windows[i])
