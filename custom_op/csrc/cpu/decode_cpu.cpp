@@ -181,8 +181,9 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
   at::Tensor out = at::empty({format.channels, height, width}, at::TensorOptions().dtype(at::kByte));
   PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
                   region, format.conversion, format.channels};
-  // Files prepared for random access decode only the restart segments around the window; other
-  // sequential files skip the rows above it with our own scan walker.
+  // Files prepared for random access decode only the restart segments around the window. Spliced
+  // scans (off unless turned on: see scan_splice.cpp) start others at the window's MCU row; the rest
+  // go through libjpeg's crop + skip, with our entropy decoder in libjpeg's (entropy_decoder.h).
   FastPath fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
   if (fast == FastPath::kNotApplicable) fast = decode_region_spliced(session, format.libjpeg_space, region, sink);
   const bool ok = fast == FastPath::kNotApplicable ? session.decode_region(format.libjpeg_space, region, sink)
