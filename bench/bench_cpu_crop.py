@@ -5,8 +5,9 @@
 
 Methods: Pillow full decode + slice of the array, Pillow full decode with crop() before the
 conversion (its cheapest path), simplejpeg full decode + slice (when installed), and
-custom_op.decode_and_crop_jpeg, as shipped and with the spliced scan turned off (libjpeg's own skip
-over the rows above the window, csrc/cpu/scan_splice.h). Cases: 224x224 windows on ../shared/data/imagenet-sample (when
+custom_op.decode_and_crop_jpeg, as shipped, with libjpeg's own Huffman decoder instead of ours
+(csrc/cpu/entropy_decoder.h), and with the spliced scans turned on (csrc/cpu/scan_splice.h: off by
+default since our decoder walks the rows above the window as fast; on at its former bar of 256 blocks). Cases: 224x224 windows on ../shared/data/imagenet-sample (when
 present), 256x256 windows on generated 533x800 JPEGs, 512x512 windows on generated 4000x3000 JPEGs.
 Methods alternate round by round so that a slow moment of the machine hits all of them alike; the
 best round of each is reported, with ratios against custom_op.
@@ -57,12 +58,19 @@ def custom_op_crop(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
 
 
-def custom_op_libjpeg_skip(data, top, left, height, width):
+def custom_op_spliced(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
 
 
-# Set around the timed loop of a method (a process-wide knob, not set per call).
-SPLICE_SETTING = {custom_op_libjpeg_skip: -1}
+def custom_op_libjpeg_huffman(data, top, left, height, width):
+    return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
+
+
+# Process-wide knobs set around the timed loop of a method (not per call): (setter, value).
+KNOBS = {
+    custom_op_spliced: (torch.ops.custom_op._set_scan_splice_min_blocks, 256),
+    custom_op_libjpeg_huffman: (torch.ops.custom_op._set_own_entropy_decoder, False),
+}
 
 
 def methods():
@@ -71,7 +79,8 @@ def methods():
         found["simplejpeg full + slice"] = simplejpeg_crop
     else:
         print("simplejpeg is not installed (pip install simplejpeg): skipping it", file=sys.stderr)
-    found["custom_op, libjpeg's skip (no splice)"] = custom_op_libjpeg_skip
+    found["custom_op, libjpeg's Huffman decoder"] = custom_op_libjpeg_huffman
+    found["custom_op, spliced scans on (off by default)"] = custom_op_spliced
     found["custom_op.decode_and_crop_jpeg"] = custom_op_crop
     return found
 
@@ -95,14 +104,14 @@ def measure(files, windows, fns, rounds):
     per_round = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            setting = SPLICE_SETTING.get(fn)
-            previous = torch.ops.custom_op._set_scan_splice_min_blocks(setting) if setting is not None else None
+            setter, value = KNOBS.get(fn, (None, None))
+            previous = setter(value) if setter is not None else None
             start = time.perf_counter()
             for data, window in zip(files, windows):
                 fn(data, *window)
             per_round[name].append((time.perf_counter() - start) / len(files) * 1e3)
-            if previous is not None:
-                torch.ops.custom_op._set_scan_splice_min_blocks(previous)
+            if setter is not None:
+                setter(previous)
     return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
 
 

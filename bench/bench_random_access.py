@@ -6,7 +6,8 @@
 Methods, on the same files and the same windows:
   - Pillow full decode + slice, on the original files (what a torchvision pipeline does);
   - custom_op.decode_and_crop_jpeg on the original files (crop + skip + stop early);
-  - custom_op.decode_and_crop_jpeg on copies rewritten by custom_op.prepare_jpeg (restart segments).
+  - custom_op.decode_and_crop_jpeg on copies rewritten by custom_op.prepare_jpeg (restart segments),
+    and the same with libjpeg-turbo's own Huffman decoder instead of ours (what it costs without it).
 Cases: ../shared/data/imagenet-sample (when present) and generated 800x533 and 4000x3000 sets
 (datasets.synthetic), each at 224x224 and 128x128 windows. Every window is first checked: both custom_op
 results must equal Pillow's on the original, pixel for pixel. The report gives the size change of the
@@ -22,6 +23,7 @@ import datetime
 import io
 import os
 import platform
+import random
 import shlex
 import statistics
 import sys
@@ -47,6 +49,16 @@ def pillow_crop(data, top, left, height, width):
 
 def custom_op_crop(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
+
+
+def custom_op_crop_libjpeg_huffman(data, top, left, height, width):
+    """The same with libjpeg-turbo's own Huffman decoder in place of ours (csrc/cpu/entropy_decoder.h):
+    libjpeg-turbo 2.1 decodes every scan that declares restart markers on its slow path."""
+    previous = torch.ops.custom_op._set_own_entropy_decoder(False)
+    try:
+        return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
+    finally:
+        torch.ops.custom_op._set_own_entropy_decoder(previous)
 
 
 def cases(args):
@@ -82,18 +94,20 @@ def check_exact(originals, prepared, windows):
 def measure(runs, rounds):
     """runs: {name: (fn, files, windows)} -> {name: (best ms/image, median ms/image)}.
 
-    The methods take turns file by file (in a rotating order), so that a busy moment of this shared
-    machine slows all of them alike; each round's total per method is one sample.
+    The methods take turns file by file, so that a busy moment of this shared machine slows all of
+    them alike; each round's total per method is one sample. The order is shuffled for every file
+    (seeded): a method that runs right after another on the same file finds its bytes in the caches,
+    and a fixed cyclic order would give that advantage to the same method every time.
     """
     names = list(runs)
     count = len(next(iter(runs.values()))[1])
     per_round = {name: [] for name in names}
     clock = time.perf_counter
+    order = random.Random(0)
     for r in range(rounds):
         totals = dict.fromkeys(names, 0.0)
         for i in range(count):
-            for j in range(len(names)):
-                name = names[(i + r + j) % len(names)]
+            for name in order.sample(names, len(names)):
                 fn, files, windows = runs[name]
                 start = clock()
                 fn(files[i], *windows[i])
@@ -152,6 +166,7 @@ def main():
                 "Pillow full + slice (originals)": (pillow_crop, originals, windows),
                 "custom_op.decode_and_crop_jpeg (originals)": (custom_op_crop, originals, windows),
                 "custom_op.decode_and_crop_jpeg (prepared)": (custom_op_crop, prepared, windows),
+                "custom_op (prepared), libjpeg's Huffman decoder": (custom_op_crop_libjpeg_huffman, prepared, windows),
             }, args.rounds)
             pillow = result["Pillow full + slice (originals)"][0]
             section += [f"### {size}x{size} windows", "",

@@ -11,7 +11,8 @@ Training (one RandomResizedCrop window per file, drawn once with torchvision's a
 - custom_op.decode_and_crop_jpeg + resize_box: the window at full resolution, then our resampler.
 - custom_op.decode_and_crop_jpeg + F.interpolate: the same with torch's uint8 antialiased bilinear.
 - fused decode_and_resized_crop_jpeg, with the scale picked from {1, 2, 4, 8} (the default) and from
-  all of 1..8 (the alternative that was benchmarked to choose the default).
+  all of 1..8 (the alternative that was benchmarked to choose the default); and the default with
+  libjpeg-turbo's own Huffman decoder instead of ours (csrc/cpu/entropy_decoder.h).
 Evaluation (Resize(256) + CenterCrop(224)): Pillow full decode, Pillow draft(), and ResizeCenterCropJpeg.
 
 Methods alternate within each round so that a slow moment of the machine hits all of them alike; the
@@ -99,6 +100,14 @@ def fused(data, window):
     return custom_op.decode_and_resized_crop_jpeg(data, *window, SIZE)
 
 
+def fused_libjpeg_huffman(data, window):
+    previous = torch.ops.custom_op._set_own_entropy_decoder(False)
+    try:
+        return fused(data, window)
+    finally:
+        torch.ops.custom_op._set_own_entropy_decoder(previous)
+
+
 def fused_all_scales(data, window):
     return custom_op.decode_and_resized_crop_jpeg(data, *window, SIZE, scale=choose_scale(window[2], window[3],
                                                                                           SIZE, ALL_SCALES))
@@ -110,6 +119,7 @@ TRAIN = {
     "custom_op crop + resize_box": crop_then_resize_box,
     "custom_op crop + F.interpolate(antialias)": crop_then_interpolate,
     "fused, scales {1,2,4,8} (default)": fused,
+    "fused, libjpeg's Huffman decoder": fused_libjpeg_huffman,
     "fused, scales 1..8": fused_all_scales,
 }
 

@@ -128,6 +128,26 @@ class Case:
         elif crop is None and type(crop_error) is not type(plain_error):
             self.fail(f"{label}: splice raised {type(crop_error).__name__}, libjpeg's skip {type(plain_error).__name__}")
 
+    def compare_with_libjpegs_decoder(self, label, data, window, mode, exif, policy, crop, crop_error) -> None:
+        """Our entropy decoder (csrc/cpu/entropy_decoder.h) gives damaged scans back to libjpeg's; either
+        way the outcome must be the one libjpeg's own decoder gives: same pixels, or the same error."""
+        previous = bool(torch.ops.custom_op._set_own_entropy_decoder(False))
+        try:
+            theirs, their_error = self.call(
+                label,
+                lambda: custom_op.decode_and_crop_jpeg(data, *window, mode=mode, apply_exif_orientation=exif,
+                                                       on_warning=policy, max_pixels=MAX_PIXELS),
+            )
+        finally:
+            torch.ops.custom_op._set_own_entropy_decoder(previous)
+        if (crop is None) != (theirs is None):
+            self.fail(f"{label}: our entropy decoder gave {type(crop_error).__name__ if crop is None else 'a tensor'}, "
+                      f"libjpeg's {type(their_error).__name__ if theirs is None else 'a tensor'}")
+        elif crop is not None and not torch.equal(crop, theirs):
+            self.fail(f"{label}: our entropy decoder and libjpeg's decode different pixels")
+        elif crop is None and str(crop_error) != str(their_error):
+            self.fail(f"{label}: our entropy decoder raised {crop_error!r}, libjpeg's {their_error!r}")
+
     def check_tensor(self, label, out, channels: set[int], height: int, width: int) -> None:
         if not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or out.dim() != 3:
             self.fail(f"{label}: returned {type(out).__name__} {getattr(out, 'dtype', '')} {getattr(out, 'shape', '')}")
@@ -190,6 +210,8 @@ class Case:
             fits = info is not None and top >= 0 and left >= 0 and height > 0 and width > 0 and top + height <= info.height and left + width <= info.width
             if inside:
                 self.compare_with_plain_skip(label, data, (top, left, height, width), mode, exif, policy, crop, crop_error)
+                self.compare_with_libjpegs_decoder(label, data, (top, left, height, width), mode, exif, policy, crop,
+                                                   crop_error)
             if crop is not None:
                 if info is not None and not fits:
                     self.fail(f"{label}: returned a tensor for a window outside {info.height}x{info.width}")
@@ -242,6 +264,7 @@ def _fuzz(args) -> int:
                 print(f"NOTE {note}", flush=True)
             summary["notes"] += len(case.notes)
     summary["scan_splice_decodes"] = int(torch.ops.custom_op._scan_splice_decodes())
+    summary["entropy_decoder_give_ups"] = int(torch.ops.custom_op._entropy_decoder_give_ups())
     print("SUMMARY " + json.dumps(summary), flush=True)
     return 0
 

@@ -194,16 +194,24 @@ def test_flat_image_without_zero_run_codes(splice_always):
         assert np.array_equal(out.numpy(), reference[:, top:top + h, left:left + w])
 
 
-def test_default_bar_splices_large_skips_only():
-    assert set_splice(256) == 256, "the default bar changed: update this test and scan_splice.cpp's comment"
-    small = jpeg_factory.encode(jpeg_factory.photo_like(120, 160, seed=2))
+def test_off_by_default():
+    # Our entropy decoder walks jpeg_skip_scanlines' rows as fast as the splice's walker, so the splice
+    # no longer pays (scan_splice.cpp); it stays available through the knob, and these tests use it.
+    assert set_splice(NEVER) == NEVER, "the default changed: update this test and scan_splice.cpp's comment"
     large = jpeg_factory.encode(jpeg_factory.photo_like(900, 1200, seed=2))
     before = spliced()
-    custom_op.decode_and_crop_jpeg(small, 40, 0, 20, 20)  # 2 MCU rows of 60 blocks above: 120 < 256
-    assert spliced() == before
     out = custom_op.decode_and_crop_jpeg(large, 600, 300, 200, 300)
-    assert spliced() == before + 1
+    assert spliced() == before
     assert np.array_equal(out.numpy(), pillow_reference(large)[:, 600:800, 300:600])
+    previous = set_splice(256)
+    try:
+        small = jpeg_factory.encode(jpeg_factory.photo_like(120, 160, seed=2))
+        custom_op.decode_and_crop_jpeg(small, 40, 0, 20, 20)  # 2 MCU rows of 60 blocks above: 120 < 256
+        assert spliced() == before
+        assert torch.equal(custom_op.decode_and_crop_jpeg(large, 600, 300, 200, 300), out)
+        assert spliced() == before + 1
+    finally:
+        set_splice(previous)
 
 
 def test_windows_that_reach_the_end_of_the_data_are_redone_the_ordinary_way(splice_always):

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "deinterleave.h"
+#include "entropy_decoder.h"
 #include "libjpeg_session.h"
 #include "restart_index.h"
 #include "scan_splice.h"
@@ -180,8 +181,9 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
   at::Tensor out = at::empty({format.channels, height, width}, at::TensorOptions().dtype(at::kByte));
   PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
                   region, format.conversion, format.channels};
-  // Files prepared for random access decode only the restart segments around the window; other
-  // sequential files skip the rows above it with our own scan walker.
+  // Files prepared for random access decode only the restart segments around the window. Spliced
+  // scans (off unless turned on: see scan_splice.cpp) start others at the window's MCU row; the rest
+  // go through libjpeg's crop + skip, with our entropy decoder in libjpeg's (entropy_decoder.h).
   FastPath fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
   if (fast == FastPath::kNotApplicable) fast = decode_region_spliced(session, format.libjpeg_space, region, sink);
   const bool ok = fast == FastPath::kNotApplicable ? session.decode_region(format.libjpeg_space, region, sink)
@@ -290,6 +292,10 @@ int64_t scan_splice_decodes_cpu() { return spliced_decodes(); }
 
 int64_t set_scan_splice_min_blocks_cpu(int64_t min_blocks) { return set_min_blocks_to_skip(min_blocks); }
 
+bool set_own_entropy_decoder_cpu(bool on) { return set_own_entropy_decoder(on); }
+
+int64_t entropy_decoder_give_ups_cpu() { return entropy_decoder_give_ups(); }
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(custom_op, m) {
@@ -297,6 +303,10 @@ TORCH_LIBRARY_FRAGMENT(custom_op, m) {
   m.def("_scan_splice_decodes() -> int", &scan_splice_decodes_cpu);
   // Sets the fewest blocks above a window worth splicing (negative: never); returns the old value.
   m.def("_set_scan_splice_min_blocks(int min_blocks) -> int", &set_scan_splice_min_blocks_cpu);
+  // Switches our baseline Huffman decoder (entropy_decoder.h) on or off; returns the old setting.
+  m.def("_set_own_entropy_decoder(bool on) -> bool", &set_own_entropy_decoder_cpu);
+  // How many scans it gave back to libjpeg's own decoder in this process (damaged data).
+  m.def("_entropy_decoder_give_ups() -> int", &entropy_decoder_give_ups_cpu);
 }
 
 TORCH_LIBRARY_IMPL(custom_op, CPU, m) {

@@ -8,12 +8,6 @@ namespace custom_op {
 namespace {
 
 constexpr int kLook = HuffmanTable::kLookBits;
-constexpr uint8_t kZeroRun = 0xF0;  // ZRL: sixteen zero coefficients
-
-inline int32_t extend(uint32_t bits, int category) {
-  return bits < (1u << (category - 1)) ? static_cast<int32_t>(bits) - (1 << category) + 1
-                                       : static_cast<int32_t>(bits);
-}
 
 inline int category_of(int32_t value) {
   uint32_t magnitude = static_cast<uint32_t>(value < 0 ? -value : value);
@@ -25,32 +19,11 @@ inline int category_of(int32_t value) {
   return n;
 }
 
-// Decodes one symbol; needs at least 16 bits in the reader (a BitReader or a BitWalker).
-template <class Reader>
-inline bool decode_symbol(Reader& in, const HuffmanTable& t, int* symbol) {
-  const uint16_t e = t.code[in.peek(kLook)];
-  if (e != 0) {
-    in.drop(e >> 8);
-    *symbol = e & 0xFF;
-    return true;
-  }
-  for (int length = kLook + 1; length <= 16; ++length) {
-    const int32_t c = static_cast<int32_t>(in.peek(length));
-    if (c <= t.maxcode[length]) {
-      in.drop(length);
-      *symbol = t.huffval[c + t.valoffset[length]];
-      return true;
-    }
-  }
-  return false;  // no such code: corrupt data
-}
-
 // DC predictors of a valid 8-bit file stay far inside this; hostile data must not overflow them.
 constexpr int32_t kMaxPredictor = 1 << 20;
 
 // ac_whole entries (see huffman_skip.h).
 constexpr uint32_t kAcMiss = 63u << 26;       // not even the first symbol fits
-constexpr uint32_t kAcFirstBits = 15u << 6;  // zero only in kAcMiss
 
 inline uint32_t ac_entry(uint32_t bits1, uint32_t bits2, uint32_t bits, uint32_t covers1, uint32_t covers2,
                          uint32_t covers) {
@@ -69,7 +42,10 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
   // (bits used) | (coefficients covered << 5); 0 when it does not fit.
   constexpr int P = kAcBits;
   uint16_t single[1 << P];
-  if (!is_dc) std::memset(single, 0, sizeof(single));
+  if (!is_dc) {
+    std::memset(single, 0, sizeof(single));
+    std::memset(ac_value, 0, sizeof(ac_value));
+  }
   // AC only: the codes of at most P bits, in order.
   struct ShortCode {
     uint16_t code;
@@ -107,6 +83,17 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
           std::fill_n(dc_whole + first, 1u << (kDcBits - used), static_cast<uint16_t>(used | (value * 16)));
         }
         continue;
+      }
+      const int value_bits = length + (symbol & 15);
+      if (value_bits <= kValueBits) {
+        const int run = symbol >> 4, size = symbol & 15;
+        const uint32_t advance = size != 0 ? run + 1 : (run == 15 ? 16 : 64);
+        for (uint32_t extra = 0; extra < (1u << size); ++extra) {
+          const int32_t value = size != 0 ? extend(extra, size) : 0;
+          const uint32_t entry = static_cast<uint32_t>(value_bits) | advance << 8 | static_cast<uint32_t>(value) << 16;
+          const uint32_t first = ((c << size) | extra) << (kValueBits - value_bits);
+          std::fill_n(ac_value + first, 1u << (kValueBits - value_bits), static_cast<int32_t>(entry));
+        }
       }
       if (length > P) continue;
       short_codes[num_short++] = {static_cast<uint16_t>(c), static_cast<uint8_t>(length),
@@ -269,56 +256,6 @@ class __attribute__((visibility("hidden"))) BitWalker {
 };
 
 namespace {
-
-// One lookup of a block's AC symbols at position k: false, leaving the entry in e, when the block
-// ends in it or it starts a symbol longer than the table. Needs kAcBits bits loaded.
-__attribute__((always_inline)) inline bool ac_step(BitWalker& in, const uint32_t* table, int& k, uint32_t& e) {
-  e = table[in.peek(HuffmanTable::kAcBits)];
-  const int next = k + static_cast<int>(e >> 26);
-  if (__builtin_expect(next >= 64, 0)) return false;
-  in.drop(static_cast<int>(e & 63));
-  k = next;
-  return true;
-}
-
-// Walks a block's AC symbols; needs 3 * kAcBits bits loaded. False on a code the table lacks.
-__attribute__((always_inline)) inline bool walk_ac(BitWalker& in, const HuffmanTable& t) {
-  const uint32_t* const table = t.ac_whole;
-  int k = 1;
-  uint32_t e;
-  // A refill loads 56 bits or more, enough for four lookups.
-  bool open = ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e);
-  for (;;) {
-    while (open) {
-      in.refill();
-      open = ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e) &&
-             ac_step(in, table, k, e);
-    }
-    if (__builtin_expect((e & kAcFirstBits) != 0, 1)) {
-      // The block ends after the first symbol of the entry, or the second, or else the third.
-      int used = static_cast<int>(e & 63);
-      if (k + static_cast<int>((e >> 20) & 63) >= 64) used = static_cast<int>((e >> 10) & 15);
-      if (k + static_cast<int>((e >> 14) & 63) >= 64) used = static_cast<int>((e >> 6) & 15);
-      in.drop(used);
-      return true;
-    }
-    // A symbol longer than the table.
-    in.fill(31);
-    int symbol;
-    if (!decode_symbol(in, t, &symbol)) return false;
-    const int run = symbol >> 4, size = symbol & 15;
-    if (size != 0) {
-      in.drop(size);
-      k += run + 1;
-    } else if (run == 15) {
-      k += 16;
-    } else {
-      return true;
-    }
-    if (k >= 64) return true;
-    open = true;
-  }
-}
 
 __attribute__((always_inline)) inline bool walk_mcus(BitWalker& in, const ScanLayout& scan, int64_t count,
                                                      int32_t* pred) {

@@ -50,6 +50,13 @@ class HuffmanTable {
     // as (bits used) | (difference << 4), or 0 when it does not fit.
     uint16_t dc_whole[1 << kDcBits];
   };
+  // AC tables only. Indexed by the next kValueBits bits: the first symbol with its coefficient,
+  // when its code and extra bits fit, as (bits used) | (coefficients it advances << 8) | (value << 16),
+  // where an end-of-block advances 64 and a zero run (value 0) 16; 0 when it does not fit. Storing
+  // even the zeros at position k + advance - 1 (clamped to 63) keeps the decoder's loop free of
+  // branches on the symbol's kind: nothing was stored at or after k yet.
+  static constexpr int kValueBits = 11;
+  int32_t ac_value[1 << kValueBits];
   int32_t maxcode[18];  // largest code of each length, -1 where there is none
   int32_t valoffset[17];
   uint8_t huffval[256];
@@ -60,6 +67,90 @@ class HuffmanTable {
   // False for a table libjpeg would reject (over-subscribed, a DC category above 15) or lack.
   bool build(const JHUFF_TBL* table, bool is_dc);
 };
+
+constexpr uint8_t kZeroRun = 0xF0;  // ZRL: sixteen zero coefficients
+
+// ac_whole's bits of the first symbol: zero only where not even the first symbol fits.
+constexpr uint32_t kAcFirstBits = 15u << 6;
+
+// The value of `category` extra bits (the JPEG standard's EXTEND); category in 1..15.
+inline int32_t extend(uint32_t bits, int category) {
+  return bits < (1u << (category - 1)) ? static_cast<int32_t>(bits) - (1 << category) + 1
+                                       : static_cast<int32_t>(bits);
+}
+
+// Decodes one symbol; needs at least 16 bits in the reader (anything with peek and drop).
+template <class Reader>
+inline bool decode_symbol(Reader& in, const HuffmanTable& t, int* symbol) {
+  const uint16_t e = t.code[in.peek(HuffmanTable::kLookBits)];
+  if (e != 0) {
+    in.drop(e >> 8);
+    *symbol = e & 0xFF;
+    return true;
+  }
+  for (int length = HuffmanTable::kLookBits + 1; length <= 16; ++length) {
+    const int32_t c = static_cast<int32_t>(in.peek(length));
+    if (c <= t.maxcode[length]) {
+      in.drop(length);
+      *symbol = t.huffval[c + t.valoffset[length]];
+      return true;
+    }
+  }
+  return false;  // no such code: corrupt data
+}
+
+// One lookup of a block's AC symbols at position k: false, leaving the entry in e, when the block
+// ends in it or it starts a symbol longer than the table. Needs kAcBits bits loaded.
+template <class Reader>
+__attribute__((always_inline)) inline bool ac_step(Reader& in, const uint32_t* table, int& k, uint32_t& e) {
+  e = table[in.peek(HuffmanTable::kAcBits)];
+  const int next = k + static_cast<int>(e >> 26);
+  if (__builtin_expect(next >= 64, 0)) return false;
+  in.drop(static_cast<int>(e & 63));
+  k = next;
+  return true;
+}
+
+// Walks a block's AC symbols without producing them; needs 3 * kAcBits bits loaded. The reader's
+// refill() must leave at least 56 bits loaded and fill(n) at least n. False on a code the table lacks.
+template <class Reader>
+__attribute__((always_inline)) inline bool walk_ac(Reader& in, const HuffmanTable& t) {
+  const uint32_t* const table = t.ac_whole;
+  int k = 1;
+  uint32_t e;
+  // A refill loads 56 bits or more, enough for four lookups.
+  bool open = ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e);
+  for (;;) {
+    while (open) {
+      in.refill();
+      open = ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e) &&
+             ac_step(in, table, k, e);
+    }
+    if (__builtin_expect((e & kAcFirstBits) != 0, 1)) {
+      // The block ends after the first symbol of the entry, or the second, or else the third.
+      int used = static_cast<int>(e & 63);
+      if (k + static_cast<int>((e >> 20) & 63) >= 64) used = static_cast<int>((e >> 10) & 15);
+      if (k + static_cast<int>((e >> 14) & 63) >= 64) used = static_cast<int>((e >> 6) & 15);
+      in.drop(used);
+      return true;
+    }
+    // A symbol longer than the table.
+    in.fill(31);
+    int symbol;
+    if (!decode_symbol(in, t, &symbol)) return false;
+    const int run = symbol >> 4, size = symbol & 15;
+    if (size != 0) {
+      in.drop(size);
+      k += run + 1;
+    } else if (run == 15) {
+      k += 16;
+    } else {
+      return true;
+    }
+    if (k >= 64) return true;
+    open = true;
+  }
+}
 
 // Reads entropy-coded bits, removing byte stuffing. Bits past a marker or the end of the data read
 // as zeros and are counted, so the walk can tell it ran off the real data.

@@ -163,6 +163,8 @@ bool JpegSession::reopen_spliced(const uint8_t* head, size_t head_size, const ui
   spliced_.pub.term_source = spliced_term;
   spliced_.pub.next_input_byte = head;
   spliced_.pub.bytes_in_buffer = head_size;
+  spliced_.head = head;
+  spliced_.head_size = head_size;
   spliced_.tail = tail;
   spliced_.tail_size = tail_size;
   spliced_.in_tail = false;
@@ -172,6 +174,29 @@ bool JpegSession::reopen_spliced(const uint8_t* head, size_t head_size, const ui
   size_ = 0;
   read_header_again();
   return true;
+}
+
+bool JpegSession::rewind(unsigned int scale_num, unsigned int scale_denom) {
+  const bool reopened = cinfo.src == &spliced_.pub
+                            ? reopen_spliced(spliced_.head, spliced_.head_size, spliced_.tail, spliced_.tail_size)
+                            : reopen(data_, size_);
+  if (!reopened) return false;
+  cinfo.scale_num = scale_num;
+  cinfo.scale_denom = scale_denom;
+  return true;
+}
+
+void JpegSession::install_own_entropy(bool cropped, JDIMENSION xoffset) {
+  JDIMENSION first = 0, last = cinfo.MCUs_per_row - 1;
+  if (cropped) {
+    // The iMCU columns jpeg_crop_scanline told libjpeg to transform, computed as it does.
+    const bool one_component = cinfo.comps_in_scan == 1 && cinfo.num_components == 1;
+    const JDIMENSION align =
+        static_cast<JDIMENSION>(min_dct_scaled_width(cinfo) * (one_component ? 1 : cinfo.max_h_samp_factor));
+    first = xoffset / align;
+    last = (xoffset + cinfo.output_width + align - 1) / align - 1;
+  }
+  install_entropy_decoder(&cinfo, &entropy_, cinfo.src == &spliced_.pub ? &spliced_ : nullptr, first, last);
 }
 
 void JpegSession::read_header_again() {

@@ -14,6 +14,8 @@
 
 #include <jpeglib.h>
 
+#include "entropy_decoder.h"
+
 namespace custom_op {
 
 enum class WarningPolicy : int { kRaise = 0, kWarn = 1, kIgnore = 2 };
@@ -30,12 +32,15 @@ struct ErrorState {
   int num_warnings;
   char message[JMSG_LENGTH_MAX];
   char first_warning[JMSG_LENGTH_MAX];
+  bool entropy_gave_up;  // the jump came from our entropy decoder giving a scan back to libjpeg
 };
 
 // A datastream in two pieces for libjpeg: a rewritten head, then the rest of the caller's file
 // (scan_splice.h makes these). libjpeg's source manager is a C struct, and this is one.
 struct SplicedSource {
   jpeg_source_mgr pub;  // first member: libjpeg hands back a jpeg_source_mgr* that we cast
+  const uint8_t* head;
+  size_t head_size;
   const uint8_t* tail;
   size_t tail_size;
   bool in_tail;
@@ -89,7 +94,8 @@ class JpegSession {
 
   // Decodes `region` with out_color_space and hands each of its rows to sink(row_pixels, row_index):
   // row_pixels points at the region's first pixel, interleaved. Stops reading the file once the
-  // region's last row is out.
+  // region's last row is out. A row may be handed over twice (when the decode is redone); the sink
+  // must write each row to the same place each time.
   template <class Sink>
   bool decode_region(J_COLOR_SPACE out_color_space, const Region& region, Sink& sink);
 
@@ -104,6 +110,16 @@ class JpegSession {
   // upsampling needs to see real neighbours rather than the crop's own edges.
   void crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const;
 
+  template <class Sink>
+  bool decode_region_once(J_COLOR_SPACE out_color_space, const Region& region, Sink& sink, bool own_entropy);
+
+  // Puts our entropy decoder in libjpeg's place (entropy_decoder.h), after jpeg_crop_scanline
+  // (when cropped) moved the crop's start to xoffset.
+  void install_own_entropy(bool cropped, JDIMENSION xoffset);
+
+  // Parses the current datastream's header again, from its start, for a second attempt at a decode.
+  bool rewind(unsigned int scale_num, unsigned int scale_denom);
+
   // Sets message after jpeg_create_decompress failed in the constructor.
   void creation_failed();
 
@@ -114,6 +130,7 @@ class JpegSession {
   SplicedSource spliced_;
   jpeg_source_mgr* memory_source_ = nullptr;  // jpeg_mem_src's, put back before it is used again
   std::vector<uint8_t> row_buffer_;  // decode_region's output rows
+  OwnEntropyDecoder entropy_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   static constexpr int kRowsPerRead = 4;
@@ -121,6 +138,21 @@ class JpegSession {
 
 template <class Sink>
 bool JpegSession::decode_region(J_COLOR_SPACE out_color_space, const Region& region, Sink& sink) {
+  const int warnings = err_.num_warnings;
+  const unsigned int scale_num = cinfo.scale_num, scale_denom = cinfo.scale_denom;
+  err_.entropy_gave_up = false;
+  if (decode_region_once(out_color_space, region, sink, /*own_entropy=*/true)) return true;
+  if (!err_.entropy_gave_up) return false;
+  // Our entropy decoder met something a valid scan does not contain. libjpeg's own decoder does it
+  // all again, so that damaged data gives libjpeg's warnings, errors and pixels, whatever the path.
+  err_.entropy_gave_up = false;
+  forget_warnings_after(warnings);
+  return rewind(scale_num, scale_denom) && decode_region_once(out_color_space, region, sink, false);
+}
+
+template <class Sink>
+bool JpegSession::decode_region_once(J_COLOR_SPACE out_color_space, const Region& region, Sink& sink,
+                                     bool own_entropy) {
   if (setjmp(err_.jump)) return false;
   cinfo.out_color_space = out_color_space;
   // The defaults of Pillow and torchvision: the result must equal theirs pixel for pixel.
@@ -130,7 +162,9 @@ bool JpegSession::decode_region(J_COLOR_SPACE out_color_space, const Region& reg
 
   JDIMENSION xoffset = 0, width = cinfo.output_width;
   crop_span(region, &xoffset, &width);
-  if (width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoffset, &width);
+  const bool cropped = width < cinfo.output_width;
+  if (cropped) jpeg_crop_scanline(&cinfo, &xoffset, &width);
+  if (own_entropy) install_own_entropy(cropped, xoffset);
 
   // Owned by the session rather than taken from libjpeg's image pool: with rows from that pool the
   // same decode measured about 15% slower on libjpeg-turbo 2.1.5 (224x224 windows of photos).
@@ -154,6 +188,7 @@ bool JpegSession::decode_region(J_COLOR_SPACE out_color_space, const Region& reg
     for (JDIMENSION i = 0; i < got; ++i) sink(rows[i] + first_column, done + static_cast<int>(i));
     done += static_cast<int>(got);
   }
+  if (cinfo.entropy == reinterpret_cast<jpeg_entropy_decoder*>(&entropy_.pub)) check_entropy_read_ahead(&cinfo);
   // Stop here: the rows below the region are neither read nor skipped.
   jpeg_abort_decompress(&cinfo);
   return true;

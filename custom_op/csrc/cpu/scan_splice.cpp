@@ -11,17 +11,18 @@ namespace {
 
 std::atomic<int64_t> g_spliced_decodes{0};
 
-// Below this many blocks above the window (the default) the splice does not pay: parsing a second
-// header and rewriting an MCU cost about what the faster walk saves on a couple of hundred blocks.
-// Deriving the walk's tables, when this thread has not seen the file's tables yet, costs about as
-// much again as walking several hundred: such files need kUncachedFactor times as many. Measured
-// with bench/bench_cpu_crop.py's windows: on the ImageNet sample (many encoders; a 224 window has
-// about 900 blocks above it on average) 256 was 2-4% faster than never splicing, and on generated
-// 800x533 files (one encoder, 256 windows) about 7% faster.
-constexpr int64_t kMinBlocksToSkip = 256;
+// Below this many blocks above the window the splice does not pay: parsing a second header and
+// rewriting an MCU cost about what the faster walk saved on a couple of hundred blocks, when
+// jpeg_skip_scanlines walked with libjpeg's entropy decoder. Deriving the walk's tables, when this
+// thread has not seen the file's tables yet, costs about as much again as walking several hundred:
+// such files need kUncachedFactor times as many. Since our own entropy decoder (entropy_decoder.h)
+// walks jpeg_skip_scanlines' rows with the same walker, the splice saves nothing at any size
+// (bench/bench_cpu_crop.py: 1-3% slower than without it, ImageNet to 4000x3000), so it is off by
+// default (kNever); set_min_blocks_to_skip turns it on.
+constexpr int64_t kNever = -1;
 constexpr int64_t kUncachedFactor = 4;
 
-std::atomic<int64_t> g_min_blocks{kMinBlocksToSkip};
+std::atomic<int64_t> g_min_blocks{kNever};
 
 }  // namespace
 

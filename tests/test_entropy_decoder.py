@@ -1,0 +1,263 @@
+"""Our baseline Huffman decoder (csrc/cpu/entropy_decoder.h), which takes libjpeg's place in a decode.
+
+Every other test runs with it on (the default) and compares with Pillow. These compare it with
+libjpeg's own decoder, switched back on through torch.ops.custom_op._set_own_entropy_decoder, on the
+cases where the two differ in what they do: restart markers, MCUs beside a crop (walked, not decoded),
+rows skipped by jpeg_skip_scanlines, reduced DCT scales, components a mode does not need, and damaged
+data, where ours must give up and leave everything (pixels, warnings, errors) to libjpeg.
+"""
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import custom_op
+import jpeg_factory
+import restart_segments
+from conftest import shared_dir
+from custom_op import ImageReadMode
+from test_decode import assert_crops_exact, pillow_reference
+
+pytestmark = pytest.mark.skipif(
+    jpeg_factory.unavailable_reason() is not None, reason=str(jpeg_factory.unavailable_reason())
+)
+
+ops = torch.ops.custom_op
+MODES = (ImageReadMode.RGB, ImageReadMode.GRAY, ImageReadMode.UNCHANGED)
+POLICIES = {"raise": 0, "warn": 1, "ignore": 2}
+
+
+def give_ups() -> int:
+    return int(ops._entropy_decoder_give_ups())
+
+
+def decode(data: bytes, window, *, own: bool, mode=ImageReadMode.RGB, scale=8, policy=0, splice=-1):
+    """The window through the op, with our decoder on or off; a libjpeg error comes back as its message.
+    Splicing is off unless asked for: the rows above then go through jpeg_skip_scanlines."""
+    previous_own = bool(ops._set_own_entropy_decoder(own))
+    previous_splice = int(ops._set_scan_splice_min_blocks(splice))
+    try:
+        tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        image, warnings = ops.decode_and_crop_jpeg_with_warnings(tensor, *window, int(mode), False, 0, scale) \
+            if policy == 1 else (ops.decode_and_crop_jpeg(tensor, *window, int(mode), False, policy, 0, scale), "")
+        return image, warnings
+    except RuntimeError as error:
+        return None, str(error)
+    finally:
+        ops._set_own_entropy_decoder(previous_own)
+        ops._set_scan_splice_min_blocks(previous_splice)
+
+
+def assert_same_outcome(data: bytes, window, **options):
+    ours, ours_message = decode(data, window, own=True, **options)
+    libjpegs, libjpegs_message = decode(data, window, own=False, **options)
+    assert ours_message == libjpegs_message, (window, options)
+    if libjpegs is None:
+        assert ours is None, (window, options)
+    else:
+        assert ours is not None and torch.equal(ours, libjpegs), (window, options)
+
+
+def windows(height: int, width: int, rng: np.random.Generator, n: int = 10):
+    out = {(0, 0, height, width), (0, 0, 1, 1), (height - 1, width - 1, 1, 1), (height // 2, 0, height - height // 2, 1),
+           (0, width - 1, height, 1), (height - 1, 0, 1, width)}
+    for _ in range(n):
+        h, w = int(rng.integers(1, height + 1)), int(rng.integers(1, width + 1))
+        out.add((int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w))
+    return sorted(out)
+
+
+SAMPLINGS = ["4:2:0", "4:4:4", "4:2:2", "4:4:0", "4:1:1", "1x2,2x1,1x1"]
+
+
+@pytest.mark.parametrize("restart", [0, 1, 3, 7], ids=lambda r: f"restart{r}")
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_equals_libjpegs_decoder_without_giving_up(sampling, restart):
+    data = jpeg_factory.encode(jpeg_factory.photo_like(75, 133, seed=restart), sampling=sampling,
+                               restart_interval=restart)
+    before = give_ups()
+    rng = np.random.default_rng(restart)
+    for window in windows(75, 133, rng):
+        for mode in MODES:
+            assert_same_outcome(data, window, mode=mode)
+    assert give_ups() == before, "valid data must never be given back to libjpeg"
+    assert_crops_exact(data, pillow_reference(data), rng)
+
+
+@pytest.mark.parametrize("options", [{"restart_rows": 1}, {"optimize": True}, {"quality": 100}, {"quality": 5},
+                                     {"optimize": True, "restart_interval": 2, "quality": 97}],
+                         ids=["restart per row", "optimized", "q100", "q5", "optimized restart q97"])
+def test_tables_and_restart_layouts(options):
+    data = jpeg_factory.encode(jpeg_factory.photo_like(130, 211, seed=4), **options)
+    before = give_ups()
+    for window in windows(130, 211, np.random.default_rng(1)):
+        assert_same_outcome(data, window)
+    assert give_ups() == before
+    assert_crops_exact(data, pillow_reference(data), np.random.default_rng(2))
+
+
+@pytest.mark.parametrize("channels,color_space", [(1, None), (4, "cmyk"), (4, "ycck"), (3, "rgb")])
+def test_gray_cmyk_ycck_rgb(channels, color_space):
+    options = {"restart_interval": 2}
+    if color_space is not None:
+        options["color_space"] = color_space
+        options["sampling"] = "4:4:4" if color_space != "ycck" else "4:2:0"
+    data = jpeg_factory.encode(jpeg_factory.photo_like(66, 90, channels=channels, seed=5), **options)
+    for window in windows(66, 90, np.random.default_rng(channels), n=5):
+        for mode in MODES:
+            assert_same_outcome(data, window, mode=mode)
+
+
+@pytest.mark.parametrize("scale", [1, 2, 3, 5, 8, 16])
+def test_reduced_scales(scale):
+    # At 1/8 libjpeg needs only the DC coefficients, and ours walks the AC ones without storing them.
+    data = jpeg_factory.encode(jpeg_factory.photo_like(150, 170, seed=scale), restart_interval=1)
+    out_h, out_w = -(-150 * scale // 8), -(-170 * scale // 8)
+    for window in windows(out_h, out_w, np.random.default_rng(scale), n=6):
+        assert_same_outcome(data, window, scale=scale)
+
+
+def test_spliced_scans_and_random_access_paths():
+    # Both fast paths hand libjpeg a rewritten datastream; ours then reads it (two buffers for a splice).
+    data = jpeg_factory.encode(jpeg_factory.photo_like(300, 260, seed=6))
+    prepared = custom_op.prepare_jpeg(data)
+    before = give_ups()
+    spliced_before = int(ops._scan_splice_decodes())
+    for window in windows(300, 260, np.random.default_rng(3)):
+        assert_same_outcome(data, window, splice=0)
+        assert_same_outcome(prepared, window)
+    assert int(ops._scan_splice_decodes()) > spliced_before
+    assert give_ups() == before
+
+
+def _entropy_start(data: bytes) -> int:
+    sos = data.index(b"\xff\xda")
+    return sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
+
+
+def _damaged_cases(data: bytes, rng: np.random.Generator, flips: int = 30):
+    start = _entropy_start(data)
+    cases = [data[:start + n] for n in (0, 1, 37, 500, len(data) - start - 2)]
+    for _ in range(flips):
+        damaged = bytearray(data)
+        for position in rng.integers(start, len(data) - 2, size=int(rng.integers(1, 4))):
+            damaged[position] ^= 1 << int(rng.integers(0, 8))
+        cases.append(bytes(damaged))
+    return cases
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("restart", [0, 2])
+def test_damaged_data_gives_libjpegs_outcome(policy, restart):
+    data = jpeg_factory.encode(jpeg_factory.photo_like(120, 160, seed=9), restart_interval=restart)
+    before = give_ups()
+    for case in _damaged_cases(data, np.random.default_rng(restart)):
+        for window in ((0, 0, 120, 160), (100, 10, 20, 50), (30, 70, 40, 33)):
+            assert_same_outcome(case, window, policy=POLICIES[policy])
+    assert give_ups() > before, "damaged data never made the decoder give up"
+
+
+def test_restart_markers_out_of_place_are_left_to_libjpeg():
+    data = jpeg_factory.encode(jpeg_factory.photo_like(96, 128, seed=2), restart_interval=2)
+    markers = restart_segments.scan(data).markers
+    assert len(markers) > 4
+    i = markers[2][0]
+    cases = []
+    cases.append(data[:i + 1] + bytes([0xD0 + ((data[i + 1] - 0xD0 + 3) & 7)]) + data[i + 2:])
+    cases.append(data[:i] + data[i + 2:])
+    cases.append(data[:i] + b"\xff" + bytes([data[i + 1]]) + data[i:])
+    cases.append(data[:i] + b"\x12\x34" + data[i:])
+    cases.append(data[:i] + b"\xff\xff" + data[i + 1:])  # fill bytes before the marker
+    before = give_ups()
+    for case in cases:
+        for policy in POLICIES.values():
+            for window in ((0, 0, 96, 128), (50, 64, 30, 30)):
+                assert_same_outcome(case, window, policy=policy)
+    assert give_ups() > before
+
+
+def test_the_process_stays_healthy_after_giving_up():
+    data = jpeg_factory.encode(jpeg_factory.photo_like(64, 64, seed=1))
+    truncated = data[:len(data) // 2]
+    for _ in range(200):
+        with pytest.raises(RuntimeError, match="Premature end|JPEG"):
+            custom_op.decode_and_crop_jpeg(truncated, 0, 0, 64, 64)
+    out = custom_op.decode_and_crop_jpeg(truncated, 0, 0, 64, 64, on_warning="ignore")
+    assert out.shape == (3, 64, 64)
+    assert np.array_equal(custom_op.decode_jpeg(data).numpy(), pillow_reference(data))
+
+
+def test_threads():
+    files = [jpeg_factory.encode(jpeg_factory.photo_like(100 + 7 * i, 90 + 5 * i, seed=i), quality=50 + 10 * i,
+                                 restart_interval=i % 3, optimize=bool(i % 2)) for i in range(4)]
+    references = [pillow_reference(f) for f in files]
+    failures = []
+
+    def work(offset):
+        try:
+            for n in range(60):
+                i = (n + offset) % len(files)
+                out = custom_op.decode_jpeg(files[i])
+                if not np.array_equal(out.numpy(), references[i]):
+                    failures.append(i)
+        except Exception as error:  # noqa: BLE001 - reported below
+            failures.append(repr(error))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_switch_returns_the_previous_setting():
+    assert bool(ops._set_own_entropy_decoder(False)) is True
+    assert bool(ops._set_own_entropy_decoder(True)) is False
+
+
+def test_imagenet_sample():
+    folder = shared_dir("imagenet-sample")
+    before = give_ups()
+    rng = np.random.default_rng(0)
+    for path in sorted(folder.glob("*.JPEG"))[:60]:
+        data = path.read_bytes()
+        info = custom_op.read_jpeg_header(data)
+        h, w = min(info.height, 224), min(info.width, 224)
+        window = (int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w)
+        assert_same_outcome(data, window)
+        assert_same_outcome(data, (0, 0, info.height, info.width), mode=ImageReadMode.GRAY)
+    assert give_ups() == before
+
+
+def test_odd_jpegs():
+    folder = shared_dir("odd-jpegs")
+    for path in sorted(folder.iterdir()):
+        if path.suffix.lower() not in (".jpg", ".jpeg"):
+            continue
+        data = path.read_bytes()
+        try:
+            info = custom_op.read_jpeg_header(data)
+        except RuntimeError:
+            continue
+        for mode in MODES:
+            for policy in POLICIES.values():
+                assert_same_outcome(data, (0, 0, info.height, info.width), mode=mode, policy=policy)
+                assert_same_outcome(data, (info.height // 3, info.width // 4, info.height // 2, info.width // 2),
+                                    mode=mode, policy=policy)
+
+
+REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*.jpg"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_inputs_the_sanitized_fuzz_found(path):
+    # Each once decoded differently with our decoder (tests/fuzz/regressions/README.md says how).
+    data = path.read_bytes()
+    info = custom_op.read_jpeg_header(data)
+    for policy in POLICIES.values():
+        for mode in MODES:
+            assert_same_outcome(data, (0, 0, info.height, info.width), mode=mode, policy=policy)
