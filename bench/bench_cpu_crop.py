@@ -5,9 +5,8 @@
 
 Methods: Pillow full decode + slice of the array, Pillow full decode with crop() before the
 conversion (its cheapest path), simplejpeg full decode + slice (when installed), and
-custom_op.decode_and_crop_jpeg, as shipped, with libjpeg's own Huffman decoder instead of ours
-(csrc/cpu/entropy_decoder.h), and with the spliced scans turned on (csrc/cpu/scan_splice.h: off by
-default since our decoder walks the rows above the window as fast; on at its former bar of 256 blocks). Cases: 224x224 windows on ../shared/data/imagenet-sample (when
+custom_op.decode_and_crop_jpeg, as shipped and with libjpeg's own Huffman decoder instead of ours
+(csrc/cpu/entropy_decoder.h). Cases: 224x224 windows on ../shared/data/imagenet-sample (when
 present), 256x256 windows on generated 533x800 JPEGs, 512x512 windows on generated 4000x3000 JPEGs.
 Methods alternate round by round so that a slow moment of the machine hits all of them alike; the
 best round of each is reported, with ratios against custom_op.
@@ -58,17 +57,12 @@ def custom_op_crop(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
 
 
-def custom_op_spliced(data, top, left, height, width):
-    return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
-
-
 def custom_op_libjpeg_huffman(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
 
 
 # Process-wide knobs set around the timed loop of a method (not per call): (setter, value).
 KNOBS = {
-    custom_op_spliced: (torch.ops.custom_op._set_scan_splice_min_blocks, 256),
     custom_op_libjpeg_huffman: (torch.ops.custom_op._set_own_entropy_decoder, False),
 }
 
@@ -80,7 +74,6 @@ def methods():
     else:
         print("simplejpeg is not installed (pip install simplejpeg): skipping it", file=sys.stderr)
     found["custom_op, libjpeg's Huffman decoder"] = custom_op_libjpeg_huffman
-    found["custom_op, spliced scans on (off by default)"] = custom_op_spliced
     found["custom_op.decode_and_crop_jpeg"] = custom_op_crop
     return found
 
@@ -116,13 +109,12 @@ def measure(files, windows, fns, rounds):
 
 
 def check_same_pixels(files, windows):
-    """Whether custom_op equals Pillow on every window, and how many windows it spliced."""
-    before = torch.ops.custom_op._scan_splice_decodes()
+    """Whether custom_op equals Pillow on every window."""
     exact = True
     for data, window in zip(files, windows):
         ours = custom_op_crop(data, *window).permute(1, 2, 0).numpy()
         exact &= bool(np.array_equal(ours, pillow_crop(data, *window)))
-    return exact, torch.ops.custom_op._scan_splice_decodes() - before
+    return exact
 
 
 def main():
@@ -152,10 +144,9 @@ def main():
     ]
     for title, files, size in cases(args):
         windows = random_windows(files, size, args.seed)
-        exact, spliced = check_same_pixels(files, windows)
+        exact = check_same_pixels(files, windows)
         result = measure(files, windows, fns, args.rounds)
-        lines += [f"## {title}", "", f"custom_op output equals Pillow's on every window: {exact}; windows through the spliced scan: "
-                  f"{spliced} of {len(files)}", "",
+        lines += [f"## {title}", "", f"custom_op output equals Pillow's on every window: {exact}", "",
                   "| method | ms/image | time / custom_op time |", "| --- | ---: | ---: |"]
         for name, (best, median) in result.items():
             lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {best / result[ours][0]:.2f}x |")

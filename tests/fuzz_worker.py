@@ -46,15 +46,6 @@ MAX_PIXELS = 1 << 22
 PER_CASE_TIMEOUT = 30
 MODES = (ImageReadMode.RGB, ImageReadMode.GRAY, ImageReadMode.UNCHANGED)
 ALLOWED = (ValueError, RuntimeError)
-# The fuzz bases are small, so the fuzz run splices every window that has an MCU row above it
-# (csrc/cpu/scan_splice.h; by default only large skips are spliced) and compares with libjpeg's skip.
-SPLICE_ALWAYS, SPLICE_NEVER = 0, -1
-
-
-def _set_splice(min_blocks: int) -> int:
-    return int(torch.ops.custom_op._set_scan_splice_min_blocks(min_blocks))
-
-
 def _channels(mode: ImageReadMode, file_channels: int | None) -> set[int]:
     if mode == ImageReadMode.RGB:
         return {3}
@@ -108,25 +99,6 @@ class Case:
 
     def _count(self, key: str) -> None:
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
-
-    def compare_with_plain_skip(self, label, data, window, mode, exif, policy, crop, crop_error) -> None:
-        """The spliced scan and libjpeg's own skip must agree on every input: same pixels or same error."""
-        previous = _set_splice(SPLICE_NEVER)
-        try:
-            plain, plain_error = self.call(
-                label,
-                lambda: custom_op.decode_and_crop_jpeg(data, *window, mode=mode, apply_exif_orientation=exif,
-                                                       on_warning=policy, max_pixels=MAX_PIXELS),
-            )
-        finally:
-            _set_splice(previous)
-        if (crop is None) != (plain is None):
-            self.fail(f"{label}: splice gave {type(crop_error).__name__ if crop is None else 'a tensor'}, "
-                      f"libjpeg's skip {type(plain_error).__name__ if plain is None else 'a tensor'}")
-        elif crop is not None and not torch.equal(crop, plain):
-            self.fail(f"{label}: splice and libjpeg's skip decode different pixels")
-        elif crop is None and type(crop_error) is not type(plain_error):
-            self.fail(f"{label}: splice raised {type(crop_error).__name__}, libjpeg's skip {type(plain_error).__name__}")
 
     def compare_with_libjpegs_decoder(self, label, data, window, mode, exif, policy, crop, crop_error) -> None:
         """Our entropy decoder (csrc/cpu/entropy_decoder.h) gives damaged scans back to libjpeg's; either
@@ -209,7 +181,6 @@ class Case:
             )
             fits = info is not None and top >= 0 and left >= 0 and height > 0 and width > 0 and top + height <= info.height and left + width <= info.width
             if inside:
-                self.compare_with_plain_skip(label, data, (top, left, height, width), mode, exif, policy, crop, crop_error)
                 self.compare_with_libjpegs_decoder(label, data, (top, left, height, width), mode, exif, policy, crop,
                                                    crop_error)
             if crop is not None:
@@ -239,7 +210,6 @@ class Case:
 
 def _fuzz(args) -> int:
     faulthandler.enable()
-    _set_splice(SPLICE_ALWAYS)
     bases = [b for b in args.bases.split(",") if b]
     summary = {"cases": 0, "bad": 0, "notes": 0, "outcomes": {}, "max_case_s": 0.0, "slowest": ""}
     for name in bases:
@@ -263,7 +233,6 @@ def _fuzz(args) -> int:
             for note in case.notes[:1]:
                 print(f"NOTE {note}", flush=True)
             summary["notes"] += len(case.notes)
-    summary["scan_splice_decodes"] = int(torch.ops.custom_op._scan_splice_decodes())
     summary["entropy_decoder_give_ups"] = int(torch.ops.custom_op._entropy_decoder_give_ups())
     print("SUMMARY " + json.dumps(summary), flush=True)
     return 0

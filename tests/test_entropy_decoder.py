@@ -34,11 +34,9 @@ def give_ups() -> int:
     return int(ops._entropy_decoder_give_ups())
 
 
-def decode(data: bytes, window, *, own: bool, mode=ImageReadMode.RGB, scale=8, policy=0, splice=-1):
-    """The window through the op, with our decoder on or off; a libjpeg error comes back as its message.
-    Splicing is off unless asked for: the rows above then go through jpeg_skip_scanlines."""
+def decode(data: bytes, window, *, own: bool, mode=ImageReadMode.RGB, scale=8, policy=0):
+    """The window through the op, with our decoder on or off; a libjpeg error comes back as its message."""
     previous_own = bool(ops._set_own_entropy_decoder(own))
-    previous_splice = int(ops._set_scan_splice_min_blocks(splice))
     try:
         tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         image, warnings = ops.decode_and_crop_jpeg_with_warnings(tensor, *window, int(mode), False, 0, scale) \
@@ -48,7 +46,6 @@ def decode(data: bytes, window, *, own: bool, mode=ImageReadMode.RGB, scale=8, p
         return None, str(error)
     finally:
         ops._set_own_entropy_decoder(previous_own)
-        ops._set_scan_splice_min_blocks(previous_splice)
 
 
 def assert_same_outcome(data: bytes, window, **options):
@@ -120,16 +117,16 @@ def test_reduced_scales(scale):
         assert_same_outcome(data, window, scale=scale)
 
 
-def test_spliced_scans_and_random_access_paths():
-    # Both fast paths hand libjpeg a rewritten datastream; ours then reads it (two buffers for a splice).
+def test_random_access_path():
+    # Files prepared for random access hand libjpeg a sub-image with restart markers: ours decodes it.
     data = jpeg_factory.encode(jpeg_factory.photo_like(300, 260, seed=6))
     prepared = custom_op.prepare_jpeg(data)
     before = give_ups()
-    spliced_before = int(ops._scan_splice_decodes())
+    random_access_before = custom_op.prepare.random_access_decodes()
     for window in windows(300, 260, np.random.default_rng(3)):
-        assert_same_outcome(data, window, splice=0)
+        assert_same_outcome(data, window)
         assert_same_outcome(prepared, window)
-    assert int(ops._scan_splice_decodes()) > spliced_before
+    assert custom_op.prepare.random_access_decodes() > random_access_before
     assert give_ups() == before
 
 
@@ -261,3 +258,41 @@ def test_inputs_the_sanitized_fuzz_found(path):
     for policy in POLICIES.values():
         for mode in MODES:
             assert_same_outcome(data, (0, 0, info.height, info.width), mode=mode, policy=policy)
+
+
+def _oversubscribed(data: bytes, table_class: int, counts) -> bytes:
+    """data with the first Huffman table of class table_class (0 DC, 1 AC) given these code counts per
+    length (as many symbols as before; counts that assign more codes than a length has)."""
+    out = bytearray(data)
+    i = 2
+    while i + 4 <= len(out):
+        marker, length = out[i + 1], int.from_bytes(out[i + 2:i + 4], "big")
+        if marker == 0xC4:
+            j = i + 4
+            while j < i + 2 + length:
+                n = sum(out[j + 1:j + 17])
+                if out[j] >> 4 == table_class:
+                    new = list(counts(n))
+                    assert sum(new) == n and len(new) == 16
+                    out[j + 1:j + 17] = bytes(new)
+                    return bytes(out)
+                j += 17 + n
+        i += 2 + length
+    raise AssertionError("no such table")
+
+
+@pytest.mark.parametrize("table_class", [0, 1], ids=["DC", "AC"])
+@pytest.mark.parametrize("shape", ["all length 1", "three of length 1", "full at 2 bits then more"])
+def test_oversubscribed_huffman_tables_are_refused(table_class, shape):
+    # libjpeg accepts such a table while reading the header and refuses it only when decoding starts,
+    # with its own error; our table derivation (huffman_tables.cpp) must refuse it too, writing nothing
+    # out of bounds, and not leave a broken table in the per-thread cache.
+    counts = {"all length 1": lambda n: [n] + [0] * 15,
+              "three of length 1": lambda n: [3] + [0] * 14 + [n - 3],
+              "full at 2 bits then more": lambda n: [0, 4] + [0] * 13 + [n - 4]}[shape]
+    data = jpeg_factory.encode(jpeg_factory.photo_like(256, 256, seed=8), quality=90)
+    hostile = _oversubscribed(data, table_class, counts)
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="Huffman table"):
+            custom_op.decode_and_crop_jpeg(hostile, 200, 0, 16, 16)
+    assert_same_outcome(data, (200, 0, 16, 16))

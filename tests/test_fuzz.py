@@ -84,10 +84,6 @@ def test_fuzz_outcomes_are_tensor_or_value_or_runtime_error(bases, tmp_path):
     bad = [line for line in lines if line.startswith("BAD ")]
     assert not bad, f"{len(bad)} contract violations (first 30):\n" + "\n".join(bad[:30])
     assert summary[0]["cases"] == len(bases) * (COUNT + 1)
-    spliceable = {"baseline_420", "baseline_444", "baseline_422", "sampling_440", "sampling_411", "gray", "cmyk"}
-    if spliceable & set(bases):
-        # The worker splices whenever it can (and compares with libjpeg's skip): make sure it could.
-        assert summary[0]["scan_splice_decodes"] > 0
     # Mutated scans make our entropy decoder give up (and libjpeg's decode them, compared above).
     assert summary[0]["entropy_decoder_give_ups"] > 0
 

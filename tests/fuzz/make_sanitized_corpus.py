@@ -88,7 +88,7 @@ def generated(small: bool):
                                                                               restart_interval=1)
         yield f"odd_{height}x{width}_gray_rstrow.jpg", jpeg_factory.encode(pixels[:, :, 0], restart_rows=1)
     if not small:
-        # Big enough that windows at the bottom have hundreds of blocks above them (the splice).
+        # Big enough that windows at the bottom have hundreds of blocks above them (walked by the skip).
         big = jpeg_factory.photo_like(403, 517, 3, seed=11)
         yield "big_420.jpg", jpeg_factory.encode(big)
         yield "big_422_rstrow.jpg", jpeg_factory.encode(big, sampling="4:2:2", restart_rows=1)

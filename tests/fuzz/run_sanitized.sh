@@ -77,7 +77,7 @@ FLAGS=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=unde
        -D_GLIBCXX_ASSERTIONS -D_GLIBCXX_SANITIZE_VECTOR)
 # The library's own sources that link without ATen (decode_cpu.cpp, resize_cpu.cpp and prepare_cpu.cpp
 # need it; the harness restates decode_cpu.cpp's decode sequence).
-UNITS=(libjpeg_session entropy_decoder huffman_skip scan_splice sub_image restart_index exif_orientation)
+UNITS=(libjpeg_session entropy_decoder huffman_tables sub_image restart_index exif_orientation)
 
 # ASan and UBSan runtimes: a one-line program tells whether this compiler has them.
 probe="$BUILD/probe"

@@ -5,7 +5,7 @@
 // windows are decoded at scales 1..8 and 16 of 8, in each colour space the file allows, twice: with
 // our entropy decoder on, then off. Both must end alike: same success or failure, same message,
 // same warnings, same pixels (pixels only after a success: a failed decode's rows are thrown away).
-// A third decode, by libjpeg alone (no sub-image, no splice), checks the fast paths too: where it
+// A third decode, by libjpeg alone (no sub-image), checks the random-access path too: where it
 // decodes the window without a warning, the first must give the same pixels and no warning either.
 // The sanitizers catch what the comparisons cannot (a read one byte past the caller's buffer gives
 // the same pixels); every input is copied into a heap block of exactly its size so that such a read
@@ -47,7 +47,6 @@
 #include "entropy_decoder.h"
 #include "libjpeg_session.h"
 #include "restart_index.h"
-#include "scan_splice.h"
 #include "window.h"
 
 namespace {
@@ -107,7 +106,6 @@ struct Case {
   J_COLOR_SPACE space;
   WarningPolicy policy;
   bool save_app1;        // read EXIF and apply its orientation, as apply_exif_orientation=True does
-  int64_t splice_min_blocks;  // scan_splice.h's threshold: 0 always, -1 never
   uint32_t r[5];         // chooses the window once the scaled size is known
 };
 
@@ -188,10 +186,9 @@ struct RowSink {
   }
 };
 
-// With fast_paths false: libjpeg alone (our decoder off, no sub-image, no splice), the reference.
+// With fast_paths false: libjpeg alone (our decoder off, no sub-image), the reference.
 Outcome decode_once(const Bytes& input, const Case& c, bool own_entropy, bool fast_paths = true) {
   custom_op::set_own_entropy_decoder(own_entropy);
-  custom_op::set_min_blocks_to_skip(fast_paths ? c.splice_min_blocks : -1);
   // Exactly the input's size on the heap: one byte read past the end is an ASan report.
   std::unique_ptr<uint8_t[]> data(new uint8_t[input.size()]);
   if (!input.empty()) std::memcpy(data.get(), input.data(), input.size());
@@ -224,10 +221,9 @@ Outcome decode_once(const Bytes& input, const Case& c, bool own_entropy, bool fa
   o.pixels.assign(row_bytes * static_cast<size_t>(region.height), 0xA5);
   RowSink sink{o.pixels.data(), row_bytes};
 
-  // decode_window's sequence: random access, else splice, else the session's own decode.
-  FastPath fast = fast_paths ? custom_op::decode_region_random_access(session, c.space, region, sink)
-                             : FastPath::kNotApplicable;
-  if (fast == FastPath::kNotApplicable) fast = custom_op::decode_region_spliced(session, c.space, region, sink);
+  // decode_window's sequence: random access, else the session's own decode.
+  const FastPath fast = fast_paths ? custom_op::decode_region_random_access(session, c.space, region, sink)
+                                   : FastPath::kNotApplicable;
   const bool ok = fast == FastPath::kNotApplicable ? session.decode_region(c.space, region, sink)
                                                    : fast == FastPath::kDecoded;
   return finish(ok ? Outcome::kDecoded : Outcome::kFailed);
@@ -479,9 +475,9 @@ bool check_input(const Options& opt, const Bytes& input, const std::string& orig
   // libjpeg-turbo reads FF FF .. FF 00 in the scan as one FF data byte on its slow Huffman path, but
   // its fast path takes FF FF for a marker and hands the MCU to the slow path without clearing the
   // coefficients it wrote. Which path an MCU takes depends on how its source hands over the bytes (a
-  // memory source, the two pieces of a spliced datastream, a sub-image), so libjpeg alone gives
-  // different pixels, without a warning, for the same bytes. The comparison with libjpeg alone is
-  // left out for such inputs; ours on and off (the same source) must still agree.
+  // whole file, a sub-image), so libjpeg alone gives different pixels, without a warning, for the
+  // same bytes. The comparison with libjpeg alone is left out for such inputs; ours on and off (the
+  // same source) must still agree.
   const bool path_dependent = has_filled_data_byte(input);
   bool all_same = true;
   for (int k = 0; k < opt.cases; ++k) {
@@ -495,8 +491,6 @@ bool check_input(const Options& opt, const Bytes& input, const std::string& orig
     const WarningPolicy policies[] = {WarningPolicy::kRaise, WarningPolicy::kWarn, WarningPolicy::kIgnore};
     c.policy = policies[rng() % 3];
     c.save_app1 = rng() % 4 == 0;
-    const int64_t thresholds[] = {0, 0, -1, 256};
-    c.splice_min_blocks = thresholds[rng() % 4];
     for (uint32_t& r : c.r) r = static_cast<uint32_t>(rng());
     if (k == 0) {
       // First, what decode_jpeg does (the whole image, full size, the file's own colours, warnings
@@ -526,10 +520,10 @@ bool check_input(const Options& opt, const Bytes& input, const std::string& orig
     stats.with_warnings += off.warnings > 0;
     stats.compared_bytes += static_cast<int64_t>(off.pixels.size());
     if (opt.verbose || !diff.empty()) {
-      std::printf("%s %s: %zu bytes, scale %u/8, %s, policy %d, exif %d, splice %lld, window (%d, %d, %d, %d)\n",
+      std::printf("%s %s: %zu bytes, scale %u/8, %s, policy %d, exif %d, window (%d, %d, %d, %d)\n",
                   diff.empty() ? "case" : "MISMATCH", origin.c_str(), input.size(), c.scale_num,
                   space_name(c.space), static_cast<int>(c.policy), c.save_app1 ? 1 : 0,
-                  static_cast<long long>(c.splice_min_blocks), on.region.top, on.region.left, on.region.height,
+                  on.region.top, on.region.left, on.region.height,
                   on.region.width);
     }
     if (!diff.empty()) {
@@ -650,7 +644,6 @@ int main(int argc, char** argv) {
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const int64_t give_ups_before = custom_op::entropy_decoder_give_ups();
   const int64_t random_access_before = custom_op::random_access_decodes();
-  const int64_t spliced_before = custom_op::spliced_decodes();
   Stats stats;
   bool clean = true;
   int rounds = 0;
@@ -678,14 +671,13 @@ int main(int argc, char** argv) {
   std::printf(
       "sanitized_decode: %s. seed %llu, %zu files, %d round(s), %lld inputs (%lld mutants), %lld cases "
       "(x3 decodes): %lld decoded, %lld failed in the data, %lld failed in the header, %lld with warnings; "
-      "%lld random-access and %lld spliced decodes, %lld give-ups of our decoder; %.1f MB of pixels "
+      "%lld random-access decodes, %lld give-ups of our decoder; %.1f MB of pixels "
       "compared; %.0f s\n",
       clean ? "all alike" : "MISMATCHES FOUND", static_cast<unsigned long long>(opt.seed), files.size(), rounds,
       static_cast<long long>(stats.inputs), static_cast<long long>(stats.mutants), static_cast<long long>(stats.cases),
       static_cast<long long>(stats.decoded), static_cast<long long>(stats.failed),
       static_cast<long long>(stats.header_failed), static_cast<long long>(stats.with_warnings),
       static_cast<long long>(custom_op::random_access_decodes() - random_access_before),
-      static_cast<long long>(custom_op::spliced_decodes() - spliced_before),
       static_cast<long long>(custom_op::entropy_decoder_give_ups() - give_ups_before),
       stats.compared_bytes / 1e6, elapsed());
   return clean ? 0 : 1;

@@ -13,7 +13,6 @@
 #include "entropy_decoder.h"
 #include "libjpeg_session.h"
 #include "restart_index.h"
-#include "scan_splice.h"
 #include "window.h"
 
 namespace custom_op {
@@ -181,11 +180,9 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
   at::Tensor out = at::empty({format.channels, height, width}, at::TensorOptions().dtype(at::kByte));
   PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
                   region, format.conversion, format.channels};
-  // Files prepared for random access decode only the restart segments around the window. Spliced
-  // scans (off unless turned on: see scan_splice.cpp) start others at the window's MCU row; the rest
+  // Files prepared for random access decode only the restart segments around the window; the others
   // go through libjpeg's crop + skip, with our entropy decoder in libjpeg's (entropy_decoder.h).
-  FastPath fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
-  if (fast == FastPath::kNotApplicable) fast = decode_region_spliced(session, format.libjpeg_space, region, sink);
+  const FastPath fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
   const bool ok = fast == FastPath::kNotApplicable ? session.decode_region(format.libjpeg_space, region, sink)
                                                    : fast == FastPath::kDecoded;
   if (!ok) fail("data", session);
@@ -288,10 +285,6 @@ std::vector<int64_t> read_jpeg_header_cpu(const at::Tensor& data, bool apply_exi
   return info;
 }
 
-int64_t scan_splice_decodes_cpu() { return spliced_decodes(); }
-
-int64_t set_scan_splice_min_blocks_cpu(int64_t min_blocks) { return set_min_blocks_to_skip(min_blocks); }
-
 bool set_own_entropy_decoder_cpu(bool on) { return set_own_entropy_decoder(on); }
 
 int64_t entropy_decoder_give_ups_cpu() { return entropy_decoder_give_ups(); }
@@ -299,10 +292,6 @@ int64_t entropy_decoder_give_ups_cpu() { return entropy_decoder_give_ups(); }
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(custom_op, m) {
-  // How many windows this process decoded through a spliced scan (tests and benchmarks).
-  m.def("_scan_splice_decodes() -> int", &scan_splice_decodes_cpu);
-  // Sets the fewest blocks above a window worth splicing (negative: never); returns the old value.
-  m.def("_set_scan_splice_min_blocks(int min_blocks) -> int", &set_scan_splice_min_blocks_cpu);
   // Switches our baseline Huffman decoder (entropy_decoder.h) on or off; returns the old setting.
   m.def("_set_own_entropy_decoder(bool on) -> bool", &set_own_entropy_decoder_cpu);
   // How many scans it gave back to libjpeg's own decoder in this process (damaged data).

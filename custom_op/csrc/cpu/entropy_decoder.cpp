@@ -4,7 +4,8 @@
 #include <csetjmp>
 #include <cstring>
 
-#include "huffman_skip.h"
+#include "huffman_tables.h"
+#include "libjpeg_session.h"
 
 namespace custom_op {
 namespace {
@@ -47,25 +48,13 @@ static_assert(kNatural.at[1] == 1 && kNatural.at[2] == 8 && kNatural.at[3] == 16
   std::longjmp(err->jump, 1);
 }
 
-// Whether the source's current buffer is the last: the end of a spliced datastream's first buffer
-// is not the end of the data.
-bool in_last_buffer(const OwnEntropyDecoder& d) {
-  return d.spliced == nullptr || d.spliced->in_tail || d.spliced->tail_size == 0;
-}
-
 // Loads bytes one at a time until more than 55 bits are in the buffer, unstuffing FF 00 and putting
 // zeros in past a marker. Gives up at the end of the data: libjpeg asks its source for more there (a
-// warning, on a memory source), and only libjpeg can say exactly when (see read_ahead_ok).
+// warning, on a memory source), and only libjpeg can say exactly when (see check_entropy_read_ahead).
 __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDecoder& d) {
   while (d.bits < 56) {
     if (!d.at_marker) {
-      if (d.next == d.end) {
-        if (in_last_buffer(d)) give_up(cinfo);
-        (*d.spliced->pub.fill_input_buffer)(cinfo);
-        d.next = d.spliced->pub.next_input_byte;
-        d.end = d.next + d.spliced->pub.bytes_in_buffer;
-        continue;
-      }
+      if (d.next == d.end) give_up(cinfo);
       const uint8_t byte = *d.next;
       if (byte != 0xFF) {
         d.buf |= static_cast<uint64_t>(byte) << (56 - d.bits);
@@ -73,8 +62,8 @@ __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDeco
         ++d.next;
         continue;
       }
-      // FF at the end of a buffer never comes in a datastream we made; FF FF (fill bytes, which
-      // libjpeg also reads as part of FF FF .. FF 00) no valid scan needs. libjpeg decides.
+      // FF as the last byte, or FF FF (fill bytes, which libjpeg also reads as part of FF FF .. FF 00,
+      // and no valid scan needs): libjpeg decides.
       if (d.end - d.next < 2 || d.next[1] == 0xFF) give_up(cinfo);
       if (d.next[1] == 0x00) {
         d.buf |= uint64_t{0xFF} << (56 - d.bits);
@@ -297,8 +286,8 @@ void start_another_scan(j_decompress_ptr cinfo) { give_up(cinfo); }
 
 }  // namespace
 
-bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* d, SplicedSource* spliced,
-                             JDIMENSION first_column, JDIMENSION last_column) {
+bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* d, JDIMENSION first_column,
+                             JDIMENSION last_column) {
   if (!g_enabled.load(std::memory_order_relaxed)) return false;
   if (cinfo->progressive_mode || cinfo->arith_code || cinfo->data_precision != 8) return false;
   if (cinfo->comps_in_scan != cinfo->num_components || cinfo->comps_in_scan > MAX_COMPS_IN_SCAN) return false;
@@ -340,7 +329,6 @@ bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* d, Splic
   d->bits = 0;
   d->fake_bits = 0;
   d->at_marker = false;
-  d->spliced = spliced;
   d->pub.start_pass = start_another_scan;
   d->pub.decode_mcu = decode_mcu;
   d->pub.insufficient_data = FALSE;
@@ -353,23 +341,15 @@ void check_entropy_read_ahead(j_decompress_ptr cinfo) {
   if (d.at_marker) return;  // libjpeg stops at a marker too
   // libjpeg's read-ahead starts from the bits decoded, which are all before `next`.
   const uint8_t* p = d.next;
-  const uint8_t* end = d.end;
-  bool in_tail = in_last_buffer(d);
   for (int data_bytes = 0; data_bytes < kReadAheadBytes;) {
-    if (p == end) {
-      if (in_tail) give_up(cinfo);
-      p = d.spliced->tail;
-      end = p + d.spliced->tail_size;
-      in_tail = true;
-      continue;
-    }
+    if (p == d.end) give_up(cinfo);
     if (*p != 0xFF) {
       ++p;
       ++data_bytes;
       continue;
     }
     // As load_bytes: an FF that ends a buffer, or FF FF, is left to libjpeg.
-    if (end - p < 2 || p[1] == 0xFF) give_up(cinfo);
+    if (d.end - p < 2 || p[1] == 0xFF) give_up(cinfo);
     if (p[1] != 0x00) return;  // a marker
     p += 2;
     ++data_bytes;

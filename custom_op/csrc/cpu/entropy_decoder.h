@@ -5,7 +5,7 @@
 // file prepared for random access does), and fully decodes the MCUs beside a cropped window only to
 // throw their coefficients away. This decoder reads a code together with its coefficient in one
 // lookup, takes restart markers on its fast path, and only walks the MCUs outside the crop (and
-// those jpeg_skip_scanlines discards). libjpeg keeps all the rest (IDCT, upsampling, colour
+// those jpeg_skip_scanlines discards). Its tables: huffman_tables.h. libjpeg keeps all the rest (IDCT, upsampling, colour
 // conversion), through its entropy-decoder interface.
 //
 // It takes no decision about damaged data. On anything a valid scan would not contain (a code the
@@ -23,7 +23,6 @@
 namespace custom_op {
 
 class HuffmanTable;
-struct SplicedSource;
 
 // libjpeg's entropy-decoder interface: struct jpeg_entropy_decoder of jpegint.h, unchanged since
 // libjpeg 6b. jpegint.h is internal and not installed everywhere, so its layout is restated here.
@@ -49,14 +48,13 @@ struct OwnEntropyDecoder {
   JDIMENSION mcus_per_row, column;
   JDIMENSION first_column, last_column;  // MCU columns libjpeg transforms (the crop)
 
-  // The entropy-coded bits: next..end is the rest of the source's current buffer.
+  // The entropy-coded bits: next..end is the rest of the memory source's buffer.
   const uint8_t* next;
   const uint8_t* end;
   uint64_t buf;  // unread bits, most significant first
   int bits;      // bits in buf, never above 63
   int fake_bits;  // zero bits put in past a marker; consuming one means the scan was damaged
-  bool at_marker;  // next stands on a marker (FF then neither 00 nor FF 00)
-  SplicedSource* spliced;  // non-null when the source is a spliced datastream (two buffers)
+  bool at_marker;  // next stands on a marker (FF, then neither 00 nor FF)
 };
 
 // Puts `decoder` in place of libjpeg's entropy decoder for the scan jpeg_start_decompress just
@@ -64,8 +62,8 @@ struct OwnEntropyDecoder {
 // jpeg_crop_scanline); the others are walked. False, leaving libjpeg's decoder, for scans this one
 // does not decode: progressive, arithmetic-coded, 12-bit, or not holding every component, or when
 // it is switched off.
-bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* decoder, SplicedSource* spliced,
-                             JDIMENSION first_column, JDIMENSION last_column);
+bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* decoder, JDIMENSION first_column,
+                             JDIMENSION last_column);
 
 // After the last row a decode needs: whether libjpeg's own decoder, which reads a few bytes ahead of
 // the bits it decodes, would have met the end of the data by then (it warns there: "Premature end of

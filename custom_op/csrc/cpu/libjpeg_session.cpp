@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include <jerror.h>
 
 #include "exif_orientation.h"
 
@@ -38,39 +37,6 @@ void on_message(j_common_ptr cinfo, int msg_level) {
 }
 
 void print_nothing(j_common_ptr) {}
-
-void spliced_init(j_decompress_ptr) {}
-void spliced_term(j_decompress_ptr) {}
-
-boolean spliced_fill(j_decompress_ptr cinfo) {
-  auto* src = reinterpret_cast<SplicedSource*>(cinfo->src);
-  if (!src->in_tail) {
-    src->in_tail = true;
-    if (src->tail_size > 0) {
-      src->pub.next_input_byte = src->tail;
-      src->pub.bytes_in_buffer = src->tail_size;
-      return TRUE;
-    }
-  }
-  // Past the end: what jpeg_mem_src does, so a truncated file behaves the same on either path.
-  static const JOCTET kEndOfImage[2] = {0xFF, JPEG_EOI};
-  src->hit_end = true;
-  WARNMS(cinfo, JWRN_JPEG_EOF);
-  src->pub.next_input_byte = kEndOfImage;
-  src->pub.bytes_in_buffer = 2;
-  return TRUE;
-}
-
-void spliced_skip(j_decompress_ptr cinfo, long count) {
-  if (count <= 0) return;
-  jpeg_source_mgr* src = cinfo->src;
-  while (count > static_cast<long>(src->bytes_in_buffer)) {
-    count -= static_cast<long>(src->bytes_in_buffer);
-    (*src->fill_input_buffer)(cinfo);
-  }
-  src->next_input_byte += count;
-  src->bytes_in_buffer -= static_cast<size_t>(count);
-}
 
 void limit_scans(j_common_ptr cinfo) {
   if (!cinfo->is_decompressor) return;
@@ -122,7 +88,6 @@ bool JpegSession::read_header(const uint8_t* data, size_t size, bool save_app1) 
   data_ = data;
   size_ = size;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
-  memory_source_ = cinfo.src;
   if (save_app1) jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   // require_image=TRUE: a tables-only datastream is an error, not an empty image.
   jpeg_read_header(&cinfo, TRUE);
@@ -138,49 +103,15 @@ bool JpegSession::reopen(const uint8_t* data, size_t size) {
   // Back to the state before any header was read; the permanent objects (source manager, marker
   // reader and its save settings) are reused.
   jpeg_abort_decompress(&cinfo);
-  // jpeg_mem_src refuses a source manager it did not make.
-  if (cinfo.src == &spliced_.pub) cinfo.src = memory_source_;
   data_ = data;
   size_ = size;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
-  memory_source_ = cinfo.src;
-  read_header_again();
-  return true;
-}
-
-bool JpegSession::reopen_spliced(const uint8_t* head, size_t head_size, const uint8_t* tail,
-                                 size_t tail_size) {
-  if (setjmp(err_.jump)) return false;
-  if (cinfo.mem == nullptr) {
-    creation_failed();
-    return false;
-  }
-  jpeg_abort_decompress(&cinfo);
-  spliced_.pub.init_source = spliced_init;
-  spliced_.pub.fill_input_buffer = spliced_fill;
-  spliced_.pub.skip_input_data = spliced_skip;
-  spliced_.pub.resync_to_restart = jpeg_resync_to_restart;
-  spliced_.pub.term_source = spliced_term;
-  spliced_.pub.next_input_byte = head;
-  spliced_.pub.bytes_in_buffer = head_size;
-  spliced_.head = head;
-  spliced_.head_size = head_size;
-  spliced_.tail = tail;
-  spliced_.tail_size = tail_size;
-  spliced_.in_tail = false;
-  spliced_.hit_end = false;
-  cinfo.src = &spliced_.pub;
-  data_ = nullptr;
-  size_ = 0;
   read_header_again();
   return true;
 }
 
 bool JpegSession::rewind(unsigned int scale_num, unsigned int scale_denom) {
-  const bool reopened = cinfo.src == &spliced_.pub
-                            ? reopen_spliced(spliced_.head, spliced_.head_size, spliced_.tail, spliced_.tail_size)
-                            : reopen(data_, size_);
-  if (!reopened) return false;
+  if (!reopen(data_, size_)) return false;
   cinfo.scale_num = scale_num;
   cinfo.scale_denom = scale_denom;
   return true;
@@ -196,7 +127,7 @@ void JpegSession::install_own_entropy(bool cropped, JDIMENSION xoffset) {
     first = xoffset / align;
     last = (xoffset + cinfo.output_width + align - 1) / align - 1;
   }
-  install_entropy_decoder(&cinfo, &entropy_, cinfo.src == &spliced_.pub ? &spliced_ : nullptr, first, last);
+  install_entropy_decoder(&cinfo, &entropy_, first, last);
 }
 
 void JpegSession::read_header_again() {

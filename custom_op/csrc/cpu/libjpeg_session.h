@@ -35,18 +35,6 @@ struct ErrorState {
   bool entropy_gave_up;  // the jump came from our entropy decoder giving a scan back to libjpeg
 };
 
-// A datastream in two pieces for libjpeg: a rewritten head, then the rest of the caller's file
-// (scan_splice.h makes these). libjpeg's source manager is a C struct, and this is one.
-struct SplicedSource {
-  jpeg_source_mgr pub;  // first member: libjpeg hands back a jpeg_source_mgr* that we cast
-  const uint8_t* head;
-  size_t head_size;
-  const uint8_t* tail;
-  size_t tail_size;
-  bool in_tail;
-  bool hit_end;  // libjpeg asked for bytes past the tail
-};
-
 // The stored-frame rectangle to decode. Rows and columns outside it may be decoded too (margins),
 // but only this one is handed to the sink.
 struct Region {
@@ -66,16 +54,6 @@ class JpegSession {
   // Drops the current image and parses the header of another datastream, which then replaces it
   // (restart_index.h decodes a rewritten file this way). Warnings keep adding up.
   bool reopen(const uint8_t* data, size_t size);
-
-  // As reopen, for a datastream made of `head` followed by `tail` (neither is copied; both must
-  // outlive the decode). data() is then null: there is no single buffer to rewrite again.
-  bool reopen_spliced(const uint8_t* head, size_t head_size, const uint8_t* tail, size_t tail_size);
-
-  // After a decode of a spliced datastream: whether libjpeg read to within `slack` bytes of its end
-  // (or past it).
-  bool spliced_read_near_end(size_t slack) const {
-    return cinfo.src == &spliced_.pub && (spliced_.hit_end || (spliced_.in_tail && spliced_.pub.bytes_in_buffer < slack));
-  }
 
   // Forgets the warnings counted after the first `count` (from an attempt that is being redone).
   void forget_warnings_after(int count) {
@@ -123,12 +101,10 @@ class JpegSession {
   // Sets message after jpeg_create_decompress failed in the constructor.
   void creation_failed();
 
-  // jpeg_read_header for reopen and reopen_spliced; may longjmp to their jump point.
+  // jpeg_read_header for reopen; may longjmp to its jump point.
   void read_header_again();
 
   ErrorState err_;
-  SplicedSource spliced_;
-  jpeg_source_mgr* memory_source_ = nullptr;  // jpeg_mem_src's, put back before it is used again
   std::vector<uint8_t> row_buffer_;  // decode_region's output rows
   OwnEntropyDecoder entropy_;
   const uint8_t* data_ = nullptr;

@@ -1,8 +1,8 @@
 // Smaller JPEG datastreams made from a file's own headers, for decoding part of it.
 //
-// Both fast paths to a window (restart_index.h, scan_splice.h) hand libjpeg a rewritten file: the
-// original tables and colour hints, a frame header with another size, then entropy-coded data of
-// their own making. These are the pieces they share.
+// The random-access path (restart_index.h) hands libjpeg a rewritten file: the original tables and
+// colour hints, a frame header with another size, then the restart segments it chose. These are the
+// pieces that build and check such a file.
 #pragma once
 
 #include <cstddef>
