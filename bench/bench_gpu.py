@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import custom_op  # noqa: E402
 from custom_op import gpu  # noqa: E402
+from custom_op.prepare import prepare_jpeg  # noqa: E402
 from common import cpu_description, random_windows  # noqa: E402
 
 
@@ -148,7 +149,7 @@ def measure(methods, batches, rounds, cpu_pool):
                 fn(indices if uses_indices else tensors, windows)
             torch.cuda.synchronize()
             wall = time.perf_counter() - wall0
-            cpu = time.process_time() - cpu0 + (cpu_pool.worker_cpu if uses_indices else 0.0)
+            cpu = time.process_time() - cpu0 + (cpu_pool.worker_cpu if uses_indices and cpu_pool else 0.0)
             results[name].append((n_images / wall, cpu / n_images * 1e3))
     summary = {}
     for name, rs in results.items():
@@ -245,12 +246,77 @@ def table(title, summary, anchor, extra=""):
 
 
 def load_files(args):
-    """The sample's files, or (--files) only those of the chroma subsamplings named."""
+    """The sample's files, or (--files) only those of the chroma subsamplings named; with --prepared,
+    rewritten for random access (custom_op.prepare_jpeg)."""
     files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
-    if args.files == "all":
-        return files
-    kinds = set(args.files.split(","))
-    return [f for f in files if custom_op.read_jpeg_header(f).subsampling in kinds]
+    if args.files != "all":
+        kinds = set(args.files.split(","))
+        files = [f for f in files if custom_op.read_jpeg_header(f).subsampling in kinds]
+    return [prepare_jpeg(f) for f in files] if args.prepared else files
+
+
+def prepared_section(files, windows, args):
+    """The same photos rewritten for random access (custom_op.prepare_jpeg): nvJPEG then decodes only
+    the restart segments around each window. Same windows; torchvision decodes the prepared files too."""
+    prepared = [prepare_jpeg(f) for f in files]
+    growth = sum(map(len, prepared)) / sum(map(len, files)) - 1
+    raw_tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in files]
+    tv_name, tv_fn = torchvision_method()
+    _, ours_fn = ours_method()
+    _, no_seg_fn = ours_method(gpu.DEBUG_NO_SEGMENTS)
+    _, raw_fn = ours_method()
+    methods = {tv_name + " (prepared files)": (tv_fn, False),
+               "custom_op.decode_and_crop_jpeg(list, cuda) (prepared files: the segments around each window)":
+                   (ours_fn, False),
+               "ours, prepared files, whole files to nvJPEG (DEBUG_NO_SEGMENTS)": (no_seg_fn, False),
+               "ours, the original files (as in the tables above)":
+                   (lambda idx, wins: raw_fn([raw_tensors[i] for i in idx], wins), True)}
+    _, used = gpu.decode_and_crop_jpegs(prepared, *zip(*windows), _return_paths=True)
+    counts = {p: used.count(p) for p in sorted(set(used))}
+    lines = [f"## The same {len(files)} photos prepared for random access (custom_op.prepare_jpeg, "
+             f"{growth * 100:+.1f}% bytes), same 224x224 windows", "",
+             f"- where our decodes ran: {counts}"]
+    for path, st in accuracy_by_path(prepared, windows).items():
+        lines.append(f"- ours, items decoded by {path}: {st.text()}")
+    lines.append("")
+    for batch in args.batches:
+        batches = make_batches(prepared, windows, batch, max(1, args.images_per_round // batch))
+        summary = measure(methods, batches, args.rounds, None)
+        lines += table(f"prepared files, batch {batch}", summary, next(iter(methods)))
+        print("\n".join(lines[-len(summary) - 4:]), flush=True)
+    return lines
+
+
+def segments_by_size(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250, 3000), (3000, 4000))):
+    """Per-window decodes of prepared photos of several sizes: nvJPEG given the window's segments
+    (DEBUG_ALWAYS_SEGMENTS) or the whole file, against the original file; where the default's size
+    threshold (kSegmentsMinPixels in decode_cuda.cpp) comes from."""
+    from jpeg_factory import photo_like
+
+    lines = ["### Files prepared for random access, one 224x224 window per decode, batches of 64: sub-image of "
+             "the window's segments or whole file", "",
+             "| photo (4:2:0, q90) | original file | prepared, whole file | prepared, segments | segments vs whole |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for height, width in sizes:
+        buf = io.BytesIO()
+        Image.fromarray(photo_like(height, width, seed=3)).save(buf, "JPEG", quality=90, subsampling=2)
+        original = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+        prepared = torch.frombuffer(bytearray(prepare_jpeg(buf.getvalue())), dtype=torch.uint8)
+        rng = np.random.default_rng(4)
+        wins = [(int(rng.integers(0, height - 224)), int(rng.integers(0, width - 224)), 224, 224) for _ in range(256)]
+        methods = {}
+        for label, data, debug in (("original", original, gpu.DEBUG_NO_DEDUPE),
+                                   ("whole", prepared, gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_NO_SEGMENTS),
+                                   ("segments", prepared, gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_ALWAYS_SEGMENTS)):
+            _, fn = ours_method(debug)
+            methods[label] = ((lambda fn, data: lambda tensors, w: fn([data] * len(tensors), w))(fn, data), False)
+        batches = [([original] * 64, [0] * 64, wins[k:k + 64]) for k in range(0, 256, 64)]
+        r = measure(methods, batches, args.large_rounds + 1, None)
+        cell = {k: f"{v[0]:,.0f} img/s, {v[2]:.3f} ms" for k, v in r.items()}
+        lines.append(f"| {width}x{height} ({len(buf.getvalue()) / 1e6:.2f} MB) | {cell['original']} | {cell['whole']} | "
+                     f"{cell['segments']} | {r['segments'][0] / r['whole'][0]:.2f}x |")
+        print(lines[-1], flush=True)
+    return lines + ["", "(images/s, host CPU ms per image; best of the rounds)", ""]
 
 
 def quick(args):
@@ -263,7 +329,7 @@ def quick(args):
     for batch in args.batches:
         batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
         best = measure({name: (fn, False)}, batches, args.rounds, None)[name]
-        print(f"quick [{setting or 'defaults'}] debug={args.debug} hw_interp={info.get('hardware_interpolation')} "
+        print(f"quick [{setting or 'defaults'}]{' prepared' if args.prepared else ''} debug={args.debug} hw_interp={info.get('hardware_interpolation')} "
               f"batch {batch}: {best[0]:,.0f} img/s (median {best[1]:,.0f}), host CPU {best[2]:.3f} ms/img",
               flush=True)
 
@@ -279,7 +345,7 @@ def sweep(args):
     for text in args.sweep:
         label, fn = ours_method(args.debug, f"ours [{text}]", parse_setting(text))
         methods[label] = (fn, False)
-    print(f"sweep files: {args.files} ({len(files)}); defaults:",
+    print(f"sweep files: {args.files}{' prepared' if args.prepared else ''} ({len(files)}); defaults:",
           {k: v for k, v in gpu.backend_info().items() if k in gpu._TUNING_KEYS}, flush=True)
     for batch in args.batches:
         batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
@@ -305,6 +371,8 @@ def main():
     parser.add_argument("--files", default="all",
                         help="with --quick / --sweep: only the sample's files of these chroma subsamplings "
                              "(comma-separated: 4:4:4,4:2:0,4:2:2,gray)")
+    parser.add_argument("--prepared", action="store_true",
+                        help="with --quick / --sweep: the files rewritten for random access (custom_op.prepare_jpeg)")
     parser.add_argument("--sweep", nargs="+", metavar="SETTING",
                         help="compare tuning settings, e.g. 'parse=0' 'parse=1,jobs=2' 'gpu=25,min=16'")
     args = parser.parse_args()
@@ -376,6 +444,7 @@ def main():
             print("\n".join(lines[-len(summary) - 4:]), flush=True)
     finally:
         cpu_pool.close()
+    lines += prepared_section(files, windows, args)
 
     big = large_photo()
     rng = np.random.default_rng(2)
@@ -396,6 +465,11 @@ def main():
                          ours_method(gpu.DEBUG_NO_DEDUPE, "ours, one ROI decode per window"),
                          ours_method(gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_NO_ROI, "ours, one whole decode per window")):
             methods[name] = (fn, False)
+        # The same photo prepared for random access: each window's decode reads only its segments.
+        prepared_big = torch.frombuffer(bytearray(prepare_jpeg(big)), dtype=torch.uint8)
+        _, prep_fn = ours_method(gpu.DEBUG_NO_DEDUPE)
+        methods["ours, the file prepared for random access (prepare_jpeg), one decode per window (its segments)"] = (
+            lambda tensors, wins: prep_fn([prepared_big] * len(tensors), wins), False)
         methods[cpu_name] = (cpu_fn, True)
         batches = make_batches([big], [big_windows[0]], 512, 1)
         batches = [(batches[0][0], [0] * 512, big_windows)]
@@ -405,6 +479,8 @@ def main():
                        next(iter(methods)), f"our path for it: {used[0]}")
     finally:
         cpu_pool.close()
+
+    lines += segments_by_size(args)
 
     report = "\n".join(lines) + "\n"
     print(report)

@@ -38,6 +38,9 @@ CUDA_LIBRARY = "custom_op_cuda"
 # Where each item was decoded (the third output of the operator; see Path in csrc/cuda/decode_cuda.cpp).
 PATHS = {0: "hardware-roi", 1: "hardware-full", 2: "gpu-hybrid", 3: "hybrid", 4: "cpu", 5: "failed",
          7: "gpu-batched"}
+# Added to a path code when nvJPEG decoded the sub-image of a prepared file's restart segments; its
+# name then ends in "+segments".
+_SEGMENTS = 16
 
 # Options of the operator for tests and benchmarks (csrc/cuda/decode_cuda.cpp); not for normal use.
 DEBUG_NO_MARGIN = 1
@@ -51,6 +54,8 @@ DEBUG_PINNED_INPUTS = 128
 DEBUG_NO_DEDUPE = 256
 _WHOLE = 512
 DEBUG_GPU_BATCHED_ALL = 1024  # every item the JPEG engines take goes to the GPU-hybrid batched decoder
+DEBUG_NO_SEGMENTS = 2048  # files prepared for random access: nvJPEG gets the whole file, not the sub-image
+DEBUG_ALWAYS_SEGMENTS = 4096  # ... the sub-image of the window's segments, whatever the image's size
 
 _load_lock = threading.Lock()
 _loaded: Dict[str, str] = {}
@@ -223,6 +228,11 @@ def _int_list(name: str, value, n: int) -> List[int]:
     return [_as_int(name, value)] * n
 
 
+def _path_name(code: int) -> str:
+    name = PATHS.get(code & ~_SEGMENTS, str(code))
+    return name + "+segments" if code & _SEGMENTS else name
+
+
 _EXCEPTIONS = {"V": ValueError, "T": TypeError, "R": RuntimeError}
 _WARN = 1  # on_warning code of "warn"
 
@@ -333,7 +343,7 @@ def decode_and_crop_jpegs(data: Sequence, tops, lefts, heights, widths, *, mode=
     outputs, errors, paths = _run(tensors, *args, mode_code, bool(apply_exif_orientation), _warning_code(on_warning),
                                   limit, device, stream, bool(stack), on_error == "return", int(_debug))
     result = _finish(list(outputs), list(errors), stack, on_error)
-    return (result, [PATHS.get(p, str(p)) for p in paths]) if _return_paths else result
+    return (result, [_path_name(p) for p in paths]) if _return_paths else result
 
 
 def decode_jpegs(data: Sequence, **options):

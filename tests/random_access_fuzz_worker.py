@@ -5,7 +5,8 @@ segment path on them; the mutations aim at what that path reads from untrusted b
 missing, extra, misnumbered or moved, segments truncated, swapped or emptied, DRI and SOF values that
 lie) besides fuzz_corpus's generic ones. Each case goes through fuzz_worker.Case, so the contract is the
 one test_fuzz.py checks: a uint8 tensor of the right shape or ValueError / RuntimeError, and a window
-equal to the full decode's whenever both succeed with on_warning="raise". Output lines as fuzz_worker's.
+equal to the full decode's whenever both succeed with on_warning="raise". The GPU path's sub-image op
+(_jpeg_sub_image) is called on every case too (check_sub_image). Output lines as fuzz_worker's.
 
     python tests/random_access_fuzz_worker.py --seed 0 --count 200
 """
@@ -28,6 +29,7 @@ except ModuleNotFoundError:  # run by hand from a checkout that is not installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import custom_op  # noqa: E402
 import fuzz_corpus  # noqa: E402
+import torch  # noqa: E402
 import jpeg_factory  # noqa: E402
 import jpeg_markers as jm  # noqa: E402
 import restart_segments as rs  # noqa: E402
@@ -135,6 +137,41 @@ def mutate(rng, kind, data):
     return fuzz_corpus.mutate(rng, kind, data) if data else data
 
 
+def check_sub_image(case, data: bytes) -> None:
+    """The GPU path's sub-image op (_jpeg_sub_image) on the same bytes: never an exception; when it
+    gives a sub-image, the window decoded from it at its offset is what decode_and_crop_jpeg gives
+    for the file (or both raise), with warnings ignored."""
+    try:
+        info = custom_op.read_jpeg_header(data)
+        height, width = info.height, info.width
+    except (ValueError, RuntimeError):
+        height, width = 64, 64
+    tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
+    for _ in range(3):
+        h, w = case.rng.randint(1, max(1, height)), case.rng.randint(1, max(1, width))
+        top, left = case.rng.randint(0, max(0, height - h)), case.rng.randint(0, max(0, width - w))
+        if case.rng.random() < 0.1:  # windows that do not fit, too
+            top, left = top + case.rng.choice((1, height, 70000)), left - case.rng.choice((0, 1))
+        try:
+            sub, where = torch.ops.custom_op._jpeg_sub_image(tensor, top, left, h, w)
+        except Exception as error:  # noqa: BLE001  (the op never raises)
+            case.fail(f"_jpeg_sub_image({top}, {left}, {h}, {w}): {type(error).__name__}: {str(error)[:200]}")
+            continue
+        case._count(f"_jpeg_sub_image: {'sub-image' if sub.numel() else 'none'}")
+        if sub.numel() == 0:
+            continue
+        window = (top - where[0], left - where[1], h, w)
+        got, got_error = case.call("sub_image_window", lambda: custom_op.decode_and_crop_jpeg(
+            sub.numpy().tobytes(), *window, on_warning="ignore", max_pixels=None))
+        want, want_error = case.call("file_window", lambda: custom_op.decode_and_crop_jpeg(
+            data, top, left, h, w, on_warning="ignore", max_pixels=None))
+        if (got is None) != (want is None) or (got is not None and not torch.equal(got, want)):
+            case.fail(f"sub-image window {window} of ({top}, {left}, {h}, {w}): "
+                      f"{'error ' + repr(got_error) if got is None else 'tensor'} against the file's "
+                      f"{'error ' + repr(want_error) if want is None else 'tensor'}"
+                      + (" (different pixels)" if got is not None and want is not None else ""))
+
+
 _cache: dict = {}
 
 
@@ -163,6 +200,7 @@ def main() -> int:
             faulthandler.dump_traceback_later(PER_CASE_TIMEOUT, exit=True)
             start = time.perf_counter()
             case.run(is_base=index < 0)
+            check_sub_image(case, data)
             elapsed = time.perf_counter() - start
             faulthandler.cancel_dump_traceback_later()
             if elapsed > summary["max_case_s"]:

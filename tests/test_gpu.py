@@ -611,6 +611,101 @@ def test_a_repeated_file_is_decoded_once_with_the_same_pixels(jpeg_writer):
 
 
 # ---------------------------------------------------------------------------------------------------
+# Files prepared for random access: nvJPEG decodes the sub-image of the segments around the windows
+
+
+@needs_gpu
+@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "gray"])
+@pytest.mark.parametrize("restart_mcus", [1, 3, None])
+def test_prepared_files_decode_their_segments_exactly(jpeg_writer, sampling, restart_mcus):
+    channels = 1 if sampling == "gray" else 3
+    options = {} if sampling == "gray" else {"sampling": sampling}
+    original = jpeg_writer.encode(jpeg_writer.photo_like(301, 403, channels, seed=21), **options)
+    data = custom_op.prepare_jpeg(original, restart_mcus=restart_mcus)
+    rng = np.random.default_rng(21)
+    wins = [random_window(rng, 301, 403, s) for s in (1, 2, 7, 33, 100, 224) for _ in range(4)]
+    wins += [(300, 402, 1, 1), (150, 0, 20, 403), (0, 200, 301, 3)]
+    outs, used = gpu.decode_and_crop_jpegs([data] * len(wins), *zip(*wins),
+                                           _debug=gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_ALWAYS_SEGMENTS, _return_paths=True)
+    whole, whole_used = gpu.decode_and_crop_jpegs([data] * len(wins), *zip(*wins),
+                                                  _debug=gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_NO_SEGMENTS,
+                                                  _return_paths=True)
+    for win, out, ref_gpu in zip(wins, outs, whole):
+        ref = custom_op.decode_and_crop_jpeg(original, *win)
+        assert torch.equal(out.cpu(), ref), win  # the hardware path is exact: so is its sub-image
+        assert torch.equal(out, ref_gpu), win
+    # Windows whose segments start with the file's first one decode the whole file, as on the CPU.
+    expected = [torch.ops.custom_op._jpeg_sub_image(as_tensor(data), *win)[0].numel() > 0 for win in wins]
+    assert [p.endswith("+segments") for p in used] == expected, used
+    assert sum(expected) >= len(wins) // 2
+    assert not any(p.endswith("+segments") for p in whole_used)
+    if gpu.backend_info()["hardware"] == "1":
+        assert {p.split("+")[0] for p in used} <= {"hardware-roi", "hardware-full"}, used
+
+
+@needs_gpu
+@pytest.mark.parametrize("orientation", [1, 3, 6, 8])
+def test_prepared_files_with_exif_orientation(jpeg_writer, orientation):
+    original = with_exif_orientation(
+        jpeg_writer.encode(jpeg_writer.photo_like(200, 260, seed=22), sampling="4:2:0"), orientation)
+    data = custom_op.prepare_jpeg(original, restart_mcus=1)
+    info = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
+    rng = np.random.default_rng(orientation)
+    wins = [random_window(rng, info.height, info.width, s) for s in (5, 40, 90) for _ in range(3)]
+    outs, used = gpu.decode_and_crop_jpegs([data] * len(wins), *zip(*wins), apply_exif_orientation=True,
+                                           _debug=gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_ALWAYS_SEGMENTS, _return_paths=True)
+    for win, out in zip(wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(original, *win, apply_exif_orientation=True))
+    assert sum(p.endswith("+segments") for p in used) >= len(wins) - 2, used
+
+
+@needs_gpu
+def test_prepared_file_repeated_in_a_batch_and_mixed_with_others(jpeg_writer):
+    """One sub-image around all of a repeated file's windows; plain and prepared files in one batch."""
+    original = jpeg_writer.encode(jpeg_writer.photo_like(300, 400, seed=23), sampling="4:2:0")
+    data = custom_op.prepare_jpeg(original, restart_mcus=2)
+    plain = jpeg_writer.encode(jpeg_writer.photo_like(120, 90, seed=24), sampling="4:4:4")
+    wins = [(200, 250, 40, 60), (230, 300, 50, 90), (180, 260, 10, 10)]
+    batch = [data, plain, data, data]
+    wins = [wins[0], (5, 6, 70, 80), wins[1], wins[2]]
+    outs, used = gpu.decode_and_crop_jpegs(batch, *zip(*wins), _debug=gpu.DEBUG_ALWAYS_SEGMENTS, _return_paths=True)
+    for d, win, out in zip([original, plain, original, original], wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(d, *win))
+    assert used[0].endswith("+segments") and used[2].endswith("+segments") and used[3].endswith("+segments")
+    assert not used[1].endswith("+segments")
+
+
+@needs_gpu
+def test_segments_are_used_by_default_for_large_images_only(jpeg_writer):
+    small_original = jpeg_writer.encode(jpeg_writer.photo_like(300, 400, seed=26), sampling="4:2:0")
+    large_original = jpeg_writer.encode(jpeg_writer.photo_like(1200, 1700, seed=27), sampling="4:2:0")
+    small = custom_op.prepare_jpeg(small_original, restart_mcus=2)
+    large = custom_op.prepare_jpeg(large_original, restart_mcus=2)
+    wins = [(200, 250, 50, 60), (900, 1300, 224, 224)]
+    outs, used = gpu.decode_and_crop_jpegs([small, large], *zip(*wins), _return_paths=True)
+    assert [p.endswith("+segments") for p in used] == [False, True], used
+    for original, win, out in zip([small_original, large_original], wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(original, *win))
+
+
+@needs_gpu
+def test_prepared_file_with_damaged_segments_is_decoded_or_named_like_any_other(jpeg_writer):
+    original = jpeg_writer.encode(jpeg_writer.photo_like(160, 200, seed=25), sampling="4:2:0")
+    data = bytearray(custom_op.prepare_jpeg(original, restart_mcus=1))
+    # A restart marker near the middle renumbered: the segments no longer add up, so nvJPEG gets the
+    # whole file (or, if it refuses it, the CPU path decides), as for any file.
+    rst = [i for i in range(len(data) // 2, len(data) - 1) if data[i] == 0xFF and 0xD0 <= data[i + 1] <= 0xD7][0]
+    data[rst + 1] = 0xD0 + (data[rst + 1] - 0xD0 + 3) % 8
+    outs, used = gpu.decode_and_crop_jpegs([bytes(data), original], [120, 120], [150, 150], [20, 20], [30, 30],
+                                           on_error="return", on_warning="ignore",
+                                           _debug=gpu.DEBUG_ALWAYS_SEGMENTS, _return_paths=True)
+    assert not used[0].endswith("+segments")
+    assert torch.equal(outs[1].cpu(), custom_op.decode_and_crop_jpeg(original, 120, 150, 20, 30))
+    again = gpu.decode_and_crop_jpegs([original], [0], [0], [16], [16])
+    assert torch.equal(again[0].cpu(), custom_op.decode_and_crop_jpeg(original, 0, 0, 16, 16))
+
+
+# ---------------------------------------------------------------------------------------------------
 # Threads, memory
 
 

@@ -324,3 +324,43 @@ def test_fuzzed_prepared_files_in_a_child_process(tmp_path):
     bad = [line for line in lines if line.startswith("BAD ")]
     assert not bad, f"{len(bad)} contract violations (first 30):\n" + "\n".join(bad[:30])
     assert summary[0]["random_access_decodes"] > summary[0]["cases"] // 4
+
+
+def sub_image(data: bytes, top, left, height, width):
+    out, where = torch.ops.custom_op._jpeg_sub_image(torch.frombuffer(bytearray(data), dtype=torch.uint8), top, left,
+                                                      height, width)
+    return out.numpy().tobytes(), list(where)
+
+
+@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0"])
+def test_sub_image_op_gives_the_window_at_its_offset(sampling):
+    """The GPU path's source of sub-images (_jpeg_sub_image): a JPEG of its own whose decode holds the
+    window, at the offset returned, with exactly the full decode's pixels, and fewer bytes."""
+    data = prepared(203, 317, sampling=sampling, restart_mcus=2)
+    rng = np.random.default_rng(5)
+    used = 0
+    for _ in range(12):
+        h, w = int(rng.integers(1, 120)), int(rng.integers(1, 160))
+        top, left = int(rng.integers(0, 203 - h + 1)), int(rng.integers(0, 317 - w + 1))
+        sub, where = sub_image(data, top, left, h, w)
+        if not sub:  # only when its segments start at the file's start: nothing to gain
+            assert top <= 17 and w >= 317 - 70, (top, left, h, w)
+            continue
+        info = custom_op.read_jpeg_header(sub)
+        assert [info.height, info.width] == where[2:] and info.subsampling == sampling
+        assert len(sub) < len(data)
+        np.testing.assert_array_equal(crop(sub, (top - where[0], left - where[1], h, w)), crop(data, (top, left, h, w)))
+        used += 1
+    assert used >= 8
+
+
+def test_sub_image_op_declines_what_it_cannot_use():
+    plain = generated(120, 160, sampling="4:2:0")
+    assert sub_image(plain, 40, 40, 20, 20) == (b"", [])  # no restart markers
+    data = prepared(120, 160, sampling="4:2:0")
+    assert sub_image(data, 100, 150, 30, 30) == (b"", [])  # window outside the image
+    assert sub_image(data, -1, 0, 10, 10) == (b"", [])
+    assert sub_image(b"\xff\xd8\xff", 0, 0, 1, 1) == (b"", [])  # not a JPEG: never an error here
+    damaged = bytearray(data)
+    damaged[len(damaged) // 2:] = bytes(len(damaged) - len(damaged) // 2)  # restart markers gone
+    assert sub_image(bytes(damaged), 100, 100, 10, 10) == (b"", [])

@@ -285,6 +285,33 @@ std::vector<int64_t> read_jpeg_header_cpu(const at::Tensor& data, bool apply_exi
   return info;
 }
 
+// For the GPU path (cuda/decode_cuda.cpp): the smaller JPEG of the restart segments around a
+// stored-frame region of a file prepared for random access (restart_index.h), and where that
+// sub-image lies in the image, [top, left, height, width]. An empty tensor when the file has no such
+// layout or anything about it is unexpected (never an error: the GPU path then decodes the file
+// itself, and reports its damage the usual way).
+std::tuple<at::Tensor, std::vector<int64_t>> jpeg_sub_image_cpu(const at::Tensor& data, int64_t top, int64_t left,
+                                                                int64_t height, int64_t width) {
+  std::tuple<at::Tensor, std::vector<int64_t>> none{at::empty({0}, at::TensorOptions().dtype(at::kByte)), {}};
+  if (!data.device().is_cpu() || data.scalar_type() != at::kByte || data.dim() != 1 || !data.is_contiguous())
+    return none;
+  constexpr int64_t kMax = 1 << 16;  // JPEG dimensions are 16-bit
+  if (top < 0 || left < 0 || height < 1 || width < 1 || top >= kMax || left >= kMax || height > kMax || width > kMax)
+    return none;
+  const uint8_t* bytes = data.data_ptr<uint8_t>();
+  const size_t size = static_cast<size_t>(data.numel());
+  JpegSession session(WarningPolicy::kIgnore);
+  if (!session.read_header(bytes, size, /*save_app1=*/false) || !session.set_scale(8)) return none;
+  size_t scan_start;
+  if (!entropy_start(session, &scan_start)) return none;
+  const Region region{static_cast<int>(top), static_cast<int>(left), static_cast<int>(height), static_cast<int>(width)};
+  SubImage sub;
+  if (!build_sub_image(session.cinfo, bytes, size, scan_start, region, &sub)) return none;
+  at::Tensor out = at::empty({static_cast<int64_t>(sub.bytes.size())}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(out.data_ptr<uint8_t>(), sub.bytes.data(), sub.bytes.size());
+  return {out, {top - sub.region.top, left - sub.region.left, sub.frame.height, sub.frame.width}};
+}
+
 bool set_own_entropy_decoder_cpu(bool on) { return set_own_entropy_decoder(on); }
 
 int64_t entropy_decoder_give_ups_cpu() { return entropy_decoder_give_ups(); }
@@ -296,6 +323,8 @@ TORCH_LIBRARY_FRAGMENT(custom_op, m) {
   m.def("_set_own_entropy_decoder(bool on) -> bool", &set_own_entropy_decoder_cpu);
   // How many scans it gave back to libjpeg's own decoder in this process (damaged data).
   m.def("_entropy_decoder_give_ups() -> int", &entropy_decoder_give_ups_cpu);
+  // The GPU path's source of sub-images for files prepared for random access (jpeg_sub_image_cpu).
+  m.def("_jpeg_sub_image(Tensor data, int top, int left, int height, int width) -> (Tensor, int[])");
 }
 
 TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
@@ -304,6 +333,7 @@ TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
   m.impl("decode_and_crop_jpeg_with_warnings", &decode_and_crop_jpeg_with_warnings_cpu);
   m.impl("decode_jpeg_with_warnings", &decode_jpeg_with_warnings_cpu);
   m.impl("read_jpeg_header", &read_jpeg_header_cpu);
+  m.impl("_jpeg_sub_image", &jpeg_sub_image_cpu);
 }
 
 }  // namespace custom_op

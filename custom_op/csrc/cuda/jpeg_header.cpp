@@ -79,6 +79,9 @@ bool parse_jpeg_header(const uint8_t* data, size_t size, JpegHeader* out) {
         if (out->h[c] < 1 || out->h[c] > 4 || out->v[c] < 1 || out->v[c] > 4) return false;
       }
       if (out->width == 0 || out->height == 0) return false;  // DNL-defined height: leave to libjpeg
+    } else if (marker == 0xDD) {
+      if (n != 2) return false;
+      out->restart_interval = be16(seg);
     } else if (marker == 0xE0) {
       // libjpeg: APP0_DATA_LEN (14) bytes at least, starting with "JFIF\0".
       if (n >= 14 && std::memcmp(seg, "JFIF\0", 5) == 0) out->jfif = true;
