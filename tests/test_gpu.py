@@ -676,6 +676,20 @@ def test_prepared_file_repeated_in_a_batch_and_mixed_with_others(jpeg_writer):
 
 
 @needs_gpu
+@pytest.mark.parametrize("mode", list(ImageReadMode))
+def test_prepared_files_in_every_mode(jpeg_writer, mode):
+    color = jpeg_writer.encode(jpeg_writer.photo_like(140, 190, seed=28), sampling="4:2:0")
+    gray = jpeg_writer.encode(jpeg_writer.photo_like(140, 190, 1, seed=29))
+    originals = [color, gray]
+    prepared = [custom_op.prepare_jpeg(d, restart_mcus=1) for d in originals]
+    outs, used = gpu.decode_and_crop_jpegs(prepared, [70, 90], [33, 101], [50, 40], [60, 70], mode=mode,
+                                           _debug=gpu.DEBUG_ALWAYS_SEGMENTS, _return_paths=True)
+    assert all(p.endswith("+segments") for p in used), used
+    for original, win, out in zip(originals, [(70, 33, 50, 60), (90, 101, 40, 70)], outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(original, *win, mode=mode))
+
+
+@needs_gpu
 def test_segments_are_used_by_default_for_large_images_only(jpeg_writer):
     small_original = jpeg_writer.encode(jpeg_writer.photo_like(300, 400, seed=26), sampling="4:2:0")
     large_original = jpeg_writer.encode(jpeg_writer.photo_like(1200, 1700, seed=27), sampling="4:2:0")
@@ -703,6 +717,52 @@ def test_prepared_file_with_damaged_segments_is_decoded_or_named_like_any_other(
     assert torch.equal(outs[1].cpu(), custom_op.decode_and_crop_jpeg(original, 120, 150, 20, 30))
     again = gpu.decode_and_crop_jpegs([original], [0], [0], [16], [16])
     assert torch.equal(again[0].cpu(), custom_op.decode_and_crop_jpeg(original, 0, 0, 16, 16))
+
+
+@needs_gpu
+def test_fuzzed_prepared_files_through_their_segments(jpeg_writer):
+    """Mutated prepared files (restart markers removed, renumbered, moved, segments swapped or cut,
+    lying DRI and SOF, generic damage) through the segments path, in batches: a tensor or a clear error
+    per item, never a sticky CUDA error; where the CPU path decodes the window without a warning, the
+    same pixels."""
+    import random
+
+    import random_access_fuzz_worker as raw
+
+    bases = [custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(150, 230, seed=31), sampling="4:2:0"),
+                                    restart_mcus=1),
+             custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(90, 170, seed=32), sampling="4:4:4"),
+                                    restart_mcus=3)]
+    compared = segments = 0
+    for b, base in enumerate(bases):
+        rng = random.Random(b)
+        datas = [raw.mutate(rng, raw.MUTATIONS[i % len(raw.MUTATIONS)], base) for i in range(80)]
+        info = custom_op.read_jpeg_header(base)
+        wins = []
+        for _ in datas:
+            h, w = rng.randint(1, info.height // 2), rng.randint(1, info.width // 2)
+            wins.append((rng.randint(info.height // 3, info.height - h), rng.randint(0, info.width - w), h, w))
+        for k in range(0, len(datas), 20):
+            outs, used = gpu.decode_and_crop_jpegs(datas[k:k + 20], *zip(*wins[k:k + 20]), on_error="return",
+                                                   on_warning="ignore", _debug=gpu.DEBUG_ALWAYS_SEGMENTS,
+                                                   _return_paths=True)
+            torch.cuda.synchronize()
+            for data, win, out, path in zip(datas[k:k + 20], wins[k:k + 20], outs, used):
+                assert isinstance(out, (torch.Tensor, ValueError, RuntimeError)), type(out)
+                segments += path.endswith("+segments")
+                if not isinstance(out, torch.Tensor):
+                    continue
+                try:
+                    ref = custom_op.decode_and_crop_jpeg(data, *win, on_warning="raise")
+                except (ValueError, RuntimeError):
+                    continue
+                compared += 1
+                assert torch.equal(out.cpu(), ref), (path, win)
+    good = bases[0]
+    after = gpu.decode_and_crop_jpegs([good] * 3, 100, 8, 40, 100, _debug=gpu.DEBUG_ALWAYS_SEGMENTS)
+    assert all(torch.equal(a.cpu(), custom_op.decode_and_crop_jpeg(good, 100, 8, 40, 100)) for a in after)
+    REPORT["fuzzed_prepared_files"] = {"compared_exact": compared, "through_segments": segments}
+    assert compared >= 40 and segments >= 40, (compared, segments)
 
 
 # ---------------------------------------------------------------------------------------------------
