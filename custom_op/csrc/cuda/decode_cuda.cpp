@@ -153,6 +153,16 @@ Region bounding_box(const Region& a, const Region& b) {
   return {top, left, bottom - top, right - left};
 }
 
+// What cpu/restart_index.h's restart_layout asks of a header, from our own scan: sequential, every
+// component in the first scan, a restart interval dividing the MCUs per row. Files that fail it (camera
+// photos often declare an interval that does not divide the row) never cost a libjpeg header read.
+bool random_access_layout(const JpegHeader& h) {
+  if (h.restart_interval == 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.scan_components != h.components) return false;
+  const int max_h = h.components > 1 ? *std::max_element(h.h, h.h + h.components) : 1;
+  const int mcus_per_row = (h.width + 8 * max_h - 1) / (8 * max_h);
+  return mcus_per_row % h.restart_interval == 0;
+}
+
 // Files prepared for random access (custom_op.prepare_jpeg: restart segments tiling the image) give
 // nvJPEG the smaller JPEG of the segments around the windows, the sub-image the CPU path decodes
 // (cpu/restart_index.h, built by the CPU library's _jpeg_sub_image). The JPEG engines' time grows with
@@ -170,7 +180,7 @@ void use_sub_images(std::vector<Item>& items, int64_t debug) {
     if (items[i].leader >= 0) followers[static_cast<size_t>(items[i].leader)].push_back(i);
   for (size_t i = 0; i < items.size(); ++i) {
     Item& leader = items[i];
-    if (leader.path != kPending || leader.leader >= 0 || leader.header.restart_interval == 0) continue;
+    if (leader.path != kPending || leader.leader >= 0 || !random_access_layout(leader.header)) continue;
     if (int64_t(leader.header.width) * leader.header.height < kSegmentsMinPixels && !(debug & kAlwaysSegments))
       continue;
     Region want = leader.region;
