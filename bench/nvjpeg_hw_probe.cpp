@@ -9,6 +9,8 @@
 //              [--device-input] (NVJPEG_BACKEND_HARDWARE_DEVICE, the files uploaded once beforehand)
 //              [--same] (every item of a batch is one file: time against file size)
 //              [--contexts own] (threads after the first each make a CUDA context of their own, cuCtxCreate)
+//              [--cpu-threads N] (max_cpu_threads given to nvjpegDecodeBatchedInitialize; default 1)
+//              [--no-sync] (no stream synchronize after each call; one at the end)
 //
 // Prints images/s, process CPU time per image, and per call: the time inside nvjpegDecodeBatchedEx
 // and the time of the stream synchronize after it (how much of the work the call leaves queued).
@@ -72,8 +74,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string dir = argv[1], set = "444", format_name = "rgb", handles_mode = "own", contexts_mode = "shared";
-  int batch = 64, images = 2560, threads = 1;
-  bool roi = false, pinned = false, blocking = false, no_pipeline = false, device_input = false, same = false;
+  int batch = 64, images = 2560, threads = 1, cpu_threads = 1;
+  bool roi = false, pinned = false, blocking = false, no_pipeline = false, device_input = false, same = false, no_sync = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return std::string(argv[++i]); };
@@ -90,6 +92,8 @@ int main(int argc, char** argv) {
     else if (a == "--device-input") device_input = true;
     else if (a == "--same") same = true;
     else if (a == "--contexts") contexts_mode = next();
+    else if (a == "--cpu-threads") cpu_threads = std::stoi(next());
+    else if (a == "--no-sync") no_sync = true;
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
   if (blocking) CHECK_CUDA(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
@@ -180,7 +184,7 @@ int main(int argc, char** argv) {
       CHECK_NVJPEG(nvjpegCreateEx(backend, nullptr, nullptr, flags, &handle));
     nvjpegJpegState_t state;
     CHECK_NVJPEG(nvjpegJpegStateCreate(handle, &state));
-    CHECK_NVJPEG(nvjpegDecodeBatchedInitialize(handle, state, batch, 1, format));
+    CHECK_NVJPEG(nvjpegDecodeBatchedInitialize(handle, state, batch, cpu_threads, format));
     cudaStream_t stream;
     CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     std::vector<nvjpegDecodeParams_t> params(batch);
@@ -223,7 +227,7 @@ int main(int argc, char** argv) {
       const double t0 = now_s();
       CHECK_NVJPEG(nvjpegDecodeBatchedEx(handle, state, data.data(), lengths.data(), dst.data(), params.data(), stream));
       const double t1 = now_s();
-      CHECK_CUDA(cudaStreamSynchronize(stream));
+      if (!no_sync) CHECK_CUDA(cudaStreamSynchronize(stream));
       const double t2 = now_s();
       return std::make_pair(t1 - t0, t2 - t1);
     };
@@ -232,6 +236,7 @@ int main(int argc, char** argv) {
     while (!go.load()) std::this_thread::yield();
     for (int done = 0, k0 = t * 31; done < per_thread; done += batch, k0 += batch) {
       auto [c, s] = run_batch(k0);
+      if (done + batch >= per_thread) CHECK_CUDA(cudaStreamSynchronize(stream));
       if (same && t == 0) {
         const File& f = files[k0 % files.size()];
         per_file.emplace_back(f.bytes.size(), size_t(f.width) * f.height, c + s);
@@ -257,10 +262,10 @@ int main(int argc, char** argv) {
   }
   const double n = double(total_calls) * batch;
   std::printf("RESULT contexts=%s set=%s format=%s batch=%d threads=%d handles=%s roi=%d pinned=%d blocking=%d no_pipeline=%d "
-              "device_input=%d same=%d: "
+              "device_input=%d same=%d cpu_threads=%d no_sync=%d: "
               "%.0f img/s, host CPU %.4f ms/img, in call %.3f ms/call, sync after %.3f ms/call\n",
               contexts_mode.c_str(), set.c_str(), format_name.c_str(), batch, threads, handles_mode.c_str(), roi, pinned, blocking,
-              no_pipeline, device_input, same, n / wall, cpu * 1e3 / n, call_sum * 1e3 / total_calls, sync_sum * 1e3 / total_calls);
+              no_pipeline, device_input, same, cpu_threads, no_sync, n / wall, cpu * 1e3 / n, call_sum * 1e3 / total_calls, sync_sum * 1e3 / total_calls);
   if (!per_file.empty()) {
     std::sort(per_file.begin(), per_file.end());
     for (size_t i = 0; i < per_file.size(); i += std::max<size_t>(1, per_file.size() / 12)) {
