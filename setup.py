@@ -48,25 +48,24 @@ def _cpu_count():
 
 
 def _cpu_extension(torch, CppExtension, csrc):
-    """The CPU library and its buildinfo, or (None, None) when CUSTOM_OP_BUILD_EXT says not to."""
-    jpeg = jpeg_paths.find_libjpeg_turbo()  # raises with install instructions when missing
-    sources = [os.path.relpath(p, HERE) for p in config.cpu_sources(csrc)]
-    if not sources:
+    """The CPU library and its buildinfo (_build_config.cpu_library describes both builds)."""
+    library = config.cpu_library(jpeg_paths.find_libjpeg_turbo(), csrc)  # raises with install instructions
+    if not library.sources:
         sys.exit(f"custom_op: no C++ sources under {csrc}")
     ext = CppExtension(
-        name=f"{PACKAGE}.{config.PREBUILT_NAME}",
-        sources=sources,
-        include_dirs=config.include_dirs(jpeg, csrc),
-        extra_compile_args={"cxx": config.compile_flags()},
-        extra_link_args=config.link_flags(jpeg),
+        name=f"{PACKAGE}.{library.prebuilt_name}",
+        sources=[os.path.relpath(p, HERE) for p in library.sources],
+        include_dirs=list(library.include_dirs),
+        extra_compile_args={"cxx": list(library.cflags)},
+        extra_link_args=list(library.ldflags),
     )
-    return ext, config.prebuilt_info(jpeg, torch.__version__, csrc)
+    return ext, library.buildinfo(torch.__version__)
 
 
 def _cuda_facts(torch, csrc):
-    """What decides whether the GPU library can be built here: (reason it cannot or None, nvjpeg, jpeg)."""
-    nvcc = nvjpeg = jpeg = None
-    nvjpeg_error = jpeg_error = None
+    """What decides whether the GPU library can be built here: (reason it cannot or None, nvjpeg)."""
+    nvcc = nvjpeg = None
+    nvjpeg_error = None
     visible = 0
     if torch is not None and torch.version.cuda:
         from torch.utils import cpp_extension
@@ -78,38 +77,34 @@ def _cuda_facts(torch, csrc):
             nvjpeg = nvjpeg_paths.find_nvjpeg(home)
         except nvjpeg_paths.NvjpegNotFound as e:
             nvjpeg_error = str(e)
-        try:
-            jpeg = jpeg_paths.find_libjpeg_turbo()
-        except jpeg_paths.LibjpegTurboNotFound as e:
-            jpeg_error = str(e)
         visible = torch.cuda.device_count()
     reason = config.cuda_unbuildable_reason(
         torch_version=None if torch is None else torch.__version__,
         torch_cuda=None if torch is None else torch.version.cuda,
         nvcc=nvcc,
         nvjpeg_error=nvjpeg_error,
-        jpeg_error=jpeg_error,
         arch_list=os.environ.get("TORCH_CUDA_ARCH_LIST"),
         visible_gpus=visible,
     )
-    return reason, nvjpeg, jpeg
+    return reason, nvjpeg
 
 
-def _cuda_extension(torch, csrc, nvjpeg, jpeg):
+def _cuda_extension(torch, csrc, nvjpeg):
+    """The GPU library and its buildinfo (_build_config.cuda_library describes both builds)."""
     from torch.utils import cpp_extension
 
+    library = config.cuda_library(nvjpeg, csrc)
     ext = cpp_extension.CUDAExtension(
-        name=f"{PACKAGE}.{config.CUDA_PREBUILT_NAME}",
-        sources=[os.path.relpath(p, HERE) for p in config.cuda_sources(csrc)],
-        include_dirs=config.cuda_include_dirs(nvjpeg, jpeg, csrc),
+        name=f"{PACKAGE}.{library.prebuilt_name}",
+        sources=[os.path.relpath(p, HERE) for p in library.sources],
+        include_dirs=list(library.include_dirs),
         # nvcc gets torch's default flags only, as in the JIT build.
-        extra_compile_args={"cxx": config.cuda_compile_flags(), "nvcc": []},
-        extra_link_args=config.cuda_link_flags(nvjpeg),
+        extra_compile_args={"cxx": list(library.cflags), "nvcc": []},
+        extra_link_args=list(library.ldflags),
     )
     # The -gencode flags BuildExtension will pass (from TORCH_CUDA_ARCH_LIST or the visible GPUs).
     arch_flags = cpp_extension._get_cuda_arch_flags([])
-    info = config.cuda_prebuilt_info(nvjpeg, jpeg, torch.__version__, torch.version.cuda, arch_flags, csrc)
-    return ext, info
+    return ext, library.buildinfo(torch.__version__, torch.version.cuda, arch_flags)
 
 
 def _extensions_and_cmdclass():
@@ -145,14 +140,14 @@ def _extensions_and_cmdclass():
             infos[config.PREBUILT_INFO] = info
 
     if cuda_mode != "0":
-        reason, nvjpeg, jpeg = _cuda_facts(torch, csrc)
+        reason, nvjpeg = _cuda_facts(torch, csrc)
         action, message = config.decide_cuda_build(cuda_mode, reason)
         if action == "error":
             sys.exit(message)
         if message:
             print(message, file=sys.stderr)
         if action == "build":
-            ext, info = _cuda_extension(torch, csrc, nvjpeg, jpeg)
+            ext, info = _cuda_extension(torch, csrc, nvjpeg)
             extensions.append(ext)
             infos[config.CUDA_PREBUILT_INFO] = info
 
@@ -174,7 +169,7 @@ def _extensions_and_cmdclass():
         def build_extension(self, ext):
             if not ext.name.endswith("." + config.CUDA_PREBUILT_NAME):
                 return super().build_extension(ext)
-            # Objects of its own: both libraries compile cpu/exif_orientation.cpp, with different flags.
+            # Objects of its own: both libraries compile common/*.cpp, with different flags.
             saved = self.build_temp
             self.build_temp = os.path.join(saved, config.CUDA_PREBUILT_NAME)
             try:

@@ -138,7 +138,7 @@ def main():
         f"- machine: {cpu_description()}",
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
         f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
-        f"{custom_op._build.library_info().get('jpeg_version', '?')}",
+        f"{custom_op.library_info().get('libjpeg_turbo_version', '?')}",
         f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image",
         "",
     ]

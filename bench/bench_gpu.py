@@ -1,37 +1,48 @@
-"""GPU benchmark: decode one window per JPEG into CUDA tensors, batched, every method on the same files
-and the same windows, images per second and host CPU time per image.
+"""GPU benchmark: one window per JPEG decoded into CUDA tensors, batched; every method on the same files
+and the same windows, side by side in one process; images per second, host CPU time per image, and
+each method's largest difference from the CPU path (which equals Pillow's decode + crop).
 
-    python bench/bench_gpu.py --out bench/results/gpu_h100.md        # on the GPU machine
+    python bench/bench_gpu.py --out bench/results/gpu_h100.md        # on a GPU machine
 
-Methods:
-  - torchvision.io.decode_jpeg(list, device="cuda") + slicing: torchvision's batched nvJPEG decode of
-    whole images (the anchor);
-  - the CPU path, one process per core: custom_op.decode_and_crop_jpeg on the CPU in a process pool,
-    then one pinned copy of the batch to the GPU;
-  - custom_op.decode_and_crop_jpeg(list, ..., device="cuda"): ours (hardware decoder with regions of
-    interest), with variants: encoded bytes staged in pinned memory, regions of interest off
-    (whole images decoded by the hardware decoder, the copy crops) to show what ROI buys, and no
-    dedupe (a batch of 256 from 200 files holds 56 files twice; ours otherwise decodes each once).
-Cases: the ImageNet sample (224x224 windows; images smaller than 224 give smaller windows, the same
-for all methods), batch 64 and 256; one generated 4000x3000 photo with 512 random 224x224 windows.
+Sections (all by default; --only picks some):
+  sample    the ImageNet sample, 224x224 windows (images smaller than 224 give smaller windows, the
+            same for every method), batch 64 and 256; the original files and copies prepared for
+            random access (custom_op.prepare_jpeg) in one table:
+              - torchvision.io.decode_jpeg(list, device="cuda") + slicing (the anchor), on each;
+              - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each; on the prepared
+                copies also with nvJPEG always given the segments around the window, and never;
+              - ours with a file repeated in a batch decoded once per window (batch 256 from 200
+                files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
+                decoding whole images (what regions of interest buy);
+              - the CPU path in one process per core, then one pinned copy of the batch to the GPU.
+  large     one generated 4000x3000 photo, 512 random 224x224 windows in one batch.
+  segments  prepared photos of several sizes, one 224x224 window per decode: nvJPEG given the
+            window's segments or the whole file, against the original file.
+  warmup    the first calls of a fresh process, per method and batch size: after one warm-up call,
+            each of the next --warmup-calls calls on its own, against as many calls in steady state.
 
-Host CPU time is the process's CPU time (all threads, the CUDA driver's included; for the CPU path, the
-workers' time) over the images decoded. Methods alternate round by round so that a slow moment of the
-machine hits all alike; the best round is reported, the median beside it.
+Host CPU time is the process's CPU time (all threads, the CUDA driver's included; for the CPU path,
+the workers' time too) over the images decoded. Methods alternate round by round so that a slow moment
+of the machine hits all alike; the best round is reported, the median beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import io
+import json
 import multiprocessing as mp
 import os
 import platform
+import shlex
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Dict, NamedTuple
 
 import numpy as np
 import torch
@@ -42,16 +53,29 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import custom_op  # noqa: E402
-from custom_op import gpu  # noqa: E402
-from custom_op.prepare import prepare_jpeg  # noqa: E402
-from common import cpu_description, random_windows  # noqa: E402
+from custom_op import gpu, testing  # noqa: E402
+from common import commit_description, cpu_description, random_windows  # noqa: E402
+
+SECTIONS = ("sample", "large", "segments", "warmup")
+WARMUP_METHODS = ("ours", "ours-prepared", "torchvision")
+
+
+def as_tensor(data: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
 # ---------------------------------------------------------------------------------------------------
-# Methods: each takes (tensors, windows) of one batch and leaves its outputs on the GPU.
+# Methods. A batch is a dict: "original" and "prepared" (the files as tensors), "indices" (into the
+# section's files, for the CPU workers, which hold the files already) and "windows". Each method reads
+# one of the three inputs and leaves its outputs on the GPU.
 
 
-def torchvision_method():
+class Method(NamedTuple):
+    run: Callable
+    inputs: str  # "original", "prepared" or "indices"
+
+
+def torchvision_method(inputs="original"):
     import torchvision
     from torchvision.io import ImageReadMode, decode_jpeg
 
@@ -59,34 +83,16 @@ def torchvision_method():
         images = decode_jpeg(tensors, mode=ImageReadMode.RGB, device="cuda")
         return [img[:, t:t + h, l:l + w] for img, (t, l, h, w) in zip(images, windows)]
 
-    return f"torchvision {torchvision.__version__} decode_jpeg(list, cuda) + slice", run
+    return f"torchvision {torchvision.__version__} decode_jpeg(list, cuda) + slice", Method(run, inputs)
 
 
-def ours_method(debug=0, label="custom_op.decode_and_crop_jpeg(list, cuda)", tuning=None):
-    """tuning: gpu._set_tuning keys for this method's calls (restored after each call)."""
+def ours_method(inputs="original", **settings):
+    """settings: testing.gpu_options for this method's calls (process-wide, restored after each call)."""
     def run(tensors, windows):
-        tops, lefts, heights, widths = zip(*windows)
-        before = gpu._set_tuning(**tuning) if tuning else None
-        try:
-            return gpu.decode_and_crop_jpegs(tensors, tops, lefts, heights, widths, device="cuda", _debug=debug)
-        finally:
-            if before:
-                gpu._set_tuning(**before)
+        with testing.gpu_options(**settings) if settings else contextlib.nullcontext():
+            return custom_op.decode_and_crop_jpegs(tensors, *zip(*windows), device="cuda")
 
-    return label, run
-
-
-SWEEP_KEYS = {"parse": "parse_mode", "jobs": "hardware_jobs", "gpu": "gpu_percent", "min": "gpu_min_items",
-              "one": "one_format"}
-
-
-def parse_setting(text):
-    """'parse=1,jobs=2,gpu=25,min=0' -> gpu._set_tuning keys."""
-    out = {}
-    for part in filter(None, text.split(",")):
-        key, _, value = part.partition("=")
-        out[SWEEP_KEYS[key.strip()]] = int(value)
-    return out
+    return Method(run, inputs)
 
 
 _worker_state = {}
@@ -104,7 +110,7 @@ def _cpu_init(files):
 
 
 class CpuPool:
-    """The CPU path in one process per core; results are copied to the GPU like a data loader would."""
+    """The CPU path in one process per core; results are copied to the GPU as a data loader would."""
 
     def __init__(self, files, processes):
         self.processes = processes
@@ -113,43 +119,60 @@ class CpuPool:
 
     def method(self):
         def run(indices, windows):
-            chunks = [[] for _ in range(self.processes)]
-            for k, item in enumerate(zip(indices, windows)):
-                chunks[k % self.processes].append(item)
-            results = self.pool.map(_cpu_worker, [c for c in chunks if c])
+            items = list(zip(indices, windows))
+            size = -(-len(items) // self.processes)
+            results = self.pool.map(_cpu_worker, [items[k:k + size] for k in range(0, len(items), size)])
             outs = []
             for arrays, seconds in results:
                 self.worker_cpu += seconds
                 outs += [torch.from_numpy(a).pin_memory().to("cuda", non_blocking=True) for a in arrays]
             return outs
 
-        return f"CPU path, {self.processes} processes (custom_op, libjpeg-turbo) + copy to GPU", run
+        return f"CPU path, {self.processes} processes (custom_op, libjpeg-turbo) + copy to GPU", Method(run, "indices")
 
     def close(self):
         self.pool.terminate()
 
 
 # ---------------------------------------------------------------------------------------------------
+# Measurement
 
 
-def measure(methods, batches, rounds, cpu_pool):
-    """methods: {name: (fn, uses_indices)}. Returns {name: (best img/s, median img/s, best host ms/img)}."""
+def make_batches(originals, prepared, windows, batch, count):
+    """count batches of `batch` items, cycling through the files."""
+    out = []
+    for k in range(count):
+        idx = [(k * batch + j) % len(originals) for j in range(batch)]
+        out.append({"original": [originals[i] for i in idx],
+                    "prepared": [prepared[i] for i in idx] if prepared else None,
+                    "indices": idx, "windows": [windows[i] for i in idx]})
+    return out
+
+
+def call(method: Method, batch):
+    return method.run(batch[method.inputs], batch["windows"])
+
+
+def measure(methods: Dict[str, Method], batches, rounds, cpu_pool=None):
+    """{name: (best img/s, median img/s, best host CPU ms/img)}."""
     results = {name: [] for name in methods}
-    n_images = sum(len(b[0]) for b in batches)
-    for name, (fn, _) in methods.items():  # warm-up: builds, nvJPEG buffers, torchvision's decoder
-        for tensors, indices, windows in batches[:2]:
-            fn(indices if methods[name][1] else tensors, windows)
+    n_images = sum(len(b["windows"]) for b in batches)
+    for method in methods.values():  # warm-up: library load, nvJPEG buffers, torchvision's decoder
+        for batch in batches[:2]:
+            call(method, batch)
     torch.cuda.synchronize()
     for _ in range(rounds):
-        for name, (fn, uses_indices) in methods.items():
+        for name, method in methods.items():
             if cpu_pool is not None:
                 cpu_pool.worker_cpu = 0.0
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            for tensors, indices, windows in batches:
-                fn(indices if uses_indices else tensors, windows)
+            for batch in batches:
+                call(method, batch)
             torch.cuda.synchronize()
             wall = time.perf_counter() - wall0
-            cpu = time.process_time() - cpu0 + (cpu_pool.worker_cpu if uses_indices and cpu_pool else 0.0)
+            cpu = time.process_time() - cpu0
+            if cpu_pool is not None and method.inputs == "indices":
+                cpu += cpu_pool.worker_cpu
             results[name].append((n_images / wall, cpu / n_images * 1e3))
     summary = {}
     for name, rs in results.items():
@@ -158,13 +181,16 @@ def measure(methods, batches, rounds, cpu_pool):
     return summary
 
 
-def make_batches(files, windows, batch, count):
-    tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in files]
-    out = []
-    for k in range(count):
-        idx = [(k * batch + j) % len(files) for j in range(batch)]
-        out.append(([tensors[i] for i in idx], idx, [windows[i] for i in idx]))
-    return out
+def max_diff(method: Method, batches, refs) -> int:
+    """The largest |output - reference| over every window of `batches`; refs[i]: the reference window
+    of the section's file i (-1 when a shape differs)."""
+    worst = 0
+    for batch in batches:
+        for i, out in zip(batch["indices"], call(method, batch)):
+            if out.shape != refs[i].shape:
+                return -1
+            worst = max(worst, int((out.cpu().int() - refs[i].int()).abs().max()))
+    return worst
 
 
 class Stats:
@@ -184,43 +210,104 @@ class Stats:
         return f"max {self.max}, mean {self.sum / max(self.n, 1):.4f}, PSNR {psnr} dB ({self.n:,} values)"
 
 
-def accuracy_by_path(files, windows, debug=0, tuning=None):
-    """|ours - CPU path| per decoder our items went through: {path: Stats}."""
-    tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in files]
-    before = gpu._set_tuning(**tuning) if tuning else None
-    try:
-        outs, used = [], []
+def paths_and_accuracy(files, tensors, windows, refs, **settings):
+    """Which path decoded each item ({path: count}) and |ours - CPU path| per path and subsampling."""
+    used, stats = [], {}
+    with testing.gpu_options(**settings) if settings else contextlib.nullcontext():
         for k in range(0, len(tensors), 64):
-            o, u = gpu.decode_and_crop_jpegs(tensors[k:k + 64], *zip(*windows[k:k + 64]), _debug=debug,
-                                             _return_paths=True)
-            outs += o
-            used += u
+            outs, paths = testing.decode_with_paths(tensors[k:k + 64], *zip(*windows[k:k + 64]), device="cuda")
+            for j, (out, path) in enumerate(zip(outs, paths)):
+                key = f"{path} {custom_op.read_jpeg_header(files[k + j]).subsampling}"
+                stats.setdefault(key, Stats()).add(out, refs[k + j])
+            used += paths
+    return {p: used.count(p) for p in sorted(set(used))}, dict(sorted(stats.items()))
+
+
+def table(title, summary, anchor, diffs, extra=""):
+    lines = [f"### {title}", ""] + ([extra, ""] if extra else []) + [
+        "| method | images/s (best) | images/s (median) | host CPU ms/image | vs torchvision "
+        "| max abs diff vs CPU path |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    base = summary[anchor][0]
+    for name, (best, median, cpu_ms) in summary.items():
+        diff = diffs.get(name)
+        diff_text = "?" if diff is None else ("shape differs" if diff < 0 else str(diff))
+        lines.append(f"| {name} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} | {best / base:.2f}x | {diff_text} |")
+    return lines + [""]
+
+
+def emit(lines):
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------
+# Sections
+
+
+def load_sample(args):
+    originals = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    return originals, [custom_op.prepare_jpeg(f) for f in originals], random_windows(originals, 224, seed=0)
+
+
+def sample_section(args):
+    files, prepared_files, windows = load_sample(args)
+    originals = [as_tensor(d) for d in files]
+    prepared = [as_tensor(d) for d in prepared_files]
+    refs = [custom_op.decode_and_crop_jpeg(d, *w) for d, w in zip(files, windows)]
+    pillow = 0
+    for data, (t, l, h, w), ref in zip(files, windows, refs):
+        image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[t:t + h, l:l + w]
+        pillow = max(pillow, int((torch.from_numpy(image).permute(2, 0, 1).int() - ref.int()).abs().max()))
+    growth = sum(map(len, prepared_files)) / sum(map(len, files)) - 1
+
+    counts, by_path = paths_and_accuracy(files, originals, windows, refs)
+    prepared_counts, prepared_by_path = paths_and_accuracy(files, prepared, windows, refs)
+    always_counts, always_by_path = paths_and_accuracy(files, prepared, windows, refs, segments="always")
+    lines = emit([f"## ImageNet sample: {len(files)} photos, 224x224 windows; the same photos prepared for random "
+                  f"access (custom_op.prepare_jpeg, {growth * 100:+.1f}% bytes), same windows", "",
+                  "- the CPU path against Pillow (Image.convert('RGB') + crop) over these windows: "
+                  f"max |diff| {pillow}",
+                  f"- where our decodes ran, original files: {counts}",
+                  f"- where our decodes ran, prepared files: {prepared_counts}; with segments always: {always_counts}"]
+                 + [f"- ours, original files, items decoded by {p}: {st.text()}" for p, st in by_path.items()]
+                 + [f"- ours, prepared files, items decoded by {p}: {st.text()}" for p, st in prepared_by_path.items()]
+                 + [f"- ours, prepared files, segments always, items decoded by {p}: {st.text()}"
+                    for p, st in always_by_path.items()] + [""])
+
+    cpu_pool = CpuPool(files, args.processes)
+    try:
+        tv_name, tv = torchvision_method()
+        methods = {
+            f"{tv_name}, original files": tv,
+            f"{tv_name}, prepared files": tv._replace(inputs="prepared"),
+            "custom_op.decode_and_crop_jpegs(list, cuda), original files": ours_method(),
+            "custom_op.decode_and_crop_jpegs(list, cuda), prepared files": ours_method("prepared"),
+            "ours, prepared files, nvJPEG always given the segments around the window": ours_method(
+                "prepared", segments="always"),
+            "ours, prepared files, nvJPEG always given the whole file": ours_method("prepared", segments="never"),
+            "ours, original files, a repeated file decoded once per window (as torchvision does)": ours_method(
+                dedupe=False),
+            "ours, original files, the JPEG engines decode whole images (the copy crops)": ours_method(
+                force_path="hardware-full"),
+        }
+        cpu_name, cpu_method = cpu_pool.method()
+        methods[cpu_name] = cpu_method
+        anchor = next(iter(methods))
+        for batch in args.batches:
+            batches = make_batches(originals, prepared, windows, batch, max(1, args.images_per_round // batch))
+            # Over the first batches, enough to hold every file (and, at batch 256, the repeated ones).
+            checked = batches[:-(-len(files) // batch)]
+            diffs = {name: max_diff(m, checked, refs) for name, m in methods.items()}
+            summary = measure(methods, batches, args.rounds, cpu_pool)
+            repeats = max(0, batch - len(files))
+            extra = (f"A batch of {batch} from {len(files)} files holds {repeats} of them twice: ours decodes a "
+                     "repeated file once for all its windows, so the once-per-window row is the like-for-like "
+                     "one.") if repeats else ""
+            lines += emit(table(f"batch {batch}", summary, anchor, diffs, extra))
     finally:
-        if before:
-            gpu._set_tuning(**before)
-    stats = {}
-    for data, win, out, path in zip(files, windows, outs, used):
-        key = f"{path} {custom_op.read_jpeg_header(data).subsampling}"
-        stats.setdefault(key, Stats()).add(out, custom_op.decode_and_crop_jpeg(data, *win))
-    return dict(sorted(stats.items()))
-
-
-def accuracy(files, windows):
-    """|ours - CPU path| and |torchvision - CPU path| over the windows (uint8 levels)."""
-    from torchvision.io import ImageReadMode, decode_jpeg
-
-    tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in files]
-    tops, lefts, heights, widths = zip(*windows)
-    ours = gpu.decode_and_crop_jpegs(tensors, tops, lefts, heights, widths, device="cuda")
-    tv = decode_jpeg(tensors, mode=ImageReadMode.RGB, device="cuda")
-    stats = {}
-    for name, outs in (("ours", ours), ("torchvision", [im[:, t:t + h, l:l + w] for im, (t, l, h, w) in zip(tv, windows)])):
-        mx, total, n = 0, 0.0, 0
-        for data, win, out in zip(files, windows, outs):
-            d = (out.cpu().int() - custom_op.decode_and_crop_jpeg(data, *win).int()).abs()
-            mx, total, n = max(mx, int(d.max())), total + float(d.sum()), n + d.numel()
-        stats[name] = (mx, total / n)
-    return stats
+        cpu_pool.close()
+    return lines
 
 
 def large_photo():
@@ -231,130 +318,175 @@ def large_photo():
     return buf.getvalue()
 
 
-def machine():
-    return f"{torch.cuda.get_device_name()}; {cpu_description()}"
+def large_section(args):
+    big = large_photo()
+    rng = np.random.default_rng(2)
+    windows = [(int(rng.integers(0, 3000 - 224)), int(rng.integers(0, 4000 - 224)), 224, 224) for _ in range(512)]
+    full = custom_op.decode_jpeg(big)
+    refs = [full[:, t:t + h, l:l + w] for t, l, h, w in windows]
+    original, prepared = as_tensor(big), as_tensor(custom_op.prepare_jpeg(big))
+    batch = {"original": [original] * 512, "prepared": [prepared] * 512, "indices": list(range(512)),
+             "windows": windows}
+    cpu_pool = CpuPool([big] * len(windows), args.processes)  # one reference per window: no copies
+    try:
+        tv_name, tv = torchvision_method()
+
+        def tv_chunked(tensors, wins):  # 64 whole 12-megapixel images at a time keeps memory in bounds
+            out = []
+            for k in range(0, len(tensors), 64):
+                out += [o.clone() for o in tv.run(tensors[k:k + 64], wins[k:k + 64])]
+            return out
+
+        methods = {
+            f"{tv_name} (64 at a time)": Method(tv_chunked, "original"),
+            "ours (the file is decoded once, over the windows' bounding box)": ours_method(),
+            "ours, one region-of-interest decode per window": ours_method(dedupe=False),
+            "ours, one whole-image decode per window": ours_method(dedupe=False, force_path="hardware-full"),
+            "ours, the file prepared for random access, one decode per window (its segments)": ours_method(
+                "prepared", dedupe=False, segments="always"),
+        }
+        cpu_name, cpu_method = cpu_pool.method()
+        methods[cpu_name] = cpu_method
+        _, used = testing.decode_with_paths([big], [0], [0], [224], [224], device="cuda")
+        diffs = {name: max_diff(m, [batch], refs) for name, m in methods.items()}
+        summary = measure(methods, [batch], args.large_rounds, cpu_pool)
+    finally:
+        cpu_pool.close()
+    return emit(table("one 4000x3000 photo (4:2:0, q90), 512 windows of 224x224 in one batch", summary,
+                      next(iter(methods)), diffs, f"our path for it: {used[0]}"))
 
 
-def table(title, summary, anchor, extra=""):
-    lines = [f"### {title}", ""] + ([extra, ""] if extra else []) + [
-        "| method | images/s (best) | images/s (median) | host CPU ms/image | vs torchvision |",
-        "| --- | ---: | ---: | ---: | ---: |"]
-    base = summary[anchor][0]
-    for name, (best, median, cpu_ms) in summary.items():
-        lines.append(f"| {name} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} | {best / base:.2f}x |")
-    return lines + [""]
-
-
-def load_files(args):
-    """The sample's files, or (--files) only those of the chroma subsamplings named; with --prepared,
-    rewritten for random access (custom_op.prepare_jpeg)."""
-    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
-    if args.files != "all":
-        kinds = set(args.files.split(","))
-        files = [f for f in files if custom_op.read_jpeg_header(f).subsampling in kinds]
-    return [prepare_jpeg(f) for f in files] if args.prepared else files
-
-
-def prepared_section(files, windows, args):
-    """The same photos rewritten for random access (custom_op.prepare_jpeg): nvJPEG then decodes only
-    the restart segments around each window. Same windows; torchvision decodes the prepared files too."""
-    prepared = [prepare_jpeg(f) for f in files]
-    growth = sum(map(len, prepared)) / sum(map(len, files)) - 1
-    raw_tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in files]
-    tv_name, tv_fn = torchvision_method()
-    _, ours_fn = ours_method()
-    _, no_seg_fn = ours_method(gpu.DEBUG_NO_SEGMENTS)
-    _, raw_fn = ours_method()
-    methods = {tv_name + " (prepared files)": (tv_fn, False),
-               "custom_op.decode_and_crop_jpeg(list, cuda) (prepared files: the segments around each window)":
-                   (ours_fn, False),
-               "ours, prepared files, whole files to nvJPEG (DEBUG_NO_SEGMENTS)": (no_seg_fn, False),
-               "ours, the original files (as in the tables above)":
-                   (lambda idx, wins: raw_fn([raw_tensors[i] for i in idx], wins), True)}
-    _, used = gpu.decode_and_crop_jpegs(prepared, *zip(*windows), _return_paths=True)
-    counts = {p: used.count(p) for p in sorted(set(used))}
-    lines = [f"## The same {len(files)} photos prepared for random access (custom_op.prepare_jpeg, "
-             f"{growth * 100:+.1f}% bytes), same 224x224 windows", "",
-             f"- where our decodes ran: {counts}"]
-    for path, st in accuracy_by_path(prepared, windows).items():
-        lines.append(f"- ours, items decoded by {path}: {st.text()}")
-    lines.append("")
-    for batch in args.batches:
-        batches = make_batches(prepared, windows, batch, max(1, args.images_per_round // batch))
-        summary = measure(methods, batches, args.rounds, None)
-        lines += table(f"prepared files, batch {batch}", summary, next(iter(methods)))
-        print("\n".join(lines[-len(summary) - 4:]), flush=True)
-    return lines
-
-
-def segments_by_size(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250, 3000), (3000, 4000))):
-    """Per-window decodes of prepared photos of several sizes: nvJPEG given the window's segments
-    (DEBUG_ALWAYS_SEGMENTS) or the whole file, against the original file; where the default's size
-    threshold (kSegmentsMinPixels in decode_cuda.cpp) comes from."""
+def segments_section(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250, 3000), (3000, 4000))):
+    """Where the default's size threshold for segments comes from."""
     from jpeg_factory import photo_like
 
-    lines = ["### Files prepared for random access, one 224x224 window per decode, batches of 64: sub-image of "
-             "the window's segments or whole file", "",
-             "| photo (4:2:0, q90) | original file | prepared, whole file | prepared, segments | segments vs whole |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    lines = emit(["### Files prepared for random access, one 224x224 window per decode, batches of 64: the "
+                  "sub-image of the window's segments or the whole file", "",
+                  "| photo (4:2:0, q90) | original file | prepared, whole file | prepared, segments | segments vs whole "
+                  "| max abs diff vs CPU path (segments) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"])
     for height, width in sizes:
         buf = io.BytesIO()
         Image.fromarray(photo_like(height, width, seed=3)).save(buf, "JPEG", quality=90, subsampling=2)
-        original = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
-        prepared = torch.frombuffer(bytearray(prepare_jpeg(buf.getvalue())), dtype=torch.uint8)
+        original = as_tensor(buf.getvalue())
+        prepared = as_tensor(custom_op.prepare_jpeg(buf.getvalue()))
         rng = np.random.default_rng(4)
         wins = [(int(rng.integers(0, height - 224)), int(rng.integers(0, width - 224)), 224, 224) for _ in range(256)]
-        methods = {}
-        for label, data, debug in (("original", original, gpu.DEBUG_NO_DEDUPE),
-                                   ("whole", prepared, gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_NO_SEGMENTS),
-                                   ("segments", prepared, gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_ALWAYS_SEGMENTS)):
-            _, fn = ours_method(debug)
-            methods[label] = ((lambda fn, data: lambda tensors, w: fn([data] * len(tensors), w))(fn, data), False)
-        batches = [([original] * 64, [0] * 64, wins[k:k + 64]) for k in range(0, 256, 64)]
-        r = measure(methods, batches, args.large_rounds + 1, None)
+        batches = [{"original": [original] * 64, "prepared": [prepared] * 64, "indices": list(range(k, k + 64)),
+                    "windows": wins[k:k + 64]} for k in range(0, 256, 64)]
+        methods = {"original": ours_method(dedupe=False),
+                   "whole": ours_method("prepared", dedupe=False, segments="never"),
+                   "segments": ours_method("prepared", dedupe=False, segments="always")}
+        full = custom_op.decode_jpeg(buf.getvalue())
+        diff = max_diff(methods["segments"], batches, [full[:, t:t + h, l:l + w] for t, l, h, w in wins])
+        r = measure(methods, batches, args.large_rounds + 1)
         cell = {k: f"{v[0]:,.0f} img/s, {v[2]:.3f} ms" for k, v in r.items()}
-        lines.append(f"| {width}x{height} ({len(buf.getvalue()) / 1e6:.2f} MB) | {cell['original']} | {cell['whole']} | "
-                     f"{cell['segments']} | {r['segments'][0] / r['whole'][0]:.2f}x |")
-        print(lines[-1], flush=True)
-    return lines + ["", "(images/s, host CPU ms per image; best of the rounds)", ""]
+        lines += emit([f"| {width}x{height} ({len(buf.getvalue()) / 1e6:.2f} MB) | {cell['original']} | "
+                       f"{cell['whole']} | {cell['segments']} | {r['segments'][0] / r['whole'][0]:.2f}x | {diff} |"])
+    return lines + emit(["", "(images/s, host CPU ms per image; best of the rounds)", ""])
 
 
-def quick(args):
-    """--quick: ours alone, one line per batch size (for comparing backend settings given by env vars)."""
-    files = load_files(args)
-    windows = random_windows(files, 224, seed=0)
-    name, fn = ours_method(args.debug)
+# ---------------------------------------------------------------------------------------------------
+# The first calls of a fresh process
+
+
+def warmup_probe(args):
+    """Runs in a process of its own: prints one JSON line with the timings of the first calls."""
+    t0 = time.perf_counter()
+    gpu.load_library()
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    setup_s = time.perf_counter() - t0
+    files, prepared_files, windows = load_sample(args)
+    originals, prepared = [as_tensor(d) for d in files], [as_tensor(d) for d in prepared_files]
+    if args.warmup_probe == "torchvision":
+        _, method = torchvision_method()
+    else:
+        method = ours_method("prepared" if args.warmup_probe == "ours-prepared" else "original")
+    n = args.warmup_calls
+    # Steady state: after 4n further calls, the next n (the batches keep cycling through the files).
+    batches = make_batches(originals, prepared, windows, args.batch, 1 + n + 4 * n + n)
+
+    def timed(batch):
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        call(method, batch)
+        torch.cuda.synchronize()
+        return time.perf_counter() - wall0, time.process_time() - cpu0
+
+    first_call = timed(batches[0])
+    reserved = [torch.cuda.memory_reserved()]
+    first = [timed(b) for b in batches[1:1 + n]]
+    reserved.append(torch.cuda.memory_reserved())
+    for b in batches[1 + n:1 + 5 * n]:
+        call(method, b)
+    torch.cuda.synchronize()
+    steady = [timed(b) for b in batches[1 + 5 * n:]]
+    reserved.append(torch.cuda.memory_reserved())
+    print(json.dumps({"setup_s": setup_s, "first_call": first_call, "first": first, "steady": steady,
+                      "reserved": reserved}))
+
+
+def warmup_section(args):
+    n = args.warmup_calls
+    lines = emit([f"### The first {n} calls of a fresh process after one warm-up call, against {n} calls in steady "
+                  "state", "",
+                  f"Each (method, batch size) in a process of its own, on the sample's 224x224 windows: library load "
+                  f"and CUDA context, one warm-up call, then {n} calls each timed on its own (the GPU synchronized "
+                  f"after each), then {4 * n} untimed calls, then {n} more timed the same way (steady state).", "",
+                  f"| method | batch | setup s | warm-up call ms | first {n}: images/s | host CPU ms/image | "
+                  f"steady {n}: images/s | host CPU ms/image | steady / first | each of the first {n} calls, ms "
+                  "| reserved MiB (after warm-up, first, steady) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"])
+    for method in WARMUP_METHODS:
+        for batch in args.batches:
+            command = [sys.executable, os.path.abspath(__file__), "--imagenet", args.imagenet, "--warmup-probe", method,
+                       "--batch", str(batch), "--warmup-calls", str(n)]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
+                lines += emit([f"| {method} | {batch} | failed (exit {done.returncode}): {tail[0]} |"])
+                continue
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+
+            def rate(calls):
+                wall, cpu = sum(c[0] for c in calls), sum(c[1] for c in calls)
+                return len(calls) * batch / wall, cpu / (len(calls) * batch) * 1e3
+
+            first_rate, first_cpu = rate(r["first"])
+            steady_rate, steady_cpu = rate(r["steady"])
+            each = " ".join(f"{c[0] * 1e3:.1f}" for c in r["first"])
+            reserved = ", ".join(f"{m / 2**20:.0f}" for m in r["reserved"])
+            lines += emit([f"| {method} | {batch} | {r['setup_s']:.2f} | {r['first_call'][0] * 1e3:.1f} | "
+                           f"{first_rate:,.0f} | {first_cpu:.3f} | {steady_rate:,.0f} | {steady_cpu:.3f} | "
+                           f"{steady_rate / first_rate:.2f}x | {each} | {reserved} |"])
+    return lines + emit(["", "(ours-prepared: the prepared copies, default choice of segments; setup: library load "
+                         "and CUDA context, before the warm-up call)", ""])
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def header(args):
+    import torchvision
+
     info = gpu.backend_info()
-    setting = " ".join(f"{k}={v}" for k, v in os.environ.items() if k.startswith("CUSTOM_OP_NVJPEG"))
-    for batch in args.batches:
-        batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
-        best = measure({name: (fn, False)}, batches, args.rounds, None)[name]
-        print(f"quick [{setting or 'defaults'}]{' prepared' if args.prepared else ''} debug={args.debug} hw_interp={info.get('hardware_interpolation')} "
-              f"batch {batch}: {best[0]:,.0f} img/s (median {best[1]:,.0f}), host CPU {best[2]:.3f} ms/img",
-              flush=True)
-
-
-def sweep(args):
-    """--sweep: ours under each tuning setting (and torchvision), alternating round by round in one
-    process, one line per setting and batch size; then each setting's pixels against the CPU path."""
-    files = load_files(args)
-    windows = random_windows(files, 224, seed=0)
-    methods = {}
-    name, fn = torchvision_method()
-    methods[name] = (fn, False)
-    for text in args.sweep:
-        label, fn = ours_method(args.debug, f"ours [{text}]", parse_setting(text))
-        methods[label] = (fn, False)
-    print(f"sweep files: {args.files}{' prepared' if args.prepared else ''} ({len(files)}); defaults:",
-          {k: v for k, v in gpu.backend_info().items() if k in gpu._TUNING_KEYS}, flush=True)
-    for batch in args.batches:
-        batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
-        for label, (best, median, cpu_ms) in measure(methods, batches, args.rounds, None).items():
-            print(f"sweep [{args.files}] batch {batch}: {label}: {best:,.0f} img/s (median {median:,.0f}), host CPU {cpu_ms:.3f} ms/img",
-                  flush=True)
-    for text in args.sweep:
-        for path, st in accuracy_by_path(files, windows, args.debug, parse_setting(text)).items():
-            print(f"sweep [{args.files}] accuracy [{text}] {path}: {st.text()}", flush=True)
+    engines = (f"{info.hardware_engines} engine(s) x {info.hardware_cores} cores" if info.hardware
+               else f"not used: {info.hardware_note}")
+    command = shlex.join([os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:])
+    return [
+        "# GPU decode-and-crop benchmark",
+        "",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- command: `python {command}`",
+        f"- machine: {torch.cuda.get_device_name()}; {cpu_description()}",
+        f"- commit: {args.commit or commit_description(ROOT)}",
+        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, torchvision "
+        f"{torchvision.__version__}, nvJPEG {info.nvjpeg_version} (JPEG engines: {engines}), custom_op CPU path on "
+        f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+        f"- each figure: best of {args.rounds} rounds (median beside it; {args.large_rounds} rounds for the large "
+        "photo); host CPU = process CPU time (all threads; the CPU path adds its workers') per image",
+        "",
+    ]
 
 
 def main():
@@ -365,127 +497,29 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--processes", type=int, default=os.cpu_count())
     parser.add_argument("--large-rounds", type=int, default=2)
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION",
+                        help=f"run only these sections ({', '.join(SECTIONS)})")
+    parser.add_argument("--warmup-calls", type=int, default=16,
+                        help="warmup section: calls timed after the one warm-up call, and as many in steady state")
+    parser.add_argument("--commit", help="the commit line of the report, for a checkout without .git (the device "
+                                         "machine gets the working tree only)")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
-    parser.add_argument("--quick", action="store_true", help="only ours, one line per batch size")
-    parser.add_argument("--debug", type=int, default=0, help="with --quick / --sweep: operator debug flags")
-    parser.add_argument("--files", default="all",
-                        help="with --quick / --sweep: only the sample's files of these chroma subsamplings "
-                             "(comma-separated: 4:4:4,4:2:0,4:2:2,gray)")
-    parser.add_argument("--prepared", action="store_true",
-                        help="with --quick / --sweep: the files rewritten for random access (custom_op.prepare_jpeg)")
-    parser.add_argument("--sweep", nargs="+", metavar="SETTING",
-                        help="compare tuning settings, e.g. 'parse=0' 'parse=1,jobs=2' 'gpu=25,min=16'")
+    parser.add_argument("--warmup-probe", choices=WARMUP_METHODS, help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if not gpu.cuda_available():
         sys.exit(f"no GPU backend here: {gpu.unavailable_reason()}")
-    if args.quick:
-        return quick(args)
-    if args.sweep:
-        return sweep(args)
-    info = gpu.backend_info()
-    import torchvision
-
-    lines = [
-        "# GPU decode-and-crop benchmark",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {machine()}",
-        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, torchvision "
-        f"{torchvision.__version__}, nvJPEG {info['nvjpeg_version']} (hardware decoder: "
-        f"{info['hardware_engines']} engine(s) x {info['hardware_cores']} cores), custom_op CPU path on "
-        f"libjpeg-turbo {custom_op._build.library_info().get('jpeg_version', '?')}",
-        f"- each figure: best of {args.rounds} rounds (median beside it); host CPU = process CPU time "
-        "(all threads; the CPU path adds its workers') per image",
-        "",
-    ]
-
-    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
-    windows = random_windows(files, 224, seed=0)
-    cpu_pool = CpuPool(files, args.processes)
-    try:
-        methods = {}
-        defaults = {k: int(v) for k, v in info.items() if k in gpu._TUNING_KEYS}
-        variants = [torchvision_method(), ours_method()]
-        if defaults.get("gpu_percent", 0) > 0:
-            variants.append(ours_method(label="ours, JPEG engines only (gpu_percent=0: bit-exact)",
-                                        tuning={"gpu_percent": 0}))
-        variants += [ours_method(label="ours, session 2's setting (whole-file parse, RGB for 4:4:4 and gray: "
-                                       "parse_mode=0, one_format=0)",
-                                 tuning={"parse_mode": 0, "hardware_jobs": 1, "gpu_percent": 0, "one_format": 0}),
-                     ours_method(gpu.DEBUG_NO_DEDUPE, "ours, a file repeated in a batch decoded once per window "
-                                                      "(as torchvision does; batch 256 repeats 56 of the 200 files)"),
-                     ours_method(gpu.DEBUG_PINNED_INPUTS, "ours, encoded bytes staged in pinned memory"),
-                     ours_method(gpu.DEBUG_NO_ROI, "ours, ROI off (whole image decoded, copy crops)")]
-        for name, fn in variants:
-            methods[name] = (fn, False)
-        cpu_name, cpu_fn = cpu_pool.method()
-        methods[cpu_name] = (cpu_fn, True)
-        anchor = next(iter(methods))
-        _, used = gpu.decode_and_crop_jpegs(files, *zip(*windows), _return_paths=True)
-        counts = {p: used.count(p) for p in sorted(set(used))}
-        acc = accuracy(files, windows)
-        lines.append(f"## ImageNet sample: {len(files)} photos, 224x224 windows")
-        lines.append("")
-        lines.append(f"- where our decodes ran: {counts}")
-        lines.append(f"- |GPU - CPU path| over these windows: ours max {acc['ours'][0]}, mean {acc['ours'][1]:.3f}; "
-                     f"torchvision max {acc['torchvision'][0]}, mean {acc['torchvision'][1]:.3f}")
-        lines.append(f"- our tuning: {defaults}")
-        for path, st in accuracy_by_path(files, windows).items():
-            lines.append(f"- ours, items decoded by {path}: {st.text()}")
-        for path, st in accuracy_by_path(files, windows, gpu.DEBUG_GPU_BATCHED_ALL).items():
-            lines.append(f"- every item sent to the GPU-hybrid batched decoder, {path}: {st.text()}")
-        lines.append("")
-        for batch in args.batches:
-            batches = make_batches(files, windows, batch, max(1, args.images_per_round // batch))
-            summary = measure(methods, batches, args.rounds, cpu_pool)
-            lines += table(f"batch {batch}", summary, anchor)
-            print("\n".join(lines[-len(summary) - 4:]), flush=True)
-    finally:
-        cpu_pool.close()
-    lines += prepared_section(files, windows, args)
-
-    big = large_photo()
-    rng = np.random.default_rng(2)
-    big_windows = [(int(rng.integers(0, 3000 - 224)), int(rng.integers(0, 4000 - 224)), 224, 224) for _ in range(512)]
-    cpu_pool = CpuPool([big], args.processes)
-    try:
-        tv_name, tv_fn = torchvision_method()
-
-        def tv_chunked(tensors, wins):  # 64 whole 12-megapixel images at a time keeps memory in bounds
-            out = []
-            for k in range(0, len(tensors), 64):
-                out += [o.clone() for o in tv_fn(tensors[k:k + 64], wins[k:k + 64])]
-            return out
-
-        cpu_name, cpu_fn = cpu_pool.method()
-        methods = {tv_name + " (64 at a time)": (tv_chunked, False)}
-        for name, fn in (ours_method(label="ours (the file is decoded once, over the windows' bounding box)"),
-                         ours_method(gpu.DEBUG_NO_DEDUPE, "ours, one ROI decode per window"),
-                         ours_method(gpu.DEBUG_NO_DEDUPE | gpu.DEBUG_NO_ROI, "ours, one whole decode per window")):
-            methods[name] = (fn, False)
-        # The same photo prepared for random access: each window's decode reads only its segments.
-        prepared_big = torch.frombuffer(bytearray(prepare_jpeg(big)), dtype=torch.uint8)
-        _, prep_fn = ours_method(gpu.DEBUG_NO_DEDUPE)
-        methods["ours, the file prepared for random access (prepare_jpeg), one decode per window (its segments)"] = (
-            lambda tensors, wins: prep_fn([prepared_big] * len(tensors), wins), False)
-        methods[cpu_name] = (cpu_fn, True)
-        batches = make_batches([big], [big_windows[0]], 512, 1)
-        batches = [(batches[0][0], [0] * 512, big_windows)]
-        _, used = gpu.decode_and_crop_jpegs([big], [0], [0], [224], [224], _return_paths=True)
-        summary = measure(methods, batches, args.large_rounds, cpu_pool)
-        lines += table("one 4000x3000 photo (4:2:0, q90), 512 windows of 224x224 in one batch", summary,
-                       next(iter(methods)), f"our path for it: {used[0]}")
-    finally:
-        cpu_pool.close()
-
-    lines += segments_by_size(args)
-
-    report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        Path(args.out).write_text(report)
+    if args.warmup_probe:
+        return warmup_probe(args)
+    lines = emit(header(args))
+    sections = {"sample": sample_section, "large": large_section, "segments": segments_section,
+                "warmup": warmup_section if args.warmup_calls > 0 else None}
+    for name in SECTIONS:
+        if name in args.only and sections[name] is not None:
+            lines += sections[name](args)
+            if args.out:  # after each section, so that a run cut short keeps what it measured
+                Path(args.out).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

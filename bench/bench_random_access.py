@@ -143,7 +143,7 @@ def main():
         f"- machine: {cpu_description()}" + (f"; {args.note}" if args.note else ""),
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
         f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
-        f"{custom_op._build.library_info().get('jpeg_version', '?')}",
+        f"{custom_op.library_info().get('libjpeg_turbo_version', '?')}",
         f"- prepared with `custom_op.prepare_jpeg(data, max_growth={args.max_growth})` (restart interval "
         "chosen per file)",
         f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image; the same "

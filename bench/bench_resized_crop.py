@@ -272,7 +272,7 @@ def main():
         f"- command: `python {shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
         f"- machine: {machine(args.machine)}",
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
-        f"libjpeg-turbo {custom_op._build.library_info().get('jpeg_version', '?')}",
+        f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
         f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image, torch threads = 1",
     ]
     if args.note:

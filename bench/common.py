@@ -32,3 +32,17 @@ def cpu_description():
     except OSError:
         pass
     return f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}"
+
+
+def commit_description(root) -> str:
+    """The checkout's commit, marked "+ local changes" when the working tree differs from it."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + (" + local changes" if dirty else "")

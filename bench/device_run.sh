@@ -1,24 +1,41 @@
 #!/usr/bin/env bash
-# The GPU tests and the GPU benchmark in one command, for the GPU machine (the device tool runs it in
-# the repository root; results go to $OUT there, or to the folder given as first argument).
+# The GPU tests and the GPU benchmark in one command, on any CUDA machine (the device tool runs it in
+# the repository root). Results go to OUTDIR (first argument, else $OUT, else ./gpu-run): env.txt,
+# tests.log, gpu_test_report.json, gpu_bench.md, bench.log, and with --compare compare_bench.md and
+# compare_bench.log.
 #
-#   bash bench/device_run.sh [OUTDIR] [--tests-only|--bench-only|--quick-only|--sweep-only] [pytest arguments...]
+#   bash bench/device_run.sh [OUTDIR] [--tests-only|--bench-only] [--compare CHECKOUT|REVISION] [pytest args...]
 #
-# SWEEP="parse=0 parse=1,jobs=2 gpu=25,min=8 ..." also compares those tuning settings of ours (and
-# torchvision) side by side in one process after the tests (bench_gpu.py --sweep; gpu._set_tuning),
-# once per file set in SWEEP_FILES (default "all"; e.g. "all 4:4:4": also the 4:4:4 photos alone).
+# --compare runs bench/bench_gpu.py of another checkout too, after ours, on the same machine and data:
+# CHECKOUT is a directory holding one; a REVISION is exported from this repository's git (git archive,
+# which leaves the repository as it is). The device tool sends the working tree without .git, so for a
+# revision export it here first, into the carried folder, and name the folder:
+#     mkdir -p .gpu_carry/before && git archive ad85c22 | tar -x -C .gpu_carry/before
+#     bash bench/device_run.sh $OUT --bench-only --compare .gpu_carry/before
+#
+# Environment: BENCH_ARGS (more bench_gpu.py arguments for ours), COMPARE_ARGS (for the other
+# checkout's script, whose options may differ), BENCH_COMMIT (the commit line of our report, since
+# the machine has no .git to read it from), TESTS_TIMEOUT / BENCH_TIMEOUT (seconds, default 300 each).
 #
 # Files that machine lacks can travel in .gpu_carry/ (ignored by git, named in the tool's carry):
 #   .gpu_carry/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
 #   .gpu_carry/nvjpeg     nvJPEG include/ and lib/ (the nvidia-nvjpeg wheel's nvidia/cu13)
 #   .gpu_carry/data       imagenet-sample/ and odd-jpegs/ (../shared/data does not travel)
 set -o pipefail
-OUTDIR=${1:-${OUT:-gpu-run}}
-[ $# -gt 0 ] && shift
+OUTDIR=${OUT:-gpu-run}
+if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then OUTDIR=$1; shift; fi
 WHAT=all
-case "$1" in --tests-only) WHAT=tests; shift ;; --bench-only) WHAT=bench; shift ;; --quick-only) WHAT=quick; shift ;;
-  --sweep-only) WHAT=sweep; shift ;; esac
+COMPARE=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tests-only) WHAT=tests; shift ;;
+    --bench-only) WHAT=bench; shift ;;
+    --compare) COMPARE=${2:?--compare needs a checkout directory or a revision}; shift 2 ;;
+    *) break ;;
+  esac
+done
 mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
 ROOT=$(pwd)
 CARRY=$ROOT/.gpu_carry
 export PYTHONUNBUFFERED=1
@@ -37,6 +54,10 @@ fi
 DATA=${CUSTOM_OP_TEST_DATA:-$ROOT/../shared/data}
 export CUSTOM_OP_CACHE_DIR=${CUSTOM_OP_CACHE_DIR:-/tmp/custom_op_cache}
 export CUSTOM_OP_GPU_REPORT=$OUTDIR/gpu_test_report.json
+# The image sets CXX=/opt/gcc/bin/g++, whose extensions carry their own copy of libstdc++'s stream
+# code: on that machine the libraries built with it crashed (SIGSEGV) formatting their first error
+# message. The system's g++ (same GCC) links libstdc++ normally.
+export CXX=${CUSTOM_OP_DEVICE_CXX:-$(command -v g++)}
 
 {
   date -Is
@@ -44,72 +65,68 @@ export CUSTOM_OP_GPU_REPORT=$OUTDIR/gpu_test_report.json
   python3 -c "import torch, torchvision; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__)"
   echo "libjpeg: $(python3 custom_op/_jpeg_paths.py 2>&1 | tail -1)"
   echo "nvjpeg:  $(python3 custom_op/_nvjpeg_paths.py 2>&1 | tail -1)"
-  nproc
+  echo "cores: $(nproc); CXX=$CXX; commit: ${BENCH_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo 'unknown (no .git here)')}"
 } 2>&1 | tee "$OUTDIR/env.txt"
 
-# Probe: a few files through the GPU path in a process of its own; if it crashes, the same under
-# cuda-gdb with CUSTOM_OP_NVJPEG_TRACE=1, for a backtrace and the last setup step.
+# The other checkout, resolved before anything runs, so that a wrong argument fails at once.
+COMPARE_DIR=
+if [ -n "$COMPARE" ]; then
+  if [ -f "$COMPARE/bench/bench_gpu.py" ]; then
+    COMPARE_DIR=$(cd "$COMPARE" && pwd)
+  elif git -C "$ROOT" rev-parse -q --verify "$COMPARE^{commit}" >/dev/null 2>&1; then
+    COMPARE_DIR=/tmp/custom_op_compare/$COMPARE
+    rm -rf "$COMPARE_DIR" && mkdir -p "$COMPARE_DIR" && git -C "$ROOT" archive "$COMPARE" | tar -x -C "$COMPARE_DIR" \
+      || { echo "cannot export $COMPARE" | tee -a "$OUTDIR/env.txt"; exit 2; }
+  else
+    echo "--compare $COMPARE: neither a directory with bench/bench_gpu.py nor a revision of a git repository here" \
+      "($([ -d "$ROOT/.git" ] && echo "the repository has no such revision" || echo "no .git: export it before the call, see the top of this script"))" \
+      | tee -a "$OUTDIR/env.txt"
+    exit 2
+  fi
+  echo "compare with: $COMPARE ($COMPARE_DIR)" | tee -a "$OUTDIR/env.txt"
+fi
+
+# Probe: a few files through the GPU path in a process of its own (it also builds both libraries);
+# if it crashes, the same under cuda-gdb, for a backtrace.
 PROBE=$(mktemp --suffix=.py)
 cat > "$PROBE" <<'PY'
 import glob, sys, torch, custom_op
-from custom_op import gpu
+from custom_op import gpu, testing
 torch.zeros(1, device="cuda")
 files = [open(p, "rb").read() for p in sorted(glob.glob(sys.argv[1] + "/imagenet-sample/*"))[:8]]
-outs, paths = gpu.decode_and_crop_jpegs(files, 0, 0, 64, 64, _return_paths=True)
+outs, paths = testing.decode_with_paths(files, 0, 0, 64, 64, device="cuda")
 refs = [custom_op.decode_and_crop_jpeg(f, 0, 0, 64, 64) for f in files]
 print("probe paths", paths, "max |diff|", max(int((o.cpu().int() - r.int()).abs().max()) for o, r in zip(outs, refs)), flush=True)
 print(gpu.backend_info(), flush=True)
 PY
-# The image sets CXX=/opt/gcc/bin/g++, whose extensions carry their own copy of libstdc++'s stream
-# code: on that machine the CPU library built with it crashed (SIGSEGV) formatting its first error
-# message, and ours in std::ostream. The system's g++ (same GCC 13.3) links libstdc++ normally.
-export CXX=${CUSTOM_OP_DEVICE_CXX:-$(command -v g++)}
-echo "building with CXX=$CXX" | tee -a "$OUTDIR/env.txt"
-
 echo "=== probe" | tee -a "$OUTDIR/env.txt"
-if ! PYTHONPATH=$ROOT timeout 180 python3 "$PROBE" "$DATA" 2>&1 | tail -5 | tee -a "$OUTDIR/env.txt"; then
-  echo "=== probe failed: again under cuda-gdb, with a trace" | tee -a "$OUTDIR/env.txt"
-  PYTHONPATH=$ROOT CUSTOM_OP_NVJPEG_TRACE=1 timeout 240 cuda-gdb -q -batch -ex "set pagination off" -ex run -ex bt \
+if ! PYTHONPATH=$ROOT timeout 240 python3 "$PROBE" "$DATA" 2>&1 | tail -5 | tee -a "$OUTDIR/env.txt"; then
+  echo "=== probe failed: again under cuda-gdb" | tee -a "$OUTDIR/env.txt"
+  PYTHONPATH=$ROOT timeout 240 cuda-gdb -q -batch -ex "set pagination off" -ex run -ex bt \
     --args python3 "$PROBE" "$DATA" 2>&1 | grep -v "^\[New Thread\|^\[Thread .* exited\|^\[Detaching" | tail -40 \
     | tee -a "$OUTDIR/env.txt"
 fi
 
-# Our decoder alone under each backend setting (env vars read when the device context is made).
-if [ -n "$QUICK_SETTINGS" ] || [ "$WHAT" = quick ]; then
-  for setting in ${QUICK_SETTINGS:-"CUSTOM_OP_NVJPEG_X=1"}; do
-    env ${setting//,/ } timeout 60 python3 bench/bench_gpu.py --quick --imagenet "$DATA/imagenet-sample" \
-      --images-per-round 1280 --rounds 2 2>&1 | grep "^quick\|Error" | tee -a "$OUTDIR/env.txt"
-  done
-  env CUSTOM_OP_NVJPEG_TRACE=2 timeout 60 python3 bench/bench_gpu.py --quick --imagenet "$DATA/imagenet-sample" \
-    --images-per-round 256 --rounds 1 --batches 64 2>&1 | grep "phases" | tail -4 | tee -a "$OUTDIR/env.txt"
-  [ "$WHAT" = quick ] && exit 0
-fi
-
 status=0
-if [ "$WHAT" != bench ] && [ "$WHAT" != quick ] && [ "$WHAT" != sweep ]; then
+if [ "$WHAT" != bench ]; then
   start=$(date +%s)
-  timeout 230 python3 -m pytest -q -rs tests/test_gpu.py "$@" 2>&1 | tee "$OUTDIR/tests.log" || status=1
+  timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -rs tests/test_gpu.py "$@" 2>&1 | tee "$OUTDIR/tests.log" || status=1
   echo "tests: $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
-  if [ -n "$ALT_TEST_ENV" ]; then  # the tests again under another backend setting, e.g. CUSTOM_OP_NVJPEG_HW_COLOR=rgb
-    env $ALT_TEST_ENV CUSTOM_OP_GPU_REPORT=$OUTDIR/gpu_test_report_alt.json timeout 150 python3 -m pytest -q \
-      tests/test_gpu.py 2>&1 | grep -E "^_{3,} test|^(FAILED|ERROR)|passed|failed" | sed "s/^/[$ALT_TEST_ENV] /" \
-      | tee -a "$OUTDIR/env.txt"
-  fi
 fi
-if [ -n "$SWEEP" ]; then
-  : > "$OUTDIR/sweep.txt"
-  for files in ${SWEEP_FILES:-all}; do
-    start=$(date +%s)
-    # shellcheck disable=SC2086
-    timeout 200 python3 bench/bench_gpu.py --imagenet "$DATA/imagenet-sample" --files "$files" --sweep $SWEEP \
-      $SWEEP_ARGS 2>&1 | grep "^sweep\|Error" | tee -a "$OUTDIR/sweep.txt"
-    echo "sweep ($files): $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
-  done
-fi
-if [ "$WHAT" != tests ] && [ "$WHAT" != quick ] && [ "$WHAT" != sweep ]; then
+if [ "$WHAT" != tests ]; then
   start=$(date +%s)
-  timeout 240 python3 bench/bench_gpu.py --imagenet "$DATA/imagenet-sample" --out "$OUTDIR/gpu_bench.md" $BENCH_ARGS \
-    2>&1 | tee "$OUTDIR/bench.log" || status=1
+  # shellcheck disable=SC2086
+  timeout "${BENCH_TIMEOUT:-300}" python3 bench/bench_gpu.py --imagenet "$DATA/imagenet-sample" --out "$OUTDIR/gpu_bench.md" \
+    ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} $BENCH_ARGS 2>&1 | tee "$OUTDIR/bench.log" || status=1
   echo "bench: $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
+  if [ -n "$COMPARE_DIR" ]; then
+    start=$(date +%s)
+    # Its own sources build into the same cache under their own key; its script puts its checkout first
+    # on sys.path, so it imports its own custom_op.
+    # shellcheck disable=SC2086
+    (cd "$COMPARE_DIR" && timeout "${BENCH_TIMEOUT:-300}" python3 bench/bench_gpu.py --imagenet "$DATA/imagenet-sample" \
+      --out "$OUTDIR/compare_bench.md" $COMPARE_ARGS) 2>&1 | tee "$OUTDIR/compare_bench.log" || status=1
+    echo "compare bench ($COMPARE): $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
+  fi
 fi
 exit $status

@@ -1,7 +1,8 @@
 """Probe: does the GPU path go faster when several threads call it at once? (the hardware batched
 decode is synchronous: while one call waits on the JPEG engines, another thread's call can parse and
-queue). Prints images/s and host CPU time per image for a few (threads, batch per call) settings,
-every thread on its own CUDA stream, on the ImageNet sample's 224x224 windows.
+queue; each concurrent call takes a decode state of its own). Prints images/s and host CPU time per
+image for a few (threads, batch per call) settings, every thread on its own CUDA stream, on the
+ImageNet sample's 224x224 windows.
 
     python bench/gpu_threads_probe.py --imagenet DIR [--images 2560] [--rounds 3]
 """
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import custom_op  # noqa: E402
-from common import random_windows  # noqa: E402
+from common import commit_description, cpu_description, random_windows  # noqa: E402
 
 
 def run(files, windows, threads, batch, images):
@@ -34,9 +35,9 @@ def run(files, windows, threads, batch, images):
             done, i = 0, k * 17
             while done < per_thread:
                 idx = [(i + j) % len(files) for j in range(batch)]
-                custom_op.decode_and_crop_jpeg([files[j] for j in idx], [windows[j][0] for j in idx],
-                                               [windows[j][1] for j in idx], [windows[j][2] for j in idx],
-                                               [windows[j][3] for j in idx], device="cuda")
+                custom_op.decode_and_crop_jpegs([files[j] for j in idx], [windows[j][0] for j in idx],
+                                                [windows[j][1] for j in idx], [windows[j][2] for j in idx],
+                                                [windows[j][3] for j in idx], device="cuda")
                 done += batch
                 i += batch
             stream.synchronize()
@@ -59,6 +60,8 @@ def main():
     parser.add_argument("--images", type=int, default=2560)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    print(f"machine: {torch.cuda.get_device_name()}; {cpu_description()}; commit: {commit_description(ROOT)}",
+          flush=True)
     files = [torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8) for p in sorted(Path(args.imagenet).iterdir())]
     windows = random_windows([f.numpy().tobytes() for f in files], 224, 0)
     settings = [(1, 64), (2, 32), (2, 64), (4, 16), (4, 64), (1, 256), (2, 128)]

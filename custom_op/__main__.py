@@ -7,6 +7,8 @@ needed), so both commands only report what that import did.
 import argparse
 import sys
 
+import torch
+
 from . import _build
 
 
@@ -34,8 +36,8 @@ def main(argv=None) -> int:
 
     print(f"library:        {info['path']}")
     print(f"kind:           {info['kind']}")
-    print(f"libjpeg-turbo:  {info['jpeg_version']}")
-    print(f"torch:          {_build.torch.__version__}")
+    print(f"libjpeg-turbo:  {info.get('libjpeg_turbo_version', '?')}")
+    print(f"torch:          {torch.__version__}")
     try:
         root = _build.choose_cache_root()
         print(f"JIT cache root: {root}/custom_op")

@@ -1,8 +1,11 @@
-"""Find or build the C++ library and load it, so that torch.ops.custom_op.* exist.
+"""Find or build a C++ library and load it, so that its torch.ops.custom_op.* kernels exist.
 
-Order: a prebuilt library that setup.py put in the package (when it matches the
-installed sources and torch), else the just-in-time build cache, building into it
-under a file lock when needed. The README section on building lists the env vars.
+One loader for both libraries (the CPU one at import, the GPU one on first use with a CUDA device),
+each described by a _build_config.Library: a prebuilt library that setup.py put in the package when
+its buildinfo matches the installed sources, torch and Python, else the just-in-time build cache,
+building into it when needed: under a file lock (one builder per machine and key, however many
+DataLoader workers and torchrun ranks start at once), in a private directory, published by an atomic
+rename. The README section on building lists the environment variables.
 """
 
 import hashlib
@@ -16,7 +19,7 @@ import threading
 import time
 import uuid
 import warnings
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, Optional
 
 import torch
 
@@ -29,24 +32,27 @@ ENV_VERBOSE = "CUSTOM_OP_VERBOSE_BUILD"
 ENV_LOCK_TIMEOUT = "CUSTOM_OP_BUILD_LOCK_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
-CPU_LIBRARY = "custom_op_cpu"
 BUILDS_LOG = "builds.log"
 # Private build dirs of other keys are only removed when this old: with no lock of
 # theirs held, age is the only safe sign that their builder is gone.
 _STALE_BUILD_DIR_S = 24 * 3600
 
-# Seconds one translation unit takes to compile against torch's headers on a slow
-# 2-core machine; only used for the "takes about N s" hint.
-_SECONDS_PER_SOURCE = 10
+# Seconds one translation unit takes to compile against torch's headers on a 2-core machine; only
+# used for the "takes about N s" hint.
+_SECONDS_PER_SOURCE = 5
 
+# _lock: one build at a time in this process (the file lock orders processes); _load_lock: the CPU
+# library's first load.
 _lock = threading.Lock()
+_load_lock = threading.Lock()
 _loaded: Dict[str, Dict[str, str]] = {}
 
 
 def _reset_after_fork() -> None:
-    # A fork while another thread held _lock would leave the child's copy locked forever.
-    global _lock
+    # A fork while another thread held a lock would leave the child's copy locked forever.
+    global _lock, _load_lock
     _lock = threading.Lock()
+    _load_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -77,27 +83,27 @@ def _lock_timeout() -> float:
         raise ValueError(f"custom_op: {ENV_LOCK_TIMEOUT}={raw!r} is not a number of seconds") from None
 
 
-def _build_key(name, sources, headers, extra_cflags, extra_ldflags, include_dirs, key_extra) -> str:
-    files = list(sources) + list(headers)
+def _build_key(library: config.Library) -> str:
+    files = list(library.sources) + list(library.headers)
     base = os.path.commonpath([os.path.dirname(os.path.abspath(f)) for f in files])
     # The package's own dirs differ between installs of the same sources; their
     # contents are already hashed, so keep their location out of the key.
     portable_includes = [
         "<pkg>" + d[len(config.PACKAGE_DIR):] if (d + os.sep).startswith(config.PACKAGE_DIR + os.sep) else d
-        for d in include_dirs
+        for d in library.include_dirs
     ]
     parts = {
-        "name": name,
+        "name": library.jit_name,
         "sources": config.content_hash(files, base),
-        "cflags": list(extra_cflags),
-        "ldflags": list(extra_ldflags),
+        "cflags": list(library.cflags),
+        "ldflags": list(library.ldflags),
         "include_dirs": portable_includes,
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "torch_hip": getattr(torch.version, "hip", None),
         "python": config.python_tag(),
         "cxx": os.environ.get("CXX", ""),
-        "extra": list(key_extra),
+        "extra": list(library.key_extra),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -159,171 +165,150 @@ class _BuildEnv:
                 os.environ[k] = v
 
 
-def _compile(name, sources, extra_cflags, extra_ldflags, include_dirs, build_dir, with_cuda) -> str:
+# ---------------------------------------------------------------- lock, compile, publish
+
+def _locked(lock_path: str):
+    """The build lock of one key. An flock (not SoftFileLock) dies with its holder, so a killed
+    builder blocks no one."""
+    from filelock import FileLock
+
+    return FileLock(lock_path, timeout=_lock_timeout())
+
+
+def _compile(library: config.Library, build_dir: str) -> str:
+    """Compiles `library` in build_dir (which the caller made fresh: torch's own baton lock file in a
+    reused build dir would hang the next builder if this one is killed); returns the built file."""
     from torch.utils import cpp_extension
 
-    with _BuildEnv(len(sources)):
-        # load() also loads the library into this process (from build_dir); the caller
-        # then moves the same file to its final place, which keeps it valid here.
-        return cpp_extension.load(
-            name=name,
-            sources=list(sources),
-            extra_cflags=list(extra_cflags),
-            extra_ldflags=list(extra_ldflags),
-            extra_include_paths=list(include_dirs),
-            build_directory=build_dir,
-            verbose=_verbose(),
-            with_cuda=with_cuda,
-            is_python_module=False,
+    waves = math.ceil(len(library.sources) / _job_count(len(library.sources)))
+    _log(f"building the C++ library {library.jit_name} (first use; takes about {_SECONDS_PER_SOURCE * waves + 5} s)")
+    try:
+        with _BuildEnv(len(library.sources)):
+            # load() also loads the library into this process (from build_dir); _publish then moves the
+            # same file to its final place, which keeps it valid here.
+            return cpp_extension.load(
+                name=library.jit_name,
+                sources=list(library.sources),
+                extra_cflags=list(library.cflags),
+                extra_ldflags=list(library.ldflags),
+                extra_include_paths=list(library.include_dirs),
+                build_directory=build_dir,
+                verbose=_verbose(),
+                with_cuda=library.with_cuda,
+                is_python_module=False,
+            )
+    except Exception as e:
+        raise RuntimeError(
+            f"custom_op: building the C++ library {library.jit_name} failed. It needs a C++ compiler "
+            "(g++ or clang++; CXX selects one), ninja and the libjpeg-turbo headers"
+            + (", and the CUDA toolkit with nvJPEG" if library.with_cuda else "")
+            + f"; set {ENV_VERBOSE}=1 to see the commands. Details:\n{e}"
+        ) from e
+
+
+def _publish(built: str, final: str, base: str, key: str, library: config.Library, seconds: float) -> None:
+    """Moves a finished build to its final place in one rename, so that a library at `final` is
+    always complete, and logs the build."""
+    with open(os.path.join(base, BUILDS_LOG), "a") as log:
+        log.write(
+            f"{time.strftime('%Y-%m-%dT%H:%M:%S')} key={key} name={library.jit_name} pid={os.getpid()} "
+            f"host={socket.gethostname()} seconds={seconds:.1f}\n"
         )
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    os.replace(built, final)
+    if _verbose():
+        _log(f"built {final} in {seconds:.0f} s")
 
 
-def _build_and_load(
-    name: str,
-    sources: Sequence[str],
-    extra_cflags: Sequence[str] = (),
-    extra_ldflags: Sequence[str] = (),
-    include_dirs: Sequence[str] = (),
-    headers: Sequence[str] = (),
-    key_extra: Sequence[str] = (),
-    with_cuda: Optional[bool] = None,
-) -> Dict[str, str]:
-    """Load library `name` from the JIT cache, building it first if needed.
-
-    Returns {"path", "cache_dir", "built"}. Reusable for other libraries (e.g. a
-    CUDA one) with their own sources and flags; the caller holds _lock.
-    """
-    if not sources:
-        raise RuntimeError(f"custom_op: no C++ sources given for library {name}")
-    key = _build_key(name, sources, headers, extra_cflags, extra_ldflags, include_dirs, key_extra)
+def _jit_load(library: config.Library) -> Dict[str, str]:
+    """Loads `library` from the just-in-time cache, building it first if needed.
+    Returns {"path", "cache_dir", "built"}."""
+    if not library.sources:
+        raise RuntimeError(f"custom_op: no C++ sources for library {library.jit_name}; the package is incomplete")
+    key = _build_key(library)
     base = os.path.join(choose_cache_root(), "custom_op")
     final_dir = os.path.join(base, key)
-    final = os.path.join(final_dir, name + ".so")
+    final = os.path.join(final_dir, library.jit_name + ".so")
     result = {"path": final, "cache_dir": final_dir, "built": "no"}
-
     if os.path.exists(final):  # published atomically, so it is complete
         torch.ops.load_library(final)
         return result
 
-    from filelock import FileLock, Timeout
+    from filelock import Timeout
 
     lock_path = os.path.join(base, key + ".lock")
-    timeout = _lock_timeout()
     try:
-        # Not SoftFileLock: an flock dies with its holder, so a killed builder blocks no one.
-        with FileLock(lock_path, timeout=timeout):
+        with _locked(lock_path):
             if os.path.exists(final):  # another process built it while we waited
                 torch.ops.load_library(final)
                 return result
             build_parent = os.path.join(base, "build")
             _cleanup_dead_build_dirs(build_parent, key)
-            # Fresh per build: torch's own baton lock file in a reused build dir
-            # would hang the next builder if this one is killed.
             build_dir = os.path.join(
                 build_parent, f"{key}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             )
             os.makedirs(build_dir)
-            waves = math.ceil(len(sources) / _job_count(len(sources)))
-            _log(
-                f"building the C++ extension into {final_dir} "
-                f"(first use; takes about {_SECONDS_PER_SOURCE * waves + 5} s)"
-            )
             started = time.time()
             try:
-                built = _compile(name, sources, extra_cflags, extra_ldflags, include_dirs, build_dir, with_cuda)
-            except BaseException as e:
+                built = _compile(library, build_dir)
+                _publish(built, final, base, key, library, time.time() - started)
+            finally:
                 shutil.rmtree(build_dir, ignore_errors=True)
-                if isinstance(e, Exception):
-                    raise RuntimeError(
-                        f"custom_op: building the C++ library {name} failed. It needs a C++ compiler "
-                        "(g++ or clang++; CXX selects one), ninja and the libjpeg-turbo headers; "
-                        f"set {ENV_VERBOSE}=1 to see the commands. Details:\n{e}"
-                    ) from e
-                raise
-            seconds = time.time() - started
-            with open(os.path.join(base, BUILDS_LOG), "a") as log:
-                log.write(
-                    f"{time.strftime('%Y-%m-%dT%H:%M:%S')} key={key} name={name} pid={os.getpid()} "
-                    f"host={socket.gethostname()} seconds={seconds:.1f}\n"
-                )
-            os.makedirs(final_dir, exist_ok=True)
-            os.replace(built, final)
-            shutil.rmtree(build_dir, ignore_errors=True)
-            if _verbose():
-                _log(f"built {final} in {seconds:.0f} s")
             result["built"] = "yes"
             return result
     except Timeout as e:
         raise TimeoutError(
-            f"custom_op: waited {timeout:.0f} s for the build lock {lock_path}, held by another process "
+            f"custom_op: waited {_lock_timeout():.0f} s for the build lock {lock_path}, held by another process "
             "that is building the C++ extension. If that build is still running, wait for it or raise "
             f"{ENV_LOCK_TIMEOUT} (seconds); if it hangs, end that process (the lock is released when it "
             f"exits). To avoid building at import, prebuild once with `python -m custom_op build`."
         ) from e
 
 
-# ---------------------------------------------------------------- prebuilt
+# ---------------------------------------------------------------- prebuilt, then just in time
 
-def _prebuilt_library() -> Optional[Dict[str, str]]:
-    """The CPU library setup.py put in the package, if it matches the installed sources and torch."""
-    current = {
-        "source_hash": config.cpu_source_hash(),
-        "torch_version": torch.__version__,
-        "python": config.python_tag(),
-    }
-    found = config.find_prebuilt(config.PREBUILT_NAME, config.PREBUILT_INFO, current,
-                                 log=_log if _verbose() else None)
-    if found is None:
-        return None
-    path, info = found
-    return {"path": path, "jpeg_version": str(info.get("libjpeg_turbo_version", "?"))}
-
-
-# ---------------------------------------------------------------- public
-
-def _load_cpu() -> Dict[str, str]:
+def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str]]] = None) -> Dict[str, str]:
+    """Loads `library`: the prebuilt one when its buildinfo matches (and `usable(buildinfo)`, when
+    given, names no reason against it), else the just-in-time cache, building into it if needed.
+    Returns kind ("prebuilt" or "jit"), path, cache_dir, built and the buildinfo's facts."""
     if not _flag(ENV_FORCE_JIT):
-        prebuilt = _prebuilt_library()
-        if prebuilt is not None:
-            try:
-                torch.ops.load_library(prebuilt["path"])
-                return {"kind": "prebuilt", "cache_dir": "", **prebuilt}
-            except OSError as e:
-                # e.g. a wheel built against another libjpeg soname: a local build can still work.
-                warnings.warn(f"custom_op: cannot load prebuilt {prebuilt['path']} ({e}); building it from source")
-    sources = config.cpu_sources()
-    if not sources:
-        raise RuntimeError(f"custom_op: no C++ sources under {config.CSRC_DIR}; the package is incomplete")
-    jpeg = find_libjpeg_turbo()
-    result = _build_and_load(
-        CPU_LIBRARY,
-        sources,
-        extra_cflags=config.compile_flags(),
-        extra_ldflags=config.link_flags(jpeg),
-        include_dirs=config.include_dirs(jpeg),
-        headers=config.cpu_headers(),
-        key_extra=[f"libjpeg-turbo {jpeg.version} {jpeg.prefix}"],
-        with_cuda=False,
-    )
-    return {"kind": "jit", "jpeg_version": jpeg.version, **result}
+        log = _log if _verbose() else None
+        found = config.find_prebuilt(library.prebuilt_name, library.prebuilt_info,
+                                     library.current(torch.__version__, torch.version.cuda), log=log)
+        if found is not None:
+            path, info = found
+            reason = usable(info) if usable is not None else None
+            if reason is not None:
+                if log:
+                    log(f"ignoring prebuilt {path}: {reason}")
+            else:
+                try:
+                    torch.ops.load_library(path)
+                    return {"kind": "prebuilt", "path": path, "cache_dir": "", "built": "no", **dict(library.facts)}
+                except OSError as e:
+                    # e.g. a wheel built against another libjpeg or nvJPEG than this machine has: a local
+                    # build can still work.
+                    warnings.warn(f"custom_op: cannot load prebuilt {path} ({e}); building it from source")
+    with _lock:
+        return {"kind": "jit", **_jit_load(library), **dict(library.facts)}
 
 
 def load_library() -> str:
-    """Make torch.ops.custom_op.* available; returns the path of the loaded library.
+    """Make the CPU operators torch.ops.custom_op.* available; returns the path of the loaded library.
 
-    Idempotent and thread-safe; the first call in a process may compile (about a minute).
+    Idempotent and thread-safe; the first call on a machine may compile (about a minute).
     """
     info = _loaded.get("cpu")
     if info is not None:
         return info["path"]
-    with _lock:
+    with _load_lock:
         info = _loaded.get("cpu")
         if info is None:
-            info = _loaded["cpu"] = _load_cpu()
+            info = _loaded["cpu"] = load(config.cpu_library(find_libjpeg_turbo()))
         return info["path"]
 
 
 def library_info() -> Dict[str, str]:
-    """What load_library() loaded: kind (prebuilt / jit), path, cache_dir, jpeg_version, built."""
+    """What load_library() loaded: kind (prebuilt / jit), path, cache_dir, built, libjpeg_turbo_version."""
     load_library()
     return dict(_loaded["cpu"])

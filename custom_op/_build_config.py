@@ -12,7 +12,8 @@ import os
 import re
 import sys
 import sysconfig
-from typing import Callable, Iterable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 CSRC_DIR = os.path.join(PACKAGE_DIR, "csrc")
@@ -32,9 +33,72 @@ CPU_EXCLUDED_DIRS = ("cuda",)
 CUDA_PREBUILT_NAME = "_C_cuda"
 CUDA_PREBUILT_INFO = "_C_cuda.buildinfo.json"
 CUDA_DIR = "cuda"
-# The EXIF reader is shared with the CPU library, so both paths orient images identically.
-CUDA_SHARED_CPU_SOURCES = (os.path.join("cpu", "exif_orientation.cpp"),)
+# Code both libraries compile (the EXIF reader, so both orient images identically) and the types they
+# share; it includes neither jpeglib.h nor nvjpeg.h.
+COMMON_DIR = "common"
 BUILD_CUDA_ENV = "CUSTOM_OP_BUILD_CUDA"
+
+CPU_LIBRARY = "custom_op_cpu"
+CUDA_LIBRARY = "custom_op_cuda"
+
+
+@dataclass(frozen=True)
+class Library:
+    """How one C++ library is built, and how a built one is recognised: setup.py prebuilds it from
+    this description and the just-in-time build (_build.load) compiles the same."""
+
+    jit_name: str  # file name (without .so) in the just-in-time cache
+    prebuilt_name: str  # setup.py's extension: custom_op/<prebuilt_name>*.so
+    prebuilt_info: str  # the buildinfo json setup.py writes beside it
+    sources: Tuple[str, ...]
+    headers: Tuple[str, ...]
+    cflags: Tuple[str, ...]
+    ldflags: Tuple[str, ...]
+    include_dirs: Tuple[str, ...]
+    key_extra: Tuple[str, ...]  # what else the build depends on (the versions and places of libraries)
+    with_cuda: bool
+    facts: Tuple[Tuple[str, str], ...] = ()  # recorded in the buildinfo, not compared (versions, paths)
+    csrc_dir: str = CSRC_DIR
+
+    def source_hash(self) -> str:
+        return content_hash(list(self.sources) + list(self.headers), self.csrc_dir)
+
+    def current(self, torch_version: str, torch_cuda: Optional[str]) -> Dict[str, str]:
+        """What a prebuilt library's buildinfo must say to be loaded in place of a build."""
+        current = {"source_hash": self.source_hash(), "torch_version": torch_version, "python": python_tag()}
+        if self.with_cuda:
+            current["torch_cuda"] = torch_cuda
+        return current
+
+    def buildinfo(self, torch_version: str, torch_cuda: Optional[str] = None, arch_flags: Iterable[str] = ()) -> dict:
+        """What setup.py records beside the prebuilt library."""
+        info = {**self.current(torch_version, torch_cuda), **dict(self.facts), "compile_flags": list(self.cflags)}
+        if self.with_cuda:
+            info["cuda_arch_flags"] = list(arch_flags)
+        return info
+
+
+def cpu_library(jpeg, csrc_dir: str = CSRC_DIR) -> Library:
+    """The CPU library (libjpeg-turbo): every source under csrc/ but csrc/cuda/."""
+    return Library(
+        jit_name=CPU_LIBRARY, prebuilt_name=PREBUILT_NAME, prebuilt_info=PREBUILT_INFO,
+        sources=tuple(cpu_sources(csrc_dir)), headers=tuple(cpu_headers(csrc_dir)),
+        cflags=tuple(compile_flags()), ldflags=tuple(link_flags(jpeg)), include_dirs=tuple(include_dirs(jpeg, csrc_dir)),
+        key_extra=(f"libjpeg-turbo {jpeg.version} {jpeg.prefix}",), with_cuda=False,
+        facts=(("libjpeg_turbo_version", jpeg.version),), csrc_dir=csrc_dir)
+
+
+def cuda_library(nvjpeg, csrc_dir: str = CSRC_DIR) -> Library:
+    """The GPU library (nvJPEG and our kernels): csrc/cuda/ and csrc/common/. It reaches the CPU
+    decoder through the dispatcher, so it needs neither libjpeg's headers nor its library."""
+    nvjpeg_file = os.path.join(nvjpeg.library_dir, nvjpeg.library_file)
+    return Library(
+        jit_name=CUDA_LIBRARY, prebuilt_name=CUDA_PREBUILT_NAME, prebuilt_info=CUDA_PREBUILT_INFO,
+        sources=tuple(cuda_sources(csrc_dir)), headers=tuple(cuda_headers(csrc_dir)),
+        cflags=tuple(cuda_compile_flags()), ldflags=tuple(cuda_link_flags(nvjpeg)),
+        include_dirs=tuple(cuda_include_dirs(nvjpeg, csrc_dir)),
+        key_extra=(f"nvjpeg {nvjpeg.version} {nvjpeg_file}",), with_cuda=True,
+        facts=(("nvjpeg_version", nvjpeg.version), ("nvjpeg_library", nvjpeg_file)), csrc_dir=csrc_dir)
 
 
 def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) -> List[str]:
@@ -67,10 +131,6 @@ def content_hash(files: Iterable[str], base_dir: str = CSRC_DIR) -> str:
     return h.hexdigest()
 
 
-def cpu_source_hash(csrc_dir: str = CSRC_DIR) -> str:
-    return content_hash(cpu_sources(csrc_dir) + cpu_headers(csrc_dir), csrc_dir)
-
-
 def python_tag() -> str:
     """Interpreter and platform a built library is tied to (cpython-311-linux-x86_64)."""
     return f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
@@ -79,7 +139,15 @@ def python_tag() -> str:
 def compile_flags() -> List[str]:
     # No -std flag: torch adds the standard its headers need (C++20 since torch 2.10)
     # and a later -std=c++17 would override it and break the build.
-    return ["-O3"]
+    return ["-O3"] + openmp_flags()
+
+
+def openmp_flags() -> List[str]:
+    """What at::parallel_for needs to run in parallel in our code: its OpenMP implementation is inlined
+    from torch's headers, so without these flags it compiles to a plain loop. The OpenMP runtime is
+    the one torch has already loaded (libgomp.so.1 beside libtorch_cpu), so torch.set_num_threads
+    sizes our pool too."""
+    return [] if sys.platform == "darwin" else ["-fopenmp"]
 
 
 def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
@@ -87,7 +155,7 @@ def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
 
 
 def link_flags(jpeg) -> List[str]:
-    flags = [f"-L{d}" for d in jpeg.library_dirs]
+    flags = openmp_flags() + [f"-L{d}" for d in jpeg.library_dirs]
     flags += [f"-Wl,-rpath,{d}" for d in jpeg.rpath_dirs]
     flags += [_library_argument(lib, jpeg.library_dirs) for lib in jpeg.libraries]
     return flags
@@ -104,17 +172,6 @@ def _library_argument(name: str, library_dirs: List[str]) -> str:
             if os.path.exists(path):
                 return path
     return f"-l{name}"
-
-
-def prebuilt_info(jpeg, torch_version: str, csrc_dir: str = CSRC_DIR) -> dict:
-    """What the prebuilt library was made from; the loader compares it with the installed state."""
-    return {
-        "source_hash": cpu_source_hash(csrc_dir),
-        "torch_version": torch_version,
-        "python": python_tag(),
-        "libjpeg_turbo_version": jpeg.version,
-        "compile_flags": compile_flags(),
-    }
 
 
 def find_prebuilt(name: str, info_file: str, current: dict, package_dir: str = PACKAGE_DIR,
@@ -158,25 +215,22 @@ def write_prebuilt_info(path: str, info: dict) -> None:
 # ---------------------------------------------------------------- the GPU (nvJPEG) library
 
 def cuda_sources(csrc_dir: str = CSRC_DIR) -> List[str]:
-    """csrc/cuda/*.cpp and *.cu, and the CPU sources the GPU library shares."""
-    cuda = os.path.join(csrc_dir, CUDA_DIR)
-    own = sorted(os.path.join(cuda, f) for f in os.listdir(cuda) if f.endswith((".cpp", ".cc", ".cu"))) \
-        if os.path.isdir(cuda) else []
-    return own + [os.path.join(csrc_dir, p) for p in CUDA_SHARED_CPU_SOURCES]
+    """csrc/cuda/*.cpp and *.cu, and the shared sources of csrc/common/."""
+    found = []
+    for sub in (CUDA_DIR, COMMON_DIR):
+        d = os.path.join(csrc_dir, sub)
+        if os.path.isdir(d):
+            found += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(SOURCE_SUFFIXES))
+    return found
 
 
 def cuda_headers(csrc_dir: str = CSRC_DIR) -> List[str]:
-    # Its sources include csrc/cpu/ headers (window.h, exif_orientation.h, ...), so those count too.
     found = []
-    for sub in (CUDA_DIR, "cpu"):
+    for sub in (CUDA_DIR, COMMON_DIR):
         d = os.path.join(csrc_dir, sub)
         if os.path.isdir(d):
             found += [os.path.join(d, f) for f in os.listdir(d) if f.endswith(HEADER_SUFFIXES)]
     return sorted(found)
-
-
-def cuda_source_hash(csrc_dir: str = CSRC_DIR) -> str:
-    return content_hash(cuda_sources(csrc_dir) + cuda_headers(csrc_dir), csrc_dir)
 
 
 def cuda_compile_flags() -> List[str]:
@@ -184,30 +238,12 @@ def cuda_compile_flags() -> List[str]:
     return ["-O3"]
 
 
-def cuda_include_dirs(nvjpeg, jpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
-    # jpeglib.h too: cpu/window.h includes libjpeg_session.h.
-    return [csrc_dir, nvjpeg.include_dir] + list(jpeg.include_dirs)
+def cuda_include_dirs(nvjpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
+    return [csrc_dir, nvjpeg.include_dir]
 
 
 def cuda_link_flags(nvjpeg) -> List[str]:
-    # No libjpeg: the GPU library reaches the CPU decoder through the dispatcher, not by linking.
     return nvjpeg.link_flags()
-
-
-def cuda_prebuilt_info(nvjpeg, jpeg, torch_version: str, torch_cuda: str, arch_flags: List[str],
-                       csrc_dir: str = CSRC_DIR) -> dict:
-    """What the prebuilt GPU library was made from; the loader compares it with the installed state."""
-    return {
-        "source_hash": cuda_source_hash(csrc_dir),
-        "torch_version": torch_version,
-        "torch_cuda": torch_cuda,
-        "python": python_tag(),
-        "nvjpeg_version": nvjpeg.version,
-        "nvjpeg_library": os.path.join(nvjpeg.library_dir, nvjpeg.library_file),
-        "libjpeg_turbo_version": jpeg.version,
-        "compile_flags": cuda_compile_flags(),
-        "cuda_arch_flags": list(arch_flags),
-    }
 
 
 _GENCODE = re.compile(r"code=(sm|compute)_(\d+)([a-z]?)")
@@ -249,12 +285,11 @@ def parse_build_mode(raw: Optional[str], var: str = BUILD_CUDA_ENV) -> str:
 
 
 def cuda_unbuildable_reason(torch_version: Optional[str], torch_cuda: Optional[str], nvcc: Optional[str],
-                            nvjpeg_error: Optional[str], jpeg_error: Optional[str], arch_list: Optional[str],
-                            visible_gpus: int) -> Optional[str]:
+                            nvjpeg_error: Optional[str], arch_list: Optional[str], visible_gpus: int) -> Optional[str]:
     """Why the GPU library cannot be prebuilt with these facts of the build environment (None: it can).
 
     torch_version is None when torch cannot be imported; nvcc is the compiler's path, None when the
-    CUDA toolkit was not found; the errors are those of finding nvJPEG and libjpeg-turbo.
+    CUDA toolkit was not found; nvjpeg_error is that of finding nvJPEG.
     """
     if torch_version is None:
         return "torch is not importable in the build environment (install torch, then pip install --no-build-isolation .)"
@@ -264,8 +299,6 @@ def cuda_unbuildable_reason(torch_version: Optional[str], torch_cuda: Optional[s
         return "the CUDA compiler nvcc was not found (set CUDA_HOME to the CUDA toolkit)"
     if nvjpeg_error:
         return _first_sentence(nvjpeg_error) + " (python custom_op/_nvjpeg_paths.py shows where it looked)"
-    if jpeg_error:
-        return _first_sentence(jpeg_error) + " (python custom_op/_jpeg_paths.py shows where it looked)"
     if not arch_list and visible_gpus == 0:
         return ("no GPU is visible to pick the architectures to compile for: set TORCH_CUDA_ARCH_LIST "
                 "(for example 9.0 for H100)")

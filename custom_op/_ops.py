@@ -1,12 +1,16 @@
-"""Fake (meta) kernels for the C++ operators, so torch.compile and FakeTensor tracing know their outputs.
+"""The fake (meta) kernels of the operators, so that torch.compile and FakeTensor tracing know their
+outputs. The schemas are in csrc/ops.cpp; every operator exists once the CPU library is loaded (the
+GPU operators too: only their kernels wait for the GPU library), so all are registered then, once.
 
-The schemas live in csrc/ (ops.cpp, cpu/, cuda/); this module only describes output shapes. Sizes that
-depend on the file's contents (the image size for decode_jpeg, the channel count for UNCHANGED) are dynamic.
+Sizes that depend on the file's contents (the image size for whole images, the channel count for
+UNCHANGED, the length of a rewritten file) are dynamic.
 """
 
 import torch
 
-_MODE_CHANNELS = {1: 1, 2: 3}  # GRAY, RGB; UNCHANGED (0) depends on the file
+from ._args import ImageReadMode
+
+_MODE_CHANNELS = {int(ImageReadMode.GRAY): 1, int(ImageReadMode.RGB): 3}
 
 
 def _channels(mode: int):
@@ -14,82 +18,103 @@ def _channels(mode: int):
     return channels if channels is not None else torch.library.get_ctx().new_dynamic_size(min=1, max=4)
 
 
-def register_fake_kernels() -> None:
-    @torch.library.register_fake("custom_op::decode_and_crop_jpeg")
-    def _decode_and_crop_jpeg_fake(data, top, left, height, width, mode, apply_exif_orientation,
-                                   on_warning, max_pixels, scale_num=8):
-        torch._check(data.dtype == torch.uint8 and data.dim() == 1, lambda: "data must be 1-D uint8")
-        return data.new_empty((_channels(mode), height, width))
-
-    @torch.library.register_fake("custom_op::decode_jpeg")
-    def _decode_jpeg_fake(data, mode, apply_exif_orientation, on_warning, max_pixels):
-        torch._check(data.dtype == torch.uint8 and data.dim() == 1, lambda: "data must be 1-D uint8")
-        ctx = torch.library.get_ctx()
-        return data.new_empty((_channels(mode), ctx.new_dynamic_size(min=1), ctx.new_dynamic_size(min=1)))
-
-    @torch.library.register_fake("custom_op::decode_and_crop_jpeg_with_warnings")
-    def _decode_and_crop_jpeg_with_warnings_fake(data, top, left, height, width, mode, apply_exif_orientation,
-                                                 max_pixels, scale_num=8):
-        return _decode_and_crop_jpeg_fake(data, top, left, height, width, mode, apply_exif_orientation, 1,
-                                          max_pixels, scale_num), ""
-
-    @torch.library.register_fake("custom_op::decode_jpeg_with_warnings")
-    def _decode_jpeg_with_warnings_fake(data, mode, apply_exif_orientation, max_pixels):
-        return _decode_jpeg_fake(data, mode, apply_exif_orientation, 1, max_pixels), ""
+def _check_bytes(data) -> None:
+    torch._check(data.dtype == torch.uint8 and data.dim() == 1, lambda: "custom_op: data must be 1-D uint8")
 
 
-def register_resize_fake_kernel() -> None:
-    """The fake kernel of custom_op::resize_box (schema in csrc/cpu/resize_cpu.cpp)."""
-
-    @torch.library.register_fake("custom_op::resize_box")
-    def _resize_box_fake(image, box, size, out_window, origin, filter, antialias):
-        torch._check(image.dtype == torch.uint8 and image.dim() == 3, lambda: "image must be [C, H, W] uint8")
-        return image.new_empty((image.shape[0], out_window[2], out_window[3]))
+def _check_mode(mode: int) -> None:
+    torch._check_value(0 <= mode <= 2, lambda: f"custom_op: mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), "
+                                               f"got {mode}")
 
 
-# debug bit of custom_op::_decode_jpegs_cuda for decode_jpeg: whole images, the windows are ignored
-# (kWhole in csrc/cuda/decode_cuda.cpp).
-_CUDA_WHOLE = 512
-# Where each item was decoded is known only once it has run (see Path in csrc/cuda/decode_cuda.cpp).
-_CUDA_PATH_UNKNOWN = -1
+def _decode_and_crop_jpeg_fake(data, top, left, height, width, mode, apply_exif_orientation, on_warning, max_pixels,
+                               scale_num=8):
+    _check_bytes(data)
+    _check_mode(mode)
+    return data.new_empty((_channels(mode), height, width)), _warnings_text(data)
 
 
-def _decode_jpegs_cuda_fake(data, tops, lefts, heights, widths, mode, apply_exif_orientation, on_warning,
-                            max_pixels, device, stack, return_errors, debug):
-    """Outputs of custom_op::_decode_jpegs_cuda for items that decode: uint8 [C, h, w] on cuda:<device>
-    per item, or with stack=True a one-element list holding [N, C, h, w]; then one error text and one
-    path per item. It cannot know which items fail: with return_errors=True a failed item's real output
-    is an empty [0] tensor instead (and its error text is not empty)."""
-    n = len(data)
-    torch._check_value(len(tops) == n and len(lefts) == n and len(heights) == n and len(widths) == n,
-                       lambda: f"custom_op: tops, lefts, heights and widths must each have one entry per image ({n})")
-    torch._check_value(0 <= mode <= 2, lambda: f"mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got {mode}")
-    for d in data:
-        torch._check(d.dtype == torch.uint8 and d.dim() == 1, lambda: "data must be 1-D uint8 tensors")
+def _warnings_text(data):
+    return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=0),))
+
+
+def _decode_jpeg_fake(data, mode, apply_exif_orientation, on_warning, max_pixels):
+    _check_bytes(data)
+    _check_mode(mode)
     ctx = torch.library.get_ctx()
-    whole = bool(debug & _CUDA_WHOLE)
-    out_device = torch.device("cuda", device)
+    return data.new_empty((_channels(mode), ctx.new_dynamic_size(min=1), ctx.new_dynamic_size(min=1))), \
+        _warnings_text(data)
 
-    def window(i):
-        # decode_jpeg: the image's (displayed) size, known only from the file.
-        if whole:
+
+def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, device):
+    """The images of a batched decode in which every item decodes. It cannot know which items fail:
+    a failed item's real output is an empty [0] tensor instead (its status says so)."""
+    n = len(data)
+    if not whole:
+        torch._check_value(len(tops) == n and len(lefts) == n and len(heights) == n and len(widths) == n,
+                           lambda: f"custom_op: tops, lefts, heights and widths must each have one entry per image "
+                                   f"({n})")
+    _check_mode(mode)
+    for d in data:
+        _check_bytes(d)
+    ctx = torch.library.get_ctx()
+
+    def size(i):
+        if whole:  # the image's (displayed) size, known only from the file
             return ctx.new_dynamic_size(min=1), ctx.new_dynamic_size(min=1)
         return heights[i], widths[i]
 
-    errors = [""] * n
-    paths = [_CUDA_PATH_UNKNOWN] * n
-    if stack and n > 0:
+    if stack:
+        if n == 0:
+            return [torch.empty((0,), dtype=torch.uint8, device=device)]
         if not whole:
             for i in range(1, n):
                 torch._check_value(heights[i] == heights[0] and widths[i] == widths[0],
                                    lambda: "custom_op: stack=True needs windows of one size")
-        stacked = torch.empty((n, _channels(mode), *window(0)), dtype=torch.uint8, device=out_device)
-        return [stacked], errors, paths
-    outputs = [torch.empty((_channels(mode), *window(i)), dtype=torch.uint8, device=out_device) for i in range(n)]
-    return outputs, errors, paths
+        return [torch.empty((n, _channels(mode), *size(0)), dtype=torch.uint8, device=device)]
+    return [torch.empty((_channels(mode), *size(i)), dtype=torch.uint8, device=device) for i in range(n)]
 
 
-def register_cuda_fake_kernel() -> None:
-    """The fake kernel of custom_op::_decode_jpegs_cuda (schema in csrc/cuda/decode_cuda.cpp); call it
-    once the GPU library is loaded, since the operator does not exist before."""
-    torch.library.register_fake("custom_op::_decode_jpegs_cuda", _decode_jpegs_cuda_fake)
+def _decode_jpegs_fake(data, tops, lefts, heights, widths, whole, mode, apply_exif_orientation, on_warning,
+                       max_pixels, stack):
+    images = _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, torch.device("cpu"))
+    return images, [0] * len(data), [""] * len(data)
+
+
+def _decode_jpegs_cuda_fake(data, tops, lefts, heights, widths, whole, mode, apply_exif_orientation, on_warning,
+                            max_pixels, stack, device):
+    images = _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, torch.device("cuda", device))
+    # Where each item was decoded is known only once it has run.
+    return images, [0] * len(data), [""] * len(data), [-1] * len(data)
+
+
+def _prepare_jpeg_fake(data, restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth):
+    _check_bytes(data)
+    return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=2),))
+
+
+def _resize_box_fake(image, box, size, out_window, origin, filter, antialias):
+    torch._check(image.dtype == torch.uint8 and image.dim() == 3, lambda: "custom_op: image must be [C, H, W] uint8")
+    return image.new_empty((image.shape[0], out_window[2], out_window[3]))
+
+
+def _jpeg_sub_image_fake(data, top, left, height, width):
+    _check_bytes(data)
+    return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=0),)), [0, 0, 0, 0]
+
+
+FAKE_KERNELS = {
+    "custom_op::decode_and_crop_jpeg": _decode_and_crop_jpeg_fake,
+    "custom_op::decode_jpeg": _decode_jpeg_fake,
+    "custom_op::decode_jpegs": _decode_jpegs_fake,
+    "custom_op::decode_jpegs_cuda": _decode_jpegs_cuda_fake,
+    "custom_op::prepare_jpeg": _prepare_jpeg_fake,
+    "custom_op::resize_box": _resize_box_fake,
+    "custom_op::_jpeg_sub_image": _jpeg_sub_image_fake,
+}
+
+
+def register_fake_kernels() -> None:
+    """Registers every fake kernel; called once, by ``import custom_op``, after the CPU library loads."""
+    for name, kernel in FAKE_KERNELS.items():
+        torch.library.register_fake(name, kernel)

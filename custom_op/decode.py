@@ -1,49 +1,20 @@
-"""The public decoding functions: argument checking, input conversion and device dispatch.
+"""Decoding one image: a window of it, all of it, or its header.
 
-The work happens in the C++ operators ``torch.ops.custom_op.*`` (csrc/); this module turns Python
-inputs into what they take and documents every option.
+The work happens in the C++ operators ``torch.ops.custom_op.*`` (csrc/); these functions convert what
+users pass (_args.py), pick the device (_device.py) and document every option. Batches have their own
+functions (batch.py), which decode on the CPU in parallel or on the GPU in one call.
 """
 
 from __future__ import annotations
 
-import enum
-import operator
-import warnings
 from typing import NamedTuple, Optional, Union
 
-import numpy as np
 import torch
 
-__all__ = [
-    "DEFAULT_MAX_PIXELS",
-    "ImageReadMode",
-    "JpegInfo",
-    "cuda_available",
-    "decode_and_crop_jpeg",
-    "decode_jpeg",
-    "read_jpeg_header",
-]
+from . import _args, _device, _outcomes
+from ._args import DEFAULT_MAX_PIXELS, Data, ImageReadMode
 
-#: Images whose header declares more pixels than this are refused before any memory is allocated for
-#: them (a decompression-bomb guard). The same bound as Pillow's ``DecompressionBombError``
-#: (2 * ``Image.MAX_IMAGE_PIXELS``). Pass ``max_pixels=None`` to lift it for one call.
-DEFAULT_MAX_PIXELS = 178_956_970
-
-
-class ImageReadMode(enum.IntEnum):
-    """Which channels the decoders return.
-
-    - ``UNCHANGED``: the file's own channels: 1 for grayscale, 3 (RGB) for YCbCr and RGB files,
-      4 (CMYK, as ink amounts: 0 means no ink, Pillow's convention) for CMYK and YCCK files.
-    - ``GRAY``: 1 channel. For YCbCr files this is the stored luma plane Y (as libjpeg, torchvision and
-      Pillow's ``draft("L")`` give it), which can differ by a few levels from luma recomputed from RGB
-      (Pillow's ``convert("L")``). CMYK files go through RGB and ITU-R 601 luma, as in Pillow.
-    - ``RGB``: 3 channels. Grayscale is replicated; CMYK and YCCK are converted with Pillow's formula.
-    """
-
-    UNCHANGED = 0
-    GRAY = 1
-    RGB = 2
+__all__ = ["decode_and_crop_jpeg", "decode_jpeg", "read_jpeg_header", "JpegInfo"]
 
 
 class JpegInfo(NamedTuple):
@@ -66,130 +37,30 @@ class JpegInfo(NamedTuple):
 _COLOR_SPACES = {0: "unknown", 1: "gray", 2: "rgb", 3: "ycbcr", 4: "cmyk", 5: "ycck"}
 _SUBSAMPLING = {(1, 1): "4:4:4", (2, 1): "4:2:2", (2, 2): "4:2:0", (1, 2): "4:4:0", (4, 1): "4:1:1",
                 (4, 2): "4:1:0"}
-_ON_WARNING = {"raise": 0, "warn": 1, "ignore": 2}
-_INT64_MAX = 2**63 - 1
-
-Data = Union[bytes, bytearray, memoryview, np.ndarray, torch.Tensor]
 
 
-def _as_tensor(data: Data) -> torch.Tensor:
-    """A 1-D uint8 CPU tensor viewing ``data``'s bytes, without copying them."""
-    if isinstance(data, torch.Tensor):
-        if data.dtype != torch.uint8:
-            raise TypeError(f"data must be a uint8 tensor, got dtype {data.dtype}")
-        if data.dim() != 1:
-            raise TypeError(f"data must be a 1-D tensor of bytes, got shape {tuple(data.shape)}")
-        if data.device.type != "cpu":
-            raise TypeError(f"data must be on the CPU (the encoded bytes), got a tensor on {data.device}")
-        if not data.is_contiguous():
-            raise TypeError("data must be a contiguous tensor; call .contiguous() first")
-        return data
-    if isinstance(data, np.ndarray):
-        if data.dtype != np.uint8 or data.ndim != 1:
-            raise TypeError(f"data must be a 1-D uint8 array, got dtype {data.dtype} and shape {data.shape}")
-        if not data.flags.c_contiguous:
-            raise TypeError("data must be a contiguous array; call np.ascontiguousarray first")
-        data = memoryview(data)
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        view = memoryview(data)
-        if view.ndim != 1 or view.itemsize != 1 or not view.c_contiguous:
-            raise TypeError("data must be a contiguous 1-D buffer of bytes")
-        if view.nbytes == 0:
-            return torch.empty(0, dtype=torch.uint8)
-        if view.readonly:
-            # The decoder only reads; torch warns once about read-only buffers, which is noise here.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                return torch.frombuffer(view, dtype=torch.uint8)
-        return torch.frombuffer(view, dtype=torch.uint8)
-    raise TypeError(
-        "data must be bytes, bytearray, memoryview, a 1-D uint8 numpy array or a 1-D uint8 tensor, "
-        f"got {type(data).__name__}")
+def _single(dev: torch.device, tensor: torch.Tensor, window, mode: int, exif: bool, on_warning: int, max_pixels: int,
+            stream) -> torch.Tensor:
+    """One image on a CUDA device: the batched operator with one item, its outcome worded as a single
+    call's."""
+    run = _device.run([tensor], None if window is None else [[v] for v in window], mode, exif, on_warning,
+                      max_pixels, False, dev, stream)
+    (error,) = _outcomes.settle(run.statuses, run.messages, single=True, stacklevel=5)
+    if error is not None:
+        raise error
+    return run.images[0]
 
 
-def _as_int(name: str, value) -> int:
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
-    if not -_INT64_MAX <= value <= _INT64_MAX:
-        raise ValueError(f"{name}={value} is out of range")
-    return value
-
-
-def _mode_code(mode) -> int:
-    if isinstance(mode, str):
-        try:
-            return ImageReadMode[mode.upper()]
-        except KeyError:
-            raise ValueError(f"mode must be one of UNCHANGED, GRAY, RGB, got {mode!r}") from None
-    if isinstance(mode, ImageReadMode):
-        return int(mode)
-    raise TypeError(f"mode must be an ImageReadMode or its name, got {type(mode).__name__}")
-
-
-def _warning_code(on_warning: str) -> int:
-    try:
-        return _ON_WARNING[on_warning]
-    except (KeyError, TypeError):
-        raise ValueError(f"on_warning must be 'raise', 'warn' or 'ignore', got {on_warning!r}") from None
-
-
-def _pixel_limit(max_pixels: Optional[int]) -> int:
-    if max_pixels is None:
-        return 0
-    max_pixels = _as_int("max_pixels", max_pixels)
-    if max_pixels <= 0:
-        raise ValueError(f"max_pixels must be positive or None, got {max_pixels}")
-    return max_pixels
-
-
-def _check_cpu(device) -> str:
-    """The device's kind, "cpu" or "cuda"; raises for others, and for "cuda" where the GPU backend cannot run."""
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}") from None
-    if kind == "cpu":
-        return kind
-    if kind == "cuda":
-        from . import gpu  # loaded on first use only: importing custom_op stays CPU-only and fast
-
-        reason = gpu.unavailable_reason()
-        if reason is not None:
-            raise RuntimeError(
-                f"device='cuda': the GPU (nvJPEG) backend cannot run here ({reason}); "
-                "decode on the CPU (device='cpu') and move the tensor with .to('cuda')")
-        return kind
-    raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-
-
-def cuda_available() -> bool:
-    """True when ``device="cuda"`` works here: CUDA, a GPU and nvJPEG. The first call builds (or loads)
-    the GPU library; importing custom_op never does."""
-    from . import gpu
-
-    return gpu.cuda_available()
-
-
-def _warn_about(decoded) -> torch.Tensor:
-    """The image of a *_with_warnings op, after turning libjpeg's warnings into a UserWarning."""
-    image, message = decoded
-    if message:
-        warnings.warn(f"custom_op: {message}", UserWarning, stacklevel=3)
-    return image
-
-
-def _check_stream(kind: str, stream) -> None:
-    if stream is not None and kind != "cuda":
-        raise ValueError("stream applies to device='cuda' only")
+def _not_a_list(data, batched: str) -> None:
+    if isinstance(data, (list, tuple)):
+        raise TypeError(f"custom_op: this function decodes one image; for a list of files use "
+                        f"custom_op.{batched}(...) (list in, list or one stacked tensor out)")
 
 
 def decode_and_crop_jpeg(data: Data, top: int, left: int, height: int, width: int, *,
                          mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
                          on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                         device: Union[str, torch.device] = "cpu", stream=None, stack: bool = False,
-                         on_error: str = "raise"):
+                         device: Union[str, torch.device] = "cpu", stream=None) -> torch.Tensor:
     """Decodes only the window ``[top:top+height, left:left+width]`` of a JPEG.
 
     The result equals a full decode (libjpeg-turbo, ISLOW IDCT, fancy upsampling: what Pillow and
@@ -215,83 +86,61 @@ def decode_and_crop_jpeg(data: Data, top: int, left: int, height: int, width: in
             checked: corruption below the window goes unnoticed.
         max_pixels: refuse (ValueError) files whose header declares more than this many pixels,
             before allocating anything for them. ``None`` disables the check.
-        device: ``"cpu"`` (default) or ``"cuda"`` / ``"cuda:N"``: decode with nvJPEG (the GPU's
-            JPEG engines where it has them) and return a CUDA tensor; see ``custom_op/gpu.py``.
-            Files nvJPEG cannot take (CMYK, arithmetic coding, ...) are decoded by the CPU path and
-            copied over. GPU pixels are not bit-exact with libjpeg (within a few levels).
+        device: ``"cpu"`` (default) or ``"cuda"`` / ``"cuda:N"``: decode with the GPU backend
+            (nvJPEG, on the GPU's JPEG engines where it has them) and return a CUDA tensor with the
+            same pixels as the CPU path. Files the GPU decoders cannot take (CMYK, arithmetic
+            coding, ...) are decoded by the CPU path and copied over. See the GPU backend guide.
         stream: device="cuda" only: the torch.cuda.Stream the output is ordered on (default: the
             current stream).
-        stack, on_error: for the batched form only. Given lists (``data`` a list of files, the window
-            arguments ints or one per file), all windows are decoded in one call and a list of
-            tensors is returned; ``stack=True`` returns one ``[N, C, H, W]`` tensor instead, and
-            ``on_error`` chooses between raising for the first bad file (``"raise"``, the message
-            names its index) and returning its exception in its place (``"return"``). See
-            :func:`custom_op.gpu.decode_and_crop_jpegs`.
 
     Returns:
         A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.
 
     Raises:
-        TypeError: ``data`` is not bytes-like or not a 1-D contiguous uint8 CPU tensor/array, or a
-            window argument is not an integer.
-        ValueError: the window is empty or does not fit in the image (the message gives both), the
-            header exceeds ``max_pixels``, or an option has an unknown value.
+        TypeError: ``data`` is not bytes-like or not a 1-D contiguous uint8 CPU tensor/array (a list
+            of files goes to :func:`custom_op.decode_and_crop_jpegs`), or a window argument is not an
+            integer.
+        ValueError: the window's height or width is below 1, the window does not fit in the image
+            (the message gives both), the header exceeds ``max_pixels``, or an option has an unknown
+            value.
         RuntimeError: the data is not a JPEG libjpeg-turbo can decode (corrupt, truncated, empty,
             12-bit, ...), with libjpeg's message.
     """
-    if isinstance(data, (list, tuple)):
-        from .gpu import decode_and_crop_jpegs
-
-        return decode_and_crop_jpegs(data, top, left, height, width, mode=mode,
-                                     apply_exif_orientation=apply_exif_orientation, on_warning=on_warning,
-                                     max_pixels=max_pixels, device=device, stream=stream, stack=stack,
-                                     on_error=on_error)
-    kind = _check_cpu(device)
-    _check_stream(kind, stream)
-    if kind == "cuda":
-        from .gpu import _decode_one
-
-        return _decode_one(_as_tensor(data), _as_int("top", top), _as_int("left", left), _as_int("height", height),
-                           _as_int("width", width), _mode_code(mode), bool(apply_exif_orientation),
-                           _warning_code(on_warning), _pixel_limit(max_pixels), device, stream)
-    window = (_as_int("top", top), _as_int("left", left), _as_int("height", height), _as_int("width", width))
-    policy = _warning_code(on_warning)
-    if policy == _ON_WARNING["warn"]:
-        return _warn_about(torch.ops.custom_op.decode_and_crop_jpeg_with_warnings(
-            _as_tensor(data), *window, _mode_code(mode), bool(apply_exif_orientation), _pixel_limit(max_pixels)))
-    return torch.ops.custom_op.decode_and_crop_jpeg(
-        _as_tensor(data), *window, _mode_code(mode), bool(apply_exif_orientation), policy, _pixel_limit(max_pixels))
+    _not_a_list(data, "decode_and_crop_jpegs")
+    dev = _args.device(device)
+    _args.stream_check(dev, stream)
+    tensor = _args.as_tensor(data)
+    window = _args.window(top, left, height, width)
+    options = (_args.mode_code(mode), bool(apply_exif_orientation), _args.warning_code(on_warning),
+               _args.pixel_limit(max_pixels))
+    if dev.type == "cuda":
+        return _single(dev, tensor, window, *options, stream)
+    image, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, *options)
+    if options[2] == _args.ON_WARNING["warn"]:
+        _outcomes.warn_text(warnings)
+    return image
 
 
 def decode_jpeg(data: Data, *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
                 on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                device: Union[str, torch.device] = "cpu", stream=None, stack: bool = False,
-                on_error: str = "raise"):
+                device: Union[str, torch.device] = "cpu", stream=None) -> torch.Tensor:
     """Decodes a whole JPEG into a uint8 tensor ``[C, H, W]``.
 
     The options mean the same as in :func:`decode_and_crop_jpeg`; with ``apply_exif_orientation``,
-    H and W are the displayed height and width. A list of files is decoded in one call (a list of
-    tensors, or with ``stack=True`` one ``[N, C, H, W]`` tensor).
+    H and W are the displayed height and width. Lists of files go to :func:`custom_op.decode_jpegs`.
     """
-    if isinstance(data, (list, tuple)):
-        from .gpu import decode_jpegs
-
-        return decode_jpegs(data, mode=mode, apply_exif_orientation=apply_exif_orientation,
-                            on_warning=on_warning, max_pixels=max_pixels, device=device, stream=stream,
-                            stack=stack, on_error=on_error)
-    kind = _check_cpu(device)
-    _check_stream(kind, stream)
-    if kind == "cuda":
-        from .gpu import _decode_one
-
-        return _decode_one(_as_tensor(data), 0, 0, 0, 0, _mode_code(mode), bool(apply_exif_orientation),
-                           _warning_code(on_warning), _pixel_limit(max_pixels), device, stream, whole=True)
-    policy = _warning_code(on_warning)
-    if policy == _ON_WARNING["warn"]:
-        return _warn_about(torch.ops.custom_op.decode_jpeg_with_warnings(
-            _as_tensor(data), _mode_code(mode), bool(apply_exif_orientation), _pixel_limit(max_pixels)))
-    return torch.ops.custom_op.decode_jpeg(
-        _as_tensor(data), _mode_code(mode), bool(apply_exif_orientation), policy, _pixel_limit(max_pixels))
+    _not_a_list(data, "decode_jpegs")
+    dev = _args.device(device)
+    _args.stream_check(dev, stream)
+    tensor = _args.as_tensor(data)
+    options = (_args.mode_code(mode), bool(apply_exif_orientation), _args.warning_code(on_warning),
+               _args.pixel_limit(max_pixels))
+    if dev.type == "cuda":
+        return _single(dev, tensor, None, *options, stream)
+    image, warnings = torch.ops.custom_op.decode_jpeg(tensor, *options)
+    if options[2] == _args.ON_WARNING["warn"]:
+        _outcomes.warn_text(warnings)
+    return image
 
 
 def _subsampling(channels: int, factors: list) -> str:
@@ -313,9 +162,7 @@ def read_jpeg_header(data: Data, *, apply_exif_orientation: bool = False) -> Jpe
     Raises TypeError for data that is not bytes-like, RuntimeError for data that is not a JPEG header
     libjpeg-turbo can parse.
     """
-    values = torch.ops.custom_op.read_jpeg_header(_as_tensor(data), bool(apply_exif_orientation))
-    height, width, channels, color_space, progressive, _arithmetic, orientation = values[:7]
-    factors = values[7:7 + 2 * channels]
-    random_access = len(values) > 7 + 2 * channels and bool(values[7 + 2 * channels])
+    header = torch.ops.custom_op.read_jpeg_header(_args.as_tensor(data), bool(apply_exif_orientation))
+    height, width, channels, color_space, progressive, _arithmetic, orientation, sampling, random_access = header
     return JpegInfo(height, width, channels, _COLOR_SPACES.get(color_space, "unknown"),
-                    _subsampling(channels, factors), bool(progressive), orientation, random_access)
+                    _subsampling(channels, list(sampling)), bool(progressive), orientation, bool(random_access))

@@ -22,19 +22,13 @@ from typing import Optional
 
 import torch
 
-from .decode import DEFAULT_MAX_PIXELS, Data, _as_int, _as_tensor, _pixel_limit
+from ._args import DEFAULT_MAX_PIXELS, Data, as_int, as_tensor, pixel_limit
 
-__all__ = ["DEFAULT_MAX_GROWTH", "prepare_jpeg", "random_access_decodes"]
+__all__ = ["DEFAULT_MAX_GROWTH", "prepare_jpeg"]
 
 #: With ``restart_mcus=None``, the size budget of the restart interval's choice: the file may grow by
 #: this fraction of the input's size (see prepare_jpeg).
 DEFAULT_MAX_GROWTH = 0.02
-
-
-@torch.library.register_fake("custom_op::prepare_jpeg")
-def _prepare_jpeg_fake(data, restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth):
-    torch._check(data.dtype == torch.uint8 and data.dim() == 1, lambda: "data must be 1-D uint8")
-    return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=2),))
 
 
 def prepare_jpeg(data: Data, *, restart_mcus: Optional[int] = None, max_growth: float = DEFAULT_MAX_GROWTH,
@@ -74,7 +68,7 @@ def prepare_jpeg(data: Data, *, restart_mcus: Optional[int] = None, max_growth: 
     if restart_mcus is None:
         interval = 0
     else:
-        interval = _as_int("restart_mcus", restart_mcus)
+        interval = as_int("restart_mcus", restart_mcus)
         if not 1 <= interval <= 65535:
             raise ValueError(f"restart_mcus must be in 1..65535 or None, got {restart_mcus}")
     try:
@@ -83,14 +77,6 @@ def prepare_jpeg(data: Data, *, restart_mcus: Optional[int] = None, max_growth: 
         raise TypeError(f"max_growth must be a number, got {type(max_growth).__name__}") from None
     if not 0.0 <= growth <= 10.0:
         raise ValueError(f"max_growth must be in [0, 10], got {max_growth}")
-    out = torch.ops.custom_op.prepare_jpeg(_as_tensor(data), interval, bool(keep_exif), bool(keep_icc),
-                                           bool(optimize), _pixel_limit(max_pixels), growth)
+    out = torch.ops.custom_op.prepare_jpeg(as_tensor(data), interval, bool(keep_exif), bool(keep_icc),
+                                           bool(optimize), pixel_limit(max_pixels), growth)
     return out.numpy().tobytes()
-
-
-def random_access_decodes() -> int:
-    """How many windows this process has decoded through restart segments (the random-access path).
-
-    For tests and benchmarks that need to know the path was taken; it only ever grows.
-    """
-    return int(torch.ops.custom_op._random_access_decodes())

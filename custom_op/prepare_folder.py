@@ -74,7 +74,8 @@ def _same_pixels(original: bytes, prepared: bytes, max_pixels) -> Optional[str]:
     """None when both decode to the same pixels (and the output is random-access), else what differs."""
     import torch
 
-    from .decode import DEFAULT_MAX_PIXELS, ImageReadMode, decode_jpeg, read_jpeg_header
+    from ._args import DEFAULT_MAX_PIXELS, ImageReadMode
+    from .decode import decode_jpeg, read_jpeg_header
 
     limit = DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels
     try:
@@ -92,7 +93,8 @@ def _same_pixels(original: bytes, prepared: bytes, max_pixels) -> Optional[str]:
 
 def prepare_file(src: Path, dst: Path, rel: str, options: Options) -> Result:
     """Prepares one file (the unit of work of the worker processes)."""
-    from .decode import DEFAULT_MAX_PIXELS, read_jpeg_header
+    from ._args import DEFAULT_MAX_PIXELS
+    from .decode import read_jpeg_header
     from .prepare import prepare_jpeg
 
     data = src.read_bytes()

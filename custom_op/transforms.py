@@ -17,26 +17,10 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
-from .decode import (
-    DEFAULT_MAX_PIXELS,
-    Data,
-    ImageReadMode,
-    _as_int,
-    _as_tensor,
-    _mode_code,
-    _pixel_limit,
-    _warning_code,
-    read_jpeg_header,
-)
-from .resized_crop import (
-    _check_scale,
-    _decode_and_resample,
-    _filter_code,
-    _output_size,
-    _resize_crop_axis,
-    _resized_crop,
-    choose_scale,
-)
+from . import _args, _resample
+from ._args import DEFAULT_MAX_PIXELS, Data, ImageReadMode, as_int
+from ._resample import check_scale, choose_scale, filter_code, output_size
+from .decode import read_jpeg_header
 
 __all__ = ["RandomResizedCropJpeg", "ResizeCenterCropJpeg"]
 
@@ -49,7 +33,7 @@ def _generator(generator: GeneratorLike) -> Optional[torch.Generator]:
         return generator
     if isinstance(generator, bool):
         raise TypeError("generator must be a torch.Generator, an int seed or None, got a bool")
-    return torch.Generator().manual_seed(_as_int("generator seed", generator))
+    return torch.Generator().manual_seed(as_int("generator seed", generator))
 
 
 def _range(name: str, value: Sequence[float]) -> Tuple[float, float]:
@@ -68,19 +52,19 @@ class _JpegTransform:
     def __init__(self, interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels,
                  decode_scale):
         self.interpolation = interpolation
-        self._filter = _filter_code(interpolation)
+        self._filter = filter_code(interpolation)
         self.antialias = bool(antialias)
         self.mode = mode
         self.apply_exif_orientation = bool(apply_exif_orientation)
         self.on_warning = on_warning
         self.max_pixels = max_pixels
-        self.decode_scale = _check_scale(decode_scale)
+        self.decode_scale = check_scale(decode_scale)
         # Checked once here, so that a bad option fails when the transform is built, not in a worker.
-        self._options = (_mode_code(mode), self.apply_exif_orientation, _warning_code(on_warning),
-                         _pixel_limit(max_pixels))
+        self._options = (_args.mode_code(mode), self.apply_exif_orientation, _args.warning_code(on_warning),
+                         _args.pixel_limit(max_pixels))
 
     def _header(self, data: Data):
-        tensor = _as_tensor(data)
+        tensor = _args.as_tensor(data)
         info = read_jpeg_header(tensor, apply_exif_orientation=self.apply_exif_orientation)
         return tensor, info.height, info.width
 
@@ -124,7 +108,7 @@ class RandomResizedCropJpeg(_JpegTransform):
                  decode_scale: Optional[int] = None):
         super().__init__(interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels,
                          decode_scale)
-        self.size = _output_size(size)
+        self.size = output_size(size)
         self.scale = _range("scale", scale)
         self.ratio = _range("ratio", ratio)
         hflip_p = float(hflip_p)
@@ -138,7 +122,7 @@ class RandomResizedCropJpeg(_JpegTransform):
         aspect ~ exp(U(log ratio)), w = round(sqrt(area * aspect)), h = round(sqrt(area / aspect)),
         kept when it fits (offsets then uniform); else the centred crop of the whole image with the
         aspect clamped into ``ratio``."""
-        height, width = _as_int("height", height), _as_int("width", width)
+        height, width = as_int("height", height), as_int("width", width)
         if height < 1 or width < 1:
             raise ValueError(f"image size must be positive, got height={height}, width={width}")
         g = _generator(generator)
@@ -169,7 +153,7 @@ class RandomResizedCropJpeg(_JpegTransform):
         tensor, height, width = self._header(data)
         g = _generator(generator)
         window = self.get_params(height, width, g)
-        out = _resized_crop(tensor, height, width, window, self.size, self.decode_scale, self._filter,
+        out = _resample.resized_crop(tensor, height, width, window, self.size, self.decode_scale, self._filter,
                             self.antialias, *self._options)
         if self.hflip_p > 0 and torch.rand(1, generator=g) < self.hflip_p:
             out = out.flip(-1)
@@ -208,10 +192,10 @@ class ResizeCenterCropJpeg(_JpegTransform):
                  max_pixels: Optional[int] = DEFAULT_MAX_PIXELS, decode_scale: Optional[int] = None):
         super().__init__(interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels,
                          decode_scale)
-        self.resize_size = _as_int("resize_size", resize_size)
+        self.resize_size = as_int("resize_size", resize_size)
         if self.resize_size < 1:
             raise ValueError(f"resize_size must be positive, got {resize_size}")
-        self.crop_size = _output_size(crop_size)
+        self.crop_size = output_size(crop_size)
         if min(self.crop_size) > self.resize_size:
             raise ValueError(f"crop_size {crop_size} is larger than resize_size {resize_size}: the crop would "
                              "need padding, which this transform does not do")
@@ -234,9 +218,9 @@ class ResizeCenterCropJpeg(_JpegTransform):
             s = self.decode_scale
         else:
             s = choose_scale(height, width, (rh, rw))
-        rows = _resize_crop_axis(height, s, rh, top, ch, self._filter, self.antialias)
-        cols = _resize_crop_axis(width, s, rw, left, cw, self._filter, self.antialias)
-        return _decode_and_resample(tensor, rows, cols, s, self._filter, self.antialias, *self._options)
+        rows = _resample.resize_crop_axis(height, s, rh, top, ch, self._filter, self.antialias)
+        cols = _resample.resize_crop_axis(width, s, rw, left, cw, self._filter, self.antialias)
+        return _resample.decode_and_resample(tensor, rows, cols, s, self._filter, self.antialias, *self._options)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(resize_size={self.resize_size}, crop_size={self.crop_size}, "

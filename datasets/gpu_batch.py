@@ -2,9 +2,9 @@
 
 Workers only read the file and its header (JpegCropDataset with pipeline="gpu"); collate_encoded keeps
 the variable-length byte tensors as a list, and decode_batch decodes all windows of the batch in one
-call to custom_op's batched decode_and_crop_jpeg on the device (nvJPEG), then applies the same further
-transforms as the CPU pipelines, with the same per-sample random streams. nvJPEG's pixels are within a
-few levels of libjpeg's, not bit-exact, so `gpu` samples are close to, not equal to, `roi` samples.
+call to custom_op.decode_and_crop_jpegs on the device, then applies the same further transforms as the
+CPU pipelines, with the same per-sample random streams. The GPU backend's pixels are the CPU path's, so
+`gpu` samples equal `roi` samples.
 JpegCropDataset refuses pipeline="gpu" where custom_op.cuda_available() is False.
 """
 
@@ -32,7 +32,7 @@ def decode_batch(data: list[torch.Tensor], windows: torch.Tensor, indices: torch
     tops, lefts, heights, widths = (windows[:, k].tolist() for k in range(4))
     # One call for the whole batch; a list, not a stacked tensor: windows of images smaller than the
     # crop differ in size until the scale transform.
-    images = custom_op.decode_and_crop_jpeg(list(data), tops, lefts, heights, widths, device=device)
+    images = custom_op.decode_and_crop_jpegs(list(data), tops, lefts, heights, widths, device=device)
     out = [further_transforms(img, sample_rng(seed, epoch, index, TRANSFORM_STREAM), output_size)
            for img, index in zip(images, indices.tolist())]
     return torch.stack(out)

@@ -51,9 +51,8 @@ def load_extension(cache_root: Optional[str], pipeline: str) -> dict:
         os.environ[CACHE_ENV] = cache_root
     started = time.perf_counter()
     import custom_op
-    from custom_op import _build
 
-    info = dict(_build.library_info())
+    info = dict(custom_op.library_info())
     if pipeline == "gpu":
         info["cuda_available"] = str(custom_op.cuda_available())
     info["seconds"] = f"{time.perf_counter() - started:.1f}"

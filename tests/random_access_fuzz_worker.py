@@ -25,9 +25,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 try:
     import custom_op  # noqa: E402
+    import custom_op.testing  # noqa: E402
 except ModuleNotFoundError:  # run by hand from a checkout that is not installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import custom_op  # noqa: E402
+    import custom_op.testing  # noqa: E402
 import fuzz_corpus  # noqa: E402
 import torch  # noqa: E402
 import jpeg_factory  # noqa: E402
@@ -189,7 +191,7 @@ def main() -> int:
     args = parser.parse_args()
     faulthandler.enable()
     summary = {"cases": 0, "bad": 0, "notes": 0, "outcomes": {}, "max_case_s": 0.0, "slowest": "",
-               "random_access_decodes_before": custom_op.prepare.random_access_decodes()}
+               "random_access_decodes_before": custom_op.testing.random_access_decodes()}
     for name in [b for b in args.bases.split(",") if b]:
         todo = [(-1, "base", base_cached(name))]
         todo += [(i, *variant(name, args.seed, i)) for i in range(args.count)]
@@ -212,7 +214,7 @@ def main() -> int:
             for note in case.notes[:1]:
                 print(f"NOTE {note}", flush=True)
             summary["notes"] += len(case.notes)
-    summary["random_access_decodes"] = custom_op.prepare.random_access_decodes() - summary.pop(
+    summary["random_access_decodes"] = custom_op.testing.random_access_decodes() - summary.pop(
         "random_access_decodes_before")
     print("SUMMARY " + json.dumps(summary), flush=True)
     return 0

@@ -61,13 +61,10 @@ def _header_end(data: bytes) -> int:
 
 # ---------------------------------------------------------------------------------------------- windows
 
+EMPTY_WINDOWS = [(0, 0, 0, 10), (0, 0, 10, 0), (0, 0, -5, 10), (0, 0, 10, -5)]
 BAD_WINDOWS = [
     (-1, 0, 10, 10),
     (0, -1, 10, 10),
-    (0, 0, 0, 10),
-    (0, 0, 10, 0),
-    (0, 0, -5, 10),
-    (0, 0, 10, -5),
     (HEIGHT - 9, 0, 10, 10),  # bottom one row past the image
     (0, WIDTH - 9, 10, 10),  # right one column past the image
     (HEIGHT, 0, 1, 1),
@@ -91,6 +88,19 @@ def test_window_outside_image_is_value_error_naming_window_and_size(valid, windo
     message = str(info.value)
     for number in (*window, HEIGHT, WIDTH):
         assert str(number) in message, (number, message)
+
+
+@pytest.mark.parametrize("window", EMPTY_WINDOWS, ids=str)
+def test_empty_window_is_value_error_saying_at_least_1(valid, window):
+    data, _ = valid
+    for call in (lambda: custom_op.decode_and_crop_jpeg(data, *window),
+                 lambda: custom_op.decode_and_crop_jpegs([data, data], 0, 0, [10, window[2]], [10, window[3]]),
+                 lambda: custom_op.decode_and_resized_crop_jpeg(data, *window, 8)):
+        with pytest.raises(ValueError, match="must be at least 1") as info:
+            call()
+        assert f"height={window[2]}" in str(info.value) and f"width={window[3]}" in str(info.value)
+    with pytest.raises(ValueError, match="batch item 1: the crop window's height and width must be at least 1"):
+        custom_op.decode_and_crop_jpegs([data, data], 0, 0, [10, window[2]], [10, window[3]])
 
 
 @pytest.mark.parametrize("window", [(0, 0, HEIGHT, WIDTH), (HEIGHT - 1, WIDTH - 1, 1, 1), (0, WIDTH - 1, HEIGHT, 1)])

@@ -117,7 +117,7 @@ def test_many_processes_first_import_at_once_build_once(tmp_path, jpeg_file):
     assert r.returncode == 0, r.stdout + r.stderr
     assert_results(out, 10, jpeg_file)
     assert build_count(cache) == 1, (Path(cache) / "custom_op" / "builds.log").read_text()
-    assert r.stderr.count("custom_op: building the C++ extension into") == 1
+    assert r.stderr.count("custom_op: building the C++ library custom_op_cpu") == 1
     assert private_build_dirs(cache) == []
 
 
@@ -137,7 +137,7 @@ def test_builder_killed_mid_build_does_not_block_the_next(tmp_path, jpeg_file):
     def read_stderr():
         for line in victim.stderr:
             victim_err.append(line)
-            if "building the C++ extension" in line:
+            if "building the C++ library" in line:
                 started.set()
 
     reader = threading.Thread(target=read_stderr, daemon=True)
@@ -315,19 +315,24 @@ def test_import_without_headers_fails_with_instructions(tmp_path):
 def test_source_hash_covers_headers_but_not_cuda_dir(tmp_path):
     csrc = tmp_path / "csrc"
     shutil.copytree(PACKAGE / "csrc", csrc)
-    before = build_config.cpu_source_hash(str(csrc))
+    jpeg = jpeg_paths.find_libjpeg_turbo()
+
+    def source_hash():
+        return build_config.cpu_library(jpeg, str(csrc)).source_hash()
+
+    before = source_hash()
     # csrc/cuda/ belongs to the GPU library: its files must not invalidate the CPU one.
     (csrc / "cuda").mkdir(exist_ok=True)
     (csrc / "cuda" / "test_only_kernels.cpp").write_text("// another library's source\n")
     (csrc / "cuda" / "test_only_kernels.h").write_text("// another library's header\n")
-    assert build_config.cpu_source_hash(str(csrc)) == before
+    assert source_hash() == before
     assert all("cuda" not in os.path.relpath(p, csrc).split(os.sep)
                for p in build_config.cpu_sources(str(csrc)) + build_config.cpu_headers(str(csrc)))
     headers = build_config.cpu_headers(str(csrc))
     assert headers, "expected headers under csrc"
     with open(headers[0], "a") as f:
         f.write("\n// edited\n")
-    assert build_config.cpu_source_hash(str(csrc)) != before
+    assert source_hash() != before
 
 
 # ---------------------------------------------------------------- installed, read-only package
@@ -407,7 +412,7 @@ def test_read_only_package_builds_into_cache_root(readonly_install):
     assert Path(info["path"]).is_relative_to(ro["cache"] / "custom_op")
     assert snapshot(ro["site"]) == ro["before"], "something was written into the package dir"
     assert build_count(ro["cache"]) == 1
-    assert "building the C++ extension into" in ro["stderr"]
+    assert "building the C++ library custom_op_cpu" in ro["stderr"]
 
 
 @pytest.mark.slow
@@ -444,7 +449,7 @@ def test_prebuilt_library_used_only_when_current(readonly_install, jpeg_file, tm
     built = ro["result"]["info"]["path"]  # the JIT build stands in for setup.py's (same sources and flags)
     shutil.copy(built, pkg / ("_C" + importlib.machinery.EXTENSION_SUFFIXES[0]))
     jpeg = jpeg_paths.find_libjpeg_turbo()
-    info = build_config.prebuilt_info(jpeg, torch.__version__, str(pkg / "csrc"))
+    info = build_config.cpu_library(jpeg, str(pkg / "csrc")).buildinfo(torch.__version__)
     build_config.write_prebuilt_info(str(pkg / build_config.PREBUILT_INFO), info)
 
     empty = tmp_path / "empty-cache"

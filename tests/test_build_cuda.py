@@ -27,7 +27,7 @@ config = load_package_module("_build_config")
 nvjpeg_paths = load_package_module("_nvjpeg_paths")
 
 GOOD_FACTS = dict(torch_version="2.11.0+cu130", torch_cuda="13.0", nvcc="/usr/local/cuda/bin/nvcc",
-                  nvjpeg_error=None, jpeg_error=None, arch_list=None, visible_gpus=1)
+                  nvjpeg_error=None, arch_list=None, visible_gpus=1)
 
 
 # ---------------------------------------------------------------- the decision, from given facts
@@ -57,8 +57,6 @@ def test_builds_when_every_fact_allows_it():
     ({"nvcc": None}, "nvcc was not found (set CUDA_HOME"),
     ({"nvjpeg_error": "custom_op: nvJPEG (nvjpeg.h and libnvjpeg.so) was not found. Searched:\n  - /x: no include"},
      "nvJPEG (nvjpeg.h and libnvjpeg.so) was not found (python custom_op/_nvjpeg_paths.py shows where it looked)"),
-    ({"jpeg_error": "custom_op: libjpeg-turbo headers were not found.\nInstall ..."},
-     "libjpeg-turbo headers were not found (python custom_op/_jpeg_paths.py"),
     ({"visible_gpus": 0}, "set TORCH_CUDA_ARCH_LIST"),
 ])
 def test_each_missing_fact_is_the_reason(facts, says):
@@ -89,27 +87,6 @@ def test_a_real_nvjpeg_search_failure_makes_a_one_line_reason(tmp_path, monkeypa
 
 # ---------------------------------------------------------------- what the GPU library is built from
 
-def test_cuda_sources_are_the_cuda_dir_and_the_shared_exif_reader(tmp_path):
-    csrc = tmp_path / "csrc"
-    shutil.copytree(PACKAGE / "csrc", csrc)
-    rel = {os.path.relpath(p, csrc) for p in config.cuda_sources(str(csrc))}
-    expected = {os.path.join("cuda", f.name) for f in (csrc / "cuda").iterdir() if f.suffix in (".cpp", ".cu")}
-    assert rel == expected | {os.path.join("cpu", "exif_orientation.cpp")}
-    headers = {os.path.relpath(p, csrc) for p in config.cuda_headers(str(csrc))}
-    assert os.path.join("cpu", "window.h") in headers and os.path.join("cuda", "nvjpeg_context.h") in headers
-
-    before = config.cuda_source_hash(str(csrc))
-    with open(csrc / "cpu" / "decode_cpu.cpp", "a") as f:  # the CPU library's own source
-        f.write("\n// edited\n")
-    assert config.cuda_source_hash(str(csrc)) == before
-    for shared in (csrc / "cpu" / "window.h", csrc / "cpu" / "exif_orientation.cpp", csrc / "cuda" / "window_copy.cu"):
-        with open(shared, "a") as f:
-            f.write("\n// edited\n")
-        after = config.cuda_source_hash(str(csrc))
-        assert after != before, shared
-        before = after
-
-
 class _Nvjpeg:
     include_dir, library_dir, library_file, version = "/nv/include", "/nv/lib", "libnvjpeg.so.13", "13.0.1"
 
@@ -117,19 +94,49 @@ class _Nvjpeg:
         return ["-L/nv/lib", "-l:libnvjpeg.so.13"]
 
 
-class _Jpeg:
-    include_dirs, version = ["/jpeg/include"], "2.1.5"
+def test_cuda_sources_are_the_cuda_and_common_dirs(tmp_path):
+    """The GPU library compiles csrc/cuda/ and csrc/common/ (the EXIF reader, shared types), never the
+    CPU library's csrc/cpu/ nor anything that includes jpeglib.h."""
+    csrc = tmp_path / "csrc"
+    shutil.copytree(PACKAGE / "csrc", csrc)
+    rel = {os.path.relpath(p, csrc) for p in config.cuda_sources(str(csrc))}
+    expected = {os.path.join(d, f.name) for d in ("cuda", "common") for f in (csrc / d).iterdir()
+                if f.suffix in (".cpp", ".cu")}
+    assert rel == expected and os.path.join("common", "exif_orientation.cpp") in rel
+    headers = {os.path.relpath(p, csrc) for p in config.cuda_headers(str(csrc))}
+    assert os.path.join("common", "region.h") in headers and os.path.join("cuda", "nvjpeg_context.h") in headers
+    assert not any(h.startswith("cpu") for h in headers)
+    for path in config.cuda_sources(str(csrc)) + config.cuda_headers(str(csrc)):
+        text = Path(path).read_text()
+        assert "jpeglib.h" not in text and '#include "cpu/' not in text, path
+
+    def source_hash():
+        return config.cuda_library(_Nvjpeg(), str(csrc)).source_hash()
+
+    before = source_hash()
+    with open(csrc / "cpu" / "decode_cpu.cpp", "a") as f:  # the CPU library's own source
+        f.write("\n// edited\n")
+    assert source_hash() == before
+    for shared in (csrc / "common" / "region.h", csrc / "common" / "exif_orientation.cpp",
+                   csrc / "cuda" / "window_copy.cu"):
+        with open(shared, "a") as f:
+            f.write("\n// edited\n")
+        after = source_hash()
+        assert after != before, shared
+        before = after
 
 
 def test_flags_and_buildinfo():
-    assert config.cuda_include_dirs(_Nvjpeg(), _Jpeg(), "/src") == ["/src", "/nv/include", "/jpeg/include"]
+    assert config.cuda_include_dirs(_Nvjpeg(), "/src") == ["/src", "/nv/include"]
     assert config.cuda_link_flags(_Nvjpeg()) == ["-L/nv/lib", "-l:libnvjpeg.so.13"]
     flags = ["-gencode=arch=compute_90,code=sm_90"]
-    info = config.cuda_prebuilt_info(_Nvjpeg(), _Jpeg(), "2.11.0+cu130", "13.0", flags)
-    assert info["source_hash"] == config.cuda_source_hash()
+    library = config.cuda_library(_Nvjpeg())
+    info = library.buildinfo("2.11.0+cu130", "13.0", flags)
+    assert info["source_hash"] == library.source_hash()
     assert (info["torch_version"], info["torch_cuda"], info["python"]) == ("2.11.0+cu130", "13.0", config.python_tag())
     assert info["cuda_arch_flags"] == flags and info["nvjpeg_library"] == "/nv/lib/libnvjpeg.so.13"
     assert info["compile_flags"] == config.cuda_compile_flags()
+    assert library.current("2.11.0+cu130", "13.0").items() <= info.items()
 
 
 # torch's -gencode flags for TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX" and the like.

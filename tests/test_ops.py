@@ -29,26 +29,72 @@ def test_opcheck_decode_and_crop(jpeg, mode):
 
 @pytest.mark.parametrize("mode", list(ImageReadMode))
 def test_opcheck_decode(jpeg, mode):
-    args = (as_tensor(jpeg), int(mode), True, 0, 0)
+    args = (as_tensor(jpeg), int(mode), True, 1, 0)
     torch.library.opcheck(torch.ops.custom_op.decode_jpeg.default, args)
+
+
+@pytest.mark.parametrize("stack", [False, True])
+@pytest.mark.parametrize("whole", [False, True])
+@pytest.mark.parametrize("mode", list(ImageReadMode))
+def test_opcheck_batched_decode(jpeg, mode, whole, stack):
+    """Without the AOT-dispatch checks: the messages are str[], which torch.compile leaves outside its
+    graphs (test_torch_compile_runs_the_batched_call)."""
+    data = [as_tensor(jpeg), as_tensor(jpeg)]
+    windows = ([], [], [], []) if whole else ([0, 3], [1, 2], [30, 30], [40, 40])
+    args = (data, *windows, whole, int(mode), False, 0, 0, stack)
+    torch.library.opcheck(torch.ops.custom_op.decode_jpegs.default, args,
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+def test_every_op_with_a_tensor_output_has_a_fake_kernel():
+    from custom_op import _ops
+
+    schemas = [s for s in torch._C._jit_get_all_schemas() if s.name.startswith("custom_op::")]
+    with_tensors = {s.name for s in schemas if any("Tensor" in str(r.type) for r in s.returns)}
+    assert with_tensors == set(_ops.FAKE_KERNELS), with_tensors ^ set(_ops.FAKE_KERNELS)
 
 
 def test_fake_kernel_shapes(jpeg):
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+    with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True) as mode:
         data = mode.from_tensor(as_tensor(jpeg))
-        out = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, int(ImageReadMode.RGB), False, 0, 0)
+        out, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, int(ImageReadMode.RGB), False, 0, 0)
         assert tuple(out.shape) == (3, 30, 20) and out.dtype == torch.uint8
-        gray = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, int(ImageReadMode.GRAY), False, 0, 0)
+        gray, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, int(ImageReadMode.GRAY), False, 0, 0)
         assert tuple(gray.shape) == (1, 30, 20)
+        (stacked,), status, messages = torch.ops.custom_op.decode_jpegs(
+            [data, data], [0, 0], [0, 0], [30, 30], [20, 20], False, int(ImageReadMode.RGB), False, 0, 0, True)
+        assert tuple(stacked.shape) == (2, 3, 30, 20)
+
+
+def test_gpu_op_fake_kernel_without_a_gpu(jpeg):
+    """The GPU operator's schema exists with the CPU library: its fake kernel runs anywhere."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True) as mode:
+        data = [mode.from_tensor(as_tensor(jpeg)) for _ in range(3)]
+        outs, status, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
+            data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, int(ImageReadMode.RGB), False, 0, 0, False, 0)
+        assert [tuple(o.shape) for o in outs] == [(3, 10, 5), (3, 20, 6), (3, 30, 7)]
+        assert all(o.device == torch.device("cuda", 0) for o in outs)
+        assert paths == [-1] * 3
+        (whole,), _, _, _ = torch.ops.custom_op.decode_jpegs_cuda(
+            data, [], [], [], [], True, int(ImageReadMode.UNCHANGED), False, 0, 0, True, 0)
+        assert whole.dim() == 4 and whole.shape[0] == 3
+        with pytest.raises(ValueError, match="one size"):
+            torch.ops.custom_op.decode_jpegs_cuda(data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, 2, False,
+                                                  0, 0, True, 0)
 
 
 def test_torch_compile_keeps_the_op_in_one_graph(jpeg):
     data = as_tensor(jpeg)
 
     def crop_and_normalize(data, top, left):
-        image = torch.ops.custom_op.decode_and_crop_jpeg(data, top, left, 64, 64, int(ImageReadMode.RGB), False, 0, 0)
+        image, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, top, left, 64, 64, int(ImageReadMode.RGB), False, 0,
+                                                            0)
         return image.float().div(255).sub(0.5)
 
     compiled = torch.compile(crop_and_normalize, fullgraph=True, backend="aot_eager")
@@ -58,6 +104,21 @@ def test_torch_compile_keeps_the_op_in_one_graph(jpeg):
     compiled_api = torch.compile(lambda d: custom_op.decode_and_crop_jpeg(d, 3, 9, 64, 64).float(),
                                  fullgraph=True, backend="aot_eager")
     assert torch.equal(compiled_api(data), expected.add(0.5).mul(255).round())
+
+
+def test_torch_compile_runs_the_batched_call(jpeg):
+    """The batched operator returns its messages as str[], so Dynamo runs it outside the graph
+    (a graph break): the compiled step gives the eager result, and bad items still raise."""
+    data = [as_tensor(jpeg)] * 4
+
+    def step(d):
+        return custom_op.decode_and_crop_jpegs(d, 1, 2, 32, 32, stack=True).float().div(255)
+
+    compiled = torch.compile(step, backend="aot_eager")
+    assert torch.equal(compiled(data), step(data))
+    assert torch.equal(compiled(data), step(data))
+    with pytest.raises(RuntimeError, match="batch item 2"):
+        compiled(data[:2] + [torch.zeros(10, dtype=torch.uint8)] + data[3:])
 
 
 def test_profiler_shows_the_op_by_name(jpeg):
@@ -124,3 +185,32 @@ def test_decoding_releases_the_gil(jpeg_writer):
     finally:
         sys.setswitchinterval(old)
     assert woke_at < finished_at[0]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_batched_call_on_the_intra_op_pool_equals_single_calls(jpeg_writer, threads):
+    """However many intra-op threads share the batch, each item gets what a single call gives it,
+    errors and warnings included, in its own place (bench/bench_cpu_batch.py measures the speed)."""
+    good = [jpeg_writer.encode(jpeg_writer.photo_like(90 + 7 * i, 130, seed=i), sampling=s)
+            for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:1:1", "4:4:0"] * 4)]
+    files = list(good)
+    files[3] = good[3][: len(good[3]) // 2]  # truncated: libjpeg warns
+    files[7] = b"not a jpeg"
+    windows = [(i % 5, i % 7, 60, 80) for i in range(len(files))]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        results = custom_op.decode_and_crop_jpegs(files, *zip(*windows), on_error="return", on_warning="ignore")
+        stacked, errors = custom_op.decode_and_crop_jpegs(files, *zip(*windows), on_error="return",
+                                                          on_warning="ignore", stack=True)
+    finally:
+        torch.set_num_threads(before)
+    for i, (data, window) in enumerate(zip(files, windows)):
+        try:
+            expected = custom_op.decode_and_crop_jpeg(data, *window, on_warning="ignore")
+        except RuntimeError as error:
+            assert isinstance(results[i], RuntimeError) and str(error) in str(results[i]).replace("batch item 7: ", "")
+            assert isinstance(errors[i], RuntimeError) and not stacked[i].any()
+            continue
+        assert torch.equal(results[i], expected), i
+        assert torch.equal(stacked[i], expected) and errors[i] is None, i

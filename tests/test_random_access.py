@@ -22,7 +22,7 @@ import jpeg_markers as jm
 import restart_segments as rs
 from conftest import shared_dir
 from custom_op import ImageReadMode
-from custom_op.prepare import random_access_decodes
+from custom_op.testing import random_access_decodes
 from jpeg_factory import with_exif_orientation
 from test_decode import windows
 
@@ -48,12 +48,12 @@ def scaled_full(data: bytes, scale: int, mode=ImageReadMode.RGB) -> np.ndarray:
     info = custom_op.read_jpeg_header(data)
     h, w = -(-info.height * scale // 8), -(-info.width * scale // 8)
     return torch.ops.custom_op.decode_and_crop_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), 0, 0, h,
-                                                    w, int(mode), False, 0, 0, scale).numpy()
+                                                    w, int(mode), False, 0, 0, scale)[0].numpy()
 
 
 def crop(data: bytes, window, scale=8, mode=ImageReadMode.RGB, exif=False, policy=0) -> np.ndarray:
     return torch.ops.custom_op.decode_and_crop_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), *window,
-                                                    int(mode), exif, policy, 0, scale).numpy()
+                                                    int(mode), exif, policy, 0, scale)[0].numpy()
 
 
 def assert_windows_exact(data: bytes, reference: np.ndarray, rng, n_random=8, **kwargs):

@@ -310,8 +310,8 @@ def test_reduced_scales_psnr_on_generated_photos(jpeg_writer, sampling):
 def test_window_maps_without_half_pixel_shift():
     """Moving the mapped box by a quarter of a scaled pixel either way must make the result worse: the
     exact mapping is where the reduced-scale decode lines up with the full-resolution one."""
-    from custom_op.resized_crop import _crop_axis, _decode_and_resample
-    from custom_op.decode import _as_tensor
+    from custom_op._args import as_tensor
+    from custom_op._resample import crop_axis, decode_and_resample
 
     s, size = 2, 56
     scores = {}
@@ -322,10 +322,10 @@ def test_window_maps_without_half_pixel_shift():
         reference = pillow_resized_crop(image, (top, left, h, w), (size, size))
         for shift in (-0.25, 0.0, 0.25):
             # Decode one scaled pixel more on each side so that the shifted boxes stay inside.
-            rows, cols = _crop_axis(top - 4, h + 8, s, size), _crop_axis(left - 4, w + 8, s, size)
+            rows, cols = crop_axis(top - 4, h + 8, s, size), crop_axis(left - 4, w + 8, s, size)
             rows = rows._replace(in0=rows.in0 + 1 + shift, in1=rows.in1 - 1 + shift)
             cols = cols._replace(in0=cols.in0 + 1 + shift, in1=cols.in1 - 1 + shift)
-            out = _decode_and_resample(_as_tensor(data), rows, cols, s, 1, True, 2, False, 0, 0)
+            out = decode_and_resample(as_tensor(data), rows, cols, s, 1, True, 2, False, 0, 0)
             scores.setdefault(shift, []).append(psnr(out.numpy(), reference))
     means = {shift: np.mean(v) for shift, v in scores.items()}
     assert means[0.0] > means[0.25] + 3 and means[0.0] > means[-0.25] + 3, means
@@ -357,7 +357,7 @@ def test_interpolation_accepts_enum_values(valid):
     assert torch.equal(out, decode_and_resized_crop_jpeg(valid, 0, 0, 50, 60, 24, interpolation="bicubic"))
 
 
-@pytest.mark.parametrize("window", [(-1, 0, 10, 10), (0, -1, 10, 10), (0, 0, 0, 10), (0, 0, 10, 0),
+@pytest.mark.parametrize("window", [(-1, 0, 10, 10), (0, -1, 10, 10),
                                     (0, 0, 129, 10), (0, 0, 10, 129), (120, 0, 9, 10), (0, 125, 10, 4)])
 def test_window_outside_the_image_is_value_error(valid, window):
     with pytest.raises(ValueError, match=r"crop window .* does not fit in the image of height 128 and width 128"):

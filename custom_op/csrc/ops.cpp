@@ -1,25 +1,75 @@
-// The operator schemas, declared once for every backend. Kernels live in cpu/ (and cuda/ later).
+// Every operator of the custom_op namespace, declared once. Kernels live with their backend:
+// cpu/*_cpu.cpp (TORCH_LIBRARY_IMPL CPU), cuda/decode_cuda.cpp (the GPU library, loaded on first use).
+// Fake kernels, for torch.compile and FakeTensor tracing, are in custom_op/_ops.py.
+//
+// Option codes (common/options.h): mode 0 UNCHANGED, 1 GRAY, 2 RGB; on_warning 0 raise, 1 warn,
+// 2 ignore; max_pixels 0 = no limit. Every message starts with "custom_op: " (common/item_status.h).
 #include <torch/library.h>
 
 TORCH_LIBRARY(custom_op, m) {
-  // mode: 0 UNCHANGED, 1 GRAY, 2 RGB. on_warning: 0 raise, 1 warn, 2 ignore. max_pixels: 0 = no limit.
-  // scale_num: decode at scale_num/8 of full size (libjpeg's DCT scaling, 1..16); the window is then
-  // given in that scaled image.
+  // One image. `warnings`: libjpeg's warnings with on_warning "warn", as UTF-8 text in a 1-D uint8
+  // tensor (empty when none; Python raises them as a UserWarning). A tensor rather than a str, so that
+  // torch.compile can keep the call in one graph. scale_num: decode at scale_num/8 of full size
+  // (libjpeg's DCT scaling, 1..16); the window is then given in that scaled image.
   m.def(
       "decode_and_crop_jpeg(Tensor data, int top, int left, int height, int width, int mode, "
-      "bool apply_exif_orientation, int on_warning, int max_pixels, int scale_num=8) -> Tensor");
+      "bool apply_exif_orientation, int on_warning, int max_pixels, int scale_num=8) -> (Tensor image, Tensor warnings)");
   m.def(
-      "decode_jpeg(Tensor data, int mode, bool apply_exif_orientation, int on_warning, "
-      "int max_pixels) -> Tensor");
-  // The same with on_warning "warn": libjpeg's warnings come back as text ("" when none), for the
-  // Python wrapper to raise as a UserWarning (TORCH_WARN does not reach Python's warnings from here).
+      "decode_jpeg(Tensor data, int mode, bool apply_exif_orientation, int on_warning, int max_pixels) "
+      "-> (Tensor image, Tensor warnings)");
+  // height and width are the displayed ones when apply_exif_orientation. color_space: libjpeg's
+  // J_COLOR_SPACE. sampling: h, v of each component.
   m.def(
-      "decode_and_crop_jpeg_with_warnings(Tensor data, int top, int left, int height, int width, "
-      "int mode, bool apply_exif_orientation, int max_pixels, int scale_num=8) -> (Tensor, str)");
+      "read_jpeg_header(Tensor data, bool apply_exif_orientation) -> (int height, int width, int channels, "
+      "int color_space, bool progressive, bool arithmetic, int orientation, int[] sampling, bool random_access)");
+
+  // Batches. With whole=True each image is decoded whole and the window lists are ignored. Bad items
+  // do not raise: each item has a status (common/item_status.h: 0 ok, 1 decoded with warnings, 2-4
+  // ValueError, TypeError, RuntimeError) and a message. (The str[] output makes torch.compile run
+  // these calls outside its graphs, where the statuses are real.) A failed item's image is an empty tensor, or
+  // zeros in the stack. stack=True: `images` holds one [N, C, H, W] tensor (empty when no item
+  // decoded and its shape cannot be known); outputs of different shapes raise ValueError.
+  // On the CPU, the items are decoded in parallel on torch's intra-op thread pool.
   m.def(
-      "decode_jpeg_with_warnings(Tensor data, int mode, bool apply_exif_orientation, int max_pixels) "
-      "-> (Tensor, str)");
-  // [height, width, num_components, jpeg_color_space, progressive, arithmetic, orientation,
-  //  h_samp[0], v_samp[0], ..., h_samp[n-1], v_samp[n-1]]; height/width are displayed ones when asked.
-  m.def("read_jpeg_header(Tensor data, bool apply_exif_orientation) -> int[]");
+      "decode_jpegs(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, bool whole, int mode, "
+      "bool apply_exif_orientation, int on_warning, int max_pixels, bool stack) "
+      "-> (Tensor[] images, int[] status, str[] messages)");
+  // The same on CUDA device `device` (the encoded bytes stay on the CPU), ordered on its current
+  // stream. paths: which decoder took each item (cuda/decode_path.h).
+  m.def(
+      "decode_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, bool whole, "
+      "int mode, bool apply_exif_orientation, int on_warning, int max_pixels, bool stack, int device) "
+      "-> (Tensor[] images, int[] status, str[] messages, int[] paths)");
+  m.def(
+      "gpu_backend_info(int device) -> (str nvjpeg_version, bool hardware, int hardware_engines, "
+      "int hardware_cores, str hardware_note, bool torch_allocators)");
+
+  // prepare_jpeg (cpu/prepare_cpu.cpp): a lossless rewrite into the random-access layout.
+  // restart_mcus: the largest restart interval allowed, in MCUs (the largest divisor of the MCUs per
+  // row up to it is used); 0 chooses one for decoding speed within a size budget of max_growth (a
+  // fraction of the input's size).
+  m.def(
+      "prepare_jpeg(Tensor data, int restart_mcus, bool keep_exif, bool keep_icc, bool optimize, int max_pixels, "
+      "float max_growth) -> Tensor");
+  // resize_box (cpu/resize_cpu.cpp): the fused resized crop's resampling. image [C, H, W] uint8 whose
+  // pixel (0, 0) is frame pixel (origin[0], origin[1]); box (top, left, bottom, right) in frame
+  // coordinates is mapped onto an output of `size` (h, w), of which the window out_window (top, left,
+  // height, width) is returned. filter: 0 nearest, 1 bilinear, 2 bicubic, 3 box, 4 hamming, 5 lanczos.
+  m.def(
+      "resize_box(Tensor image, float[] box, int[] size, int[] out_window, int[] origin, int filter, "
+      "bool antialias) -> Tensor");
+
+  // For tests and benchmarks (custom_op/testing.py).
+  // The random-access path's sub-image of a window's restart segments (cpu/restart_index.h) and where
+  // it lies, [top, left, height, width]; an empty tensor when the file has no such layout.
+  m.def("_jpeg_sub_image(Tensor data, int top, int left, int height, int width) -> (Tensor, int[])");
+  // Windows decoded through restart segments in this process.
+  m.def("_random_access_decodes() -> int");
+  // Our baseline Huffman decoder on or off (returns the old setting), and the scans it gave back to
+  // libjpeg's own decoder (damaged data) in this process.
+  m.def("_set_own_entropy_decoder(bool on) -> bool");
+  m.def("_entropy_decoder_give_ups() -> int");
+  // The GPU backend's testing options (cuda/testing_options.h); returns the ones before.
+  // force_path: -1 none, else a path code of cuda/decode_path.h every GPU-capable item must take.
+  m.def("_set_gpu_testing(int force_path, bool no_margin, bool no_dedupe, int segments) -> int[]");
 }

@@ -77,7 +77,10 @@ FLAGS=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=unde
        -D_GLIBCXX_ASSERTIONS -D_GLIBCXX_SANITIZE_VECTOR)
 # The library's own sources that link without ATen (decode_cpu.cpp, resize_cpu.cpp and prepare_cpu.cpp
 # need it; the harness restates decode_cpu.cpp's decode sequence).
-UNITS=(libjpeg_session entropy_decoder huffman_tables sub_image restart_index exif_orientation)
+UNITS=(libjpeg_session entropy_decoder huffman_tables sub_image restart_index)
+# Shared with the GPU library (csrc/common/); the sources include them as "common/...".
+COMMON="$SOURCES/../common"
+COMMON_UNITS=(exif_orientation)
 
 # ASan and UBSan runtimes: a one-line program tells whether this compiler has them.
 probe="$BUILD/probe"
@@ -91,12 +94,13 @@ fi
 binary="$BUILD/sanitized_decode"
 inputs=("$HERE/sanitized_decode.cpp")
 for unit in "${UNITS[@]}"; do inputs+=("$SOURCES/$unit.cpp"); done
+for unit in "${COMMON_UNITS[@]}"; do inputs+=("$COMMON/$unit.cpp"); done
 # Rebuild when a source, a header or the command changed.
-stamp="$( (echo "$CXX ${FLAGS[*]} $jpeg_flags"; cat "${inputs[@]}" "$SOURCES"/*.h) | sha256sum | cut -c1-16)"
+stamp="$( (echo "$CXX ${FLAGS[*]} $jpeg_flags"; cat "${inputs[@]}" "$SOURCES"/*.h "$COMMON"/*.h) | sha256sum | cut -c1-16)"
 if [[ ! -x "$binary" || "$(cat "$binary.stamp" 2>/dev/null)" != "$stamp" ]]; then
   echo "run_sanitized.sh: building $binary from $SOURCES" >&2
   # shellcheck disable=SC2086  # jpeg_flags is a list of flags
-  "$CXX" "${FLAGS[@]}" -I"$SOURCES" "${inputs[@]}" $jpeg_flags -o "$binary.tmp"
+  "$CXX" "${FLAGS[@]}" -I"$SOURCES" -I"$SOURCES/.." "${inputs[@]}" $jpeg_flags -o "$binary.tmp"
   mv "$binary.tmp" "$binary"
   echo "$stamp" >"$binary.stamp"
 fi

@@ -1,4 +1,6 @@
-// CPU kernels of the custom_op JPEG operators, on libjpeg-turbo.
+// CPU kernels of the single-image JPEG operators, on libjpeg-turbo (schemas in csrc/ops.cpp).
+#include "decode_cpu.h"
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -9,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/item_status.h"
 #include "deinterleave.h"
 #include "entropy_decoder.h"
 #include "libjpeg_session.h"
@@ -17,8 +20,6 @@
 
 namespace custom_op {
 namespace {
-
-enum class ReadMode : int64_t { kUnchanged = 0, kGray = 1, kRgb = 2 };
 
 // How the decoder's interleaved pixels become output channels.
 enum class Conversion {
@@ -117,24 +118,12 @@ struct PlanarSink {
 };
 
 const uint8_t* checked_bytes(const at::Tensor& data, const char* op) {
-  TORCH_CHECK_TYPE(data.device().is_cpu(), op, ": data must be a CPU tensor, got one on ", data.device());
-  TORCH_CHECK_TYPE(data.scalar_type() == at::kByte, op, ": data must be a uint8 tensor, got ",
+  TORCH_CHECK_TYPE(data.device().is_cpu(), kMessagePrefix, op, ": data must be a CPU tensor, got one on ", data.device());
+  TORCH_CHECK_TYPE(data.scalar_type() == at::kByte, kMessagePrefix, op, ": data must be a uint8 tensor, got ",
                    data.scalar_type());
-  TORCH_CHECK_TYPE(data.dim() == 1, op, ": data must be 1-D, got ", data.dim(), " dimensions");
-  TORCH_CHECK_TYPE(data.is_contiguous(), op, ": data must be contiguous");
+  TORCH_CHECK_TYPE(data.dim() == 1, kMessagePrefix, op, ": data must be 1-D, got ", data.dim(), " dimensions");
+  TORCH_CHECK_TYPE(data.is_contiguous(), kMessagePrefix, op, ": data must be contiguous");
   return data.data_ptr<uint8_t>();
-}
-
-WarningPolicy checked_policy(int64_t on_warning) {
-  TORCH_CHECK_VALUE(on_warning >= 0 && on_warning <= 2, "on_warning code must be 0, 1 or 2, got ",
-                    on_warning);
-  return static_cast<WarningPolicy>(on_warning);
-}
-
-ReadMode checked_mode(int64_t mode) {
-  TORCH_CHECK_VALUE(mode >= 0 && mode <= 2, "mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got ",
-                    mode);
-  return static_cast<ReadMode>(mode);
 }
 
 [[noreturn]] void fail(const char* what, const JpegSession& session) {
@@ -158,18 +147,22 @@ void check_pixel_limit(const jpeg_decompress_struct& cinfo, int64_t max_pixels) 
 
 std::string warning_text(const JpegSession& session) {
   if (session.num_warnings() == 0) return {};
-  return c10::str("corrupt JPEG data (", session.num_warnings(), " libjpeg warning",
+  return c10::str(kMessagePrefix, "corrupt JPEG data (", session.num_warnings(), " libjpeg warning",
                   session.num_warnings() > 1 ? "s" : "", "; first: ", session.first_warning(), ")");
 }
 
-struct Decoded {
-  at::Tensor image;
-  std::string warnings;  // "" when libjpeg had nothing to say (or on_warning raised)
-};
+// out when it is a [C, height, width] contiguous uint8 CPU tensor, else a new one.
+at::Tensor output_for(const at::Tensor* out, int channels, int64_t height, int64_t width) {
+  if (out != nullptr && out->defined() && out->is_contiguous() && out->scalar_type() == at::kByte &&
+      out->device().is_cpu() && out->dim() == 3 && out->size(0) == channels && out->size(1) == height &&
+      out->size(2) == width)
+    return *out;
+  return at::empty({channels, height, width}, at::TensorOptions().dtype(at::kByte));
+}
 
-// Decodes the displayed-frame window of an opened session into a new [C, height, width] tensor.
+// Decodes the displayed-frame window of an opened session into a [C, height, width] tensor.
 Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int64_t top, int64_t left,
-                      int64_t height, int64_t width) {
+                      int64_t height, int64_t width, const at::Tensor* into) {
   const jpeg_decompress_struct& cinfo = session.cinfo;
   const int stored_h = static_cast<int>(cinfo.output_height);
   const int stored_w = static_cast<int>(cinfo.output_width);
@@ -177,7 +170,7 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
                                       static_cast<int>(left), static_cast<int>(height),
                                       static_cast<int>(width));
   const OutputFormat format = output_format(cinfo, mode);
-  at::Tensor out = at::empty({format.channels, height, width}, at::TensorOptions().dtype(at::kByte));
+  at::Tensor out = output_for(into, format.channels, height, width);
   PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
                   region, format.conversion, format.channels};
   // Files prepared for random access decode only the restart segments around the window; the others
@@ -189,12 +182,27 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
   return {out, warning_text(session)};
 }
 
+}  // namespace
+
+ReadMode checked_mode(int64_t mode) {
+  TORCH_CHECK_VALUE(valid_read_mode(mode), kMessagePrefix, "mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got ",
+                    mode);
+  return static_cast<ReadMode>(mode);
+}
+
+WarningPolicy checked_policy(int64_t on_warning) {
+  TORCH_CHECK_VALUE(valid_warning_policy(on_warning), kMessagePrefix,
+                    "on_warning code must be 0 (raise), 1 (warn) or 2 (ignore), got ", on_warning);
+  return static_cast<WarningPolicy>(on_warning);
+}
+
 Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width,
-                        int64_t mode, bool apply_exif_orientation, WarningPolicy policy,
-                        int64_t max_pixels, int64_t scale_num) {
-  const ReadMode read_mode = checked_mode(mode);
-  TORCH_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, "scale_num must be in 1..16 (eighths), got ",
+                        ReadMode read_mode, bool apply_exif_orientation, WarningPolicy policy, int64_t max_pixels,
+                        int64_t scale_num, const at::Tensor* into) {
+  TORCH_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, kMessagePrefix, "scale_num must be in 1..16 (eighths), got ",
                     scale_num);
+  TORCH_CHECK_VALUE(height > 0 && width > 0, kMessagePrefix, "the crop window's height and width must be at least 1, got ",
+                    "height=", height, " and width=", width);
   JpegSession session(policy);
   open(session, data, apply_exif_orientation, "decode_and_crop_jpeg");
   if (!session.set_scale(static_cast<unsigned int>(scale_num))) fail("header", session);
@@ -203,86 +211,80 @@ Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64
   const int64_t image_h = swaps_axes(orientation) ? session.cinfo.output_width : session.cinfo.output_height;
   const int64_t image_w = swaps_axes(orientation) ? session.cinfo.output_height : session.cinfo.output_width;
   // Written so that no sum can overflow, whatever the caller passed.
-  TORCH_CHECK_VALUE(height > 0 && width > 0 && top >= 0 && left >= 0 && top < image_h &&
+  TORCH_CHECK_VALUE(top >= 0 && left >= 0 && top < image_h &&
                         left < image_w && height <= image_h - top && width <= image_w - left,
                     "custom_op: crop window (top=", top, ", left=", left, ", height=", height,
                     ", width=", width, ") does not fit in the image of height ", image_h, " and width ",
                     image_w, apply_exif_orientation && orientation != 1 ? " (after EXIF orientation)" : "");
   check_pixel_limit(session.cinfo, max_pixels);
-  return decode_window(session, read_mode, orientation, top, left, height, width);
+  Decoded decoded = decode_window(session, read_mode, orientation, top, left, height, width, into);
+  if (policy != WarningPolicy::kWarn) decoded.warnings.clear();
+  return decoded;
 }
 
-Decoded decode_whole(const at::Tensor& data, int64_t mode, bool apply_exif_orientation, WarningPolicy policy,
+Decoded decode_whole(const at::Tensor& data, ReadMode read_mode, bool apply_exif_orientation, WarningPolicy policy,
                      int64_t max_pixels) {
-  const ReadMode read_mode = checked_mode(mode);
   JpegSession session(policy);
   open(session, data, apply_exif_orientation, "decode_jpeg");
   const int orientation = apply_exif_orientation ? session.exif_orientation() : 1;
   check_pixel_limit(session.cinfo, max_pixels);
   if (!session.set_scale(8)) fail("header", session);
   const int64_t h = session.cinfo.output_height, w = session.cinfo.output_width;
-  return swaps_axes(orientation) ? decode_window(session, read_mode, orientation, 0, 0, w, h)
-                                 : decode_window(session, read_mode, orientation, 0, 0, h, w);
+  Decoded decoded = swaps_axes(orientation) ? decode_window(session, read_mode, orientation, 0, 0, w, h, nullptr)
+                                            : decode_window(session, read_mode, orientation, 0, 0, h, w, nullptr);
+  if (policy != WarningPolicy::kWarn) decoded.warnings.clear();
+  return decoded;
 }
 
-// For C++ callers of the plain ops, "warn" goes to TORCH_WARN (stderr from Python; the Python wrapper
-// uses the *_with_warnings ops instead).
-at::Tensor warn_and_return(Decoded decoded, WarningPolicy policy) {
-  if (policy == WarningPolicy::kWarn && !decoded.warnings.empty()) TORCH_WARN("custom_op: ", decoded.warnings);
-  return decoded.image;
+namespace {
+
+// Text as the 1-D uint8 tensor the single-image operators return it in.
+at::Tensor text_tensor(const std::string& text) {
+  at::Tensor out = at::empty({static_cast<int64_t>(text.size())}, at::TensorOptions().dtype(at::kByte));
+  if (!text.empty()) std::memcpy(out.data_ptr<uint8_t>(), text.data(), text.size());
+  return out;
 }
 
-at::Tensor decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t left, int64_t height,
-                                    int64_t width, int64_t mode, bool apply_exif_orientation,
-                                    int64_t on_warning, int64_t max_pixels, int64_t scale_num) {
-  const WarningPolicy policy = checked_policy(on_warning);
-  return warn_and_return(decode_and_crop(data, top, left, height, width, mode, apply_exif_orientation, policy,
-                                         max_pixels, scale_num),
-                         policy);
+std::tuple<at::Tensor, at::Tensor> decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t left,
+                                                            int64_t height, int64_t width, int64_t mode,
+                                                            bool apply_exif_orientation, int64_t on_warning,
+                                                            int64_t max_pixels, int64_t scale_num) {
+  Decoded decoded = decode_and_crop(data, top, left, height, width, checked_mode(mode), apply_exif_orientation,
+                                    checked_policy(on_warning), max_pixels, scale_num, nullptr);
+  return {std::move(decoded.image), text_tensor(decoded.warnings)};
 }
 
-at::Tensor decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif_orientation,
-                           int64_t on_warning, int64_t max_pixels) {
-  const WarningPolicy policy = checked_policy(on_warning);
-  return warn_and_return(decode_whole(data, mode, apply_exif_orientation, policy, max_pixels), policy);
+std::tuple<at::Tensor, at::Tensor> decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif_orientation,
+                                                   int64_t on_warning, int64_t max_pixels) {
+  Decoded decoded =
+      decode_whole(data, checked_mode(mode), apply_exif_orientation, checked_policy(on_warning), max_pixels);
+  return {std::move(decoded.image), text_tensor(decoded.warnings)};
 }
 
-std::tuple<at::Tensor, std::string> decode_and_crop_jpeg_with_warnings_cpu(
-    const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width, int64_t mode,
-    bool apply_exif_orientation, int64_t max_pixels, int64_t scale_num) {
-  Decoded decoded = decode_and_crop(data, top, left, height, width, mode, apply_exif_orientation,
-                                    WarningPolicy::kWarn, max_pixels, scale_num);
-  return {decoded.image, decoded.warnings};
-}
+using HeaderInfo = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, int64_t, std::vector<int64_t>, bool>;
 
-std::tuple<at::Tensor, std::string> decode_jpeg_with_warnings_cpu(const at::Tensor& data, int64_t mode,
-                                                                  bool apply_exif_orientation,
-                                                                  int64_t max_pixels) {
-  Decoded decoded = decode_whole(data, mode, apply_exif_orientation, WarningPolicy::kWarn, max_pixels);
-  return {decoded.image, decoded.warnings};
-}
-
-std::vector<int64_t> read_jpeg_header_cpu(const at::Tensor& data, bool apply_exif_orientation) {
+HeaderInfo read_jpeg_header_cpu(const at::Tensor& data, bool apply_exif_orientation) {
   JpegSession session(WarningPolicy::kRaise);
   // EXIF is always read: the orientation is part of what the header reports.
   open(session, data, /*save_app1=*/true, "read_jpeg_header");
   const jpeg_decompress_struct& cinfo = session.cinfo;
   const int orientation = session.exif_orientation();
   const bool swap = apply_exif_orientation && swaps_axes(orientation);
-  std::vector<int64_t> info = {swap ? cinfo.image_width : cinfo.image_height,
-                               swap ? cinfo.image_height : cinfo.image_width,
-                               cinfo.num_components,
-                               static_cast<int64_t>(cinfo.jpeg_color_space),
-                               cinfo.progressive_mode ? 1 : 0,
-                               cinfo.arith_code ? 1 : 0,
-                               orientation};
+  std::vector<int64_t> sampling;
   for (int c = 0; c < cinfo.num_components; ++c) {
-    info.push_back(cinfo.comp_info[c].h_samp_factor);
-    info.push_back(cinfo.comp_info[c].v_samp_factor);
+    sampling.push_back(cinfo.comp_info[c].h_samp_factor);
+    sampling.push_back(cinfo.comp_info[c].v_samp_factor);
   }
   RestartLayout layout;
-  info.push_back(restart_layout(cinfo, &layout) ? 1 : 0);  // random_access, after the factors
-  return info;
+  return {swap ? cinfo.image_width : cinfo.image_height,
+          swap ? cinfo.image_height : cinfo.image_width,
+          cinfo.num_components,
+          static_cast<int64_t>(cinfo.jpeg_color_space),
+          static_cast<bool>(cinfo.progressive_mode),
+          static_cast<bool>(cinfo.arith_code),
+          orientation,
+          std::move(sampling),
+          restart_layout(cinfo, &layout)};
 }
 
 // For the GPU path (cuda/decode_cuda.cpp): the smaller JPEG of the restart segments around a
@@ -318,22 +320,17 @@ int64_t entropy_decoder_give_ups_cpu() { return entropy_decoder_give_ups(); }
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(custom_op, m) {
-  // Switches our baseline Huffman decoder (entropy_decoder.h) on or off; returns the old setting.
-  m.def("_set_own_entropy_decoder(bool on) -> bool", &set_own_entropy_decoder_cpu);
-  // How many scans it gave back to libjpeg's own decoder in this process (damaged data).
-  m.def("_entropy_decoder_give_ups() -> int", &entropy_decoder_give_ups_cpu);
-  // The GPU path's source of sub-images for files prepared for random access (jpeg_sub_image_cpu).
-  m.def("_jpeg_sub_image(Tensor data, int top, int left, int height, int width) -> (Tensor, int[])");
-}
-
 TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
   m.impl("decode_and_crop_jpeg", &decode_and_crop_jpeg_cpu);
   m.impl("decode_jpeg", &decode_jpeg_cpu);
-  m.impl("decode_and_crop_jpeg_with_warnings", &decode_and_crop_jpeg_with_warnings_cpu);
-  m.impl("decode_jpeg_with_warnings", &decode_jpeg_with_warnings_cpu);
   m.impl("read_jpeg_header", &read_jpeg_header_cpu);
   m.impl("_jpeg_sub_image", &jpeg_sub_image_cpu);
+}
+
+// No tensor argument to dispatch on.
+TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
+  m.impl("_set_own_entropy_decoder", &set_own_entropy_decoder_cpu);
+  m.impl("_entropy_decoder_give_ups", &entropy_decoder_give_ups_cpu);
 }
 
 }  // namespace custom_op

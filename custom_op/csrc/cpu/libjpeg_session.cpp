@@ -4,7 +4,7 @@
 #include <cstring>
 
 
-#include "exif_orientation.h"
+#include "common/exif_orientation.h"
 
 namespace custom_op {
 namespace {

@@ -14,11 +14,11 @@
 
 #include <jpeglib.h>
 
+#include "common/options.h"
+#include "common/region.h"
 #include "entropy_decoder.h"
 
 namespace custom_op {
-
-enum class WarningPolicy : int { kRaise = 0, kWarn = 1, kIgnore = 2 };
 
 // A hostile progressive file can hold thousands of tiny scans that each cost a pass over the image.
 // No real encoder writes more than a few dozen; TurboJPEG suggests a limit of 500 for untrusted input.
@@ -33,12 +33,6 @@ struct ErrorState {
   char message[JMSG_LENGTH_MAX];
   char first_warning[JMSG_LENGTH_MAX];
   bool entropy_gave_up;  // the jump came from our entropy decoder giving a scan back to libjpeg
-};
-
-// The stored-frame rectangle to decode. Rows and columns outside it may be decoded too (margins),
-// but only this one is handed to the sink.
-struct Region {
-  int top, left, height, width;
 };
 
 class JpegSession {

@@ -278,17 +278,11 @@ int64_t random_access_decodes_cpu() { return random_access_decodes(); }
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(custom_op, m) {
-  // restart_mcus: the largest restart interval allowed, in MCUs (the largest divisor of the MCUs per
-  // row up to it is used); 0 chooses one for decoding speed within a size budget of max_growth (a
-  // fraction of the input's size). max_pixels: 0 = no limit.
-  m.def(
-      "prepare_jpeg(Tensor data, int restart_mcus, bool keep_exif, bool keep_icc, bool optimize, "
-      "int max_pixels, float max_growth) -> Tensor");
-  // How many windows this process decoded through restart segments (tests and benchmarks).
-  m.def("_random_access_decodes() -> int", &random_access_decodes_cpu);
-}
-
 TORCH_LIBRARY_IMPL(custom_op, CPU, m) { m.impl("prepare_jpeg", &prepare_jpeg_cpu); }
+
+// No tensor argument to dispatch on.
+TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
+  m.impl("_random_access_decodes", &random_access_decodes_cpu);
+}
 
 }  // namespace custom_op

@@ -375,16 +375,6 @@ at::Tensor resize_box_cpu(const at::Tensor& image, c10::ArrayRef<double> box, c1
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(custom_op, m) {
-  // image [C, H, W] uint8 whose pixel (0, 0) is frame pixel (origin[0], origin[1]); box (top, left,
-  // bottom, right) in frame coordinates is mapped onto an output of `size` (h, w), of which the window
-  // out_window (top, left, height, width) is returned. filter: 0 nearest, 1 bilinear, 2 bicubic,
-  // 3 box, 4 hamming, 5 lanczos.
-  m.def(
-      "resize_box(Tensor image, float[] box, int[] size, int[] out_window, int[] origin, int filter, "
-      "bool antialias) -> Tensor");
-}
-
 TORCH_LIBRARY_IMPL(custom_op, CPU, m) { m.impl("resize_box", &resize_box_cpu); }
 
 }  // namespace custom_op

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "common/random_access.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -41,18 +43,25 @@ inline size_t next_ff(const uint8_t* data, size_t from, size_t size) {
 }  // namespace
 
 bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout) {
-  if (cinfo.progressive_mode || cinfo.arith_code || cinfo.data_precision != 8) return false;
-  if (cinfo.restart_interval == 0) return false;
   const int n = cinfo.num_components;
-  if (n < 1 || n > MAX_COMPS_IN_SCAN || cinfo.comps_in_scan != n || cinfo.comp_info == nullptr)
-    return false;
-  for (int i = 0; i < n; ++i) {
+  if (n < 1 || n > MAX_COMPS_IN_SCAN || cinfo.comp_info == nullptr) return false;
+  // The scan's components must be the frame's, each once (a hostile header may repeat one).
+  for (int i = 0; i < cinfo.comps_in_scan && i < MAX_COMPS_IN_SCAN; ++i) {
     if (cinfo.cur_comp_info[i] == nullptr) return false;
     for (int j = 0; j < i; ++j)
       if (cinfo.cur_comp_info[j] == cinfo.cur_comp_info[i]) return false;
   }
   const int max_h = cinfo.max_h_samp_factor, max_v = cinfo.max_v_samp_factor;
-  if (max_h < 1 || max_h > MAX_SAMP_FACTOR || max_v < 1 || max_v > MAX_SAMP_FACTOR) return false;
+  const LayoutFacts facts{!cinfo.progressive_mode && !cinfo.arith_code,
+                          cinfo.data_precision,
+                          n,
+                          cinfo.comps_in_scan,
+                          max_h,
+                          max_v,
+                          static_cast<int>(std::min<JDIMENSION>(cinfo.image_width, 1 << 30)),
+                          static_cast<int>(std::min<JDIMENSION>(cinfo.image_height, 1 << 30)),
+                          static_cast<int>(cinfo.restart_interval)};
+  if (!random_access_layout(facts)) return false;
   bool sub_h = false, sub_v = false;
   for (int i = 0; i < n; ++i) {
     sub_h |= cinfo.comp_info[i].h_samp_factor < max_h;
@@ -61,14 +70,10 @@ bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout) 
   // A single-component scan has one block per MCU, whatever the sampling factors say.
   const int mcu_width = n == 1 ? DCTSIZE : DCTSIZE * max_h;
   const int mcu_height = n == 1 ? DCTSIZE : DCTSIZE * max_v;
-  const int64_t per_row = ceil_div(cinfo.image_width, mcu_width);
-  const int64_t rows = ceil_div(cinfo.image_height, mcu_height);
-  if (cinfo.image_width == 0 || cinfo.image_height == 0 || per_row % cinfo.restart_interval != 0)
-    return false;
   layout->mcu_width = mcu_width;
   layout->mcu_height = mcu_height;
-  layout->mcus_per_row = static_cast<int>(per_row);
-  layout->mcu_rows = static_cast<int>(rows);
+  layout->mcus_per_row = static_cast<int>(mcus_per_row(facts));
+  layout->mcu_rows = static_cast<int>(ceil_div(cinfo.image_height, mcu_height));
   layout->interval = static_cast<int>(cinfo.restart_interval);
   layout->margin_x = sub_h ? max_h : 0;
   layout->margin_y = sub_v ? max_v : 0;

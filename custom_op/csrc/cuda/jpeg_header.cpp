@@ -1,8 +1,9 @@
 #include "jpeg_header.h"
 
+#include <algorithm>
 #include <cstring>
 
-#include "cpu/exif_orientation.h"
+#include "common/exif_orientation.h"
 
 namespace custom_op {
 namespace gpu {
@@ -24,6 +25,10 @@ bool ends_with_eoi(const uint8_t* data, size_t size) {
     if (data[i - 2] == 0xFF && data[i - 1] == 0xD9) return true;
   }
   return false;
+}
+
+int max_factor(const int* factors, int components) {
+  return components > 0 ? *std::max_element(factors, factors + components) : 0;
 }
 
 }  // namespace
@@ -142,6 +147,28 @@ Subsampling subsampling_of(const JpegHeader& header) {
 int header_orientation(const JpegHeader& header) {
   if (header.exif == nullptr) return 1;
   return custom_op::exif_orientation(header.exif, header.exif_length);
+}
+
+int mcu_width(const JpegHeader& header) {
+  return 8 * (header.components > 1 ? max_factor(header.h, header.components) : 1);
+}
+
+int mcu_height(const JpegHeader& header) {
+  return 8 * (header.components > 1 ? max_factor(header.v, header.components) : 1);
+}
+
+LayoutFacts layout_facts(const JpegHeader& header) {
+  LayoutFacts f;
+  f.sequential_huffman = header.sof == 0xC0 || header.sof == 0xC1;
+  f.precision = header.precision;
+  f.components = header.components;
+  f.scan_components = header.scan_components;
+  f.max_h = max_factor(header.h, header.components);
+  f.max_v = max_factor(header.v, header.components);
+  f.width = header.width;
+  f.height = header.height;
+  f.restart_interval = header.restart_interval;
+  return f;
 }
 
 }  // namespace gpu

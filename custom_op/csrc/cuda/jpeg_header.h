@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/random_access.h"
+
 namespace custom_op {
 namespace gpu {
 
@@ -36,7 +38,7 @@ struct JpegHeader {
   int restart_interval = 0;  // from a DRI before the first scan (MCUs per restart segment; 0: none)
   // The first scan's header: how many components it interleaves, and the offset just past it (where
   // the entropy-coded data starts); 0 when the SOS segment is malformed. nvJPEG's header parse for
-  // the hardware decoder is given only these bytes (see assign_hardware in decode_cuda.cpp).
+  // the hardware decoder is given only these bytes (nvjpeg_hardware.cpp).
   int scan_components = 0;
   size_t header_end = 0;
 };
@@ -53,6 +55,13 @@ Subsampling subsampling_of(const JpegHeader& header);
 
 // EXIF orientation 1..8 (1 when absent or invalid), read the same way as the CPU path.
 int header_orientation(const JpegHeader& header);
+
+// An MCU's size in pixels (a single-component file has 8x8 MCUs whatever its sampling factors say).
+int mcu_width(const JpegHeader& header);
+int mcu_height(const JpegHeader& header);
+
+// The facts of common/random_access.h's layout test.
+LayoutFacts layout_facts(const JpegHeader& header);
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -15,10 +15,8 @@
 // hardware calls on one state without waiting for the previous call's stream work hung nvJPEG 13.0.1.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -27,17 +25,10 @@
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
-#include "host_pool.h"
-
 namespace custom_op {
 namespace gpu {
 
 const char* status_name(nvjpegStatus_t status);
-
-// CUSTOM_OP_NVJPEG_TRACE=1: one line on stderr per setup and decode step, to locate a failure that
-// happens inside nvJPEG.
-bool tracing();
-void trace(const char* step);
 
 [[noreturn]] void fail_nvjpeg(const char* call, nvjpegStatus_t status);
 
@@ -62,23 +53,19 @@ class DeviceBuffer {
 };
 
 struct Slot {
-  // Batched decodes run as "jobs", several at once on the state's host pool (decode_cuda.cpp): up to
-  // kMaxHardwareJobs calls into the hardware decoder and one into the GPU-hybrid batched decoder, per
-  // output format in use (RGB or Y; planar YCbCr). Each job has its own nvJPEG state, made on first use.
-  static constexpr int kHardwareGroups = 2;
-  static constexpr int kMaxHardwareJobs = 4;
-  nvjpegJpegState_t hw_states[kMaxHardwareJobs][kHardwareGroups] = {};
-  nvjpegJpegState_t gpu_states[kHardwareGroups] = {};
+  // The hardware decoder's batched calls: one per output format group in use (RGB or Y; planar
+  // YCbCr), each with its own nvJPEG state, made on first use.
+  static constexpr int kFormatGroups = 2;
+  nvjpegJpegState_t hw_states[kFormatGroups] = {};
   // What each state was last initialized for, batch size * 64 + output format
   // (nvjpegDecodeBatchedInitialize is needed again only when that changes, or after a failed call); 0:
-  // not initialized. Index kMaxHardwareJobs: the GPU-hybrid decoder's.
-  int initialized[kMaxHardwareJobs + 1][kHardwareGroups] = {};
+  // not initialized.
+  int hw_initialized[kFormatGroups] = {};
   std::vector<nvjpegJpegStream_t> hw_streams;   // one parsed header per hardware candidate
   std::vector<nvjpegDecodeParams_t> hw_params;  // one ROI per hardware item
   DeviceBuffer staging;                         // nvJPEG's output, read by the copy-out kernel
   DeviceBuffer descriptors;                     // the copy-out kernel's WindowCopy array
   at::Tensor pinned_descriptors;                // host side of the same, pinned for the async copy
-  std::vector<at::Tensor> pinned_inputs;        // per job: the encoded bytes, when staged for the hardware decoder
   std::vector<at::Tensor> inputs;               // the encoded bytes stay alive while nvJPEG may read them
   cudaEvent_t done = nullptr;                   // recorded on the caller's stream after the copy-out
   bool in_flight = false;
@@ -102,9 +89,6 @@ struct DecodeState {
   DeviceContext* context = nullptr;
   cudaStream_t decode_stream = nullptr;  // nvJPEG's stream; the caller's stream waits on `decoded`
   cudaEvent_t decoded = nullptr;
-  // Streams (and their events) of the batched jobs after the first, which uses decode_stream.
-  std::vector<cudaStream_t> job_streams;
-  std::vector<cudaEvent_t> job_events;
   Slot slots[2];
   int next_slot = 0;
   nvjpegJpegStream_t hybrid_stream = nullptr;
@@ -112,21 +96,17 @@ struct DecodeState {
   nvjpegBufferDevice_t hybrid_device_buffer = nullptr;
   HybridStage stages[2];
   int next_stage = 0;
-  std::unique_ptr<HostPool> parse_pool;  // made on first use (host_pool.h)
 };
 
 struct DeviceContext {
   int device = 0;
   cudaStream_t tag_stream = nullptr;
   bool torch_allocators = true;  // false when nvJPEG refused them and uses cudaMalloc/cudaHostAlloc
-  bool interpolation = true;     // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION accepted
-  bool hardware_interpolation = false;  // set on the hardware decoder's handle (CUSTOM_OP_NVJPEG_HW_INTERPOLATION=1)
   nvjpegDevAllocatorV2_t device_allocator{};
   nvjpegPinnedAllocatorV2_t pinned_allocator{};
   nvjpegHandle_t hybrid = nullptr;
   nvjpegJpegDecoder_t gpu_hybrid_decoder = nullptr;
   nvjpegJpegDecoder_t cpu_hybrid_decoder = nullptr;
-  nvjpegHandle_t gpu_batched = nullptr;  // GPU_HYBRID backend: batched whole-image decode, Huffman on the GPU
   nvjpegHandle_t hardware = nullptr;  // null: no JPEG engine (hardware_note says why)
   unsigned hardware_engines = 0;
   unsigned hardware_cores = 0;
@@ -135,7 +115,6 @@ struct DeviceContext {
 
   std::mutex pool_mutex;
   std::vector<DecodeState*> free_states;
-  int states_created = 0;
 };
 
 // The device's context, created on first use (thread-safe). Throws when nvJPEG cannot start.
@@ -159,29 +138,8 @@ class StateLease {
 // Grows a slot's per-item nvJPEG objects to at least n.
 void reserve_hardware_items(DeviceContext& context, Slot& slot, size_t n);
 
-// The slot's state for batched job `job` of output-format group `group`, on the hardware handle, or
-// (gpu) on the GPU-hybrid handle; created on first use. Call on the calling thread, before the jobs run.
-nvjpegJpegState_t batched_state(DeviceContext& context, Slot& slot, bool gpu, int job, int group);
-
-// At least n job streams (with their events) in the state.
-void reserve_job_streams(DecodeState& state, size_t n);
-
-// How a batch is shared out. Defaults from the environment, changed at run time by
-// torch.ops.custom_op._gpu_set_tuning (tests and benchmarks compare settings in one process).
-struct Tuning {
-  // How the hardware decoder's support of each file is asked (nvjpegDecodeBatchedSupportedEx needs a
-  // parsed stream): 0 nvJPEG parses the whole file; 1 it parses the bytes up to the end of the first
-  // scan header only (files whose first scan has every component); 2 not asked for baseline
-  // interleaved files our own header scan accepts.
-  std::atomic<int> parse_mode;
-  std::atomic<int> hardware_jobs;   // hardware batched calls per format, run on that many threads (1..4)
-  std::atomic<int> gpu_percent;     // share of the hardware-capable items sent to the GPU-hybrid batched decoder
-  std::atomic<int> gpu_min_items;   // ... only when that makes at least this many items
-  // 0: RGB for 4:4:4 and gray files, YCbCr for subsampled ones (two hardware calls when a batch
-  // mixes them); 1: planar YCbCr for every file, one call (slower: see hardware_format).
-  std::atomic<int> one_format;
-};
-Tuning& tuning();
+// The slot's hardware decoder state for output-format group `group`, created on first use.
+nvjpegJpegState_t hardware_state(DeviceContext& context, Slot& slot, int group);
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -9,7 +9,7 @@ constexpr int kMaxBlocksPerImage = 1024;
 constexpr int kMaxImagesPerLaunch = 65535;  // gridDim.y
 
 // Output pixel (y, x) of the displayed window comes from stored pixel (r, s) of the region: the
-// inverse of window.h's place_row, so that both paths agree on every orientation.
+// inverse of cpu/window.h's place_row, so that both paths agree on every orientation.
 __device__ __forceinline__ void stored_position(int orientation, int y, int x, int last_row, int last_col,
                                                 int* r, int* s) {
   switch (orientation) {

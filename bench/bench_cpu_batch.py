@@ -1,0 +1,129 @@
+"""The batched CPU decode on torch's intra-op thread pool: one thread against several, same files and
+windows, in one run.
+
+    python bench/bench_cpu_batch.py                       # prints a markdown table
+    python bench/bench_cpu_batch.py --out bench/results/cpu_batch.md
+
+custom_op.decode_and_crop_jpegs decodes the items of a batch in parallel on torch's intra-op pool, in
+the calling process, the GIL released. Cases: batches of 64 ImageNet photos (../shared/data/imagenet-
+sample, when present; windows of photos smaller than 224 are clipped to them) and of generated 800x533
+photos, 224x224 windows. Methods: the batched call
+with torch.set_num_threads(1), with 2 and with every core; a Python loop of single-image calls.
+Methods alternate round by round so that a slow moment of the machine hits all of them alike; the
+best round of each is reported (median in parentheses), with each one's speed against one thread.
+Outputs are compared with the loop's: they must be identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import custom_op  # noqa: E402
+from common import commit_description, cpu_description, random_windows  # noqa: E402
+from datasets.synthetic import make_synthetic_set  # noqa: E402
+
+BATCH = 64
+
+
+def batched(threads):
+    def run(files, windows):
+        torch.set_num_threads(threads)
+        return custom_op.decode_and_crop_jpegs(files, *zip(*windows))
+
+    return run
+
+
+def loop(files, windows):
+    torch.set_num_threads(1)
+    return [custom_op.decode_and_crop_jpeg(d, *w) for d, w in zip(files, windows)]
+
+
+def cases(args):
+    imagenet = Path(args.imagenet)
+    if imagenet.is_dir():
+        files = [p.read_bytes() for p in sorted(imagenet.iterdir()) if p.suffix.lower() in (".jpg", ".jpeg")]
+        yield f"ImageNet sample, batches of {BATCH}", files
+    root = make_synthetic_set(2 * BATCH, 533, 800, seed=args.seed, show_progress=False)
+    files = [p.read_bytes() for p in sorted(root.rglob("*.jpg"))]
+    yield f"generated 800x533, batches of {BATCH}", files
+
+
+def measure(files, windows, methods, rounds):
+    batches = [(files[k:k + BATCH], windows[k:k + BATCH]) for k in range(0, len(files) - BATCH + 1, BATCH)]
+    times = {name: [] for name in methods}
+    for _ in range(rounds):
+        for name, fn in methods.items():
+            start = time.perf_counter()
+            for f, w in batches:
+                fn(f, w)
+            times[name].append((time.perf_counter() - start) / (len(batches) * BATCH) * 1e3)
+    return {name: (min(t), statistics.median(t)) for name, t in times.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    args = parser.parse_args()
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    methods = {"decode_and_crop_jpegs, 1 thread": batched(1), "decode_and_crop_jpegs, 2 threads": batched(2)}
+    if cores > 2:
+        methods[f"decode_and_crop_jpegs, {cores} threads"] = batched(cores)
+    methods["loop of decode_and_crop_jpeg, 1 thread"] = loop
+    base = "decode_and_crop_jpegs, 1 thread"
+    before = torch.get_num_threads()
+    lines = [
+        "# Batched CPU decode on the intra-op thread pool",
+        "",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
+        f"- machine: {cpu_description()}",
+        f"- commit: {commit_description(ROOT)}",
+        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, custom_op linked against "
+        f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+        f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image; speed-up: one "
+        "thread's time / this method's",
+        "",
+    ]
+    try:
+        for title, files in cases(args):
+            files = files[: len(files) // BATCH * BATCH]
+            windows = random_windows(files, 224, args.seed)
+            reference = [loop(files[k:k + BATCH], windows[k:k + BATCH]) for k in range(0, len(files), BATCH)]
+            identical = all(all(map(torch.equal, fn(files[k:k + BATCH], windows[k:k + BATCH]), reference[k // BATCH]))
+                            for fn in methods.values() for k in range(0, len(files), BATCH))
+            result = measure(files, windows, methods, args.rounds)
+            lines += [f"## {title} ({len(files)} files), 224x224 windows", "",
+                      f"outputs identical to the loop of single calls: {identical}", "",
+                      "| method | ms/image | speed-up |", "| --- | ---: | ---: |"]
+            for name, (best, median) in result.items():
+                lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {result[base][0] / best:.2f}x |")
+            lines.append("")
+            print("\n".join(lines[-(len(result) + 5):]), flush=True)
+    finally:
+        torch.set_num_threads(before)
+    report = "\n".join(lines)
+    if args.out:
+        Path(args.out).write_text(report + "\n")
+        print(f"wrote {args.out}")
+    else:
+        print(report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Decoding a batch of files in one call, on the CPU or on a GPU: list in, list (or one stacked
+tensor) out.
+
+On the CPU the items are decoded in parallel on torch's intra-op thread pool
+(``torch.get_num_threads()`` threads) with the GIL released, so a main process can decode a whole
+batch without DataLoader workers. With ``device="cuda"`` the batch goes to the GPU backend in one
+call. Either way each item's pixels are those of :func:`custom_op.decode_and_crop_jpeg` on it.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Union
+
+import torch
+
+from . import _args, _device, _outcomes
+from ._args import DEFAULT_MAX_PIXELS, ImageReadMode
+
+__all__ = ["decode_and_crop_jpegs", "decode_jpegs"]
+
+IntOrInts = Union[int, Sequence[int], torch.Tensor]
+
+
+def decode_and_crop_jpegs(data: Sequence, tops: IntOrInts, lefts: IntOrInts, heights: IntOrInts, widths: IntOrInts,
+                          *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
+                          on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+                          device: Union[str, torch.device] = "cpu", stream: Optional["torch.cuda.Stream"] = None,
+                          stack: bool = False, on_error: str = "raise"):
+    """Decodes one window of each JPEG in ``data``: the batched :func:`custom_op.decode_and_crop_jpeg`.
+
+    Args:
+        data: a list or tuple of encoded files, each as :func:`custom_op.decode_and_crop_jpeg` takes
+            one. A file may appear several times (several windows of one photo); the GPU backend
+            then decodes it once.
+        tops, lefts, heights, widths: one int for every file, or one per file (a list, tuple, 1-D
+            tensor or array).
+        mode, apply_exif_orientation, on_warning, max_pixels: as for one image, applied to all.
+        device: ``"cpu"`` (default): the items are decoded in parallel on torch's intra-op thread
+            pool (``torch.set_num_threads`` sets its size), the GIL released. ``"cuda"`` /
+            ``"cuda:N"``: one call into the GPU backend; the results are CUDA tensors.
+        stream: device="cuda" only: the CUDA stream the outputs are ordered on (default: the current
+            stream). The outputs are written by work queued on that stream, and are complete for any
+            later work on it.
+        stack: return one uint8 tensor ``[N, C, H, W]`` (all windows of one size and, with
+            mode=UNCHANGED, one channel count, else ValueError) instead of a list of ``[C, H, W]``
+            tensors.
+        on_error: ``"raise"`` (default): a bad item raises its exception (the first by index),
+            the message starting ``custom_op: batch item <index>:``. ``"return"``: bad items do not
+            stop the batch: a list result holds the exception object in place of that item's tensor,
+            and a stacked result comes back as ``(tensor, errors)``, where the bad item's slice is
+            zeros and ``errors[i]`` is its exception (None for good items).
+
+    Returns:
+        A list of uint8 tensors ``[C, h, w]`` on ``device``, or with ``stack=True`` one tensor
+        ``[N, C, H, W]`` (with ``on_error="return"``: ``(tensor, errors)``).
+
+    Raises:
+        TypeError: ``data`` is not a list or tuple of bytes-like files, or an argument has the
+            wrong type.
+        ValueError: the window lists do not have one entry per file, a window size is below 1, an
+            option has an unknown value, or ``stack=True`` with outputs of different shapes.
+        ValueError, TypeError, RuntimeError: with ``on_error="raise"``, a bad item's exception (as
+            :func:`custom_op.decode_and_crop_jpeg` raises it, its message naming the item).
+    """
+    tensors = _args.tensors(data)
+    n = len(tensors)
+    windows = (_args.int_list("tops", tops, n), _args.int_list("lefts", lefts, n),
+               _args.int_list("heights", heights, n), _args.int_list("widths", widths, n))
+    for i, (h, w) in enumerate(zip(windows[2], windows[3])):
+        _args.size_check(h, w, where=f"batch item {i}: ")
+    return _decode(tensors, windows, mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack,
+                   on_error)
+
+
+def decode_jpegs(data: Sequence, *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
+                 on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+                 device: Union[str, torch.device] = "cpu", stream: Optional["torch.cuda.Stream"] = None,
+                 stack: bool = False, on_error: str = "raise"):
+    """Decodes each whole JPEG in ``data``: the batched :func:`custom_op.decode_jpeg`.
+
+    The arguments mean what they mean for :func:`decode_and_crop_jpegs`; ``stack=True`` needs
+    images of one size (and, with ``apply_exif_orientation``, one displayed orientation of it).
+    """
+    return _decode(_args.tensors(data), None, mode, apply_exif_orientation, on_warning, max_pixels, device, stream,
+                   stack, on_error)
+
+
+def decode_with_paths(data: Sequence, tops: IntOrInts, lefts: IntOrInts, heights: IntOrInts, widths: IntOrInts,
+                      **options):
+    """:func:`decode_and_crop_jpegs` and the path code of each item (which decoder took it: see
+    custom_op.gpu.PATH_NAMES). For tests and benchmarks; custom_op.testing wraps it."""
+    tensors = _args.tensors(data)
+    n = len(tensors)
+    windows = (_args.int_list("tops", tops, n), _args.int_list("lefts", lefts, n),
+               _args.int_list("heights", heights, n), _args.int_list("widths", widths, n))
+    return _decode(tensors, windows, with_paths=True, **options)
+
+
+def _decode(tensors: List[torch.Tensor], windows, mode=ImageReadMode.RGB, apply_exif_orientation=False,
+            on_warning="raise", max_pixels=DEFAULT_MAX_PIXELS, device="cpu", stream=None, stack=False,
+            on_error="raise", with_paths=False):
+    _args.on_error_check(on_error)
+    dev = _args.device(device)
+    _args.stream_check(dev, stream)
+    options = (_args.mode_code(mode), bool(apply_exif_orientation), _args.warning_code(on_warning),
+               _args.pixel_limit(max_pixels))
+    if not tensors:
+        empty = torch.empty(0, dtype=torch.uint8, device=dev)
+        result = (empty, []) if stack and on_error == "return" else empty if stack else []
+        return (result, []) if with_paths else result
+    run = _device.run(tensors, windows, *options, bool(stack), dev, stream)
+    errors = _outcomes.settle(run.statuses, run.messages, stacklevel=5)
+    if on_error == "raise":
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            raise first
+    if stack:
+        result = (run.images[0], errors) if on_error == "return" else run.images[0]
+    elif on_error == "return":
+        result = [error if error is not None else image for image, error in zip(run.images, errors)]
+    else:
+        result = run.images
+    return (result, run.paths) if with_paths else result

@@ -1,0 +1,136 @@
+// CPU kernel of the batched decode (custom_op::decode_jpegs): the items are decoded in parallel on
+// torch's intra-op thread pool (at::get_num_threads() threads; one in DataLoader workers, where torch
+// sets it so), so that one process can decode a whole batch without worker processes. The Python
+// binding of torch.ops releases the GIL for the call.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/item_status.h"
+#include "decode_cpu.h"
+
+namespace custom_op {
+namespace {
+
+struct Outcome {
+  ItemStatus status = ItemStatus::kOk;
+  std::string message;
+};
+
+// The channel count every decoded window has in this mode, or 0 when it depends on the file.
+int fixed_channels(ReadMode mode) { return mode == ReadMode::kGray ? 1 : mode == ReadMode::kRgb ? 3 : 0; }
+
+template <class F>
+Outcome capture(F&& decode) {
+  try {
+    decode();
+    return {};
+  } catch (const c10::ValueError& e) {
+    return {ItemStatus::kValueError, prefixed(e.what_without_backtrace())};
+  } catch (const c10::TypeError& e) {
+    return {ItemStatus::kTypeError, prefixed(e.what_without_backtrace())};
+  } catch (const c10::Error& e) {
+    return {ItemStatus::kRuntimeError, prefixed(e.what_without_backtrace())};
+  } catch (const std::exception& e) {
+    return {ItemStatus::kRuntimeError, prefixed(e.what())};
+  }
+}
+
+// Items are handed out one at a time from a shared counter: decode times differ by file, so a static
+// split of the batch would leave threads idle while one finishes a long share.
+template <class F>
+void for_each_item(int64_t n, F&& body) {
+  std::atomic<int64_t> next{0};
+  const int64_t threads = std::min<int64_t>(n, at::get_num_threads());
+  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) body(i);
+  });
+}
+
+std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::string>> decode_jpegs_cpu(
+    at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts, c10::IntArrayRef heights,
+    c10::IntArrayRef widths, bool whole, int64_t mode, bool apply_exif_orientation, int64_t on_warning,
+    int64_t max_pixels, bool stack) {
+  const int64_t n = static_cast<int64_t>(data.size());
+  const size_t count = data.size();
+  if (!whole)
+    TORCH_CHECK_VALUE(tops.size() == count && lefts.size() == count && heights.size() == count &&
+                          widths.size() == count,
+                      kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n,
+                      ")");
+  const ReadMode read_mode = checked_mode(mode);
+  const WarningPolicy policy = checked_policy(on_warning);
+
+  // Windows of one size in a mode with a fixed channel count decode straight into the stack.
+  at::Tensor stacked;
+  const int channels = fixed_channels(read_mode);
+  if (stack && !whole && n > 0 && channels > 0) {
+    bool one_size = true;
+    for (size_t i = 1; i < count; ++i) one_size &= heights[i] == heights[0] && widths[i] == widths[0];
+    TORCH_CHECK_VALUE(one_size, kMessagePrefix, "stack=True needs windows of one size; got ", heights[0], "x",
+                      widths[0], " and others");
+    if (heights[0] > 0 && widths[0] > 0)
+      stacked = at::empty({n, channels, heights[0], widths[0]}, at::TensorOptions().dtype(at::kByte));
+  }
+
+  std::vector<at::Tensor> images(count);
+  std::vector<Outcome> outcomes(count);
+  for_each_item(n, [&](int64_t i) {
+    const size_t k = static_cast<size_t>(i);
+    std::string warnings;
+    outcomes[k] = capture([&] {
+      at::Tensor into = stacked.defined() ? stacked[i] : at::Tensor();
+      Decoded decoded = whole ? decode_whole(data[k], read_mode, apply_exif_orientation, policy, max_pixels)
+                              : decode_and_crop(data[k], tops[k], lefts[k], heights[k], widths[k], read_mode,
+                                                apply_exif_orientation, policy, max_pixels, /*scale_num=*/8,
+                                                stacked.defined() ? &into : nullptr);
+      images[k] = std::move(decoded.image);
+      warnings = std::move(decoded.warnings);
+    });
+    if (outcomes[k].status == ItemStatus::kOk && !warnings.empty()) outcomes[k] = {ItemStatus::kWarned, warnings};
+  });
+
+  std::vector<int64_t> status(count);
+  std::vector<std::string> messages(count);
+  for (size_t i = 0; i < count; ++i) {
+    status[i] = static_cast<int64_t>(outcomes[i].status);
+    messages[i] = std::move(outcomes[i].message);
+  }
+  if (!stack) {
+    for (size_t i = 0; i < count; ++i)
+      if (failed(outcomes[i].status)) images[i] = at::empty({0}, at::TensorOptions().dtype(at::kByte));
+    return {std::move(images), std::move(status), std::move(messages)};
+  }
+  if (!stacked.defined()) {
+    // The shape was known only after decoding (whole images, or mode UNCHANGED).
+    const at::Tensor* first = nullptr;
+    for (size_t i = 0; i < count; ++i) {
+      if (failed(outcomes[i].status)) continue;
+      if (first == nullptr) first = &images[i];
+      TORCH_CHECK_VALUE(images[i].sizes() == first->sizes(), kMessagePrefix,
+                        "stack=True needs one output shape; got ", first->sizes(), " and ", images[i].sizes());
+    }
+    if (first == nullptr) return {{at::empty({0}, at::TensorOptions().dtype(at::kByte))}, status, messages};
+    for (size_t i = 0; i < count; ++i)
+      if (failed(outcomes[i].status)) images[i] = at::zeros_like(*first);
+    return {{at::stack(images)}, std::move(status), std::move(messages)};
+  }
+  for (size_t i = 0; i < count; ++i)
+    if (failed(outcomes[i].status)) stacked[static_cast<int64_t>(i)].zero_();
+  return {{stacked}, std::move(status), std::move(messages)};
+}
+
+}  // namespace
+
+// CompositeExplicitAutograd rather than CPU: an empty batch has no tensor to dispatch on.
+TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) { m.impl("decode_jpegs", &decode_jpegs_cpu); }
+
+}  // namespace custom_op

@@ -1,0 +1,61 @@
+// One item of a GPU batch, as the planner, the executors, the copy-out and the CPU fallback share it,
+// and what a call asks of every item.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <nvjpeg.h>
+
+#include "common/item_status.h"
+#include "common/options.h"
+#include "common/region.h"
+#include "cuda/decode_path.h"
+#include "cuda/jpeg_header.h"
+
+namespace custom_op {
+namespace gpu {
+
+struct CallOptions {
+  bool whole;  // every item decoded whole (the displayed image); the windows are ignored
+  ReadMode mode;
+  bool apply_exif_orientation;
+  int64_t on_warning;  // a WarningPolicy code, for the CPU operators
+  int64_t max_pixels;
+};
+
+struct Item {
+  at::Tensor data;                 // the encoded bytes (CPU)
+  at::Tensor segments;             // when defined: the sub-image nvJPEG decodes instead of data (planner.h)
+  const uint8_t* bytes = nullptr;  // what nvJPEG decodes: the bytes of data, or of segments
+  size_t size = 0;
+  JpegHeader header;               // of `bytes`
+  bool shape_known = false;        // our header scan understood the file and the window fits it
+  int orientation = 1;
+  int64_t top = 0, left = 0, height = 0, width = 0;  // the displayed-frame window; with `whole`, the image's
+  Region region{0, 0, 0, 0};   // the same window in the stored frame of `bytes`
+  Region decoded{0, 0, 0, 0};  // what the decoder writes to staging: the region with margins, or the whole image
+  int channels = 0;            // output channels; 0 while only the CPU path can tell
+  DecodePath path = kCpu;
+  int leader = -1;  // an earlier item with the same bytes, whose decode this one takes its window from
+  nvjpegOutputFormat_t staged_format = NVJPEG_OUTPUT_RGB;  // what the decoder writes (staged_planes)
+  size_t staging_offset = 0;
+  int64_t staging_pitch = 0;
+  ItemStatus status = ItemStatus::kOk;
+  std::string message;  // why it failed, or libjpeg's warnings (kWarned)
+};
+
+// The planes a decoder writes in staging: Y alone, or three (RGB, or YCbCr as stored: files staged so
+// have three components).
+inline int staged_planes(nvjpegOutputFormat_t format) { return format == NVJPEG_OUTPUT_Y ? 1 : 3; }
+
+inline void fail_item(Item& it, ItemStatus status, std::string message) {
+  it.status = status;
+  it.message = prefixed(message);
+  it.path = kFailed;
+}
+
+}  // namespace gpu
+}  // namespace custom_op

@@ -1,0 +1,27 @@
+// Which decoder took each item of a GPU batch: the op returns it per item (`paths`) for tests and
+// benchmarks, and _set_gpu_testing takes one to force it (testing_options.h).
+#pragma once
+
+#include <cstdint>
+
+namespace custom_op {
+namespace gpu {
+
+enum DecodePath : int64_t {
+  kHardwareRoi = 0,   // the JPEG engines, region of interest
+  kHardwareFull = 1,  // the JPEG engines, whole image (they declined the region); the copy-out crops
+  kGpuHybrid = 2,     // nvJPEG's GPU-hybrid decoder (Huffman decoding on the GPU), region of interest
+  kCpuHybrid = 3,     // nvJPEG's hybrid decoder (Huffman decoding on the CPU), region of interest
+  kCpu = 4,           // the CPU operators (libjpeg-turbo), copied to the device
+  kFailed = 5,        // not decoded: the item's status and message say why
+  kPending = 6,       // internal, never returned: nvJPEG may decode it, no decoder has claimed it yet
+};
+
+// Added to an item's path when nvJPEG decoded the sub-image of its restart segments (planner.h).
+constexpr int64_t kSegmentsFlag = 16;
+
+// An nvJPEG decoder wrote (or shares) the item's decode in the staging buffer.
+inline bool staged(DecodePath path) { return path != kCpu && path != kFailed && path != kPending; }
+
+}  // namespace gpu
+}  // namespace custom_op

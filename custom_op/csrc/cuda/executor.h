@@ -1,0 +1,60 @@
+// The nvJPEG decoders of the GPU path, behind one interface, and the staging buffer they write into.
+//
+// The executors run in a fixed order (decode_cuda.cpp). Each first claims, from the items the planner
+// left pending, those it decodes; the last one (the hybrid decoders) takes all that is left. Once every
+// item has its decoder, the slot's staging buffer is laid out and each executor queues its decodes
+// into it on the decode state's stream; the copy-out kernel then moves every window into its output.
+// An item an executor fails on goes to the CPU path, which decodes it or gives libjpeg's error. A new
+// decoder is one more Executor and one more path code (decode_path.h): staging and copy-out read only
+// an item's `decoded` region and `staged_format`.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <nvjpeg.h>
+
+#include "cuda/batch_item.h"
+#include "cuda/nvjpeg_context.h"
+#include "cuda/testing_options.h"
+
+namespace custom_op {
+namespace gpu {
+
+// What the executors of one call share.
+struct DecodeCall {
+  DeviceContext& context;
+  DecodeState& state;  // leased for the call: its decode stream, hybrid objects and slots
+  Slot& slot;          // the call's staging buffer and hardware decoder objects
+  const CallOptions& options;
+  const TestingOptions& testing;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Takes the pending items it will decode (never an item with a leader: that one shares its leader's
+  // decode) and sets their path, their `decoded` region and their `staged_format`.
+  virtual void claim(DecodeCall& call, std::vector<Item>& items) = 0;
+  // Queues the decodes of the items it claimed into staging, on call.state.decode_stream. Sets the path
+  // of those it fails on to kCpu.
+  virtual void decode(DecodeCall& call, std::vector<Item>& items) = 0;
+};
+
+// The executors, in the order they claim.
+std::unique_ptr<Executor> hardware_executor();  // nvjpeg_hardware.cpp
+std::unique_ptr<Executor> hybrid_executor();    // nvjpeg_hybrid.cpp
+
+// Gives every claimed item its place in staging; returns the bytes needed.
+size_t lay_out_staging(std::vector<Item>& items);
+
+// Where a decoder writes an item: its planes in the slot's staging buffer.
+nvjpegImage_t staging_image(const Slot& slot, const Item& item);
+
+// After decoding: an item with a leader takes its window from the leader's decode, or goes to the CPU
+// path with it.
+void share_leader_decodes(std::vector<Item>& items);
+
+}  // namespace gpu
+}  // namespace custom_op

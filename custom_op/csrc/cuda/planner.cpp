@@ -1,0 +1,186 @@
+#include "cuda/planner.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <unordered_map>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/StringUtil.h>
+
+#include "common/random_access.h"
+
+namespace custom_op {
+namespace gpu {
+namespace {
+
+// Prepared files of at least this many pixels give nvJPEG the sub-image of a window's segments.
+// Building it costs host time in proportion to the file, while the JPEG engines' time has a fixed
+// part per image: on smaller images the whole file decodes sooner (bench/results/gpu_h100.md).
+constexpr int64_t kSegmentsMinPixels = 700000;
+
+int output_channels(ReadMode mode, ColorSpace cs) {
+  switch (mode) {
+    case ReadMode::kGray: return 1;
+    case ReadMode::kRgb: return 3;
+    default:
+      if (cs == ColorSpace::kGray) return 1;
+      if (cs == ColorSpace::kCmyk || cs == ColorSpace::kYcck) return 4;
+      if (cs == ColorSpace::kUnknown) return 0;
+      return 3;
+  }
+}
+
+// Files whose decode by nvJPEG matches libjpeg's up to IDCT and upsampling rounding. Everything else
+// (CMYK/YCCK, RGB-stored, arithmetic, lossless, 12-bit, 4:1:1 and odd samplings, files cut short,
+// where on_warning="raise" must raise as libjpeg does) goes to the CPU path.
+bool gpu_eligible(const JpegHeader& h, ColorSpace cs, bool unsure) {
+  if (unsure || !h.has_eoi || h.precision != 8) return false;
+  if (h.sof != 0xC0 && h.sof != 0xC1 && h.sof != 0xC2) return false;
+  if (cs == ColorSpace::kGray) return h.components == 1;
+  if (cs != ColorSpace::kYCbCr) return false;
+  const Subsampling ss = subsampling_of(h);
+  return ss == Subsampling::k444 || ss == Subsampling::k422 || ss == Subsampling::k420 || ss == Subsampling::k440;
+}
+
+// The region nvJPEG decodes for a window: one more pixel on each side (interpolated chroma
+// upsampling reads the neighbours of the window's edge pixels), rounded out to whole MCUs, so that
+// the region starts on the same chroma sample phase as the whole image: with the pixel alone, windows
+// starting on an odd row or column of a subsampled image differed from the whole-image decode
+// (tests/test_gpu.py, chroma edge).
+Region with_margin(const Region& r, const JpegHeader& h) {
+  const int mcu_h = mcu_height(h), mcu_w = mcu_width(h);
+  const int top = std::max(0, r.top - 1) / mcu_h * mcu_h;
+  const int left = std::max(0, r.left - 1) / mcu_w * mcu_w;
+  const int bottom = std::min(h.height, (r.top + r.height + 1 + mcu_h - 1) / mcu_h * mcu_h);
+  const int right = std::min(h.width, (r.left + r.width + 1 + mcu_w - 1) / mcu_w * mcu_w);
+  return {top, left, bottom - top, right - left};
+}
+
+// The CPU path's checks of an item (cpu/decode_cpu.cpp), on our own header scan. An item that fails
+// one, or that our scan does not understand, goes to the CPU path, whose operator then raises its
+// error, so that every message is the CPU operator's own; only a tensor that operator cannot be called
+// with fails here, in its words.
+void prepare(Item& it, const CallOptions& options, const TestingOptions& testing) {
+  it.path = kCpu;
+  const at::Tensor& data = it.data;
+  if (!data.device().is_cpu()) {
+    const char* op = options.whole ? "decode_jpeg" : "decode_and_crop_jpeg";
+    fail_item(it, ItemStatus::kTypeError, c10::str(op, ": data must be a CPU tensor, got one on ", data.device()));
+    return;
+  }
+  if (data.scalar_type() != at::kByte || data.dim() != 1 || !data.is_contiguous()) return;
+  it.bytes = data.data_ptr<uint8_t>();
+  it.size = static_cast<size_t>(data.numel());
+  if (!parse_jpeg_header(it.bytes, it.size, &it.header)) return;
+  const JpegHeader& h = it.header;
+  it.orientation = options.apply_exif_orientation ? header_orientation(h) : 1;
+  const bool swap = swaps_axes(it.orientation);
+  const int64_t image_h = swap ? h.width : h.height;
+  const int64_t image_w = swap ? h.height : h.width;
+  if (options.whole) {
+    it.top = it.left = 0;
+    it.height = image_h;
+    it.width = image_w;
+  } else if (!(it.height > 0 && it.width > 0 && it.top >= 0 && it.left >= 0 && it.top < image_h &&
+               it.left < image_w && it.height <= image_h - it.top && it.width <= image_w - it.left)) {
+    return;
+  }
+  if (options.max_pixels > 0 && int64_t(h.width) * int64_t(h.height) > options.max_pixels) return;
+  it.shape_known = true;
+  it.region = stored_region(it.orientation, h.height, h.width, static_cast<int>(it.top), static_cast<int>(it.left),
+                            static_cast<int>(it.height), static_cast<int>(it.width));
+  bool unsure = false;
+  const ColorSpace cs = libjpeg_color_space(h, &unsure);
+  it.channels = output_channels(options.mode, cs);
+  it.path = gpu_eligible(h, cs, unsure) && !testing.cpu_only() ? kPending : kCpu;
+  it.decoded = testing.no_margin ? it.region : with_margin(it.region, h);
+}
+
+// A file repeated in the batch (several windows of one photo) is decoded once, over the bounding box
+// of its windows' regions; every window is then cut from that one decode.
+void share_repeated_files(std::vector<Item>& items) {
+  std::unordered_map<const uint8_t*, size_t> first;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Item& it = items[i];
+    if (it.path != kPending) continue;
+    auto [where, inserted] = first.emplace(it.bytes, i);
+    Item& leader = items[where->second];
+    if (inserted || leader.size != it.size) continue;
+    it.leader = static_cast<int>(where->second);
+    leader.decoded = bounding_box(leader.decoded, it.decoded);
+  }
+}
+
+// Files prepared for random access (custom_op.prepare_jpeg: restart segments tiling the image) give
+// nvJPEG the smaller JPEG of the segments around their windows, the sub-image the CPU path decodes
+// (built by the CPU library's _jpeg_sub_image): the JPEG engines' time grows with the bytes they
+// decode. The window then lies elsewhere in the sub-image, whose own header (sampling, width) the
+// copy-out reads; the sub-image keeps the neighbours chroma upsampling needs, so the pixels are those
+// of the whole file. A file repeated in the batch gets one sub-image around all its windows.
+void use_sub_images(std::vector<Item>& items, SegmentsRule rule) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("custom_op::_jpeg_sub_image", "")
+                       .typed<std::tuple<at::Tensor, std::vector<int64_t>>(const at::Tensor&, int64_t, int64_t,
+                                                                           int64_t, int64_t)>();
+  std::vector<std::vector<size_t>> followers(items.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].leader >= 0) followers[static_cast<size_t>(items[i].leader)].push_back(i);
+  for (size_t i = 0; i < items.size(); ++i) {
+    Item& leader = items[i];
+    if (leader.path != kPending || leader.leader >= 0 || !random_access_layout(layout_facts(leader.header))) continue;
+    if (int64_t(leader.header.width) * leader.header.height < kSegmentsMinPixels && rule != SegmentsRule::kAlways)
+      continue;
+    Region want = leader.region;
+    for (size_t j : followers[i]) want = bounding_box(want, items[j].region);
+    auto [bytes, where] = op.call(leader.data, want.top, want.left, want.height, want.width);
+    if (where.size() != 4 || bytes.numel() == 0) continue;
+    JpegHeader sub;
+    if (!parse_jpeg_header(bytes.data_ptr<uint8_t>(), static_cast<size_t>(bytes.numel()), &sub) ||
+        sub.height != where[2] || sub.width != where[3] || sub.components != leader.header.components ||
+        sub.sof != leader.header.sof || !sub.has_eoi)
+      continue;
+    leader.segments = bytes;
+    leader.bytes = bytes.data_ptr<uint8_t>();
+    leader.size = static_cast<size_t>(bytes.numel());
+    auto move_into = [&](Item& it) {
+      it.header = sub;
+      it.region.top -= static_cast<int>(where[0]);
+      it.region.left -= static_cast<int>(where[1]);
+      it.decoded = with_margin(it.region, sub);
+    };
+    move_into(leader);
+    for (size_t j : followers[i]) {
+      move_into(items[j]);
+      leader.decoded = bounding_box(leader.decoded, items[j].decoded);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
+                             c10::IntArrayRef heights, c10::IntArrayRef widths, const CallOptions& options,
+                             const TestingOptions& testing) {
+  std::vector<Item> items(data.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    Item& it = items[i];
+    it.data = data[i];
+    if (!options.whole) {
+      it.top = tops[i];
+      it.left = lefts[i];
+      it.height = heights[i];
+      it.width = widths[i];
+    }
+    prepare(it, options, testing);
+  }
+  if (!testing.no_dedupe) share_repeated_files(items);
+  // A whole image has no smaller sub-image; and a sub-image's region gets margins, which no_margin
+  // leaves out.
+  if (!options.whole && !testing.no_margin && testing.segments != SegmentsRule::kNever)
+    use_sub_images(items, testing.segments);
+  return items;
+}
+
+}  // namespace gpu
+}  // namespace custom_op

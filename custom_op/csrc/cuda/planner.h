@@ -1,0 +1,30 @@
+// The host-side plan of a GPU batch, made before anything is decoded.
+//
+// Per item: our own header scan (jpeg_header.h) and the CPU path's checks of the window and of
+// max_pixels; whether nvJPEG may decode the file (else the CPU path does, and gives libjpeg's verdict
+// on files we do not fully understand, and the CPU operator's error on items that fail a check); the
+// region nvJPEG decodes, with margins.
+// Then, across items: a file repeated in the batch is decoded once, and files prepared for random
+// access give nvJPEG the sub-image of their windows' restart segments. Which nvJPEG decoder takes an
+// item is left to the executors (executor.h).
+#pragma once
+
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+
+#include "cuda/batch_item.h"
+#include "cuda/testing_options.h"
+
+namespace custom_op {
+namespace gpu {
+
+// Items nvJPEG may decode come back kPending, the others kCpu (kFailed: a data tensor not on the CPU).
+// The window lists are read only without options.whole.
+std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
+                             c10::IntArrayRef heights, c10::IntArrayRef widths, const CallOptions& options,
+                             const TestingOptions& testing);
+
+}  // namespace gpu
+}  // namespace custom_op

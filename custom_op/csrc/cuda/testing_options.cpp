@@ -1,0 +1,37 @@
+#include "cuda/testing_options.h"
+
+#include <atomic>
+
+#include <c10/util/Exception.h>
+
+namespace custom_op {
+namespace gpu {
+namespace {
+
+std::atomic<int64_t> force_path_setting{-1};
+std::atomic<bool> no_margin_setting{false};
+std::atomic<bool> no_dedupe_setting{false};
+std::atomic<int64_t> segments_setting{static_cast<int64_t>(SegmentsRule::kBySize)};
+
+}  // namespace
+
+TestingOptions testing_options() {
+  TestingOptions t;
+  t.force_path = force_path_setting.load();
+  t.no_margin = no_margin_setting.load();
+  t.no_dedupe = no_dedupe_setting.load();
+  t.segments = static_cast<SegmentsRule>(segments_setting.load());
+  return t;
+}
+
+std::vector<int64_t> set_gpu_testing(int64_t force_path, bool no_margin, bool no_dedupe, int64_t segments) {
+  TORCH_CHECK_VALUE(force_path >= -1 && force_path <= kCpu,
+                    "custom_op: force_path must be -1 (none) or a decoder's path code, 0 to 4, got ", force_path);
+  TORCH_CHECK_VALUE(segments >= 0 && segments <= 2,
+                    "custom_op: segments must be 0 (by size), 1 (always) or 2 (never), got ", segments);
+  return {force_path_setting.exchange(force_path), no_margin_setting.exchange(no_margin) ? 1 : 0,
+          no_dedupe_setting.exchange(no_dedupe) ? 1 : 0, segments_setting.exchange(segments)};
+}
+
+}  // namespace gpu
+}  // namespace custom_op
