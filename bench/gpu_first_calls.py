@@ -4,12 +4,9 @@
 
 Each setting runs in a fresh process: one warm-up call (which loads the GPU library and sets the
 device up), then 16 calls timed one by one, then 64 more as the steady state; batches of 64 random
-files of DIR with 224x224 windows, a different draw each call. Settings:
-- default: as a user's process runs;
-- CUDA_MODULE_LOADING=EAGER: every kernel of every CUDA library loaded at the first CUDA call, which
-  shows whether the first batches pay for loading kernels lazily;
-- variety first: before the warm-up call, one batch of small generated files of every sampling, in
-  RGB and GRAY (the formats and decoders a batch of photos can need).
+files of DIR with 224x224 windows, a different draw each call. Settings: default (as a user's process
+runs), and CUDA_MODULE_LOADING=EAGER (every kernel of every CUDA library loaded at the first CUDA call:
+whether the first batches pay for loading kernels lazily).
 """
 
 from __future__ import annotations
@@ -27,14 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BATCH = 64
 
 CHILD = r"""
-import json, random, sys, time, io
-import numpy as np, torch
-sys.path.insert(0, sys.argv[3])
+import json, random, sys, time
+import torch
+sys.path.insert(0, sys.argv[2])
 import custom_op
-from PIL import Image
 
 files = [p.read_bytes() for p in sorted(__import__("pathlib").Path(sys.argv[1]).iterdir())]
-variety = sys.argv[2] == "1"
 rng = random.Random(0)
 
 def windows(batch):
@@ -54,20 +49,6 @@ def call(batch):
 
 t0 = time.perf_counter()
 torch.zeros(1, device="cuda")
-if variety:
-    small = []
-    for sub in (0, 1, 2):  # Pillow's 4:4:4, 4:2:2, 4:2:0
-        for size in ((48, 64), (300, 200)):
-            buf = io.BytesIO()
-            Image.fromarray(np.random.default_rng(sub).integers(0, 255, (*size, 3), dtype=np.uint8)).save(
-                buf, "JPEG", subsampling=sub)
-            small.append(buf.getvalue())
-    buf = io.BytesIO()
-    Image.fromarray(np.zeros((64, 64), np.uint8)).save(buf, "JPEG")
-    small.append(buf.getvalue())
-    for mode in ("RGB", "GRAY"):
-        custom_op.decode_and_crop_jpegs(small, 0, 0, 8, 8, device="cuda", mode=mode)
-    torch.cuda.synchronize()
 first = call(rng.sample(files, 64))
 setup = time.perf_counter() - t0
 firsts = [call(rng.sample(files, 64)) for _ in range(16)]
@@ -76,9 +57,9 @@ print(json.dumps({"setup_s": setup, "first_call_s": first, "first16": firsts, "s
 """
 
 
-def run(data: str, env_extra: dict, variety: bool) -> dict:
+def run(data: str, env_extra: dict) -> dict:
     env = dict(os.environ, **env_extra)
-    out = subprocess.run([sys.executable, "-c", CHILD, data, "1" if variety else "0", str(ROOT)], env=env,
+    out = subprocess.run([sys.executable, "-c", CHILD, data, str(ROOT)], env=env,
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
@@ -92,23 +73,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="a folder of JPEG photos")
     parser.add_argument("--repeats", type=int, default=2, help="fresh processes per setting")
+    parser.add_argument("--commit", help="the commit line, where the checkout has no .git")
     parser.add_argument("--out")
     args = parser.parse_args()
     import torch
 
-    settings = {"default": ({}, False), "CUDA_MODULE_LOADING=EAGER": ({"CUDA_MODULE_LOADING": "EAGER"}, False),
-                "variety first": ({}, True)}
+    settings = {"default": {}, "CUDA_MODULE_LOADING=EAGER": {"CUDA_MODULE_LOADING": "EAGER"}}
     lines = ["# The first GPU batches of a process against the steady state", "",
              f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
              f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
              f"- machine: {torch.cuda.get_device_name()}, host {cpu_description()}",
-             f"- commit: {commit_description(ROOT)}",
+             f"- commit: {args.commit or commit_description(ROOT)}",
              f"- batches of {BATCH} files of {args.data}, 224x224 windows; images/s = {BATCH} / call time",
              "", "| setting | run | first call (s) | calls 2-17 img/s | calls 18-81 img/s | slowest of 2-17 (ms) |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for name, (env, variety) in settings.items():
+    for name, env in settings.items():
         for k in range(args.repeats):
-            r = run(args.data, env, variety)
+            r = run(args.data, env)
             lines.append(f"| {name} | {k + 1} | {r['first_call_s']:.2f} | {BATCH * 16 / sum(r['first16']):,.0f} | "
                          f"{BATCH * len(r['steady']) / sum(r['steady']):,.0f} | {1e3 * max(r['first16']):.1f} |")
             print(lines[-1], " per-call ms:", [round(1e3 * t, 1) for t in r["first16"]], flush=True)

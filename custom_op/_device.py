@@ -7,6 +7,7 @@ operator. The CUDA library is loaded here on the first call with a CUDA device, 
 
 from __future__ import annotations
 
+import contextlib
 from typing import List, NamedTuple, Optional, Sequence
 
 import torch
@@ -47,7 +48,9 @@ def run(tensors: List[torch.Tensor], windows: Optional[Sequence[List[int]]], mod
     index = cuda_index(dev)
     if stream is not None and stream.device.index != index:
         raise ValueError(f"stream is on {stream.device}, the output device is cuda:{index}")
-    with torch.cuda.device(index), torch.cuda.stream(stream):
+    # No stream context without a stream: the current one is the default, and torch.compile cannot
+    # trace torch.cuda.stream(None).
+    with torch.cuda.device(index), (torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()):
         images, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
             tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack, index)
     return BatchRun(list(images), list(statuses), list(messages), list(paths))
