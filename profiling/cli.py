@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--data", metavar="FOLDER",
                       help="JPEG folder: root/class/*.jpg or flat (default: generate the synthetic set)")
     data.add_argument("--layout", choices=("auto", "imagefolder", "flat"), default="auto",
-                      help="folder layout (default: auto = imagefolder if FOLDER has sub-folders)")
+                      help="folder layout (default: auto = flat when FOLDER holds JPEGs itself, else "
+                           "imagefolder when it has sub-folders)")
     data.add_argument("--num-images", type=_positive, default=256, metavar="N",
                       help="synthetic set: number of images (default: %(default)s)")
     data.add_argument("--image-size", type=_image_size, default=(533, 800), metavar="HxW",
@@ -177,9 +178,9 @@ def _main(argv: list[str] | None) -> int:
     nbytes = _warm_page_cache(files.paths)
     print(f"data: {root} ({len(files.paths)} JPEGs, {nbytes / 1e6:.1f} MB, {files.layout} layout, "
           f"{len(files.classes)} class(es))")
-    cfg = RunConfig(data=root, batch_size=args.batch_size, workers=args.workers, steps=args.steps,
-                    warmup=args.warmup, profile_steps=args.profile_steps, device=device, seed=args.seed,
-                    model=args.model, on_error=args.on_error)
+    cfg = RunConfig(data=root, layout=files.layout, batch_size=args.batch_size, workers=args.workers,
+                    steps=args.steps, warmup=args.warmup, profile_steps=args.profile_steps, device=device,
+                    seed=args.seed, model=args.model, on_error=args.on_error)
     print(f"settings: model {cfg.model}, device {device}, batch {cfg.batch_size}, workers {cfg.workers}, "
           f"{cfg.warmup} warm-up + {cfg.steps} measured + "
           f"{(1 + cfg.profile_steps) if cfg.profile_steps else 0} profiled steps, seed {cfg.seed}, "
@@ -190,7 +191,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"running {name} ...", end=" ", flush=True)
         t0 = time.perf_counter()
         try:
-            results[name] = run_pipeline(name, cfg, os.path.join(logdir, name))
+            results[name] = run_pipeline(name, cfg, os.path.join(logdir, name), files=files)
         except (CorruptImageError, GpuBackendUnavailableError, ValueError) as e:
             print("failed", flush=True)
             print(f"python -m profiling: error: pipeline {name}: {e}", file=sys.stderr)

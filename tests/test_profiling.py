@@ -165,6 +165,46 @@ def test_corrupt_file_skipped_is_reported(folder_with_corrupt_file, tmp_path, ca
     assert not list(logdir.rglob("*.pt.trace.json"))  # --profile-steps 0
 
 
+@pytest.fixture()
+def photos_and_a_damaged_sub_folder(tmp_path):
+    """6 photos directly in the folder, and a sub-folder holding one damaged file."""
+    root = tmp_path / "photos"
+    root.mkdir()
+    for i in range(6):
+        (root / f"img_{i}.JPEG").write_bytes(encode_jpeg(photo_like(72, 96, seed=i)))
+    (root / "rejects").mkdir()
+    (root / "rejects" / "broken.jpg").write_bytes(b"\xff\xd8 not a JPEG")
+    return root
+
+
+@pytest.mark.filterwarnings("ignore:.*are not read")
+@pytest.mark.parametrize("layout", ["flat", "auto"])
+def test_run_trains_on_the_files_and_layout_it_reports(photos_and_a_damaged_sub_folder, tmp_path, capsys, layout):
+    root = photos_and_a_damaged_sub_folder
+    logdir = tmp_path / "l"
+    rc = main(["--data", str(root), "--layout", layout, "--compare", "pil,roi", "--workers", "1",
+               "--logdir", str(logdir), *TINY])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert f"data: {root} (6 JPEGs" in out and "flat layout" in out
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["dataset"]["layout"] == summary["config"]["layout"] == "flat"
+    assert summary["pipelines"]["pil"]["num_files"] == summary["pipelines"]["roi"]["num_files"] == 6
+
+
+def test_unread_files_are_warned_about_once_per_run(tiny_set, tmp_path, recwarn):
+    root = tmp_path / "set"
+    root.mkdir()
+    for class_dir in tiny_set.iterdir():
+        if class_dir.is_dir():
+            (root / class_dir.name).symlink_to(class_dir, target_is_directory=True)
+    (root / "stray.JPEG").write_bytes(encode_jpeg(photo_like(72, 96, seed=1)))
+    assert main(["--data", str(root), "--layout", "imagefolder", "--compare", "pil,roi", "--workers", "1",
+                 "--logdir", str(tmp_path / "l"), *TINY]) == 0
+    messages = [str(w.message) for w in recwarn if "are not read" in str(w.message)]
+    assert len(messages) == 1 and "'stray.JPEG'" in messages[0], messages
+
+
 # ----------------------------------------------------------------------------- parts
 
 def test_small_cnn_trains_on_uint8_batches():
