@@ -130,11 +130,34 @@ def test_synthetic_set_completes_an_interrupted_one(tmp_path):
     assert not [p for p in root.rglob(".tmp-*")]
 
 
-def test_synthetic_set_progress_counter_without_tqdm(tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm -> ImportError
+def test_synthetic_set_shows_its_progress_with_tqdm(tmp_path, capsys, monkeypatch):
+    import datasets.synthetic as synthetic
+
+    bars = []
+    real_tqdm = synthetic.tqdm
+
+    def recording_tqdm(*args, **kwargs):
+        bars.append(kwargs)
+        return real_tqdm(*args, **kwargs)
+
+    monkeypatch.setattr(synthetic, "tqdm", recording_tqdm)
     make_synthetic_set(2, 16, 16, cache_dir=tmp_path)
     err = capsys.readouterr().err
     assert "2/2" in err and "generating 2 synthetic 16x16 JPEGs" in err
+    assert len(bars) == 1 and not bars[0]["disable"]
+    make_synthetic_set(2, 16, 24, cache_dir=tmp_path, show_progress=False)
+    assert bars[1]["disable"] and "16x24" not in capsys.readouterr().err
+
+
+def test_tqdm_is_a_dependency_of_the_extras_that_show_progress():
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("profiling", "test"):
+        assert "tqdm" in extras[extra], extra
+    # the SageMaker job generates the synthetic set too
+    requirements = (REPO / "sm_job" / "requirements.txt").read_text().split()
+    assert "tqdm" in requirements
 
 
 def test_default_cache_dir_follows_env(monkeypatch, tmp_path):
