@@ -1,7 +1,9 @@
-"""Caches the tests fill live under pytest's temporary folder of the session (conftest.py), so that a
-test run leaves nothing in the system's temp folder outside pytest's own, which pytest rotates."""
+"""How the test session is set up: the caches the tests fill live under pytest's temporary folder of the
+session (conftest.py), so that a test run leaves nothing in the system's temp folder outside pytest's
+own, which pytest rotates; and the summary gives the reason of every skipped test."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,3 +27,14 @@ def test_jpeg_writer_is_built_in_the_sessions_temporary_folder(tmp_path_factory)
     if reason is not None:
         pytest.skip(reason)
     assert jpeg_factory.writer_path().parent == tmp_path_factory.getbasetemp() / "jpeg_writer"
+
+
+def test_skip_reasons_are_reported(request):
+    root = Path(__file__).resolve().parents[1]
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        options = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+        assert "-rs" in options["addopts"].split()
+    chars = request.config.option.reportchars
+    assert "s" in chars or "a" in chars.lower(), chars
