@@ -8,6 +8,7 @@ import shlex
 import sys
 import textwrap
 import time
+import warnings
 from dataclasses import asdict
 
 import torch
@@ -200,10 +201,15 @@ def _main(argv: list[str] | None) -> int:
             root = str(make_synthetic_set(args.num_images, h, w, seed=0, cache_dir=args.cache_dir))
         else:
             root = args.data
-        files = list_jpegs(root, layout=args.layout)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            files = list_jpegs(root, layout=args.layout)
     except (ValueError, OSError) as e:
         print(f"python -m profiling: error: {e}", file=sys.stderr)
         return 2
+    # What the listing leaves out, as the tool's own message rather than Python's warning format.
+    for w in caught:
+        print(f"python -m profiling: warning: {w.message}", file=sys.stderr)
 
     nbytes = _warm_page_cache(files.paths)
     print(f"data: {root} ({len(files.paths)} JPEGs, {nbytes / 1e6:.1f} MB, {files.layout} layout, "
