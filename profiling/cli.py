@@ -229,9 +229,10 @@ def _main(argv: list[str] | None) -> int:
         except CorruptImageError as e:
             print("failed", flush=True)
             message = " ".join(dataset_message(e).splitlines())
-            hint = ("; rerun with --on-error skip to skip such files and list them at the end"
-                    if cfg.on_error == "raise" else "")
-            print(f"python -m profiling: error: pipeline {name}: corrupt file {message}{hint}", file=sys.stderr)
+            if cfg.on_error == "raise":
+                message = (f"corrupt file {message}; rerun with --on-error skip to skip such files and list "
+                           f"them at the end")
+            print(f"python -m profiling: error: pipeline {name}: {message}", file=sys.stderr)
             return 1
         except (GpuBackendUnavailableError, ValueError) as e:
             print("failed", flush=True)

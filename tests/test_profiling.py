@@ -200,6 +200,19 @@ def test_corrupt_file_stops_the_run_with_one_line_naming_it_and_the_option(folde
     assert err.rstrip().endswith("rerun with --on-error skip to skip such files and list them at the end")
 
 
+def test_every_file_corrupt_with_skip_is_one_line_too(tmp_path, capsys):
+    root = tmp_path / "data"
+    root.mkdir()
+    for name in ("a.jpg", "b.jpg"):
+        (root / name).write_bytes(b"not a JPEG")
+    rc = main(["--data", str(root), "--pipeline", "roi", "--workers", "1", "--on-error", "skip",
+               "--logdir", str(tmp_path / "l"), *TINY])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"python -m profiling: error: pipeline roi: {root}: every one of the 2 files failed")
+    assert err.count("\n") == 1 and "--on-error" not in err
+
+
 def test_dataset_message_of_an_error_from_a_worker():
     from datasets import CorruptImageError
     from datasets.errors import dataset_message
