@@ -28,7 +28,7 @@ from torch.profiler import record_function
 
 from . import decoders
 from .errors import CorruptImageError, GpuBackendUnavailableError
-from .folder import list_jpegs
+from .folder import FileList, list_jpegs
 from .transforms import DEFAULT_OUTPUT_SIZE, further_transforms
 from .windows import TRANSFORM_STREAM, WINDOW_STREAM, random_resized_crop_window, random_window, sample_rng
 
@@ -75,6 +75,9 @@ class JpegCropDataset(torch.utils.data.Dataset):
 
     root: an ImageFolder layout (root/class/*.jpg) or a flat folder of JPEGs (see folder.list_jpegs;
         only *.jpg / *.jpeg names, any case, are read).
+    layout: "auto", "imagefolder" or "flat" (see folder.list_jpegs).
+    files: root's listing from list_jpegs, for a caller that has listed it already: the dataset reads
+        exactly those files, and the folder is not listed (nor warned about) a second time.
     pipeline: "pil", "roi", "gpu", "pil-rrc" or "rrc" (see the module docstrings of decoders.py and
         gpu_batch.py). The rrc pipelines take RandomResizedCrop windows (crop_size unused) and resize
         them to output_size while decoding; the further transforms then only mask and convert.
@@ -90,13 +93,15 @@ class JpegCropDataset(torch.utils.data.Dataset):
 
     def __init__(self, root: str | os.PathLike, pipeline: str = "pil", *, crop_size: int = 256,
                  output_size: int = DEFAULT_OUTPUT_SIZE, seed: int = 0, epoch: int = 0,
-                 on_error: str = "raise", transforms: bool = True, layout: str = "auto"):
+                 on_error: str = "raise", transforms: bool = True, layout: str = "auto",
+                 files: FileList | None = None):
         check_pipeline(pipeline)
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if crop_size < 1 or output_size < 1:
             raise ValueError(f"crop_size and output_size must be >= 1, got {crop_size}, {output_size}")
-        files = list_jpegs(root, layout=layout)
+        if files is None:
+            files = list_jpegs(root, layout=layout)
         self.root = os.fspath(root)
         self.paths = files.paths
         self.labels = files.labels

@@ -13,12 +13,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-
-from ._progress import progress
+from tqdm import tqdm
 
 # Part of the cache directory name: bump it whenever the pixels the generator makes change, so that a
 # cache written by an older generator is never reused as if it were the new one.
@@ -221,7 +221,7 @@ def make_synthetic_set(num_images: int = 256, height: int = 533, width: int = 80
             (root / f"class_{k:03d}").mkdir(exist_ok=True)
         todo = [i for i in range(num_images) if not image_path(root, i, num_classes).is_file()]
         desc = f"generating {num_images} synthetic {height}x{width} JPEGs in {root}"
-        for i in progress(todo, total=len(todo), desc=desc, enabled=show_progress):
+        for i in tqdm(todo, desc=desc, unit="img", file=sys.stderr, disable=not show_progress or not todo):
             pixels = photo_like(height, width, seed=_image_seed(seed, i))
             _atomic_write(image_path(root, i, num_classes), encode_jpeg(pixels, quality))
         meta = {"generator_version": GENERATOR_VERSION, "num_images": num_images, "height": height,

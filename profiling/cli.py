@@ -6,19 +6,36 @@ import argparse
 import os
 import shlex
 import sys
+import textwrap
 import time
+import warnings
 from dataclasses import asdict
 
 import torch
 
 from datasets import PIPELINES, CorruptImageError, GpuBackendUnavailableError, check_pipeline, list_jpegs
+from datasets.errors import dataset_message
 from datasets.synthetic import make_synthetic_set
 
 from .arg_types import image_size as _image_size, non_negative as _non_negative, positive as _positive
 from .model import SMALL_CNN, build_model
 from .plot import plot_step_times
 from .report import format_table, run_stats, write_summary
+from .trace import PROFILER_WARMUP_STEPS
 from .train_loop import RunConfig, run_pipeline
+
+# What each pipeline does, for --help; every name in PIPELINES needs a line.
+PIPELINE_HELP = {
+    "pil": "PIL decodes the whole image, then a random 256x256 window is cropped out (torchvision's "
+           "ImageFolder way)",
+    "roi": "the window is drawn from the JPEG header and only it is decoded, with custom_op",
+    "gpu": "the workers send the encoded bytes; the training process decodes the batch on the GPU "
+           "(needs custom_op's GPU backend)",
+    "pil-rrc": "torchvision's RandomResizedCrop on a PIL image: full decode, a window of 8% to 100% of the "
+               "image, resize to 224",
+    "rrc": "the same RandomResizedCrop windows drawn from the header alone, decoded and resized in one "
+           "custom_op call",
+}
 
 DESCRIPTION = """\
 Train a model for a few steps over a JPEG folder with one or more input pipelines and show where the
@@ -27,9 +44,11 @@ p50/p95 per phase and the share of the step spent waiting for data; with --compa
 side with the speedup over the first pipeline. Writes torch.profiler traces and TensorBoard scalars
 per pipeline, a JSON summary and a PNG plot into --logdir.
 
-Pipelines: pil (PIL decodes the whole image, then a random 256x256 crop), roi (the window is drawn from
-the JPEG header and only it is decoded, with custom_op), gpu (decode on the GPU; needs custom_op's GPU
-backend). All apply the same further transforms (random mask, BGR, resize to 224)."""
+Pipelines:
+""" + "\n".join(textwrap.fill(PIPELINE_HELP[name], width=100, initial_indent=f"  {name:9}",
+                                subsequent_indent=" " * 11) for name in PIPELINES) + """
+All apply the same further transforms (random mask, BGR, resize to 224; the rrc pipelines have resized
+already)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--data", metavar="FOLDER",
                       help="JPEG folder: root/class/*.jpg or flat (default: generate the synthetic set)")
     data.add_argument("--layout", choices=("auto", "imagefolder", "flat"), default="auto",
-                      help="folder layout (default: auto = imagefolder if FOLDER has sub-folders)")
+                      help="folder layout (default: auto = flat when FOLDER holds JPEGs itself, else "
+                           "imagefolder when it has sub-folders)")
     data.add_argument("--num-images", type=_positive, default=256, metavar="N",
                       help="synthetic set: number of images (default: %(default)s)")
     data.add_argument("--image-size", type=_image_size, default=(533, 800), metavar="HxW",
@@ -130,9 +150,21 @@ def _warm_page_cache(paths: list[str]) -> int:
     # Every pipeline should find the files in the page cache, not only the ones that run after the first.
     total = 0
     for path in paths:
-        with open(path, "rb") as f:
-            total += len(f.read())
+        try:
+            with open(path, "rb") as f:
+                total += len(f.read())
+        except OSError:
+            pass  # an unreadable file is a corrupt file: the dataset reports it, as --on-error says
     return total
+
+
+def settings_text(cfg: RunConfig) -> str:
+    """The run's settings in words, for the printout and the plot's title."""
+    n = cfg.profile_steps
+    profiled = (f", then {n} profiled step{'s' if n != 1 else ''} (after {PROFILER_WARMUP_STEPS} profiler "
+                f"warm-up step)" if n else "")
+    return (f"model {cfg.model}, device {cfg.device}, batch {cfg.batch_size}, workers {cfg.workers}, "
+            f"{cfg.warmup} warm-up + {cfg.steps} measured steps{profiled}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,29 +201,40 @@ def _main(argv: list[str] | None) -> int:
             root = str(make_synthetic_set(args.num_images, h, w, seed=0, cache_dir=args.cache_dir))
         else:
             root = args.data
-        files = list_jpegs(root, layout=args.layout)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            files = list_jpegs(root, layout=args.layout)
     except (ValueError, OSError) as e:
         print(f"python -m profiling: error: {e}", file=sys.stderr)
         return 2
+    # What the listing leaves out, as the tool's own message rather than Python's warning format.
+    for w in caught:
+        print(f"python -m profiling: warning: {w.message}", file=sys.stderr)
 
     nbytes = _warm_page_cache(files.paths)
     print(f"data: {root} ({len(files.paths)} JPEGs, {nbytes / 1e6:.1f} MB, {files.layout} layout, "
           f"{len(files.classes)} class(es))")
-    cfg = RunConfig(data=root, batch_size=args.batch_size, workers=args.workers, steps=args.steps,
-                    warmup=args.warmup, profile_steps=args.profile_steps, device=device, seed=args.seed,
-                    model=args.model, on_error=args.on_error)
-    print(f"settings: model {cfg.model}, device {device}, batch {cfg.batch_size}, workers {cfg.workers}, "
-          f"{cfg.warmup} warm-up + {cfg.steps} measured + "
-          f"{(1 + cfg.profile_steps) if cfg.profile_steps else 0} profiled steps, seed {cfg.seed}, "
-          f"torch threads {torch.get_num_threads()}, {usable_cpus()} usable CPUs")
+    cfg = RunConfig(data=root, layout=files.layout, batch_size=args.batch_size, workers=args.workers,
+                    steps=args.steps, warmup=args.warmup, profile_steps=args.profile_steps, device=device,
+                    seed=args.seed, model=args.model, on_error=args.on_error)
+    print(f"settings: {settings_text(cfg)}, seed {cfg.seed}, torch threads {torch.get_num_threads()}, "
+          f"{usable_cpus()} usable CPUs")
 
     results = {}
     for name in pipelines:
         print(f"running {name} ...", end=" ", flush=True)
         t0 = time.perf_counter()
         try:
-            results[name] = run_pipeline(name, cfg, os.path.join(logdir, name))
-        except (CorruptImageError, GpuBackendUnavailableError, ValueError) as e:
+            results[name] = run_pipeline(name, cfg, os.path.join(logdir, name), files=files)
+        except CorruptImageError as e:
+            print("failed", flush=True)
+            message = " ".join(dataset_message(e).splitlines())
+            if cfg.on_error == "raise":
+                message = (f"corrupt file {message}; rerun with --on-error skip to skip such files and list "
+                           f"them at the end")
+            print(f"python -m profiling: error: pipeline {name}: {message}", file=sys.stderr)
+            return 1
+        except (GpuBackendUnavailableError, ValueError) as e:
             print("failed", flush=True)
             print(f"python -m profiling: error: pipeline {name}: {e}", file=sys.stderr)
             return 1
@@ -204,7 +247,13 @@ def _main(argv: list[str] | None) -> int:
         if r.skipped_files:
             print(f"\n{n}: skipped {len(r.skipped_files)} corrupt file(s): " + ", ".join(r.skipped_files))
 
-    plot_path = plot_step_times(results, os.path.join(logdir, "step_times.png"))
+    title = "\n".join([
+        f"{' vs '.join(pipelines)}: {cfg.steps} measured steps (after {cfg.warmup} warm-up)",
+        f"model {cfg.model}, device {device}, batch {cfg.batch_size}, workers {cfg.workers}, "
+        f"torch threads {torch.get_num_threads()}",
+        f"data {os.path.basename(os.path.normpath(root))} ({len(files.paths)} JPEGs, {files.layout} layout)",
+    ])
+    plot_path = plot_step_times(results, os.path.join(logdir, "step_times.png"), title=title)
     summary_path = os.path.join(logdir, "summary.json")
     config = {**asdict(cfg), "pipelines": pipelines, "torch_threads": torch.get_num_threads()}
     dataset = {"root": root, "files": len(files.paths), "bytes": nbytes, "layout": files.layout,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from .train_loop import RunResult
@@ -9,7 +11,8 @@ from .train_loop import RunResult
 _PHASE_COLORS = {"data_wait": "tab:red", "gpu_decode": "tab:purple", "h2d": "tab:orange", "compute": "tab:blue"}
 
 
-def plot_step_times(results: dict[str, RunResult], path: str) -> str:
+def plot_step_times(results: dict[str, RunResult], path: str, title: str | None = None) -> str:
+    """Write the PNG; `title` (the settings of the run) heads the figure and is the PNG's Title."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed (and none on a server)
@@ -40,7 +43,9 @@ def plot_step_times(results: dict[str, RunResult], path: str) -> str:
     ax_split.set_title("where the step goes")
     ax_split.legend()
 
+    if title:
+        fig.suptitle("\n".join(textwrap.fill(line, 110) for line in title.splitlines()), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, metadata={"Title": title} if title else None)
     plt.close(fig)
     return path

@@ -97,6 +97,7 @@ def write_summary(path: str, *, config: dict, dataset: dict, results: dict[str, 
         "pipelines": {
             name: {
                 **stats[name],
+                "num_files": r.num_files,
                 "log_dir": r.log_dir,
                 "trace_files": r.trace_files,
                 "steps_s": r.steps,

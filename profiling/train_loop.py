@@ -15,7 +15,7 @@ import torch
 from torch.profiler import record_function
 from torch.utils.data import DataLoader, RandomSampler
 
-from datasets import JpegCropDataset, collate_encoded, decode_batch
+from datasets import FileList, JpegCropDataset, collate_encoded, decode_batch
 
 from .model import build_model
 from .scalars import ScalarLog
@@ -52,6 +52,7 @@ def train_step(batch, pipeline: str, dataset: JpegCropDataset, timer: StepTimer,
 @dataclass
 class RunConfig:
     data: str
+    layout: str = "auto"
     batch_size: int = 32
     workers: int = 2
     steps: int = 40
@@ -83,10 +84,12 @@ def _append(store: dict[str, list[float]], values: dict[str, float]) -> None:
         store.setdefault(k, []).append(v)
 
 
-def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str) -> RunResult:
+def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str, files: FileList | None = None) -> RunResult:
+    """Train `pipeline` on cfg.data read in cfg.layout; `files`, when given, is that folder's listing
+    (list_jpegs), so that every pipeline reads the files the caller reported."""
     device = torch.device(cfg.device)
     cuda = device.type == "cuda"
-    ds = JpegCropDataset(cfg.data, pipeline, seed=cfg.seed, on_error=cfg.on_error)
+    ds = JpegCropDataset(cfg.data, pipeline, seed=cfg.seed, on_error=cfg.on_error, layout=cfg.layout, files=files)
     profile_steps = cfg.profile_steps
     total_steps = cfg.warmup + cfg.steps + (PROFILER_WARMUP_STEPS + profile_steps if profile_steps > 0 else 0)
     # The same seed gives every pipeline the same sample order, hence the same windows.

@@ -10,13 +10,17 @@ resourceconfig.json are written; the source directory is staged into opt_ml/code
 (sm_job/source_dir.py) and train.py is started there the way the toolkit's torch_distributed
 launcher starts it: `torchrun --nnodes 1 --nproc_per_node N train.py --key value ...`. The build
 cache is <dir>/local_scratch/custom_op_cache, empty unless --cache-dir names another, with
-CUSTOM_OP_FORCE_JIT=1 so that an installed prebuilt library cannot hide the build.
+CUSTOM_OP_FORCE_JIT=1 so that an installed prebuilt library cannot hide the build. <dir>/tmp stands
+for the instance's /tmp: the job's TMPDIR, so that what torchrun and the ranks leave in temporary
+folders (torchelastic_* logs among them) stays in <dir>.
 
 Then it checks what a job must leave behind: the compiler ran once (builds.log), every rank trained
 every step (its steps.jsonl), the model is in the model dir and loads, traces and summaries are in
 the output data dir, and nothing of the build cache is in either. With --inject-failure it checks
 instead that the command failed (non-zero, within --timeout) and that the rank's error is in its
-output. Exit status 0 when every check passed.
+output. Exit status 0 when every check passed. Without --dir, the rehearsal runs in a new temporary
+folder, removed after a rehearsal whose checks all passed (unless --keep) and kept for inspection
+after one that failed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +91,10 @@ class Layout:
     def default_cache(self) -> Path:
         return self.root / "local_scratch" / "custom_op_cache"
 
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
 
 @dataclass
 class Rehearsal:
@@ -142,6 +151,18 @@ def prepare(layout: Layout, hyperparameters: dict, num_gpus: int, data: Optional
     return env
 
 
+def job_environment(layout: Layout, hyperparameters: dict, num_gpus: int, data: Optional[str],
+                    cache: Path) -> dict:
+    """The /opt/ml tree written, and the environment torchrun starts in: this process's, the SM_*
+    variables, the build cache, and a TMPDIR inside the layout (see the module's docstring)."""
+    env = dict(os.environ)
+    env.update(prepare(layout, hyperparameters, num_gpus, data))
+    layout.tmp.mkdir(parents=True, exist_ok=True)
+    env.update(CUSTOM_OP_CACHE_DIR=str(cache), CUSTOM_OP_FORCE_JIT="1", PYTHONUNBUFFERED="1",
+               TMPDIR=str(layout.tmp))
+    return env
+
+
 def _cli_args(hyperparameters: dict) -> list:
     # As the toolkit passes them: --key value, keys as written in the job.
     args = []
@@ -159,9 +180,7 @@ def run(root: str | os.PathLike, *, nproc: int = 2, workers: int = 2, hyperparam
     if inject_failure:
         hps["inject-failure"] = inject_failure
     cache = Path(cache_dir) if cache_dir else layout.default_cache
-    env = dict(os.environ)
-    env.update(prepare(layout, hps, num_gpus, data))
-    env.update(CUSTOM_OP_CACHE_DIR=str(cache), CUSTOM_OP_FORCE_JIT="1", PYTHONUNBUFFERED="1")
+    env = job_environment(layout, hps, num_gpus, data, cache)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
                "--nproc_per_node", str(nproc), source_dir.ENTRY_POINT, *_cli_args(hps)]
     log_path = layout.root / "rehearsal.log"
@@ -309,7 +328,9 @@ def check_failure(r: Rehearsal, inject_failure: str) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sm_job.rehearse", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", help="folder for the container layout (default: a new temporary folder, kept)")
+    ap.add_argument("--dir", help="folder for the container layout, kept (default: a new temporary folder, "
+                    "removed when every check passed)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder of a rehearsal that passed")
     ap.add_argument("--nproc", type=int, default=2, help="torchrun --nproc_per_node (default: 2)")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank (default: 2)")
     ap.add_argument("--num-gpus", type=int, default=0,
@@ -321,18 +342,24 @@ def main(argv=None) -> int:
     ap.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE", help="hyperparameter override")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before the job counts as hung")
     args = ap.parse_args(argv)
+    if args.dir and Path(args.dir).exists() and any(Path(args.dir).iterdir()):
+        ap.error(f"{args.dir} is not empty")
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sm_job-rehearsal-"))
-    if root.exists() and any(root.iterdir()):
-        ap.error(f"{root} is not empty")
     hps = dict(kv.split("=", 1) for kv in args.hp)
     print(f"rehearsal in {root}", flush=True)
     r = run(root, nproc=args.nproc, workers=args.workers, hyperparameters=hps, cache_dir=args.cache_dir,
             data=args.data, inject_failure=args.inject_failure, num_gpus=args.num_gpus, timeout=args.timeout,
             echo=True)
+    kept = bool(args.dir) or args.keep or not r.ok
     print(json.dumps({"ok": r.ok, "returncode": r.returncode, "seconds": round(r.seconds, 1),
-                      "facts": r.facts, "problems": r.problems, "dir": str(root),
+                      "facts": r.facts, "problems": r.problems, "dir": str(root), "dir_kept": kept,
                       "command": shlex.join(map(str, r.command))},
                      indent=2))
+    if kept:
+        print(f"rehearsal folder kept: {root}", flush=True)
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"rehearsal folder removed: {root} (--keep keeps it)", flush=True)
     return 0 if r.ok else 1
 
 

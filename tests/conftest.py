@@ -15,6 +15,41 @@ for path in (str(ROOT / "tests"), str(ROOT)):
 
 SHARED_DATA = Path(os.environ.get("CUSTOM_OP_TEST_DATA", ROOT.parent / "shared" / "data"))
 
+# Caches that tests fill, and the folder each gets under pytest's temporary folder of the session unless
+# the variable is set already. Test modules build the JPEG writer while they are collected (their skip
+# conditions ask whether it builds), hence pytest_configure, before collection, rather than a fixture.
+# Subprocesses (fuzz workers, the sanitizer script) inherit the variables.
+SESSION_CACHES = {
+    "CUSTOM_OP_JPEG_WRITER_DIR": "jpeg_writer",  # tests/jpeg_factory.py
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",  # torch.compile, else /tmp/torchinductor_<user>
+}
+# The variables set here and their folders, for the tests that check them.
+SESSION_CACHE_DIRS = {}
+_environ_before = {}
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmpdir plugin has set up the session's base folder
+def pytest_configure(config):
+    factory = getattr(config, "_tmp_path_factory", None)  # what the tmp_path_factory fixture returns
+    if factory is None:  # the tmpdir plugin disabled (-p no:tmpdir): keep the defaults
+        return
+    for variable, name in SESSION_CACHES.items():
+        if os.environ.get(variable):
+            continue
+        _environ_before[variable] = os.environ.get(variable)
+        SESSION_CACHE_DIRS[variable] = factory.mktemp(name, numbered=False)
+        os.environ[variable] = str(SESSION_CACHE_DIRS[variable])
+
+
+def pytest_unconfigure(config):
+    for variable, value in _environ_before.items():
+        if value is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = value
+    _environ_before.clear()
+    SESSION_CACHE_DIRS.clear()
+
 
 def load_package_module(name: str):
     """custom_op/<name>.py loaded by path, as setup.py loads it: the build helpers must work without

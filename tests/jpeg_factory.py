@@ -1,9 +1,11 @@
 """Test-side JPEG factory: encode numpy pixels with options Pillow cannot write, and make photo-like pixels.
 
 `encode` drives tests/jpeg_writer.c (libjpeg's compression API), compiled once per source version into a
-cache directory. Set CUSTOM_OP_JPEG_WRITER_DIR to choose that directory (default: a folder under the
-system temp dir). When no C compiler or no jpeglib.h is available, `encode` raises FactoryUnavailable;
-tests turn that into a skip (see `unavailable_reason`).
+cache directory: $CUSTOM_OP_JPEG_WRITER_DIR, which the tests' conftest.py points into pytest's temporary
+folder for the session (so a test run leaves nothing behind outside it); when unset, as for the fuzz
+scripts run by hand, a per-user cache beside the project's others, <root>/custom_op/jpeg_writer with
+root $CUSTOM_OP_CACHE_DIR, else $XDG_CACHE_HOME, else ~/.cache. When no C compiler or no jpeglib.h is
+available, `encode` raises FactoryUnavailable; tests turn that into a skip (see `unavailable_reason`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FactoryUnavailable", "encode", "photo_like", "unavailable_reason", "with_exif_orientation", "writer_path",
+__all__ = ["FactoryUnavailable", "cache_dir", "encode", "photo_like", "unavailable_reason", "with_exif_orientation", "writer_path",
            "SAMPLING_NAMES"]
 
 _SOURCE = Path(__file__).with_name("jpeg_writer.c")
@@ -44,12 +46,14 @@ _writer: Path | None = None
 _writer_error: str | None = None
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """Where the compiled writer lives (see the module's docstring)."""
     configured = os.environ.get(_CACHE_ENV)
     if configured:
         return Path(configured)
-    # Per-user folder: a shared /tmp folder owned by another user would make the build fail.
-    return Path(tempfile.gettempdir()) / f"custom_op_jpeg_writer_{os.getuid() if hasattr(os, 'getuid') else 'u'}"
+    base = (os.environ.get("CUSTOM_OP_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME")
+            or os.path.join(os.path.expanduser("~"), ".cache"))
+    return Path(base).expanduser() / "custom_op" / "jpeg_writer"
 
 
 def _find_compiler() -> str | None:
@@ -69,7 +73,7 @@ def writer_path() -> Path:
 
     source = _SOURCE.read_bytes()
     digest = hashlib.sha256(source).hexdigest()[:16]
-    cache = _cache_dir()
+    cache = cache_dir()
     target = cache / f"jpeg_writer-{digest}"
     if target.is_file() and os.access(target, os.X_OK):
         _writer = target

@@ -130,11 +130,34 @@ def test_synthetic_set_completes_an_interrupted_one(tmp_path):
     assert not [p for p in root.rglob(".tmp-*")]
 
 
-def test_synthetic_set_progress_counter_without_tqdm(tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm -> ImportError
+def test_synthetic_set_shows_its_progress_with_tqdm(tmp_path, capsys, monkeypatch):
+    import datasets.synthetic as synthetic
+
+    bars = []
+    real_tqdm = synthetic.tqdm
+
+    def recording_tqdm(*args, **kwargs):
+        bars.append(kwargs)
+        return real_tqdm(*args, **kwargs)
+
+    monkeypatch.setattr(synthetic, "tqdm", recording_tqdm)
     make_synthetic_set(2, 16, 16, cache_dir=tmp_path)
     err = capsys.readouterr().err
     assert "2/2" in err and "generating 2 synthetic 16x16 JPEGs" in err
+    assert len(bars) == 1 and not bars[0]["disable"]
+    make_synthetic_set(2, 16, 24, cache_dir=tmp_path, show_progress=False)
+    assert bars[1]["disable"] and "16x24" not in capsys.readouterr().err
+
+
+def test_tqdm_is_a_dependency_of_the_extras_that_show_progress():
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("profiling", "test"):
+        assert "tqdm" in extras[extra], extra
+    # the SageMaker job generates the synthetic set too
+    requirements = (REPO / "sm_job" / "requirements.txt").read_text().split()
+    assert "tqdm" in requirements
 
 
 def test_default_cache_dir_follows_env(monkeypatch, tmp_path):
@@ -170,7 +193,7 @@ def test_non_jpeg_files_are_not_read_and_are_named(tmp_path):
     only_png = tmp_path / "png"
     only_png.mkdir()
     Image.fromarray(photo_like(16, 16, 0)).save(only_png / "a.png")
-    with pytest.raises(ValueError, match=r"no JPEG files found in .*only names ending in \.jpg/\.jpeg .*a\.png"):
+    with pytest.raises(ValueError, match=r"no JPEG files .*found in .*names do not end in \.jpg/\.jpeg .*'a\.png'"):
         JpegCropDataset(only_png, "pil")
 
     mixed = tmp_path / "mixed"
@@ -179,6 +202,65 @@ def test_non_jpeg_files_are_not_read_and_are_named(tmp_path):
     with pytest.warns(UserWarning, match=r"1 file\(s\) .* not read.*notes\.txt"):
         ds = JpegCropDataset(mixed, "pil")
     assert len(ds) == 2
+
+
+def _not_read_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if "are not read" in str(w.message)]
+
+
+def test_auto_layout_reads_the_photos_in_root_and_names_the_unread_sub_folder(tmp_path):
+    # A folder of photos with one sub-folder is a flat data set, not one class of one sub-folder.
+    write_folder(tmp_path, 5)
+    write_folder(tmp_path / "rejects", 1)
+    with pytest.warns(UserWarning) as caught:
+        files = list_jpegs(tmp_path)
+    assert files.layout == "flat" and len(files.paths) == 5 and files.classes == ["."]
+    assert all(Path(p).parent == tmp_path for p in files.paths)
+    (message,) = _not_read_warnings(caught)
+    assert "1 sub-folder(s)" in message and "'rejects/'" in message and "layout 'imagefolder'" in message
+    # and "flat" asked for explicitly reads the same files, without a warning about sub-folders
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list_jpegs(tmp_path, layout="flat").paths == files.paths
+
+
+def test_auto_layout_is_imagefolder_when_only_sub_folders_hold_jpegs(tmp_path):
+    write_folder(tmp_path / "cats", 2)
+    write_folder(tmp_path / "dogs", 3)
+    (tmp_path / "README.txt").write_text("about")
+    with pytest.warns(UserWarning, match=r"1 file\(s\) .* are not read .*'README\.txt'"):
+        files = list_jpegs(tmp_path)
+    assert files.layout == "imagefolder" and files.classes == ["cats", "dogs"] and files.labels == [0, 0, 1, 1, 1]
+
+
+def test_imagefolder_warning_says_why_root_jpegs_are_not_read_once(tmp_path):
+    write_folder(tmp_path / "cats", 2)
+    for name in ("stray.JPEG", "other.jpg"):
+        (tmp_path / name).write_bytes((tmp_path / "cats" / "img_0.jpg").read_bytes())
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.warns(UserWarning) as caught:
+        ds = JpegCropDataset(tmp_path, "pil", layout="imagefolder")
+    assert len(ds) == 2
+    (message,) = _not_read_warnings(caught)
+    assert message.startswith(f"3 file(s) in {str(tmp_path)!r} are not read (layout 'imagefolder')")
+    jpegs, names = message.split("; ")
+    # the JPEGs are not blamed on their extension, only on where they are
+    assert "2 JPEG(s) directly in the folder" in jpegs and "'other.jpg'" in jpegs and "'stray.JPEG'" in jpegs
+    assert "do not end in .jpg/.jpeg" in names and "'notes.txt'" in names and "JPEG'" not in names
+
+
+def test_dataset_takes_an_existing_listing_without_listing_again(tmp_path, monkeypatch):
+    write_folder(tmp_path, 3)
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.warns(UserWarning, match="are not read"):
+        files = list_jpegs(tmp_path)
+    import datasets.jpeg_dataset as jd
+
+    monkeypatch.setattr(jd, "list_jpegs", lambda *a, **k: pytest.fail("listed the folder again"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = JpegCropDataset(tmp_path, "pil", files=files)
+    assert ds.paths == files.paths and ds.layout == "flat"
 
 
 def test_unknown_pipeline_and_options(synth):

@@ -184,3 +184,14 @@ def test_concurrent_builds_into_a_fresh_cache(tmp_path):
     assert all(rc == 0 for _, _, rc in results), results
     assert len({out for out, _, _ in results}) == 1
     assert [p.name for p in tmp_path.iterdir()] == [Path(results[0][0].decode().strip()).name]
+
+
+def test_writer_cache_outside_pytest_is_a_per_user_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("CUSTOM_OP_JPEG_WRITER_DIR", raising=False)
+    monkeypatch.delenv("CUSTOM_OP_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert jpeg_factory.cache_dir() == tmp_path / "xdg" / "custom_op" / "jpeg_writer"
+    monkeypatch.setenv("CUSTOM_OP_CACHE_DIR", str(tmp_path / "cache"))
+    assert jpeg_factory.cache_dir() == tmp_path / "cache" / "custom_op" / "jpeg_writer"
+    monkeypatch.setenv("CUSTOM_OP_JPEG_WRITER_DIR", str(tmp_path / "mine"))
+    assert jpeg_factory.cache_dir() == tmp_path / "mine"

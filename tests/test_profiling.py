@@ -2,6 +2,8 @@
 corrupt files, and its parts (model, step timer, report)."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from datasets import make_synthetic_set  # noqa: E402
+from datasets import PIPELINES, make_synthetic_set  # noqa: E402
 from datasets.synthetic import encode_jpeg, photo_like  # noqa: E402
 from profiling.cli import main  # noqa: E402
 from profiling.model import build_model, small_cnn  # noqa: E402
@@ -55,6 +57,13 @@ def test_compare_run_writes_traces_events_summary_and_plot(tiny_set, tmp_path, c
         assert p["trace_files"]
     assert summary["speedup_vs_first_p50"]["pil"] == 1.0
     assert (logdir / "step_times.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the plot says what it shows: the pipelines and the settings they ran under
+    from PIL import Image
+
+    with Image.open(logdir / "step_times.png") as png:
+        title = png.text.get("Title", "")
+    assert title.startswith("pil vs roi: 3 measured steps (after 1 warm-up)"), title
+    assert "model small_cnn, device cpu, batch 4, workers 1" in title and "(8 JPEGs, imagefolder layout)" in title
 
     assert "speedup vs pil (p50 step)" in out and "data wait share of step" in out
     assert str(logdir) in out and "tensorboard --logdir" in out and "ui.perfetto.dev" in out
@@ -82,6 +91,42 @@ def test_module_entry_point_runs_from_repo_root():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert "--compare" in r.stdout and "--on-error" in r.stdout
+    # every pipeline there is has its line in the description
+    described = re.findall(r"^  (\S+) +\S", r.stdout.split("Pipelines:")[1].split("options:")[0], re.MULTILINE)
+    assert sorted(described) == sorted(PIPELINES)
+
+
+def test_settings_line_counts_the_steps_the_profiler_traces(tiny_set, tmp_path, capsys):
+    logdir = tmp_path / "logs"
+    args = ["--data", str(tiny_set), "--pipeline", "roi", "--workers", "0", "--logdir", str(logdir),
+            "--batch-size", "4", "--steps", "3", "--warmup", "1", "--profile-steps", "2", "--device", "cpu"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "1 warm-up + 3 measured steps, then 2 profiled steps (after 1 profiler warm-up step)" in out
+    trace = json.loads(next((logdir / "roi").glob("*.pt.trace.json")).read_text())
+    traced = {e["name"] for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")}
+    assert len(traced) == 2, traced
+
+
+def test_profiler_marker_lines_stay_out_of_the_output(tiny_set, tmp_path, capfd):
+    # kineto writes "USDT: ... profiler_start" / "profiler_stop" to file descriptor 2 around each trace
+    logdir = tmp_path / "logs"
+    assert main(["--data", str(tiny_set), "--pipeline", "roi", "--workers", "0", "--logdir", str(logdir), *TINY]) == 0
+    out, err = capfd.readouterr()
+    assert list((logdir / "roi").glob("*.pt.trace.json"))
+    assert "USDT:" not in err and "profiler_start" not in err and "profiler_stop" not in err, err
+
+
+def test_marker_filter_passes_every_other_line_on(capfd):
+    from profiling.trace import without_kineto_markers
+
+    with without_kineto_markers():
+        os.write(2, b"USDT:2026-01-02 03:04:05 11:12 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+                    b"ERROR:2026-01-02 03:04:05 11:12 CuptiActivityApi.cpp:7] CUPTI is not available\n"
+                    b"STAGE:2026-01-02 03:04:05 11:12 SyncActivityProfilerHandler.cpp:60] Completed Stage\n"
+                    b"another line\n")
+    err = capfd.readouterr().err
+    assert err == "ERROR:2026-01-02 03:04:05 11:12 CuptiActivityApi.cpp:7] CUPTI is not available\nanother line\n"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -141,12 +186,44 @@ def folder_with_corrupt_file(tmp_path):
     return root, bad
 
 
-def test_corrupt_file_raises_with_path_from_worker(folder_with_corrupt_file, tmp_path, capsys):
+@pytest.mark.parametrize("workers", ["1", "0"])
+def test_corrupt_file_stops_the_run_with_one_line_naming_it_and_the_option(folder_with_corrupt_file, tmp_path,
+                                                                          capsys, workers):
     root, bad = folder_with_corrupt_file
-    rc = main(["--data", str(root), "--pipeline", "roi", "--workers", "1", "--logdir", str(tmp_path / "l"), *TINY])
+    rc = main(["--data", str(root), "--pipeline", "roi", "--workers", workers, "--logdir", str(tmp_path / "l"),
+               *TINY])
     assert rc == 1
     err = capsys.readouterr().err
-    assert str(bad) in err and "pipeline roi" in err
+    # one line, not the DataLoader worker's traceback
+    assert err.startswith(f"python -m profiling: error: pipeline roi: corrupt file {bad}: cannot roi-decode it: ")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.rstrip().endswith("rerun with --on-error skip to skip such files and list them at the end")
+
+
+def test_every_file_corrupt_with_skip_is_one_line_too(tmp_path, capsys):
+    root = tmp_path / "data"
+    root.mkdir()
+    for name in ("a.jpg", "b.jpg"):
+        (root / name).write_bytes(b"not a JPEG")
+    rc = main(["--data", str(root), "--pipeline", "roi", "--workers", "1", "--on-error", "skip",
+               "--logdir", str(tmp_path / "l"), *TINY])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"python -m profiling: error: pipeline roi: {root}: every one of the 2 files failed")
+    assert err.count("\n") == 1 and "--on-error" not in err
+
+
+def test_dataset_message_of_an_error_from_a_worker():
+    from datasets import CorruptImageError
+    from datasets.errors import dataset_message
+
+    wrapped = CorruptImageError(
+        "Caught CorruptImageError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n    g()\nValueError: inner\n\nThe above exception was the direct cause '
+        'of the following exception:\n\nTraceback (most recent call last):\n  File "x.py", line 2, in h\n'
+        "datasets.errors.CorruptImageError: /data/b.jpg: cannot roi-decode it: ValueError: inner\n")
+    assert dataset_message(wrapped) == "/data/b.jpg: cannot roi-decode it: ValueError: inner"
+    assert dataset_message(CorruptImageError("/data/b.jpg: bad")) == "/data/b.jpg: bad"
 
 
 def test_corrupt_file_skipped_is_reported(folder_with_corrupt_file, tmp_path, capsys):
@@ -163,6 +240,49 @@ def test_corrupt_file_skipped_is_reported(folder_with_corrupt_file, tmp_path, ca
     assert summary["pipelines"]["pil"]["skipped_files"] == [str(bad)]
     assert summary["pipelines"]["roi"]["skipped_files"] == [str(bad)]
     assert not list(logdir.rglob("*.pt.trace.json"))  # --profile-steps 0
+
+
+@pytest.fixture()
+def photos_and_a_damaged_sub_folder(tmp_path):
+    """6 photos directly in the folder, and a sub-folder holding one damaged file."""
+    root = tmp_path / "photos"
+    root.mkdir()
+    for i in range(6):
+        (root / f"img_{i}.JPEG").write_bytes(encode_jpeg(photo_like(72, 96, seed=i)))
+    (root / "rejects").mkdir()
+    (root / "rejects" / "broken.jpg").write_bytes(b"\xff\xd8 not a JPEG")
+    return root
+
+
+@pytest.mark.parametrize("layout", ["flat", "auto"])
+def test_run_trains_on_the_files_and_layout_it_reports(photos_and_a_damaged_sub_folder, tmp_path, capsys, layout):
+    root = photos_and_a_damaged_sub_folder
+    logdir = tmp_path / "l"
+    rc = main(["--data", str(root), "--layout", layout, "--compare", "pil,roi", "--workers", "1",
+               "--logdir", str(logdir), *TINY])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert f"data: {root} (6 JPEGs" in out and "flat layout" in out
+    if layout == "auto":  # the sub-folder it leaves out is named
+        assert "1 sub-folder(s)" in err and "'rejects/'" in err
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["dataset"]["layout"] == summary["config"]["layout"] == "flat"
+    assert summary["pipelines"]["pil"]["num_files"] == summary["pipelines"]["roi"]["num_files"] == 6
+
+
+def test_unread_files_are_warned_about_once_per_run(tiny_set, tmp_path, capsys, recwarn):
+    root = tmp_path / "set"
+    root.mkdir()
+    for class_dir in tiny_set.iterdir():
+        if class_dir.is_dir():
+            (root / class_dir.name).symlink_to(class_dir, target_is_directory=True)
+    (root / "stray.JPEG").write_bytes(encode_jpeg(photo_like(72, 96, seed=1)))
+    assert main(["--data", str(root), "--layout", "imagefolder", "--compare", "pil,roi", "--workers", "1",
+                 "--logdir", str(tmp_path / "l"), *TINY]) == 0
+    messages = [str(w.message) for w in recwarn if "are not read" in str(w.message)]
+    messages += [line for line in capsys.readouterr().err.splitlines() if "are not read" in line]
+    assert len(messages) == 1 and "'stray.JPEG'" in messages[0], messages
+    assert messages[0].startswith(f"python -m profiling: warning: 1 file(s) in {str(root)!r} are not read")
 
 
 # ----------------------------------------------------------------------------- parts

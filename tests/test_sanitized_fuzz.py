@@ -33,6 +33,8 @@ def test_entropy_decoder_matches_libjpeg_under_sanitizers(tmp_path):
     env = dict(os.environ)
     env["PYTHON"] = sys.executable
     env["SANITIZED_ARTIFACTS"] = str(tmp_path / "findings")
+    # The build too stays in pytest's temporary folder: a test run leaves nothing behind elsewhere.
+    env["SANITIZED_BUILD_DIR"] = str(tmp_path / "build")
     # --no-prepared: prepare_jpeg would load (maybe build) the extension in the child; the generated
     # restart layouts already take the random-access path.
     command = ["bash", str(SCRIPT), "--small", "--no-prepared", "--seed", "1", "--mutants", "12", "--cases", "4",
@@ -46,3 +48,4 @@ def test_entropy_decoder_matches_libjpeg_under_sanitizers(tmp_path):
         pytest.skip(output.strip().splitlines()[-1] if output.strip() else "run_sanitized.sh skipped")
     assert result.returncode == 0, f"exit {result.returncode}; findings in {tmp_path / 'findings'}\n{output[-6000:]}"
     assert "all alike" in result.stdout, output[-3000:]
+    assert (tmp_path / "build" / "sanitized_decode").is_file()

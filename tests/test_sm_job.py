@@ -139,3 +139,40 @@ def test_commands_start_from_the_checkout(command):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage:" in proc.stdout
+
+
+def test_rehearsal_keeps_the_jobs_temporary_files_in_its_folder(tmp_path):
+    """torchrun writes its torchelastic_* logs, and the ranks their temporary files, under TMPDIR."""
+    from sm_job import rehearse
+
+    layout = rehearse.Layout(tmp_path / "job")
+    env = rehearse.job_environment(layout, dict(rehearse.DEFAULT_HYPERPARAMETERS), 0, None, tmp_path / "cache")
+    assert Path(env["TMPDIR"]) == layout.tmp and layout.tmp.is_dir() and layout.root in layout.tmp.parents
+    assert env["CUSTOM_OP_CACHE_DIR"] == str(tmp_path / "cache") and env["SM_MODEL_DIR"] == str(layout.model)
+
+
+@pytest.mark.parametrize("ok, argv, kept", [(True, [], False), (True, ["--keep"], True), (False, [], True)])
+def test_rehearsal_removes_its_temporary_folder_only_after_a_pass(tmp_path, monkeypatch, capsys, ok, argv, kept):
+    import tempfile
+
+    from sm_job import rehearse
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen = []
+
+    def fake_run(root, **kwargs):
+        layout = rehearse.Layout(Path(root))
+        layout.tmp.mkdir(parents=True)
+        (layout.tmp / "torchelastic_x").mkdir()
+        seen.append(layout.root)
+        return rehearse.Rehearsal(command=["torchrun"], returncode=0 if ok else 1, seconds=1.0, timed_out=False,
+                                  log="", layout=layout, cache_dir=layout.default_cache, nproc=2, steps=6,
+                                  problems=[] if ok else ["a rank failed"])
+
+    monkeypatch.setattr(rehearse, "run", fake_run)
+    assert rehearse.main(argv) == (0 if ok else 1)
+    (root,) = seen
+    assert root.parent == tmp_path and root.name.startswith("sm_job-rehearsal-")
+    assert root.exists() == kept
+    out = capsys.readouterr().out
+    assert (f"rehearsal folder kept: {root}" if kept else f"rehearsal folder removed: {root}") in out

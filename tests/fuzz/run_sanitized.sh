@@ -17,15 +17,17 @@
 #                              system's, as custom_op/_jpeg_paths.py finds it)
 #   CUSTOM_OP_CPU_SOURCES      folder of the csrc/cpu sources to test (default the checkout's; point it
 #                              at a patched copy to try a fix without touching the checkout)
-#   SANITIZED_BUILD_DIR        where the binary is built (default /tmp/custom_op_sanitized_$UID); it is
-#                              rebuilt only when a source or a flag changed
+#   SANITIZED_BUILD_DIR        where the binary is built (default: a per-user cache,
+#                              <root>/custom_op/sanitized with root $CUSTOM_OP_CACHE_DIR, else
+#                              $XDG_CACHE_HOME, else ~/.cache); it is rebuilt only when a source or a
+#                              flag changed
 #   PYTHON                     python with numpy (and torch, for prepare_jpeg outputs); default python3
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 SOURCES="${CUSTOM_OP_CPU_SOURCES:-$ROOT/custom_op/csrc/cpu}"
-BUILD="${SANITIZED_BUILD_DIR:-/tmp/custom_op_sanitized_$(id -u)}"
+BUILD="${SANITIZED_BUILD_DIR:-${CUSTOM_OP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}}/custom_op/sanitized}"
 PYTHON="${PYTHON:-python3}"
 
 seconds=0 seed=1 mutants=40 cases=6 small=0 prepared=1 real=12 corpus=""
