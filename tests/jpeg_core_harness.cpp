@@ -1,0 +1,706 @@
+// CPU harness for custom_op/csrc/jpeg_core: runs the decoding core the CUDA kernels will run, on the
+// CPU, and compares it with libjpeg-turbo. Built and driven by tests/jpeg_core_build.py for
+// tests/test_jpeg_core.py; the harness may use libjpeg (only jpeg_core/ must not).
+//
+// Why an executable over stdin/stdout rather than a library loaded into Python: libjpeg-turbo reads
+// JSIMD_FORCENONE once per process, and the tests compare with both its SIMD and its C code, so each
+// reference needs a fresh process anyway; and the fuzz run builds this file with AddressSanitizer
+// and UBSan, which is simple for an executable and awkward inside a Python process.
+//
+// Input: records, each a 4-byte little-endian length and that many bytes (a JPEG file).
+//
+//   jpeg_core_harness check      one JSON line per record: the core's decode compared with libjpeg's
+//                                (coefficients from jpeg_read_coefficients, pixels from a full decode
+//                                with JDCT_ISLOW and fancy upsampling), restricted to the segments the
+//                                core accepted (and, for pixels, when libjpeg runs with SIMD, to blocks
+//                                the core marks as SIMD-exact; with JSIMD_FORCENONE=1 every block)
+//   jpeg_core_harness dump       per record: the same JSON line, then the core's coefficient planes
+//                                (int16, one per component), its pixels (uint8, H x W x C), libjpeg's
+//                                coefficient planes and pixels (same shapes, zero where unavailable),
+//                                and the per-segment flags (uint32)
+//   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
+//                                per record: one output record, the same coefficients re-encoded by
+//                                libjpeg (jpeg_read_coefficients + jpeg_write_coefficients, so
+//                                lossless) as a baseline file with that restart interval (MCUs) or one
+//                                segment per N MCU rows; --hostile randomises coefficients (within what
+//                                libjpeg's encoder accepts) and the quantisation tables (up to 65535,
+//                                16-bit DQT) to drive the IDCT outside the range valid files reach.
+//                                An empty record when libjpeg refuses.
+//
+// Exit status: 0, or 2 on bad usage / broken input framing. Per-file problems are reported in JSON.
+#include <algorithm>
+#include <csetjmp>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <jpeglib.h>
+
+#include "custom_op/csrc/jpeg_core/jpeg_core.h"
+
+namespace jc = custom_op::jpeg_core;
+
+namespace {
+
+constexpr uint32_t kSegmentNotFound = 1u << 31;  // harness flag: the scan walk never reached it
+
+// ---- Records on stdin / stdout ------------------------------------------------------------------
+
+bool read_exact(void* out, size_t n) { return n == 0 || std::fread(out, 1, n, stdin) == n; }
+
+// False at a clean end of input; exits on a torn record.
+bool read_record(std::vector<uint8_t>* out) {
+  uint8_t head[4];
+  const size_t got = std::fread(head, 1, 4, stdin);
+  if (got == 0) return false;
+  if (got != 4) {
+    std::fprintf(stderr, "jpeg_core_harness: torn record header\n");
+    std::exit(2);
+  }
+  const uint32_t n = uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
+  out->resize(n);
+  if (!read_exact(out->data(), n)) {
+    std::fprintf(stderr, "jpeg_core_harness: torn record\n");
+    std::exit(2);
+  }
+  return true;
+}
+
+void write_bytes(const void* data, size_t n) {
+  if (n != 0 && std::fwrite(data, 1, n, stdout) != n) std::exit(2);
+}
+
+void write_record(const void* data, size_t n) {
+  const uint32_t len = static_cast<uint32_t>(n);
+  const uint8_t head[4] = {uint8_t(len), uint8_t(len >> 8), uint8_t(len >> 16), uint8_t(len >> 24)};
+  write_bytes(head, 4);
+  write_bytes(data, n);
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const unsigned char u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", u);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// ---- libjpeg error handling ---------------------------------------------------------------------
+
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  jmp_buf jump;
+  std::string* message;
+  int warnings;
+  std::string* first_warning;
+};
+
+void on_error_exit(j_common_ptr cinfo) {
+  ErrorManager* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  char buf[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, buf);
+  *err->message = buf;
+  std::longjmp(err->jump, 1);
+}
+
+void on_emit_message(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  ErrorManager* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (err->warnings++ == 0) {
+    char buf[JMSG_LENGTH_MAX];
+    (*cinfo->err->format_message)(cinfo, buf);
+    *err->first_warning = buf;
+  }
+}
+
+void install_errors(ErrorManager* err, std::string* message, std::string* first_warning) {
+  jpeg_std_error(&err->pub);
+  err->pub.error_exit = on_error_exit;
+  err->pub.emit_message = on_emit_message;
+  err->message = message;
+  err->warnings = 0;
+  err->first_warning = first_warning;
+}
+
+// ---- The core's decode --------------------------------------------------------------------------
+
+enum ColorKind { kGray = 0, kYcc = 1, kRgb = 2 };
+
+struct CoreDecode {
+  std::string error;  // non-empty: the core does not decode this file (header, layout, support)
+  jc::Frame frame{};
+  int color = kGray;
+  int out_components = 1;
+  int restart_interval = 0;
+  int64_t mcus_per_segment = 0;
+  int64_t segments = 0;
+  jc::SegmentScan scan{};
+  std::vector<uint32_t> seg_flags;
+  std::vector<int16_t> coef[jc::kMaxComponents];
+  std::vector<uint8_t> samples[jc::kMaxComponents];
+  int pitch[jc::kMaxComponents] = {0, 0, 0, 0};
+  std::vector<uint8_t> block_exact[jc::kMaxComponents];
+  int64_t inexact_blocks = 0;
+  int upsample_method[jc::kMaxComponents] = {0, 0, 0, 0};
+  std::vector<uint8_t> pixels;  // empty when the sampling cannot be upsampled
+};
+
+// What the header says, read with libjpeg (the GPU path will have its own parser).
+struct HeaderInfo {
+  int width, height, components;
+  int h[4], v[4];
+  int scan_order[4];
+  int color;
+  int restart_interval;
+  size_t scan_start;
+  jc::HuffTable dc[4], ac[4];  // per component
+  jc::QuantTable quant[4];     // per component
+};
+
+bool read_header_for_core(const uint8_t* data, size_t size, HeaderInfo* info, std::string* why) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  std::string message, warning;
+  install_errors(&err, &message, &warning);
+  cinfo.err = &err.pub;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    *why = "libjpeg: " + message;
+    return false;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  bool ok = false;
+  if (cinfo.progressive_mode || cinfo.arith_code || cinfo.data_precision != 8) {
+    *why = "not sequential Huffman 8-bit";
+  } else if (cinfo.comps_in_scan != cinfo.num_components) {
+    *why = "first scan does not hold every component";
+  } else if (!((cinfo.num_components == 1 && cinfo.jpeg_color_space == JCS_GRAYSCALE) ||
+               (cinfo.num_components == 3 &&
+                (cinfo.jpeg_color_space == JCS_YCbCr || cinfo.jpeg_color_space == JCS_RGB)))) {
+    *why = "colour space not gray, YCbCr or RGB";
+  } else {
+    ok = true;
+    info->width = static_cast<int>(cinfo.image_width);
+    info->height = static_cast<int>(cinfo.image_height);
+    info->components = cinfo.num_components;
+    info->color = cinfo.jpeg_color_space == JCS_GRAYSCALE ? kGray : (cinfo.jpeg_color_space == JCS_YCbCr ? kYcc : kRgb);
+    info->restart_interval = static_cast<int>(cinfo.restart_interval);
+    info->scan_start = static_cast<size_t>(cinfo.src->next_input_byte - data);
+    for (int i = 0; i < cinfo.num_components && ok; ++i) {
+      const jpeg_component_info* comp = &cinfo.comp_info[i];
+      info->h[i] = comp->h_samp_factor;
+      info->v[i] = comp->v_samp_factor;
+      info->scan_order[i] = static_cast<int>(cinfo.cur_comp_info[i] - cinfo.comp_info);
+      const JHUFF_TBL* dc = cinfo.dc_huff_tbl_ptrs[comp->dc_tbl_no];
+      const JHUFF_TBL* ac = cinfo.ac_huff_tbl_ptrs[comp->ac_tbl_no];
+      const JQUANT_TBL* q = comp->quant_tbl_no >= 0 && comp->quant_tbl_no < NUM_QUANT_TBLS
+                                ? cinfo.quant_tbl_ptrs[comp->quant_tbl_no]
+                                : nullptr;
+      if (dc == nullptr || ac == nullptr) {
+        *why = "no Huffman table (libjpeg would use the standard ones)";
+        ok = false;
+      } else if (q == nullptr) {
+        *why = "no quantisation table";
+        ok = false;
+      } else if (!jc::build_huffman_table(&dc->bits[1], dc->huffval, 256, true, &info->dc[i]) ||
+                 !jc::build_huffman_table(&ac->bits[1], ac->huffval, 256, false, &info->ac[i])) {
+        *why = "Huffman table refused";
+        ok = false;
+      } else {
+        for (int k = 0; k < 64; ++k) info->quant[i].value[k] = q->quantval[k];
+      }
+    }
+  }
+  jpeg_destroy_decompress(&cinfo);
+  return ok;
+}
+
+void core_decode(const uint8_t* data, size_t size, CoreDecode* out) {
+  HeaderInfo info;
+  if (!read_header_for_core(data, size, &info, &out->error)) return;
+  jc::Frame& f = out->frame;
+  if (!jc::make_frame(info.width, info.height, info.components, info.h, info.v, info.scan_order, &f)) {
+    out->error = "frame refused by make_frame";
+    return;
+  }
+  out->color = info.color;
+  out->out_components = info.color == kGray ? 1 : 3;
+  out->restart_interval = info.restart_interval;
+  const int64_t total = jc::frame_total_mcus(f);
+  out->mcus_per_segment = info.restart_interval > 0 ? info.restart_interval : total;
+  out->segments = (total + out->mcus_per_segment - 1) / out->mcus_per_segment;
+
+  int16_t* planes[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
+  for (int c = 0; c < f.num_components; ++c) {
+    out->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
+    planes[c] = out->coef[c].data();
+  }
+  std::vector<size_t> begins(static_cast<size_t>(out->segments)), ends(static_cast<size_t>(out->segments));
+  out->scan = jc::find_segments(data, size, info.scan_start, out->segments, begins.data(), ends.data());
+  jc::CoefOrder order;
+  jc::make_natural_order(&order);
+  jc::SegmentTables tables;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    tables.dc[c] = c < f.num_components ? &info.dc[c] : nullptr;
+    tables.ac[c] = c < f.num_components ? &info.ac[c] : nullptr;
+  }
+  tables.order = &order;
+  out->seg_flags.assign(static_cast<size_t>(out->segments), kSegmentNotFound);
+  for (int64_t s = 0; s < out->scan.found; ++s) {
+    const int64_t first = s * out->mcus_per_segment;
+    const int64_t count = std::min<int64_t>(out->mcus_per_segment, total - first);
+    out->seg_flags[static_cast<size_t>(s)] =
+        jc::decode_segment(data + begins[static_cast<size_t>(s)], data + ends[static_cast<size_t>(s)], f, tables,
+                           first, count, planes);
+  }
+
+  // Dequantisation and IDCT of every block, decoded or not (the planes are zero elsewhere).
+  for (int c = 0; c < f.num_components; ++c) {
+    out->pitch[c] = f.blocks_per_row[c] * 8;
+    out->samples[c].assign(static_cast<size_t>(out->pitch[c]) * static_cast<size_t>(f.block_rows[c]) * 8, 0);
+    out->block_exact[c].assign(static_cast<size_t>(f.blocks_per_row[c]) * static_cast<size_t>(f.block_rows[c]), 0);
+    for (int br = 0; br < f.block_rows[c]; ++br) {
+      for (int bc = 0; bc < f.blocks_per_row[c]; ++bc) {
+        const size_t b = static_cast<size_t>(br) * static_cast<size_t>(f.blocks_per_row[c]) + static_cast<size_t>(bc);
+        uint8_t* dst = out->samples[c].data() + static_cast<size_t>(br) * 8 * static_cast<size_t>(out->pitch[c]) +
+                       static_cast<size_t>(bc) * 8;
+        const bool exact = jc::idct_islow(out->coef[c].data() + b * 64, info.quant[c], dst, out->pitch[c]);
+        out->block_exact[c][b] = exact ? 1 : 0;
+        if (!exact) ++out->inexact_blocks;
+      }
+    }
+  }
+
+  // Upsampling and colour conversion, one output pixel at a time as a kernel thread would.
+  jc::SamplePlane sp[jc::kMaxComponents];
+  for (int c = 0; c < f.num_components; ++c) {
+    const int method = f.num_components == 1 ? jc::kUpsampleFull
+                                             : jc::choose_upsample(f.h_ratio[c], f.v_ratio[c], f.sample_width[c]);
+    out->upsample_method[c] = method;
+    if (method == jc::kUpsampleNone) return;  // libjpeg: JERR_FRACT_SAMPLE_NOTIMPL
+    sp[c] = {out->samples[c].data(), out->pitch[c], f.sample_width[c], f.sample_height[c],
+             f.num_components == 1 ? 1 : f.h_ratio[c], f.num_components == 1 ? 1 : f.v_ratio[c], method};
+  }
+  const size_t W = static_cast<size_t>(f.width), H = static_cast<size_t>(f.height);
+  out->pixels.assign(W * H * static_cast<size_t>(out->out_components), 0);
+  for (int y = 0; y < f.height; ++y) {
+    for (int x = 0; x < f.width; ++x) {
+      uint8_t* px = out->pixels.data() + (static_cast<size_t>(y) * W + static_cast<size_t>(x)) * out->out_components;
+      if (out->color == kGray) {
+        px[0] = static_cast<uint8_t>(jc::upsampled_sample(sp[0], y, x));
+      } else if (out->color == kYcc) {
+        jc::ycc_to_rgb(jc::upsampled_sample(sp[0], y, x), jc::upsampled_sample(sp[1], y, x),
+                       jc::upsampled_sample(sp[2], y, x), px);
+      } else {
+        for (int c = 0; c < 3; ++c) px[c] = static_cast<uint8_t>(jc::upsampled_sample(sp[c], y, x));
+      }
+    }
+  }
+}
+
+// ---- libjpeg's decode ---------------------------------------------------------------------------
+
+struct Reference {
+  std::string coef_error, pixel_error;
+  int coef_warnings = 0, pixel_warnings = 0;
+  std::string coef_warning, pixel_warning;
+  std::vector<int16_t> coef[jc::kMaxComponents];  // in the core's plane shapes
+  std::vector<uint8_t> pixels;
+};
+
+void reference_coefficients(const uint8_t* data, size_t size, const jc::Frame& f, Reference* ref) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  install_errors(&err, &ref->coef_error, &ref->coef_warning);
+  cinfo.err = &err.pub;
+  if (setjmp(err.jump)) {
+    ref->coef_warnings = err.warnings;
+    jpeg_destroy_decompress(&cinfo);
+    for (auto& plane : ref->coef) plane.clear();
+    if (ref->coef_error.empty()) ref->coef_error = "libjpeg error";
+    return;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  jvirt_barray_ptr* arrays = jpeg_read_coefficients(&cinfo);
+  for (int c = 0; c < f.num_components && c < cinfo.num_components; ++c) {
+    const jpeg_component_info* comp = &cinfo.comp_info[c];
+    // libjpeg's arrays are whole MCUs too (jdcoefct.c rounds up to the sampling factors).
+    const int rows = static_cast<int>((comp->height_in_blocks + comp->v_samp_factor - 1) / comp->v_samp_factor *
+                                      comp->v_samp_factor);
+    const int cols = static_cast<int>((comp->width_in_blocks + comp->h_samp_factor - 1) / comp->h_samp_factor *
+                                      comp->h_samp_factor);
+    if (rows < f.block_rows[c] || cols < f.blocks_per_row[c]) {
+      ref->coef_error = "libjpeg's coefficient arrays are smaller than the core's planes";
+      break;
+    }
+    ref->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
+    for (int r = 0; r < f.block_rows[c]; ++r) {
+      JBLOCKARRAY row = (*cinfo.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&cinfo), arrays[c],
+                                                          static_cast<JDIMENSION>(r), 1, FALSE);
+      for (int b = 0; b < f.blocks_per_row[c]; ++b) {
+        int16_t* dst = ref->coef[c].data() + (static_cast<size_t>(r) * static_cast<size_t>(f.blocks_per_row[c]) +
+                                              static_cast<size_t>(b)) * 64;
+        for (int k = 0; k < 64; ++k) dst[k] = row[0][b][k];
+      }
+    }
+  }
+  jpeg_finish_decompress(&cinfo);
+  ref->coef_warnings = err.warnings;
+  jpeg_destroy_decompress(&cinfo);
+}
+
+void reference_pixels(const uint8_t* data, size_t size, int color, Reference* ref) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  install_errors(&err, &ref->pixel_error, &ref->pixel_warning);
+  cinfo.err = &err.pub;
+  if (setjmp(err.jump)) {
+    ref->pixel_warnings = err.warnings;
+    jpeg_destroy_decompress(&cinfo);
+    ref->pixels.clear();
+    if (ref->pixel_error.empty()) ref->pixel_error = "libjpeg error";
+    return;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.out_color_space = color == kGray ? JCS_GRAYSCALE : JCS_RGB;
+  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(&cinfo);
+  const size_t row_bytes = static_cast<size_t>(cinfo.output_width) * static_cast<size_t>(cinfo.output_components);
+  ref->pixels.assign(row_bytes * cinfo.output_height, 0);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = ref->pixels.data() + row_bytes * cinfo.output_scanline;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  ref->pixel_warnings = err.warnings;
+  jpeg_destroy_decompress(&cinfo);
+}
+
+// ---- Comparison ---------------------------------------------------------------------------------
+
+struct Comparison {
+  bool simd_reference = true;       // libjpeg runs with SIMD (no JSIMD_FORCENONE=1)
+  int64_t bad_segments = 0;
+  uint32_t flags_seen = 0;
+  int64_t blocks = 0, coef_compared_blocks = 0, coef_mismatch_blocks = 0;
+  std::string first_coef_mismatch;
+  int64_t pixels = 0, pixels_compared = 0, pixel_mismatches = 0;
+  int max_diff = 0;
+  std::string first_pixel_mismatch;
+};
+
+int64_t segment_of_block(const CoreDecode& d, int c, int br, int bc) {
+  const jc::Frame& f = d.frame;
+  const int64_t mcu = static_cast<int64_t>(br / f.mcu_blocks_v[c]) * f.mcus_per_row + bc / f.mcu_blocks_h[c];
+  return mcu / d.mcus_per_segment;
+}
+
+Comparison compare(const CoreDecode& d, const Reference& ref) {
+  Comparison cmp;
+  const char* none = std::getenv("JSIMD_FORCENONE");
+  cmp.simd_reference = !(none != nullptr && std::strcmp(none, "1") == 0);
+  const jc::Frame& f = d.frame;
+  for (uint32_t flags : d.seg_flags) {
+    if (flags != 0) ++cmp.bad_segments;
+    cmp.flags_seen |= flags;
+  }
+  const bool accepted = d.scan.error == jc::kScanOk;
+  // Per block: usable for coefficients (segment accepted), and for pixels (also exact if SIMD).
+  std::vector<uint8_t> good[jc::kMaxComponents], usable[jc::kMaxComponents];
+  bool all_usable = accepted;
+  for (int c = 0; c < f.num_components; ++c) {
+    good[c].assign(d.block_exact[c].size(), 0);
+    usable[c].assign(d.block_exact[c].size(), 0);
+    for (int br = 0; br < f.block_rows[c]; ++br) {
+      for (int bc = 0; bc < f.blocks_per_row[c]; ++bc) {
+        const size_t b = static_cast<size_t>(br) * static_cast<size_t>(f.blocks_per_row[c]) + static_cast<size_t>(bc);
+        ++cmp.blocks;
+        const bool ok = accepted && d.seg_flags[static_cast<size_t>(segment_of_block(d, c, br, bc))] == 0;
+        good[c][b] = ok;
+        usable[c][b] = ok && (!cmp.simd_reference || d.block_exact[c][b]);
+        all_usable = all_usable && usable[c][b];
+        if (!ok || ref.coef[c].empty()) continue;
+        ++cmp.coef_compared_blocks;
+        if (std::memcmp(d.coef[c].data() + b * 64, ref.coef[c].data() + b * 64, 64 * sizeof(int16_t)) != 0) {
+          if (cmp.coef_mismatch_blocks++ == 0) {
+            int k = 0;
+            while (d.coef[c][b * 64 + k] == ref.coef[c][b * 64 + k]) ++k;
+            cmp.first_coef_mismatch = "component " + std::to_string(c) + " block row " + std::to_string(br) +
+                                      " col " + std::to_string(bc) + " coef " + std::to_string(k) + ": core " +
+                                      std::to_string(d.coef[c][b * 64 + k]) + " libjpeg " +
+                                      std::to_string(ref.coef[c][b * 64 + k]);
+          }
+        }
+      }
+    }
+  }
+  const int C = d.out_components;
+  cmp.pixels = static_cast<int64_t>(f.width) * f.height * C;
+  if (d.pixels.empty() || ref.pixels.size() != d.pixels.size()) return cmp;
+  for (int y = 0; y < f.height; ++y) {
+    for (int x = 0; x < f.width; ++x) {
+      bool use = all_usable;
+      if (!use && accepted) {
+        // Every block holding a sample the upsampler may read for this pixel: the 3x3 neighbourhood
+        // of its sample in each component (a superset of what any method reads).
+        use = true;
+        for (int c = 0; c < f.num_components && use; ++c) {
+          const int hr = f.num_components == 1 ? 1 : f.h_ratio[c], vr = f.num_components == 1 ? 1 : f.v_ratio[c];
+          const int j = y / vr, k = x / hr;
+          for (int dj = -1; dj <= 1 && use; ++dj) {
+            for (int dk = -1; dk <= 1 && use; ++dk) {
+              const int jj = jc::clamp_int(j + dj, 0, f.sample_height[c] - 1);
+              const int kk = jc::clamp_int(k + dk, 0, f.sample_width[c] - 1);
+              use = usable[c][static_cast<size_t>(jj / 8) * static_cast<size_t>(f.blocks_per_row[c]) +
+                              static_cast<size_t>(kk / 8)] != 0;
+            }
+          }
+        }
+      }
+      if (!use) continue;
+      const size_t at = (static_cast<size_t>(y) * static_cast<size_t>(f.width) + static_cast<size_t>(x)) * C;
+      for (int ch = 0; ch < C; ++ch) {
+        ++cmp.pixels_compared;
+        const int diff = std::abs(int(d.pixels[at + ch]) - int(ref.pixels[at + ch]));
+        if (diff != 0) {
+          if (cmp.pixel_mismatches++ == 0)
+            cmp.first_pixel_mismatch = "y " + std::to_string(y) + " x " + std::to_string(x) + " channel " +
+                                       std::to_string(ch) + ": core " + std::to_string(d.pixels[at + ch]) +
+                                       " libjpeg " + std::to_string(ref.pixels[at + ch]);
+          if (diff > cmp.max_diff) cmp.max_diff = diff;
+        }
+      }
+    }
+  }
+  return cmp;
+}
+
+std::string summary_json(const CoreDecode& d, const Reference& ref, const Comparison& cmp) {
+  std::string s = "{";
+  auto field = [&s](const char* name, const std::string& value, bool quoted) {
+    if (s.size() > 1) s += ", ";
+    s += "\"";
+    s += name;
+    s += "\": ";
+    if (quoted) s += "\"" + json_escape(value) + "\"";
+    else s += value;
+  };
+  auto num = [&field](const char* name, int64_t v) { field(name, std::to_string(v), false); };
+  const jc::Frame& f = d.frame;
+  field("core_error", d.error, true);
+  if (d.error.empty()) {
+    num("width", f.width);
+    num("height", f.height);
+    num("components", f.num_components);
+    std::string sampling;
+    for (int c = 0; c < f.num_components; ++c)
+      sampling += (c ? "," : "") + std::to_string(f.h[c]) + "x" + std::to_string(f.v[c]);
+    field("sampling", sampling, true);
+    field("color", d.color == kGray ? "gray" : (d.color == kYcc ? "ycbcr" : "rgb"), true);
+    std::string methods = "[";
+    std::string planes = "[";
+    for (int c = 0; c < f.num_components; ++c) {
+      methods += (c ? "," : "") + std::to_string(d.upsample_method[c]);
+      planes += std::string(c ? "," : "") + "[" + std::to_string(f.block_rows[c]) + "," +
+                std::to_string(f.blocks_per_row[c]) + "]";
+    }
+    field("upsample", methods + "]", false);
+    field("planes", planes + "]", false);
+    num("out_components", d.out_components);
+    num("restart_interval", d.restart_interval);
+    num("segments", d.segments);
+    num("scan_error", d.scan.error);
+    num("segments_found", d.scan.found);
+    num("bad_segments", cmp.bad_segments);
+    num("segment_flags", cmp.flags_seen);
+    num("blocks", cmp.blocks);
+    num("inexact_blocks", d.inexact_blocks);
+    num("coef_compared_blocks", cmp.coef_compared_blocks);
+    num("coef_mismatch_blocks", cmp.coef_mismatch_blocks);
+    field("first_coef_mismatch", cmp.first_coef_mismatch, true);
+    num("pixels", cmp.pixels);
+    num("pixels_compared", cmp.pixels_compared);
+    num("pixel_mismatches", cmp.pixel_mismatches);
+    num("max_diff", cmp.max_diff);
+    field("first_pixel_mismatch", cmp.first_pixel_mismatch, true);
+    field("simd_reference", cmp.simd_reference ? "true" : "false", false);
+    field("ref_coef_error", ref.coef_error, true);
+    field("ref_pixel_error", ref.pixel_error, true);
+    num("ref_warnings", ref.coef_warnings + ref.pixel_warnings);
+    field("ref_warning", ref.coef_warning.empty() ? ref.pixel_warning : ref.coef_warning, true);
+  }
+  return s + "}\n";
+}
+
+void run_check(bool dump) {
+  std::vector<uint8_t> file;
+  while (read_record(&file)) {
+    CoreDecode d;
+    core_decode(file.data(), file.size(), &d);
+    Reference ref;
+    if (d.error.empty()) {
+      reference_coefficients(file.data(), file.size(), d.frame, &ref);
+      reference_pixels(file.data(), file.size(), d.color, &ref);
+    }
+    const Comparison cmp = d.error.empty() ? compare(d, ref) : Comparison{};
+    const std::string line = summary_json(d, ref, cmp);
+    write_bytes(line.data(), line.size());
+    if (dump && d.error.empty()) {
+      const size_t npix = static_cast<size_t>(d.frame.width) * static_cast<size_t>(d.frame.height) *
+                          static_cast<size_t>(d.out_components);
+      for (int c = 0; c < d.frame.num_components; ++c) write_bytes(d.coef[c].data(), d.coef[c].size() * 2);
+      std::vector<uint8_t> pixels = d.pixels;
+      pixels.resize(npix, 0);
+      write_bytes(pixels.data(), npix);
+      for (int c = 0; c < d.frame.num_components; ++c) {
+        std::vector<int16_t> plane = ref.coef[c];
+        plane.resize(d.coef[c].size(), 0);
+        write_bytes(plane.data(), plane.size() * 2);
+      }
+      pixels = ref.pixels;
+      pixels.resize(npix, 0);
+      write_bytes(pixels.data(), npix);
+      write_bytes(d.seg_flags.data(), d.seg_flags.size() * 4);
+    }
+    std::fflush(stdout);
+  }
+}
+
+// ---- Transcoding --------------------------------------------------------------------------------
+
+struct TranscodeOptions {
+  int interval = 0, rows = 0;
+  bool optimize = false;
+  bool hostile = false;
+  uint32_t seed = 0;
+};
+
+void make_hostile(j_decompress_ptr src, jvirt_barray_ptr* arrays, j_compress_ptr dst, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const uint32_t qmax[] = {8, 255, 65535};
+  const uint32_t q_limit = qmax[seed % 3];
+  for (int t = 0; t < NUM_QUANT_TBLS; ++t) {
+    JQUANT_TBL* q = dst->quant_tbl_ptrs[t];
+    if (q == nullptr) continue;
+    for (int k = 0; k < 64; ++k) {
+      const uint32_t pick = rng() % 16;
+      if (q_limit > 255 && pick == 0) q->quantval[k] = 32767;
+      else if (q_limit > 255 && pick == 1) q->quantval[k] = 32768;
+      else if (q_limit > 255 && pick == 2) q->quantval[k] = 65535;
+      else q->quantval[k] = static_cast<UINT16>(1 + rng() % q_limit);
+    }
+  }
+  for (int c = 0; c < src->num_components; ++c) {
+    const jpeg_component_info* comp = &src->comp_info[c];
+    for (JDIMENSION r = 0; r < comp->height_in_blocks; ++r) {
+      JBLOCKARRAY row = (*src->mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(src), arrays[c], r, 1, TRUE);
+      for (JDIMENSION b = 0; b < comp->width_in_blocks; ++b) {
+        const uint32_t kind = rng() % 8;
+        if (kind >= 3) continue;  // most blocks stay as they are
+        for (int k = 0; k < 64; ++k) {
+          // libjpeg's encoder accepts |AC| <= 1023 and DC differences of 11 bits: DC in +-1023.
+          const int extreme = (rng() % 2) ? 1023 : -1023;
+          if (kind == 0) row[0][b][k] = static_cast<JCOEF>(extreme);  // every coefficient at the limit
+          else if (rng() % 3 == 0) row[0][b][k] = static_cast<JCOEF>(static_cast<int>(rng() % 2047) - 1023);
+        }
+      }
+    }
+  }
+}
+
+void run_transcode(const TranscodeOptions& opt) {
+  std::vector<uint8_t> file;
+  while (read_record(&file)) {
+    jpeg_decompress_struct src;
+    jpeg_compress_struct dst;
+    ErrorManager src_err, dst_err;
+    std::string src_message, dst_message, warning;
+    install_errors(&src_err, &src_message, &warning);
+    install_errors(&dst_err, &dst_message, &warning);
+    src.err = &src_err.pub;
+    dst.err = &dst_err.pub;
+    unsigned char* out = nullptr;
+    unsigned long out_size = 0;
+    jpeg_create_decompress(&src);
+    jpeg_create_compress(&dst);
+    volatile bool ok = false;
+    if (setjmp(src_err.jump) == 0 && setjmp(dst_err.jump) == 0) {
+      jpeg_mem_src(&src, file.data(), static_cast<unsigned long>(file.size()));
+      jpeg_read_header(&src, TRUE);
+      jvirt_barray_ptr* arrays = jpeg_read_coefficients(&src);
+      jpeg_mem_dest(&dst, &out, &out_size);
+      jpeg_copy_critical_parameters(&src, &dst);
+      if (opt.rows > 0) dst.restart_in_rows = opt.rows;
+      else dst.restart_interval = static_cast<unsigned int>(opt.interval);
+      dst.optimize_coding = opt.optimize || opt.hostile ? TRUE : FALSE;
+      if (opt.hostile) make_hostile(&src, arrays, &dst, opt.seed);
+      jpeg_write_coefficients(&dst, arrays);
+      jpeg_finish_compress(&dst);
+      jpeg_finish_decompress(&src);
+      ok = true;
+    }
+    jpeg_destroy_compress(&dst);
+    jpeg_destroy_decompress(&src);
+    if (ok) write_record(out, out_size);
+    else write_record(nullptr, 0);
+    std::free(out);
+    std::fflush(stdout);
+  }
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: jpeg_core_harness check | dump | transcode [--interval N | --rows N] [--optimize] "
+               "[--hostile SEED]  (records on stdin)\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  const std::string command = argv[1];
+  if (command == "check" || command == "dump") {
+    run_check(command == "dump");
+    return 0;
+  }
+  if (command == "transcode") {
+    TranscodeOptions opt;
+    for (int i = 2; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--optimize") opt.optimize = true;
+      else if (a == "--interval" && i + 1 < argc) opt.interval = std::atoi(argv[++i]);
+      else if (a == "--rows" && i + 1 < argc) opt.rows = std::atoi(argv[++i]);
+      else if (a == "--hostile" && i + 1 < argc) {
+        opt.hostile = true;
+        opt.seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+      } else {
+        return usage();
+      }
+    }
+    run_transcode(opt);
+    return 0;
+  }
+  return usage();
+}
