@@ -18,6 +18,10 @@
 //                                (int16, one per component), its pixels (uint8, H x W x C), libjpeg's
 //                                coefficient planes and pixels (same shapes, zero where unavailable),
 //                                and the per-segment flags (uint32)
+//   jpeg_core_harness selftest   unit checks of single functions against libjpeg's definitions (its range
+//                                limit table, its colour tables, the IDCT's 32- and 64-bit paths, the
+//                                Huffman table rules, the bit reader), then for each record: zigzag-order
+//                                decoding equals natural-order decoding; prints {"failures": N, ...}
 //   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
 //                                per record: one output record, the same coefficients re-encoded by
 //                                libjpeg (jpeg_read_coefficients + jpeg_write_coefficients, so
@@ -30,6 +34,7 @@
 // Exit status: 0, or 2 on bad usage / broken input framing. Per-file problems are reported in JSON.
 #include <algorithm>
 #include <csetjmp>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -669,6 +674,200 @@ void run_transcode(const TranscodeOptions& opt) {
   }
 }
 
+
+// ---- Self-tests of single functions against libjpeg's definitions -------------------------------
+
+int g_failures = 0;
+
+void expect(bool ok, const std::string& what) {
+  if (ok) return;
+  if (g_failures++ < 20) std::printf("FAIL %s\n", what.c_str());
+}
+
+// jdmaster.c prepare_range_limit_table, built the way it builds it; the IDCT reads it at
+// sample_range_limit + CENTERJSAMPLE, index x & 1023.
+void selftest_range_limit() {
+  std::vector<int> table(5 * 256 + 128);
+  int* base = table.data() + 256;  // sample_range_limit
+  for (int i = -256; i < 0; ++i) base[i] = 0;
+  for (int i = 0; i <= 255; ++i) base[i] = i;
+  int* post = base + 128;
+  for (int i = 128; i < 512; ++i) post[i] = 255;
+  for (int i = 512; i < 512 + 384; ++i) post[i] = 0;
+  for (int i = 0; i < 128; ++i) post[896 + i] = base[i];
+  for (int64_t x = -5000; x <= 5000; ++x)
+    expect(jc::idct_range_limit(x) == post[x & 1023], "range limit at " + std::to_string(x));
+  const int64_t big[] = {INT32_MAX, INT32_MIN, int64_t{1} << 40, -(int64_t{1} << 40) - 3};
+  for (int64_t x : big) expect(jc::idct_range_limit(x) == post[x & 1023], "range limit far out");
+}
+
+// jdcolor.c build_ycc_rgb_table and ycc_rgb_convert, in JLONG (64-bit) as libjpeg computes them.
+void selftest_color() {
+  auto fix = [](double v) { return static_cast<int64_t>(v * 65536.0 + 0.5); };
+  int64_t crr[256], cbb[256], crg[256], cbg[256];
+  for (int i = 0; i < 256; ++i) {
+    const int64_t x = i - 128;
+    crr[i] = (fix(1.40200) * x + 32768) >> 16;
+    cbb[i] = (fix(1.77200) * x + 32768) >> 16;
+    crg[i] = -fix(0.71414) * x;
+    cbg[i] = -fix(0.34414) * x + 32768;
+  }
+  auto limit = [](int64_t v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); };
+  int bad = 0;
+  for (int y = 0; y < 256; ++y)
+    for (int cb = 0; cb < 256; ++cb)
+      for (int cr = 0; cr < 256; ++cr) {
+        uint8_t rgb[3];
+        jc::ycc_to_rgb(y, cb, cr, rgb);
+        bad += rgb[0] != limit(y + crr[cr]);
+        bad += rgb[1] != limit(y + ((cbg[cb] + crg[cr]) >> 16));
+        bad += rgb[2] != limit(y + cbb[cb]);
+      }
+  expect(bad == 0, "ycc_to_rgb differs from jdcolor.c's tables in " + std::to_string(bad) + " values");
+}
+
+// The 32-bit path of the IDCT must equal the 64-bit one wherever it is taken (UBSan, in the
+// sanitized build, would also report any overflow in it). Inputs: extremes of the narrow region.
+void selftest_idct_paths() {
+  std::mt19937 rng(12345);
+  const int64_t edges[] = {-32768, -32767, -16384, -1, 0, 1, 16383, 32767};
+  int checked = 0;
+  for (int iter = 0; iter < 400000; ++iter) {
+    int64_t in[8];
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t pick = rng() % 4;
+      in[i] = pick == 0 ? edges[rng() % 8] : static_cast<int64_t>(static_cast<int32_t>(rng() % 65536) - 32768);
+    }
+    // Pull the pairs the narrow path needs inside int16 often enough.
+    if (iter % 2 == 0) {
+      in[4] = jc::clamp_int(static_cast<int>(in[4]), static_cast<int>(std::max<int64_t>(-32768 - in[0], in[0] - 32767)),
+                            static_cast<int>(std::min<int64_t>(32767 - in[0], in[0] + 32768)));
+      in[3] = jc::clamp_int(static_cast<int>(in[3]), static_cast<int>(-32768 - std::min<int64_t>(in[7], 0)),
+                            static_cast<int>(32767 - std::max<int64_t>(in[7], 0)));
+      in[1] = jc::clamp_int(static_cast<int>(in[1]), static_cast<int>(-32768 - std::min<int64_t>(in[5], 0)),
+                            static_cast<int>(32767 - std::max<int64_t>(in[5], 0)));
+    }
+    if (!jc::islow::narrow_ok(in)) continue;
+    ++checked;
+    for (int shift : {11, 18}) {
+      int64_t narrow[8], wide[8], tmp[8];
+      jc::islow::transform_descaled(in, shift, narrow);
+      jc::islow::transform<int64_t>(in, tmp);
+      for (int i = 0; i < 8; ++i) wide[i] = (tmp[i] + (int64_t{1} << (shift - 1))) >> shift;
+      for (int i = 0; i < 8; ++i) expect(narrow[i] == wide[i], "idct narrow/wide differ");
+    }
+  }
+  expect(checked > 100000, "idct path test checked only " + std::to_string(checked));
+}
+
+void selftest_huffman_tables() {
+  jc::HuffTable t;
+  uint8_t counts[16] = {0};
+  uint8_t symbols[300] = {0};
+  counts[0] = 2;  // codes 0 and 1 of length 1: "1" is all ones
+  expect(!jc::build_huffman_table(counts, symbols, 300, false, &t), "all-ones code accepted");
+  counts[0] = 1;
+  counts[1] = 1;  // 0, 10
+  expect(jc::build_huffman_table(counts, symbols, 300, false, &t), "valid table refused");
+  counts[1] = 2;  // 0, 10, 11: all ones again
+  expect(!jc::build_huffman_table(counts, symbols, 300, false, &t), "all-ones code of length 2 accepted");
+  for (int i = 0; i < 16; ++i) counts[i] = 0;
+  counts[15] = 255;  // 255 codes of 16 bits fit (the last is not all ones)
+  expect(jc::build_huffman_table(counts, symbols, 300, false, &t), "255 codes of 16 bits refused");
+  counts[14] = 2;
+  expect(!jc::build_huffman_table(counts, symbols, 300, false, &t), "more than 256 symbols accepted");
+  for (int i = 0; i < 16; ++i) counts[i] = 0;
+  counts[2] = 3;
+  symbols[1] = 16;
+  expect(!jc::build_huffman_table(counts, symbols, 300, true, &t), "DC category 16 accepted");
+  expect(jc::build_huffman_table(counts, symbols, 300, false, &t), "AC symbol 16 refused");
+  expect(!jc::build_huffman_table(counts, symbols, 2, false, &t), "table with missing symbols accepted");
+  for (int i = 0; i < 16; ++i) counts[i] = 0;
+  expect(jc::build_huffman_table(counts, symbols, 300, false, &t), "empty table refused");
+  const uint8_t data[4] = {0x12, 0x34, 0x56, 0x78};
+  jc::BitReader r;
+  jc::reader_init(&r, data, data + 4);
+  jc::reader_fill(&r);
+  expect(jc::decode_symbol(&r, t) == -1, "empty table decoded a symbol");
+}
+
+void selftest_bit_reader() {
+  const uint8_t data[] = {0xAB, 0xFF, 0x00, 0xCD, 0xFF, 0xD3, 0x11};
+  jc::BitReader r;
+  jc::reader_init(&r, data, data + sizeof(data));
+  jc::reader_fill(&r);
+  expect(jc::reader_peek(&r, 24) == 0xABFFCD, "stuffing not removed");
+  jc::reader_drop(&r, 24);
+  expect(!jc::reader_overran(&r) && jc::reader_stopped_early(&r), "marker inside the range not seen");
+  expect(jc::reader_unconsumed_bits(&r) == 24, "unconsumed bits past a marker");
+  jc::reader_drop(&r, 1);
+  expect(jc::reader_overran(&r), "overrun not seen");
+  const uint8_t last_ff[] = {0x12, 0xFF};
+  jc::reader_init(&r, last_ff, last_ff + 2);
+  jc::reader_fill(&r);
+  jc::reader_drop(&r, 8);
+  expect(!jc::reader_overran(&r) && jc::reader_unconsumed_bits(&r) == 8, "FF ending the range");
+}
+
+// Per record: every segment decoded in zigzag order equals the natural-order decode, permuted.
+void selftest_orders(const std::vector<uint8_t>& file) {
+  HeaderInfo info;
+  std::string why;
+  if (!read_header_for_core(file.data(), file.size(), &info, &why)) return;
+  jc::Frame f;
+  if (!jc::make_frame(info.width, info.height, info.components, info.h, info.v, info.scan_order, &f)) return;
+  const int64_t total = jc::frame_total_mcus(f);
+  const int64_t per = info.restart_interval > 0 ? info.restart_interval : total;
+  const int64_t n = (total + per - 1) / per;
+  std::vector<size_t> b(static_cast<size_t>(n)), e(static_cast<size_t>(n));
+  const jc::SegmentScan scan = jc::find_segments(file.data(), file.size(), info.scan_start, n, b.data(), e.data());
+  jc::CoefOrder natural, zigzag;
+  jc::make_natural_order(&natural);
+  jc::make_zigzag_order(&zigzag);
+  std::vector<int16_t> pn[4], pz[4];
+  int16_t* planes_n[4] = {nullptr, nullptr, nullptr, nullptr};
+  int16_t* planes_z[4] = {nullptr, nullptr, nullptr, nullptr};
+  jc::SegmentTables tn, tz;
+  for (int c = 0; c < 4; ++c) {
+    tn.dc[c] = tz.dc[c] = &info.dc[c];
+    tn.ac[c] = tz.ac[c] = &info.ac[c];
+    if (c >= f.num_components) continue;
+    pn[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
+    pz[c].assign(pn[c].size(), 0);
+    planes_n[c] = pn[c].data();
+    planes_z[c] = pz[c].data();
+  }
+  tn.order = &natural;
+  tz.order = &zigzag;
+  for (int64_t s = 0; s < scan.found; ++s) {
+    const int64_t first = s * per, count = std::min<int64_t>(per, total - first);
+    const uint8_t* begin = file.data() + b[static_cast<size_t>(s)];
+    const uint8_t* end = file.data() + e[static_cast<size_t>(s)];
+    const uint32_t fn = jc::decode_segment(begin, end, f, tn, first, count, planes_n);
+    const uint32_t fz = jc::decode_segment(begin, end, f, tz, first, count, planes_z);
+    expect(fn == fz, "flags depend on the order");
+  }
+  for (int c = 0; c < f.num_components; ++c)
+    for (size_t blk = 0; blk < pn[c].size() / 64; ++blk)
+      for (int k = 0; k < 64; ++k)
+        expect(pz[c][blk * 64 + k] == pn[c][blk * 64 + natural.position[k]], "zigzag order differs");
+}
+
+void run_selftest() {
+  selftest_range_limit();
+  selftest_color();
+  selftest_idct_paths();
+  selftest_huffman_tables();
+  selftest_bit_reader();
+  std::vector<uint8_t> file;
+  int files = 0;
+  while (read_record(&file)) {
+    selftest_orders(file);
+    ++files;
+  }
+  std::printf("{\"failures\": %d, \"files\": %d}\n", g_failures, files);
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump | transcode [--interval N | --rows N] [--optimize] "
@@ -683,6 +882,10 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "check" || command == "dump") {
     run_check(command == "dump");
+    return 0;
+  }
+  if (command == "selftest") {
+    run_selftest();
     return 0;
   }
   if (command == "transcode") {
