@@ -15,11 +15,15 @@
 // so that warnings, errors and the pixels of damaged files stay exactly libjpeg's:
 //   kBadCode      a code the table lacks (libjpeg: "Corrupt JPEG data: bad Huffman code", then it
 //                 decodes a zero and goes on);
-//   kEarlyMarker  a bit past an FF inside the range was needed (a marker inside the segment);
+//   kEarlyMarker  a bit past an FF inside the range was needed: a marker inside the segment, or
+//                 FF FF .. FF 00, which libjpeg reads as one data byte FF but valid encoders never
+//                 write (refusing it is conservative);
 //   kOverrun      a bit past the end of the range was needed (the segment's data is too short);
-//   kTrailingData the MCUs ended with 8 or more data bits left (libjpeg discards them with
-//                 "Corrupt JPEG data: N extraneous bytes before marker"), or an FF that is not
-//                 stuffing lies inside the range;
+//   kTrailingData the MCUs ended with 8 or more data bits left, or an FF that is not stuffing lies
+//                 inside the range. libjpeg discards such bytes, with "Corrupt JPEG data: N
+//                 extraneous bytes before marker" when they lie past its read-ahead, silently when
+//                 its bit buffer had already reached the marker; reporting them always is
+//                 conservative (valid encoders pad with fewer than 8 bits);
 //   kBadArguments the MCU range lies outside the frame, or a table pointer is null.
 // The coefficients of a reported segment are whatever was decoded up to the error: unusable.
 #pragma once
