@@ -134,13 +134,17 @@ def records(files) -> bytes:
     return b"".join(struct.pack("<I", len(f)) + bytes(f) for f in files)
 
 
-def run(command: list[str], files, *, simd: bool = True, variant: str = "plain", timeout: float = 300) -> bytes:
-    """Runs the harness on `files` (bytes each) and returns its stdout. simd=False sets JSIMD_FORCENONE=1, so
-    that libjpeg-turbo's reference uses its C code instead of SSE2/AVX2."""
-    env = dict(os.environ)
-    env.pop("JSIMD_FORCENONE", None)
-    if not simd:
+def run(command: list[str], files, *, simd: bool | str = True, variant: str = "plain", timeout: float = 300) -> bytes:
+    """Runs the harness on `files` (bytes each) and returns its stdout. `simd` picks libjpeg-turbo's code for the
+    reference: True, the best its CPU detection finds (AVX2 on current x86-64); "sse2", SSE2 only
+    (JSIMD_FORCESSE2=1); False, its C code (JSIMD_FORCENONE=1)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSIMD_")}
+    if simd is False:
         env["JSIMD_FORCENONE"] = "1"
+    elif simd == "sse2":
+        env["JSIMD_FORCESSE2"] = "1"
+    elif simd is not True:
+        raise ValueError(f"simd must be True, False or 'sse2', got {simd!r}")
     if variant == "sanitized":
         env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=99"
         env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=98"
@@ -152,13 +156,13 @@ def run(command: list[str], files, *, simd: bool = True, variant: str = "plain",
     return result.stdout
 
 
-def check(files, *, simd: bool = True, variant: str = "plain") -> list[dict]:
+def check(files, *, simd: bool | str = True, variant: str = "plain") -> list[dict]:
     """One summary per file: the core's decode compared with libjpeg-turbo's (see the harness's header)."""
     out = run(["check"], files, simd=simd, variant=variant)
     return [json.loads(line) for line in out.decode().splitlines()]
 
 
-def dump(files, *, simd: bool = True) -> list[dict]:
+def dump(files, *, simd: bool | str = True) -> list[dict]:
     """Per file: the summary plus the arrays: core_coef / ref_coef (lists of per-component planes, shape
     (block_rows, blocks_per_row, 64), natural order), core_pixels / ref_pixels (H, W, C) and segment_flags."""
     out = run(["dump"], files, simd=simd)

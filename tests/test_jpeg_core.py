@@ -5,7 +5,8 @@ dequantisation + islow IDCT, fancy upsampling, YCbCr -> RGB. tests/jpeg_core_har
 headers with the host compiler (see tests/jpeg_core_build.py), decodes files segment by segment with them, and
 compares with libjpeg-turbo: coefficients with jpeg_read_coefficients, pixels with a full decode (JDCT_ISLOW,
 fancy upsampling, RGB or grayscale out). Every comparison is made twice, against libjpeg with its SIMD code
-(what the CPU path runs) and with JSIMD_FORCENONE=1 (its C code), since the two differ on hostile input.
+(AVX2 or SSE2: what the CPU path runs) and with JSIMD_FORCENONE=1 (its C code), since they differ on hostile
+input.
 
 What is required everywhere: on every valid file, the core's coefficients and pixels equal libjpeg's bit for bit
 and it flags nothing; on damaged files it either decodes a segment exactly as libjpeg does or reports it, never
@@ -68,8 +69,9 @@ def _restart_variants(files):
 
 
 def assert_exact(files, *, expect_methods=None):
-    """Every file decodes with no flag, coefficients and pixels equal to libjpeg's with SIMD (compared in numpy
-    from the dump) and with its C code (compared in the harness). Returns (files, pixel values) compared."""
+    """Every file decodes with no flag, coefficients and pixels equal to libjpeg's with its default SIMD code
+    (compared in numpy from the dump), with SSE2 only and with its C code (both compared in the harness).
+    Returns (files, pixel values) compared."""
     dumped = core.dump(files, simd=True)
     methods = set()
     values = 0
@@ -90,9 +92,10 @@ def assert_exact(files, *, expect_methods=None):
                         f"libjpeg {d['ref_pixels'][y, x, ch]}")
         methods.update(d["upsample"])
         values += d["core_pixels"].size
-    for c_only in core.check(files, simd=False):
-        assert c_only["pixel_mismatches"] == 0 and c_only["coef_mismatch_blocks"] == 0, c_only
-        assert c_only["pixels_compared"] == c_only["pixels"], c_only
+    for simd in ("sse2", False):
+        for r in core.check(files, simd=simd):
+            assert r["pixel_mismatches"] == 0 and r["coef_mismatch_blocks"] == 0, (simd, r)
+            assert r["pixels_compared"] == r["pixels"], (simd, r)
     if expect_methods is not None:
         assert expect_methods <= methods, f"upsampling methods exercised: {methods}, expected {expect_methods}"
     return len(files), values
@@ -254,14 +257,14 @@ def test_hostile_coefficients_match_libjpeg_c_code_and_flag_simd_differences():
         files += [f for f in core.transcode(base, interval=3, hostile=seed) if f is not None]
     assert len(files) == 9 * len(base)
     inexact = compared_simd = 0
-    for simd in (True, False):
+    for simd in (True, "sse2", False):
         for r in core.check(files, simd=simd):
             assert r["core_error"] == "" and r["bad_segments"] == 0 and r["coef_mismatch_blocks"] == 0, r
             assert r["pixel_mismatches"] == 0, r["first_pixel_mismatch"]
-            if simd:
+            if simd is True:
                 inexact += r["inexact_blocks"]
                 compared_simd += r["pixels_compared"]
-            else:
+            elif simd is False:
                 assert r["pixels_compared"] == r["pixels"]
     assert inexact > 0 and compared_simd > 0
 
