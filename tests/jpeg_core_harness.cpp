@@ -239,45 +239,94 @@ bool read_header_for_core(const uint8_t* data, size_t size, HeaderInfo* info, st
   return ok;
 }
 
-void core_decode(const uint8_t* data, size_t size, CoreDecode* out) {
+// Everything the stages need, read from the header and the scan's markers.
+struct Prepared {
+  std::string error;
+  bool table_refused = false;
   HeaderInfo info;
-  if (!read_header_for_core(data, size, &info, &out->error, &out->table_refused)) {
-    out->color = info.components == 1 ? kGray : kYcc;
+  jc::Frame frame{};
+  jc::CoefOrder order;
+  int64_t mcus_per_segment = 0, segments = 0;
+  std::vector<size_t> begins, ends;
+  jc::SegmentScan scan{};
+};
+
+void prepare(const uint8_t* data, size_t size, Prepared* p) {
+  if (!read_header_for_core(data, size, &p->info, &p->error, &p->table_refused)) return;
+  jc::Frame& f = p->frame;
+  if (!jc::make_frame(p->info.width, p->info.height, p->info.components, p->info.h, p->info.v, p->info.scan_order,
+                      &f)) {
+    p->error = "frame refused by make_frame";
     return;
   }
+  const int64_t total = jc::frame_total_mcus(f);
+  p->mcus_per_segment = p->info.restart_interval > 0 ? p->info.restart_interval : total;
+  p->segments = (total + p->mcus_per_segment - 1) / p->mcus_per_segment;
+  p->begins.assign(static_cast<size_t>(p->segments), 0);
+  p->ends.assign(static_cast<size_t>(p->segments), 0);
+  p->scan = jc::find_segments(data, size, p->info.scan_start, p->segments, p->begins.data(), p->ends.data());
+  jc::make_natural_order(&p->order);
+}
+
+// The upsampling method of each component (jc::kUpsampleNone when libjpeg cannot upsample it).
+int component_method(const jc::Frame& f, int c) {
+  return f.num_components == 1 ? jc::kUpsampleFull : jc::choose_upsample(f.h_ratio[c], f.v_ratio[c], f.sample_width[c]);
+}
+
+jc::SamplePlane component_plane(const jc::Frame& f, int c, const uint8_t* samples, int pitch) {
+  return {samples, pitch, f.sample_width[c], f.sample_height[c], f.num_components == 1 ? 1 : f.h_ratio[c],
+          f.num_components == 1 ? 1 : f.v_ratio[c], component_method(f, c)};
+}
+
+// One output pixel: what a kernel thread does after upsampling.
+CUSTOM_OP_HD inline void convert_pixel(int color, const jc::SamplePlane* sp, int y, int x, uint8_t* px) {
+  if (color == 0) {
+    px[0] = static_cast<uint8_t>(jc::upsampled_sample(sp[0], y, x));
+  } else if (color == 1) {
+    jc::ycc_to_rgb(jc::upsampled_sample(sp[0], y, x), jc::upsampled_sample(sp[1], y, x),
+                   jc::upsampled_sample(sp[2], y, x), px);
+  } else {
+    for (int c = 0; c < 3; ++c) px[c] = static_cast<uint8_t>(jc::upsampled_sample(sp[c], y, x));
+  }
+}
+
+void core_decode(const uint8_t* data, size_t size, CoreDecode* out) {
+  Prepared p;
+  prepare(data, size, &p);
+  if (!p.error.empty()) {
+    out->error = p.error;
+    out->table_refused = p.table_refused;
+    out->color = p.info.components == 1 ? kGray : kYcc;
+    return;
+  }
+  const HeaderInfo& info = p.info;
   jc::Frame& f = out->frame;
-  if (!jc::make_frame(info.width, info.height, info.components, info.h, info.v, info.scan_order, &f)) {
-    out->error = "frame refused by make_frame";
-    return;
-  }
+  f = p.frame;
   out->color = info.color;
   out->out_components = info.color == kGray ? 1 : 3;
   out->restart_interval = info.restart_interval;
   const int64_t total = jc::frame_total_mcus(f);
-  out->mcus_per_segment = info.restart_interval > 0 ? info.restart_interval : total;
-  out->segments = (total + out->mcus_per_segment - 1) / out->mcus_per_segment;
+  out->mcus_per_segment = p.mcus_per_segment;
+  out->segments = p.segments;
 
   int16_t* planes[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
   for (int c = 0; c < f.num_components; ++c) {
     out->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
     planes[c] = out->coef[c].data();
   }
-  std::vector<size_t> begins(static_cast<size_t>(out->segments)), ends(static_cast<size_t>(out->segments));
-  out->scan = jc::find_segments(data, size, info.scan_start, out->segments, begins.data(), ends.data());
-  jc::CoefOrder order;
-  jc::make_natural_order(&order);
+  out->scan = p.scan;
   jc::SegmentTables tables;
   for (int c = 0; c < jc::kMaxComponents; ++c) {
     tables.dc[c] = c < f.num_components ? &info.dc[c] : nullptr;
     tables.ac[c] = c < f.num_components ? &info.ac[c] : nullptr;
   }
-  tables.order = &order;
+  tables.order = &p.order;
   out->seg_flags.assign(static_cast<size_t>(out->segments), kSegmentNotFound);
   for (int64_t s = 0; s < out->scan.found; ++s) {
     const int64_t first = s * out->mcus_per_segment;
     const int64_t count = std::min<int64_t>(out->mcus_per_segment, total - first);
     out->seg_flags[static_cast<size_t>(s)] =
-        jc::decode_segment(data + begins[static_cast<size_t>(s)], data + ends[static_cast<size_t>(s)], f, tables,
+        jc::decode_segment(data + p.begins[static_cast<size_t>(s)], data + p.ends[static_cast<size_t>(s)], f, tables,
                            first, count, planes);
   }
 
@@ -301,28 +350,16 @@ void core_decode(const uint8_t* data, size_t size, CoreDecode* out) {
   // Upsampling and colour conversion, one output pixel at a time as a kernel thread would.
   jc::SamplePlane sp[jc::kMaxComponents];
   for (int c = 0; c < f.num_components; ++c) {
-    const int method = f.num_components == 1 ? jc::kUpsampleFull
-                                             : jc::choose_upsample(f.h_ratio[c], f.v_ratio[c], f.sample_width[c]);
-    out->upsample_method[c] = method;
-    if (method == jc::kUpsampleNone) return;  // libjpeg: JERR_FRACT_SAMPLE_NOTIMPL
-    sp[c] = {out->samples[c].data(), out->pitch[c], f.sample_width[c], f.sample_height[c],
-             f.num_components == 1 ? 1 : f.h_ratio[c], f.num_components == 1 ? 1 : f.v_ratio[c], method};
+    out->upsample_method[c] = component_method(f, c);
+    if (out->upsample_method[c] == jc::kUpsampleNone) return;  // libjpeg: JERR_FRACT_SAMPLE_NOTIMPL
+    sp[c] = component_plane(f, c, out->samples[c].data(), out->pitch[c]);
   }
   const size_t W = static_cast<size_t>(f.width), H = static_cast<size_t>(f.height);
   out->pixels.assign(W * H * static_cast<size_t>(out->out_components), 0);
-  for (int y = 0; y < f.height; ++y) {
-    for (int x = 0; x < f.width; ++x) {
-      uint8_t* px = out->pixels.data() + (static_cast<size_t>(y) * W + static_cast<size_t>(x)) * out->out_components;
-      if (out->color == kGray) {
-        px[0] = static_cast<uint8_t>(jc::upsampled_sample(sp[0], y, x));
-      } else if (out->color == kYcc) {
-        jc::ycc_to_rgb(jc::upsampled_sample(sp[0], y, x), jc::upsampled_sample(sp[1], y, x),
-                       jc::upsampled_sample(sp[2], y, x), px);
-      } else {
-        for (int c = 0; c < 3; ++c) px[c] = static_cast<uint8_t>(jc::upsampled_sample(sp[c], y, x));
-      }
-    }
-  }
+  for (int y = 0; y < f.height; ++y)
+    for (int x = 0; x < f.width; ++x)
+      convert_pixel(out->color, sp, y, x,
+                    out->pixels.data() + (static_cast<size_t>(y) * W + static_cast<size_t>(x)) * out->out_components);
 }
 
 // ---- libjpeg's decode ---------------------------------------------------------------------------
@@ -829,6 +866,7 @@ void selftest_orders(const std::vector<uint8_t>& file) {
   const int64_t n = (total + per - 1) / per;
   std::vector<size_t> b(static_cast<size_t>(n)), e(static_cast<size_t>(n));
   const jc::SegmentScan scan = jc::find_segments(file.data(), file.size(), info.scan_start, n, b.data(), e.data());
+  (void)why;
   jc::CoefOrder natural, zigzag;
   jc::make_natural_order(&natural);
   jc::make_zigzag_order(&zigzag);
@@ -885,6 +923,7 @@ int usage() {
 
 }  // namespace
 
+#ifndef JPEG_CORE_HARNESS_NO_MAIN
 int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string command = argv[1];
@@ -915,3 +954,4 @@ int main(int argc, char** argv) {
   }
   return usage();
 }
+#endif  // JPEG_CORE_HARNESS_NO_MAIN

@@ -19,6 +19,7 @@ and skip with the reason otherwise.
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import subprocess
@@ -141,6 +142,41 @@ def test_core_compiles_as_cuda_device_code(tmp_path):
                "-o", str(tmp_path / "check.o")]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
+
+
+def _gpu_unavailable() -> str | None:
+    if shutil.which("nvcc") is None:
+        return "nvcc is not installed"
+    smi = shutil.which("nvidia-smi")
+    if smi is None or subprocess.run([smi, "-L"], capture_output=True).returncode != 0:
+        return "no NVIDIA GPU here"
+    return None
+
+
+@pytest.mark.skipif(_gpu_unavailable() is not None, reason=f"GPU check: {_gpu_unavailable()}")
+def test_core_on_gpu_matches_cpu(tmp_path):
+    """The same stages run in CUDA kernels (tests/jpeg_core_gpu_check.cu: one thread per segment, per block, per
+    pixel) give bit-identical segment flags, coefficients, SIMD-exactness flags, samples and pixels to the CPU
+    build, on valid, hostile and damaged files; so what the CPU tests prove about the core holds on the GPU."""
+    binary = tmp_path / "jpeg_core_gpu_check"
+    build = subprocess.run(["nvcc", "-std=c++17", "-O2", "-arch=native", f"-I{ROOT}",
+                            str(ROOT / "tests" / "jpeg_core_gpu_check.cu"), "-o", str(binary), *core._jpeg_flags()],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-4000:]
+    files = []
+    for i, sampling in enumerate(SAMPLINGS):
+        for h, w in [(1, 1), (3, 17), (17, 33), (97, 83)]:
+            pixels = jpeg_factory.photo_like(h, w, 1 if sampling == "gray" else 3, seed=i)
+            files.append(_encode(pixels, sampling, quality=90, restart_interval=2))
+    files += [f for f in core.transcode(files, interval=3, hostile=1) if f is not None]
+    rng = random.Random(5)
+    corpus = _fuzz_corpus()
+    files += [_mutate(rng.choice(corpus), rng) for _ in range(300)]
+    result = subprocess.run([str(binary)], input=core.records(files), capture_output=True, timeout=600)
+    lines = result.stdout.decode().splitlines()
+    summary = json.loads(lines[-1]) if lines else {}
+    assert result.returncode == 0 and summary.get("unequal") == 0, (lines[-5:], result.stderr.decode()[-2000:])
+    assert summary["compared"] > 0.9 * len(files) - 40 and summary["flagged_segments"] > 0, summary
 
 
 # ---- Valid files: exact -------------------------------------------------------------------------------------
