@@ -177,30 +177,32 @@ struct HeaderInfo {
   jc::QuantTable quant[4];     // per component
 };
 
-bool read_header_for_core(const uint8_t* data, size_t size, HeaderInfo* info, std::string* why,
-                          bool* table_refused = nullptr) {
+// The libjpeg part, with no C++ object of its own alive across setjmp: false with *reason set, or
+// with *reason null after a libjpeg error (its message in *message).
+bool read_header_libjpeg(const uint8_t* data, size_t size, HeaderInfo* info, const char** reason,
+                         bool* table_refused, std::string* message, std::string* warning) {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
-  std::string message, warning;
-  install_errors(&err, &message, &warning);
+  install_errors(&err, message, warning);
   cinfo.err = &err.pub;
+  *reason = nullptr;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
-    *why = "libjpeg: " + message;
     return false;
   }
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
   bool ok = false;
+  const char* reason_text = "";
   if (cinfo.progressive_mode || cinfo.arith_code || cinfo.data_precision != 8) {
-    *why = "not sequential Huffman 8-bit";
+    reason_text = "not sequential Huffman 8-bit";
   } else if (cinfo.comps_in_scan != cinfo.num_components) {
-    *why = "first scan does not hold every component";
+    reason_text = "first scan does not hold every component";
   } else if (!((cinfo.num_components == 1 && cinfo.jpeg_color_space == JCS_GRAYSCALE) ||
                (cinfo.num_components == 3 &&
                 (cinfo.jpeg_color_space == JCS_YCbCr || cinfo.jpeg_color_space == JCS_RGB)))) {
-    *why = "colour space not gray, YCbCr or RGB";
+    reason_text = "colour space not gray, YCbCr or RGB";
   } else {
     ok = true;
     info->width = static_cast<int>(cinfo.image_width);
@@ -214,21 +216,27 @@ bool read_header_for_core(const uint8_t* data, size_t size, HeaderInfo* info, st
       info->h[i] = comp->h_samp_factor;
       info->v[i] = comp->v_samp_factor;
       info->scan_order[i] = static_cast<int>(cinfo.cur_comp_info[i] - cinfo.comp_info);
-      const JHUFF_TBL* dc = cinfo.dc_huff_tbl_ptrs[comp->dc_tbl_no];
-      const JHUFF_TBL* ac = cinfo.ac_huff_tbl_ptrs[comp->ac_tbl_no];
+      // The SOS's selectors are 4 bits; libjpeg checks them only when decoding starts.
+      const bool selectors_ok = comp->dc_tbl_no >= 0 && comp->dc_tbl_no < NUM_HUFF_TBLS && comp->ac_tbl_no >= 0 &&
+                                comp->ac_tbl_no < NUM_HUFF_TBLS;
+      const JHUFF_TBL* dc = selectors_ok ? cinfo.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
+      const JHUFF_TBL* ac = selectors_ok ? cinfo.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
       const JQUANT_TBL* q = comp->quant_tbl_no >= 0 && comp->quant_tbl_no < NUM_QUANT_TBLS
                                 ? cinfo.quant_tbl_ptrs[comp->quant_tbl_no]
                                 : nullptr;
-      if (dc == nullptr || ac == nullptr) {
-        *why = "no Huffman table (libjpeg would use the standard ones)";
+      if (!selectors_ok) {
+        reason_text = "Huffman table selector out of range";
+        ok = false;
+      } else if (dc == nullptr || ac == nullptr) {
+        reason_text = "no Huffman table (libjpeg would use the standard ones)";
         ok = false;
       } else if (q == nullptr) {
-        *why = "no quantisation table";
+        reason_text = "no quantisation table";
         ok = false;
       } else if (!jc::build_huffman_table(&dc->bits[1], dc->huffval, 256, true, &info->dc[i]) ||
                  !jc::build_huffman_table(&ac->bits[1], ac->huffval, 256, false, &info->ac[i])) {
-        *why = "Huffman table refused";
-        if (table_refused != nullptr) *table_refused = true;
+        reason_text = "Huffman table refused";
+        *table_refused = true;
         ok = false;
       } else {
         for (int k = 0; k < 64; ++k) info->quant[i].value[k] = q->quantval[k];
@@ -236,6 +244,18 @@ bool read_header_for_core(const uint8_t* data, size_t size, HeaderInfo* info, st
     }
   }
   jpeg_destroy_decompress(&cinfo);
+  if (!ok) *reason = reason_text;
+  return ok;
+}
+
+bool read_header_for_core(const uint8_t* data, size_t size, HeaderInfo* info, std::string* why,
+                          bool* table_refused = nullptr) {
+  std::string message, warning;
+  const char* reason = nullptr;
+  bool refused = false;
+  const bool ok = read_header_libjpeg(data, size, info, &reason, &refused, &message, &warning);
+  if (table_refused != nullptr) *table_refused = refused;
+  if (!ok) *why = reason != nullptr ? std::string(reason) : "libjpeg: " + message;
   return ok;
 }
 
@@ -866,7 +886,6 @@ void selftest_orders(const std::vector<uint8_t>& file) {
   const int64_t n = (total + per - 1) / per;
   std::vector<size_t> b(static_cast<size_t>(n)), e(static_cast<size_t>(n));
   const jc::SegmentScan scan = jc::find_segments(file.data(), file.size(), info.scan_start, n, b.data(), e.data());
-  (void)why;
   jc::CoefOrder natural, zigzag;
   jc::make_natural_order(&natural);
   jc::make_zigzag_order(&zigzag);

@@ -114,16 +114,23 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
 // Decodes MCUs first_mcu .. first_mcu + mcu_count - 1 (in raster order over the frame) from the
 // segment's bytes [begin, end), whose DC predictors start at zero. Block (row, col) of component c
 // goes to planes[c] + (row * f.blocks_per_row[c] + col) * 64, in the order t.order gives (natural
-// order for the IDCT). Each plane must hold plane_coefficients(f, c) values. Returns SegmentFlags.
+// order for the IDCT). Each plane must hold plane_coefficients(f, c) values; `f` should come from
+// make_frame. Returns SegmentFlags.
 CUSTOM_OP_HD inline uint32_t decode_segment(const uint8_t* begin, const uint8_t* end, const Frame& f,
                                             const SegmentTables& t, int64_t first_mcu, int64_t mcu_count,
                                             int16_t* const* planes) {
   if (begin == nullptr || end < begin || t.order == nullptr || planes == nullptr) return kBadArguments;
   if (first_mcu < 0 || mcu_count < 1 || first_mcu > frame_total_mcus(f) - mcu_count) return kBadArguments;
   if (f.blocks_in_mcu < 1 || f.blocks_in_mcu > kMaxBlocksInMcu) return kBadArguments;
+  // The frame's own consistency (make_frame guarantees it; checked so that no Frame, however it was
+  // made, can send a block outside the plane_coefficients(f, c) values the caller allocated).
   for (int b = 0; b < f.blocks_in_mcu; ++b) {
     const int c = f.mcu_component[b];
     if (c >= f.num_components || t.dc[c] == nullptr || t.ac[c] == nullptr || planes[c] == nullptr)
+      return kBadArguments;
+    if (f.mcu_bx[b] >= f.mcu_blocks_h[c] || f.mcu_by[b] >= f.mcu_blocks_v[c] ||
+        static_cast<int64_t>(f.blocks_per_row[c]) < static_cast<int64_t>(f.mcus_per_row) * f.mcu_blocks_h[c] ||
+        static_cast<int64_t>(f.block_rows[c]) < static_cast<int64_t>(f.mcu_rows) * f.mcu_blocks_v[c])
       return kBadArguments;
   }
   BitReader r;
