@@ -202,6 +202,20 @@ def test_generated_files_every_size_quality_and_restart_layout(sampling):
     assert count == len(SIZES) * len(QUALITIES) * (1 + len(RESTARTS))
 
 
+# Per-component factors libjpeg accepts beyond the usual names: every method of jinit_upsampler, chroma
+# subsampled vertically only, luma subsampled against chroma, ratios of 3 and 4 (replication), mixed ratios.
+UNUSUAL_SAMPLINGS = ["2x2,1x2,1x2", "2x2,2x1,2x1", "1x1,2x2,2x2", "4x2,1x1,1x1", "3x1,1x1,1x1", "1x3,1x1,1x1",
+                     "3x2,1x1,1x1", "2x1,1x1,2x1", "4x1,2x1,1x1", "1x4,1x2,1x1", "2x2,1x1,2x2", "1x1,1x2,2x1"]
+
+
+def test_unusual_sampling_factors():
+    files = []
+    for i, spec in enumerate(UNUSUAL_SAMPLINGS):
+        for h, w in [(1, 1), (2, 2), (5, 3), (1, 17), (9, 2), (33, 47)]:
+            files.append(_encode(jpeg_factory.photo_like(h, w, 3, seed=i), spec, quality=90, restart_interval=1 + i % 3))
+    assert_exact(files, expect_methods={UPSAMPLE_FULL, FANCY_H2V1, FANCY_H1V2, FANCY_H2V2, REPLICATE})
+
+
 def test_quality_100_extreme_content():
     """Quality 100 (all quantisers 1) on content with the largest coefficients: pixel noise, one- and two-pixel
     checkerboards, hard stripes. Valid files never reach the IDCT's SIMD-inexact range (checked in
