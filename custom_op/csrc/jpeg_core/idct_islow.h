@@ -2,11 +2,12 @@
 //
 // Why two arithmetic widths and an exactness flag. libjpeg-turbo 2.1.5 has two implementations of
 // this transform that agree on every block a real encoder produces but NOT on hostile ones:
-//   - the C code (jidctint.c, used with JSIMD_FORCENONE=1 or on CPUs without SSE2) multiplies in
+//   - the C code (jidctint.c: builds without SIMD, or JSIMD_FORCENONE=1) multiplies in
 //     JLONG (64-bit on LP64 Linux), keeps pass-1 results in `int` (a larger value wraps), and limits
 //     the output through a 1024-entry table indexed by (value & 1023), so values beyond [-512, 511]
 //     wrap around;
-//   - the SSE2/AVX2 code (what the CPU path gets on any x86-64 machine) dequantises with a 16-bit
+//   - the x86-64 SSE2/AVX2 code (what the CPU path gets on any x86-64 machine; ARM's NEON code was
+//     not examined) dequantises with a 16-bit
 //     multiply (pmullw keeps the low 16 bits), forms in0 +- in4, in7 + in3 and in5 + in1 with 16-bit
 //     adds (wrapping), saturates pass-1 results to 16 bits (packssdw) and clamps the output.
 // The values below are the C code's for EVERY input (what the CPU path computes with SIMD off). The
@@ -121,7 +122,7 @@ CUSTOM_OP_HD inline bool idct_islow(const int16_t* coef, const QuantTable& quant
   for (int col = 0; col < 8; ++col) {
     int64_t in[8], res[8];
     for (int row = 0; row < 8; ++row) {
-      const int32_t q = static_cast<int16_t>(quant.value[row * 8 + col]);  // ISLOW_MULT_TYPE is short
+      const int32_t q = wrap_int16(quant.value[row * 8 + col]);  // ISLOW_MULT_TYPE is short
       in[row] = static_cast<int64_t>(static_cast<int32_t>(coef[row * 8 + col]) * q);
     }
     exact = islow::transform_descaled(in, islow::kConstBits - islow::kPass1Bits, res) && exact;

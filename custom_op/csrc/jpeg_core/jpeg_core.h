@@ -5,7 +5,9 @@
 // YCbCr -> RGB), or report the segment so that the CPU path decodes it. Writing the arithmetic once
 // as __host__ __device__ code lets CI, which has no GPU, test the very code the kernels run:
 // tests/jpeg_core_harness.cpp compiles these headers with a plain C++ compiler and
-// tests/test_jpeg_core.py compares the results with libjpeg-turbo, on every subsampling, and fuzzes.
+// tests/test_jpeg_core.py compares the results with libjpeg-turbo, on every subsampling, and fuzzes;
+// tests/jpeg_core_gpu_check.cu runs the same stages in CUDA kernels and requires results identical to
+// the CPU build's, bit for bit (where a GPU is present).
 //
 // The stages, in the order a decode runs them (each header says why it is built the way it is):
 //   segments.h    find every restart segment's byte range, checking the markers (host or device);
