@@ -1,0 +1,88 @@
+// Reads the entropy-coded bits of ONE restart segment, given as a byte range.
+//
+// Why a range and not a stream: on the GPU each thread decodes one segment and must never look at
+// another's bytes, so the reader is confined to [begin, end) and can say precisely how the segment
+// ended. libjpeg reads FF 00 as a data byte FF and treats any other FF xx as a marker, past which it
+// supplies zero bits (with a warning, "Corrupt JPEG data: premature end of data segment", as soon as
+// one of them is consumed). The reader does the same: it unstuffs FF 00, stops at any other FF (a
+// marker inside the range, FF FF fill, an FF as the last byte) or at the end, and pads zeros after
+// that while counting them. A decoder that consumed a padded bit decoded something libjpeg would
+// have warned about, and reports the segment as damaged (see overran()).
+//
+// It never reads outside [begin, end): bytes are loaded one at a time, each checked against `end`.
+// The buffer holds up to 64 bits; fill() leaves at least 57, enough for a 16-bit code plus 15 extra
+// bits plus the next code's lookahead without another check.
+#pragma once
+
+#include "hd.h"
+
+namespace custom_op {
+namespace jpeg_core {
+
+struct BitReader {
+  const uint8_t* next;  // next byte to load
+  const uint8_t* end;   // end of the segment's bytes
+  uint64_t buf;         // unconsumed bits, most significant first; zeros below them
+  int bits;             // bits in buf (data and padding)
+  int padded;           // zero bits appended after the data stopped (always the last ones in buf)
+  bool stopped;         // the data stopped: at `end`, or at an FF (next points at it) not followed by 00
+};
+
+CUSTOM_OP_HD inline void reader_init(BitReader* r, const uint8_t* begin, const uint8_t* end) {
+  r->next = begin;
+  r->end = end;
+  r->buf = 0;
+  r->bits = 0;
+  r->padded = 0;
+  r->stopped = begin >= end;
+}
+
+// Loads bytes until more than 56 bits are buffered.
+CUSTOM_OP_HD inline void reader_fill(BitReader* r) {
+  while (r->bits <= 56) {
+    uint32_t byte = 0;
+    if (!r->stopped) {
+      if (r->next >= r->end) {
+        r->stopped = true;
+      } else if (r->next[0] != 0xFF) {
+        byte = r->next[0];
+        r->next += 1;
+      } else if (r->end - r->next >= 2 && r->next[1] == 0x00) {
+        byte = 0xFF;
+        r->next += 2;
+      } else {
+        r->stopped = true;  // a marker, fill bytes, or an FF ending the range
+      }
+    }
+    if (r->stopped) r->padded += 8;
+    r->buf |= static_cast<uint64_t>(byte) << (56 - r->bits);
+    r->bits += 8;
+  }
+}
+
+// The next n bits (1 <= n <= 32), without consuming them. Needs n bits buffered.
+CUSTOM_OP_HD inline uint32_t reader_peek(const BitReader* r, int n) {
+  return static_cast<uint32_t>(r->buf >> (64 - n));
+}
+
+// Consumes n bits (0 <= n <= bits).
+CUSTOM_OP_HD inline void reader_drop(BitReader* r, int n) {
+  r->buf = n >= 64 ? 0 : r->buf << n;
+  r->bits -= n;
+}
+
+// Whether any padded bit (past the segment's data) has been consumed.
+CUSTOM_OP_HD inline bool reader_overran(const BitReader* r) { return r->padded > r->bits; }
+
+// Whether the data stopped before `end`: at an FF that is not stuffing.
+CUSTOM_OP_HD inline bool reader_stopped_early(const BitReader* r) { return r->stopped && r->next < r->end; }
+
+// Data bits not consumed: those still buffered plus the bytes never loaded (stuffing counts as 8).
+// Valid encoders leave fewer than 8 (the padding to a byte boundary).
+CUSTOM_OP_HD inline int64_t reader_unconsumed_bits(const BitReader* r) {
+  const int64_t buffered = r->bits > r->padded ? r->bits - r->padded : 0;
+  return buffered + 8 * static_cast<int64_t>(r->end - r->next);
+}
+
+}  // namespace jpeg_core
+}  // namespace custom_op

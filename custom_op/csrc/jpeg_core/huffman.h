@@ -1,0 +1,159 @@
+// Huffman decoding of one restart segment into coefficient blocks: what one GPU thread does.
+//
+// Why per segment: a restart marker resets the DC predictors and byte-aligns the data, so segments
+// are independent and the GPU can give each one a thread. Within a segment decoding is sequential.
+//
+// Exactness: for any segment that libjpeg-turbo 2.1.5 decodes WITHOUT a warning, the coefficients
+// here are libjpeg's, bit for bit, including its behaviour on data no valid encoder writes but which
+// libjpeg accepts silently: a zero-size AC symbol other than ZRL (0xF0) ends the block like EOB; a
+// zero run past coefficient 63 stores its value at 63 (jpeg_natural_order's 16 extra entries, see
+// CoefOrder); AC categories up to 15 and DC categories up to 15 are decoded (values up to +-32767);
+// the DC predictor wraps as a 32-bit integer and only its low 16 bits are stored (JCOEF). (libjpeg
+// takes restart-interval files through decode_mcu_slow, whose semantics these are.)
+//
+// Everything libjpeg WOULD warn about is reported instead, and the caller falls back to the CPU path
+// so that warnings, errors and the pixels of damaged files stay exactly libjpeg's:
+//   kBadCode      a code the table lacks (libjpeg: "Corrupt JPEG data: bad Huffman code", then it
+//                 decodes a zero and goes on);
+//   kEarlyMarker  a bit past an FF inside the range was needed: a marker inside the segment, or
+//                 FF FF .. FF 00, which libjpeg reads as one data byte FF but valid encoders never
+//                 write (refusing it is conservative);
+//   kOverrun      a bit past the end of the range was needed (the segment's data is too short);
+//   kTrailingData the MCUs ended with 8 or more data bits left, or an FF that is not stuffing lies
+//                 inside the range. libjpeg discards such bytes, with "Corrupt JPEG data: N
+//                 extraneous bytes before marker" when they lie past its read-ahead, silently when
+//                 its bit buffer had already reached the marker; reporting them always is
+//                 conservative (valid encoders pad with fewer than 8 bits);
+//   kBadArguments the MCU range lies outside the frame, or a table pointer is null.
+// The coefficients of a reported segment are whatever was decoded up to the error: unusable.
+#pragma once
+
+#include "bit_reader.h"
+#include "tables.h"
+
+namespace custom_op {
+namespace jpeg_core {
+
+enum SegmentFlags : uint32_t {
+  kSegmentOk = 0,
+  kBadCode = 1u << 0,
+  kEarlyMarker = 1u << 1,
+  kOverrun = 1u << 2,
+  kTrailingData = 1u << 3,
+  kBadArguments = 1u << 4,
+};
+
+// The tables one segment needs, per frame component (not per table number), so that a kernel can
+// point them at its shared-memory copies.
+struct SegmentTables {
+  const HuffTable* dc[kMaxComponents];
+  const HuffTable* ac[kMaxComponents];
+  const CoefOrder* order;
+};
+
+// The JPEG standard's EXTEND: the value of `size` extra bits (size 1..15).
+CUSTOM_OP_HD inline int32_t huff_extend(uint32_t bits, int size) {
+  return bits < (1u << (size - 1)) ? static_cast<int32_t>(bits) - static_cast<int32_t>((1u << size) - 1)
+                                   : static_cast<int32_t>(bits);
+}
+
+// One symbol, or -1 for a code the table lacks. Needs 16 bits buffered.
+CUSTOM_OP_HD inline int decode_symbol(BitReader* r, const HuffTable& t) {
+  const uint16_t e = t.lookup[reader_peek(r, kHuffLookBits)];
+  if (e != 0) {
+    reader_drop(r, e >> 8);
+    return e & 0xFF;
+  }
+  for (int length = kHuffLookBits + 1; length <= 16; ++length) {
+    const int32_t code = static_cast<int32_t>(reader_peek(r, length));
+    if (code <= t.maxcode[length]) {
+      const int32_t index = code + t.valoffset[length];
+      // Always true for a table build_huffman_table accepted (canonical codes); checked anyway so
+      // that no table can send the read outside huffval.
+      if (index < 0 || index >= t.num_symbols) return -1;
+      reader_drop(r, length);
+      return t.huffval[index];
+    }
+  }
+  return -1;
+}
+
+// One block: DC difference added to *pred, then the AC coefficients, into `block` (zeroed here).
+// Returns false on a code the table lacks.
+CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const HuffTable& ac,
+                                      const uint8_t* position, int32_t* pred, int16_t* block) {
+  for (int i = 0; i < kBlockSize; ++i) block[i] = 0;
+  reader_fill(r);
+  const int s = decode_symbol(r, dc);
+  if (s < 0) return false;
+  int32_t diff = 0;
+  if (s != 0) {  // s <= 15: build_huffman_table refuses larger DC symbols; 57 - 16 bits are left
+    diff = huff_extend(reader_peek(r, s), s);
+    reader_drop(r, s);
+  }
+  *pred = static_cast<int32_t>(static_cast<uint32_t>(*pred) + static_cast<uint32_t>(diff));
+  block[0] = wrap_int16(*pred);
+  for (int k = 1; k < kBlockSize; ++k) {
+    reader_fill(r);  // a code (16) and its extra bits (15) fit in the 57 bits this leaves
+    const int symbol = decode_symbol(r, ac);
+    if (symbol < 0) return false;
+    const int run = symbol >> 4, size = symbol & 15;
+    if (size != 0) {
+      k += run;  // k <= 63 + 15, inside position[80]
+      const int32_t value = huff_extend(reader_peek(r, size), size);
+      reader_drop(r, size);
+      block[position[k]] = static_cast<int16_t>(value);  // |value| <= 32767
+    } else {
+      if (run != 15) break;  // EOB, or a symbol libjpeg also reads as one
+      k += 15;
+    }
+  }
+  return true;
+}
+
+// Decodes MCUs first_mcu .. first_mcu + mcu_count - 1 (in raster order over the frame) from the
+// segment's bytes [begin, end), whose DC predictors start at zero. Block (row, col) of component c
+// goes to planes[c] + (row * f.blocks_per_row[c] + col) * 64, in the order t.order gives (natural
+// order for the IDCT). Each plane must hold plane_coefficients(f, c) values; `f` should come from
+// make_frame. Returns SegmentFlags.
+CUSTOM_OP_HD inline uint32_t decode_segment(const uint8_t* begin, const uint8_t* end, const Frame& f,
+                                            const SegmentTables& t, int64_t first_mcu, int64_t mcu_count,
+                                            int16_t* const* planes) {
+  if (begin == nullptr || end < begin || t.order == nullptr || planes == nullptr) return kBadArguments;
+  if (first_mcu < 0 || mcu_count < 1 || first_mcu > frame_total_mcus(f) - mcu_count) return kBadArguments;
+  if (f.blocks_in_mcu < 1 || f.blocks_in_mcu > kMaxBlocksInMcu) return kBadArguments;
+  // The frame's own consistency (make_frame guarantees it; checked so that no Frame, however it was
+  // made, can send a block outside the plane_coefficients(f, c) values the caller allocated).
+  for (int b = 0; b < f.blocks_in_mcu; ++b) {
+    const int c = f.mcu_component[b];
+    if (c >= f.num_components || t.dc[c] == nullptr || t.ac[c] == nullptr || planes[c] == nullptr)
+      return kBadArguments;
+    if (f.mcu_bx[b] >= f.mcu_blocks_h[c] || f.mcu_by[b] >= f.mcu_blocks_v[c] ||
+        static_cast<int64_t>(f.blocks_per_row[c]) < static_cast<int64_t>(f.mcus_per_row) * f.mcu_blocks_h[c] ||
+        static_cast<int64_t>(f.block_rows[c]) < static_cast<int64_t>(f.mcu_rows) * f.mcu_blocks_v[c])
+      return kBadArguments;
+  }
+  BitReader r;
+  reader_init(&r, begin, end);
+  int32_t pred[kMaxComponents] = {0, 0, 0, 0};
+  int64_t row = first_mcu / f.mcus_per_row;
+  int64_t col = first_mcu % f.mcus_per_row;
+  for (int64_t m = 0; m < mcu_count; ++m) {
+    for (int b = 0; b < f.blocks_in_mcu; ++b) {
+      const int c = f.mcu_component[b];
+      const int64_t block_row = row * f.mcu_blocks_v[c] + f.mcu_by[b];
+      const int64_t block_col = col * f.mcu_blocks_h[c] + f.mcu_bx[b];
+      int16_t* block = planes[c] + (block_row * f.blocks_per_row[c] + block_col) * kBlockSize;
+      if (!decode_block(&r, *t.dc[c], *t.ac[c], t.order->position, &pred[c], block)) return kBadCode;
+      if (reader_overran(&r)) return reader_stopped_early(&r) ? kEarlyMarker : kOverrun;
+    }
+    if (++col == f.mcus_per_row) {
+      col = 0;
+      ++row;
+    }
+  }
+  return reader_unconsumed_bits(&r) >= 8 ? kTrailingData : kSegmentOk;
+}
+
+}  // namespace jpeg_core
+}  // namespace custom_op

@@ -1,0 +1,56 @@
+// Compile-only check that every jpeg_core function is valid CUDA device code: each stage is called
+// from a __global__ kernel, so nvcc must generate device code for all of it (a host-only call, a
+// std:: algorithm, an exception or a host-only constant in device code fails the build).
+// tests/test_jpeg_core.py compiles this with `nvcc -c` when nvcc is installed; it needs no GPU.
+#include "custom_op/csrc/jpeg_core/jpeg_core.h"
+
+namespace jc = custom_op::jpeg_core;
+
+__global__ void check_tables(const uint8_t* counts, const uint8_t* symbols, jc::HuffTable* out, jc::CoefOrder* order,
+                             jc::Frame* frame) {
+  jc::build_huffman_table(counts, symbols, 256, threadIdx.x == 0, out);
+  jc::make_natural_order(order);
+  jc::make_zigzag_order(order + 1);
+  const int h[3] = {2, 1, 1}, v[3] = {2, 1, 1};
+  jc::make_frame(640, 480, 3, h, v, nullptr, frame);
+}
+
+__global__ void check_segments(const uint8_t* data, size_t size, size_t start, int64_t n, size_t* begin, size_t* end,
+                               int* error) {
+  *error = jc::find_segments(data, size, start, n, begin, end).error;
+}
+
+__global__ void check_huffman(const uint8_t* data, const size_t* begin, const size_t* end, const jc::Frame* frame,
+                              const jc::HuffTable* tables, const jc::CoefOrder* order, int64_t per_segment,
+                              int64_t segments, int16_t* plane0, int16_t* plane1, int16_t* plane2, uint32_t* flags) {
+  const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (s >= segments) return;
+  __shared__ jc::HuffTable shared[2];
+  if (threadIdx.x < 2) shared[threadIdx.x] = tables[threadIdx.x];
+  __syncthreads();
+  jc::SegmentTables t;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    t.dc[c] = &shared[0];
+    t.ac[c] = &shared[1];
+  }
+  t.order = order;
+  int16_t* planes[jc::kMaxComponents] = {plane0, plane1, plane2, nullptr};
+  const int64_t total = jc::frame_total_mcus(*frame);
+  const int64_t first = s * per_segment;
+  const int64_t count = total - first < per_segment ? total - first : per_segment;
+  flags[s] = jc::decode_segment(data + begin[s], data + end[s], *frame, t, first, count, planes);
+}
+
+__global__ void check_idct(const int16_t* coef, const jc::QuantTable* quant, uint8_t* out, int pitch, uint8_t* exact) {
+  const int b = blockIdx.x;
+  exact[b] = jc::idct_islow(coef + b * 64, *quant, out + b * 8, pitch) ? 1 : 0;
+}
+
+__global__ void check_color(jc::SamplePlane y, jc::SamplePlane cb, jc::SamplePlane cr, int width, int height,
+                            uint8_t* rgb) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y;
+  if (x >= width || row >= height) return;
+  cb.method = jc::choose_upsample(cb.h_ratio, cb.v_ratio, cb.width);
+  jc::ycc_to_rgb(jc::upsampled_sample(y, row, x), jc::upsampled_sample(cb, row, x), jc::upsampled_sample(cr, row, x),
+                 rgb + (static_cast<int64_t>(row) * width + x) * 3);
+}

@@ -1,0 +1,239 @@
+// Runs the jpeg_core stages in CUDA kernels and compares every output, bit for bit, with the same
+// stages run on the CPU by tests/jpeg_core_harness.cpp (which is included here, without its main).
+//
+// Why: the CPU tests prove the core equals libjpeg-turbo when a host compiler builds it; this proves
+// that nvcc's device build of the same text computes the same thing (integer widths, shifts, the
+// int64 IDCT path, table reads from global and shared memory), so the CPU proof carries over to the
+// GPU. It is not the production kernel layout: one thread per segment (Huffman), per block (IDCT)
+// and per pixel (upsampling + colour), nothing tuned.
+//
+// Input: the harness's records on stdin. Output: one JSON line per file that differs or is skipped,
+// then a summary line {"files": N, "compared": M, "unequal": U, ...}. Exit status 0 when U is 0,
+// 1 otherwise, 3 when no GPU is usable. Built by tests/test_jpeg_core.py (when nvcc and a GPU are
+// present) or by hand:
+//   nvcc -std=c++17 -O2 -arch=sm_90 -I. tests/jpeg_core_gpu_check.cu -o jpeg_core_gpu_check -ljpeg
+#define JPEG_CORE_HARNESS_NO_MAIN
+#include "tests/jpeg_core_harness.cpp"
+
+#include <cuda_runtime.h>
+
+namespace {
+
+struct DeviceJob {
+  jc::Frame frame;
+  jc::HuffTable dc[jc::kMaxComponents], ac[jc::kMaxComponents];
+  jc::QuantTable quant[jc::kMaxComponents];
+  jc::CoefOrder order;
+  int64_t mcus_per_segment, found;
+  int color;
+};
+
+struct Planes {
+  int16_t* coef[jc::kMaxComponents];
+};
+
+__global__ void decode_segments(const DeviceJob* job, const uint8_t* data, const size_t* begins, const size_t* ends,
+                                Planes planes, uint32_t* flags) {
+  // The four tables of a typical scan in shared memory, as a production kernel would keep them.
+  __shared__ jc::HuffTable shared_dc[jc::kMaxComponents], shared_ac[jc::kMaxComponents];
+  __shared__ jc::CoefOrder shared_order;
+  for (int i = threadIdx.x; i < jc::kMaxComponents; i += blockDim.x) {
+    shared_dc[i] = job->dc[i];
+    shared_ac[i] = job->ac[i];
+  }
+  if (threadIdx.x == 0) shared_order = job->order;
+  __syncthreads();
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s >= job->found) return;
+  jc::SegmentTables t;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    t.dc[c] = &shared_dc[c];
+    t.ac[c] = &shared_ac[c];
+  }
+  t.order = &shared_order;
+  const int64_t total = jc::frame_total_mcus(job->frame);
+  const int64_t first = s * job->mcus_per_segment;
+  const int64_t count = total - first < job->mcus_per_segment ? total - first : job->mcus_per_segment;
+  flags[s] = jc::decode_segment(data + begins[s], data + ends[s], job->frame, t, first, count, planes.coef);
+}
+
+__global__ void inverse_dct(const DeviceJob* job, int c, const int16_t* coef, uint8_t* samples, int pitch,
+                            uint8_t* exact) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int per_row = job->frame.blocks_per_row[c];
+  if (b >= static_cast<int64_t>(per_row) * job->frame.block_rows[c]) return;
+  const int64_t row = b / per_row, col = b % per_row;
+  exact[b] = jc::idct_islow(coef + b * 64, job->quant[c], samples + row * 8 * pitch + col * 8, pitch) ? 1 : 0;
+}
+
+struct SamplePlanes {
+  jc::SamplePlane p[jc::kMaxComponents];
+};
+
+__global__ void to_pixels(const DeviceJob* job, SamplePlanes sp, uint8_t* pixels, int components) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int width = job->frame.width;
+  if (i >= static_cast<int64_t>(width) * job->frame.height) return;
+  const int y = static_cast<int>(i / width), x = static_cast<int>(i % width);
+  convert_pixel(job->color, sp.p, y, x, pixels + i * components);
+}
+
+bool cuda_ok(cudaError_t e, std::string* why) {
+  if (e == cudaSuccess) return true;
+  if (why->empty()) *why = cudaGetErrorString(e);
+  return false;
+}
+
+template <class T>
+T* device_copy(const T* host, size_t count, std::string* why) {
+  T* d = nullptr;
+  if (!cuda_ok(cudaMalloc(&d, count * sizeof(T) + 1), why)) return nullptr;
+  if (count) cuda_ok(cudaMemcpy(d, host, count * sizeof(T), cudaMemcpyHostToDevice), why);
+  return d;
+}
+
+template <class T>
+bool same(const std::vector<T>& host, const T* device, const char* what, std::string* diff) {
+  std::vector<T> back(host.size());
+  std::string why;
+  if (!host.empty() && !cuda_ok(cudaMemcpy(back.data(), device, host.size() * sizeof(T), cudaMemcpyDeviceToHost), &why)) {
+    *diff = std::string(what) + ": " + why;
+    return false;
+  }
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (back[i] != host[i]) {
+      *diff = std::string(what) + " differs at " + std::to_string(i) + ": cpu " + std::to_string(host[i]) + " gpu " +
+              std::to_string(back[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Decodes `file` on the GPU and compares with the CPU decode. Empty string when equal.
+std::string gpu_versus_cpu(const std::vector<uint8_t>& file, const Prepared& p, const CoreDecode& cpu) {
+  std::string why, diff;
+  const jc::Frame& f = p.frame;
+  DeviceJob job;
+  job.frame = f;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    job.dc[c] = p.info.dc[c < f.num_components ? c : 0];
+    job.ac[c] = p.info.ac[c < f.num_components ? c : 0];
+    job.quant[c] = p.info.quant[c < f.num_components ? c : 0];
+  }
+  job.order = p.order;
+  job.mcus_per_segment = p.mcus_per_segment;
+  job.found = p.scan.found;
+  job.color = p.info.color;
+  std::vector<void*> owned;
+  auto keep = [&owned](void* ptr) { owned.push_back(ptr); };
+  DeviceJob* d_job = device_copy(&job, 1, &why);
+  keep(d_job);
+  uint8_t* d_data = device_copy(file.data(), file.size(), &why);
+  keep(d_data);
+  size_t* d_begins = device_copy(p.begins.data(), p.begins.size(), &why);
+  keep(d_begins);
+  size_t* d_ends = device_copy(p.ends.data(), p.ends.size(), &why);
+  keep(d_ends);
+  std::vector<uint32_t> flags_init(static_cast<size_t>(p.segments), kSegmentNotFound);
+  uint32_t* d_flags = device_copy(flags_init.data(), flags_init.size(), &why);
+  keep(d_flags);
+  Planes planes{};
+  uint8_t* d_samples[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
+  uint8_t* d_exact[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
+  for (int c = 0; c < f.num_components; ++c) {
+    const size_t coefs = static_cast<size_t>(jc::plane_coefficients(f, c));
+    cuda_ok(cudaMalloc(&planes.coef[c], coefs * 2), &why);
+    keep(planes.coef[c]);
+    cuda_ok(cudaMemset(planes.coef[c], 0, coefs * 2), &why);
+    cuda_ok(cudaMalloc(&d_samples[c], cpu.samples[c].size()), &why);
+    keep(d_samples[c]);
+    cuda_ok(cudaMemset(d_samples[c], 0, cpu.samples[c].size()), &why);
+    cuda_ok(cudaMalloc(&d_exact[c], cpu.block_exact[c].size()), &why);
+    keep(d_exact[c]);
+  }
+  uint8_t* d_pixels = nullptr;
+  if (!cpu.pixels.empty()) {
+    cuda_ok(cudaMalloc(&d_pixels, cpu.pixels.size()), &why);
+    keep(d_pixels);
+  }
+  const int threads = 128;
+  if (why.empty() && p.scan.found > 0) {
+    decode_segments<<<static_cast<unsigned>((p.scan.found + threads - 1) / threads), threads>>>(
+        d_job, d_data, d_begins, d_ends, planes, d_flags);
+    cuda_ok(cudaGetLastError(), &why);
+  }
+  for (int c = 0; c < f.num_components && why.empty(); ++c) {
+    const int64_t blocks = static_cast<int64_t>(f.blocks_per_row[c]) * f.block_rows[c];
+    inverse_dct<<<static_cast<unsigned>((blocks + threads - 1) / threads), threads>>>(d_job, c, planes.coef[c],
+                                                                                       d_samples[c], cpu.pitch[c],
+                                                                                       d_exact[c]);
+    cuda_ok(cudaGetLastError(), &why);
+  }
+  if (why.empty() && d_pixels != nullptr) {
+    SamplePlanes sp{};
+    for (int c = 0; c < f.num_components; ++c) sp.p[c] = component_plane(f, c, d_samples[c], cpu.pitch[c]);
+    const int64_t pixels = static_cast<int64_t>(f.width) * f.height;
+    to_pixels<<<static_cast<unsigned>((pixels + threads - 1) / threads), threads>>>(d_job, sp, d_pixels,
+                                                                                     cpu.out_components);
+    cuda_ok(cudaGetLastError(), &why);
+  }
+  cuda_ok(cudaDeviceSynchronize(), &why);
+  if (!why.empty()) {
+    diff = "CUDA error: " + why;
+  } else if (same(cpu.seg_flags, d_flags, "segment flags", &diff)) {
+    bool equal = true;
+    for (int c = 0; c < f.num_components && equal; ++c) {
+      equal = same(cpu.coef[c], planes.coef[c], "coefficients", &diff) &&
+              same(cpu.block_exact[c], d_exact[c], "exact flags", &diff) &&
+              same(cpu.samples[c], d_samples[c], "samples", &diff);
+    }
+    if (equal && d_pixels != nullptr) same(cpu.pixels, d_pixels, "pixels", &diff);
+  }
+  for (void* ptr : owned) cudaFree(ptr);
+  return diff;
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
+    std::printf("{\"error\": \"no usable CUDA device\"}\n");
+    return 3;
+  }
+  std::vector<uint8_t> file;
+  int64_t files = 0, compared = 0, skipped = 0, unequal = 0, segments = 0, pixels = 0, inexact = 0, flagged = 0;
+  std::string first;
+  while (read_record(&file)) {
+    ++files;
+    Prepared p;
+    prepare(file.data(), file.size(), &p);
+    CoreDecode cpu;
+    core_decode(file.data(), file.size(), &cpu);
+    if (!p.error.empty() || !cpu.error.empty()) {
+      ++skipped;
+      continue;
+    }
+    const std::string diff = gpu_versus_cpu(file, p, cpu);
+    ++compared;
+    segments += p.scan.found;
+    pixels += static_cast<int64_t>(cpu.pixels.size());
+    inexact += cpu.inexact_blocks;
+    for (uint32_t fl : cpu.seg_flags) flagged += fl != 0;
+    if (!diff.empty()) {
+      if (unequal++ == 0) first = "file " + std::to_string(files - 1) + ": " + diff;
+      std::printf("{\"file\": %lld, \"diff\": \"%s\"}\n", static_cast<long long>(files - 1), json_escape(diff).c_str());
+    }
+  }
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("{\"device\": \"%s\", \"files\": %lld, \"compared\": %lld, \"skipped\": %lld, \"segments\": %lld, "
+              "\"flagged_segments\": %lld, \"inexact_blocks\": %lld, \"pixel_values\": %lld, \"unequal\": %lld, "
+              "\"first_unequal\": \"%s\"}\n",
+              json_escape(prop.name).c_str(), static_cast<long long>(files), static_cast<long long>(compared),
+              static_cast<long long>(skipped), static_cast<long long>(segments), static_cast<long long>(flagged),
+              static_cast<long long>(inexact), static_cast<long long>(pixels), static_cast<long long>(unequal),
+              json_escape(first).c_str());
+  return unequal == 0 ? 0 : 1;
+}

@@ -1,0 +1,976 @@
+// CPU harness for custom_op/csrc/jpeg_core: runs the decoding core the CUDA kernels will run, on the
+// CPU, and compares it with libjpeg-turbo. Built and driven by tests/jpeg_core_build.py for
+// tests/test_jpeg_core.py; the harness may use libjpeg (only jpeg_core/ must not).
+//
+// Why an executable over stdin/stdout rather than a library loaded into Python: libjpeg-turbo reads
+// JSIMD_FORCENONE once per process, and the tests compare with both its SIMD and its C code, so each
+// reference needs a fresh process anyway; and the fuzz run builds this file with AddressSanitizer
+// and UBSan, which is simple for an executable and awkward inside a Python process.
+//
+// Input: records, each a 4-byte little-endian length and that many bytes (a JPEG file).
+//
+//   jpeg_core_harness check      one JSON line per record: the core's decode compared with libjpeg's
+//                                (coefficients from jpeg_read_coefficients, pixels from a full decode
+//                                with JDCT_ISLOW and fancy upsampling), restricted to the segments the
+//                                core accepted (and, for pixels, when libjpeg runs with SIMD, to blocks
+//                                the core marks as SIMD-exact; with JSIMD_FORCENONE=1 every block)
+//   jpeg_core_harness dump       per record: the same JSON line, then the core's coefficient planes
+//                                (int16, one per component), its pixels (uint8, H x W x C), libjpeg's
+//                                coefficient planes and pixels (same shapes, zero where unavailable),
+//                                and the per-segment flags (uint32)
+//   jpeg_core_harness selftest   unit checks of single functions against libjpeg's definitions (its range
+//                                limit table, its colour tables, the IDCT's 32- and 64-bit paths, the
+//                                Huffman table rules, the bit reader), then for each record: zigzag-order
+//                                decoding equals natural-order decoding; prints {"failures": N, ...}
+//   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
+//                                per record: one output record, the same coefficients re-encoded by
+//                                libjpeg (jpeg_read_coefficients + jpeg_write_coefficients, so
+//                                lossless) as a baseline file with that restart interval (MCUs) or one
+//                                segment per N MCU rows; --hostile randomises coefficients (within what
+//                                libjpeg's encoder accepts) and the quantisation tables (up to 65535,
+//                                16-bit DQT) to drive the IDCT outside the range valid files reach.
+//                                An empty record when libjpeg refuses.
+//
+// Exit status: 0, or 2 on bad usage / broken input framing. Per-file problems are reported in JSON.
+#include <algorithm>
+#include <csetjmp>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <jpeglib.h>
+
+#include "custom_op/csrc/jpeg_core/jpeg_core.h"
+
+namespace jc = custom_op::jpeg_core;
+
+namespace {
+
+constexpr uint32_t kSegmentNotFound = 1u << 31;  // harness flag: the scan walk never reached it
+
+// ---- Records on stdin / stdout ------------------------------------------------------------------
+
+bool read_exact(void* out, size_t n) { return n == 0 || std::fread(out, 1, n, stdin) == n; }
+
+// False at a clean end of input; exits on a torn record.
+bool read_record(std::vector<uint8_t>* out) {
+  uint8_t head[4];
+  const size_t got = std::fread(head, 1, 4, stdin);
+  if (got == 0) return false;
+  if (got != 4) {
+    std::fprintf(stderr, "jpeg_core_harness: torn record header\n");
+    std::exit(2);
+  }
+  const uint32_t n = uint32_t(head[0]) | uint32_t(head[1]) << 8 | uint32_t(head[2]) << 16 | uint32_t(head[3]) << 24;
+  out->resize(n);
+  if (!read_exact(out->data(), n)) {
+    std::fprintf(stderr, "jpeg_core_harness: torn record\n");
+    std::exit(2);
+  }
+  return true;
+}
+
+void write_bytes(const void* data, size_t n) {
+  if (n != 0 && std::fwrite(data, 1, n, stdout) != n) std::exit(2);
+}
+
+void write_record(const void* data, size_t n) {
+  const uint32_t len = static_cast<uint32_t>(n);
+  const uint8_t head[4] = {uint8_t(len), uint8_t(len >> 8), uint8_t(len >> 16), uint8_t(len >> 24)};
+  write_bytes(head, 4);
+  write_bytes(data, n);
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const unsigned char u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", u);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// ---- libjpeg error handling ---------------------------------------------------------------------
+
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  jmp_buf jump;
+  std::string* message;
+  int warnings;
+  std::string* first_warning;
+};
+
+void on_error_exit(j_common_ptr cinfo) {
+  ErrorManager* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  char buf[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, buf);
+  *err->message = buf;
+  std::longjmp(err->jump, 1);
+}
+
+void on_emit_message(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  ErrorManager* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (err->warnings++ == 0) {
+    char buf[JMSG_LENGTH_MAX];
+    (*cinfo->err->format_message)(cinfo, buf);
+    *err->first_warning = buf;
+  }
+}
+
+void install_errors(ErrorManager* err, std::string* message, std::string* first_warning) {
+  jpeg_std_error(&err->pub);
+  err->pub.error_exit = on_error_exit;
+  err->pub.emit_message = on_emit_message;
+  err->message = message;
+  err->warnings = 0;
+  err->first_warning = first_warning;
+}
+
+// ---- The core's decode --------------------------------------------------------------------------
+
+enum ColorKind { kGray = 0, kYcc = 1, kRgb = 2 };
+
+struct CoreDecode {
+  std::string error;  // non-empty: the core does not decode this file (header, layout, support)
+  bool table_refused = false;  // error: build_huffman_table refused a table libjpeg's header reader took
+  jc::Frame frame{};
+  int color = kGray;
+  int out_components = 1;
+  int restart_interval = 0;
+  int64_t mcus_per_segment = 0;
+  int64_t segments = 0;
+  jc::SegmentScan scan{};
+  std::vector<uint32_t> seg_flags;
+  std::vector<int16_t> coef[jc::kMaxComponents];
+  std::vector<uint8_t> samples[jc::kMaxComponents];
+  int pitch[jc::kMaxComponents] = {0, 0, 0, 0};
+  std::vector<uint8_t> block_exact[jc::kMaxComponents];
+  int64_t inexact_blocks = 0;
+  int upsample_method[jc::kMaxComponents] = {0, 0, 0, 0};
+  std::vector<uint8_t> pixels;  // empty when the sampling cannot be upsampled
+};
+
+// What the header says, read with libjpeg (the GPU path will have its own parser).
+struct HeaderInfo {
+  int width, height, components;
+  int h[4], v[4];
+  int scan_order[4];
+  int color;
+  int restart_interval;
+  size_t scan_start;
+  jc::HuffTable dc[4], ac[4];  // per component
+  jc::QuantTable quant[4];     // per component
+};
+
+// The libjpeg part, with no C++ object of its own alive across setjmp: false with *reason set, or
+// with *reason null after a libjpeg error (its message in *message).
+bool read_header_libjpeg(const uint8_t* data, size_t size, HeaderInfo* info, const char** reason,
+                         bool* table_refused, std::string* message, std::string* warning) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  install_errors(&err, message, warning);
+  cinfo.err = &err.pub;
+  *reason = nullptr;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  bool ok = false;
+  const char* reason_text = "";
+  if (cinfo.progressive_mode || cinfo.arith_code || cinfo.data_precision != 8) {
+    reason_text = "not sequential Huffman 8-bit";
+  } else if (cinfo.comps_in_scan != cinfo.num_components) {
+    reason_text = "first scan does not hold every component";
+  } else if (!((cinfo.num_components == 1 && cinfo.jpeg_color_space == JCS_GRAYSCALE) ||
+               (cinfo.num_components == 3 &&
+                (cinfo.jpeg_color_space == JCS_YCbCr || cinfo.jpeg_color_space == JCS_RGB)))) {
+    reason_text = "colour space not gray, YCbCr or RGB";
+  } else {
+    ok = true;
+    info->width = static_cast<int>(cinfo.image_width);
+    info->height = static_cast<int>(cinfo.image_height);
+    info->components = cinfo.num_components;
+    info->color = cinfo.jpeg_color_space == JCS_GRAYSCALE ? kGray : (cinfo.jpeg_color_space == JCS_YCbCr ? kYcc : kRgb);
+    info->restart_interval = static_cast<int>(cinfo.restart_interval);
+    info->scan_start = static_cast<size_t>(cinfo.src->next_input_byte - data);
+    for (int i = 0; i < cinfo.num_components && ok; ++i) {
+      const jpeg_component_info* comp = &cinfo.comp_info[i];
+      info->h[i] = comp->h_samp_factor;
+      info->v[i] = comp->v_samp_factor;
+      info->scan_order[i] = static_cast<int>(cinfo.cur_comp_info[i] - cinfo.comp_info);
+      // The SOS's selectors are 4 bits; libjpeg checks them only when decoding starts.
+      const bool selectors_ok = comp->dc_tbl_no >= 0 && comp->dc_tbl_no < NUM_HUFF_TBLS && comp->ac_tbl_no >= 0 &&
+                                comp->ac_tbl_no < NUM_HUFF_TBLS;
+      const JHUFF_TBL* dc = selectors_ok ? cinfo.dc_huff_tbl_ptrs[comp->dc_tbl_no] : nullptr;
+      const JHUFF_TBL* ac = selectors_ok ? cinfo.ac_huff_tbl_ptrs[comp->ac_tbl_no] : nullptr;
+      const JQUANT_TBL* q = comp->quant_tbl_no >= 0 && comp->quant_tbl_no < NUM_QUANT_TBLS
+                                ? cinfo.quant_tbl_ptrs[comp->quant_tbl_no]
+                                : nullptr;
+      if (!selectors_ok) {
+        reason_text = "Huffman table selector out of range";
+        ok = false;
+      } else if (dc == nullptr || ac == nullptr) {
+        reason_text = "no Huffman table (libjpeg would use the standard ones)";
+        ok = false;
+      } else if (q == nullptr) {
+        reason_text = "no quantisation table";
+        ok = false;
+      } else if (!jc::build_huffman_table(&dc->bits[1], dc->huffval, 256, true, &info->dc[i]) ||
+                 !jc::build_huffman_table(&ac->bits[1], ac->huffval, 256, false, &info->ac[i])) {
+        reason_text = "Huffman table refused";
+        *table_refused = true;
+        ok = false;
+      } else {
+        for (int k = 0; k < 64; ++k) info->quant[i].value[k] = q->quantval[k];
+      }
+    }
+  }
+  jpeg_destroy_decompress(&cinfo);
+  if (!ok) *reason = reason_text;
+  return ok;
+}
+
+bool read_header_for_core(const uint8_t* data, size_t size, HeaderInfo* info, std::string* why,
+                          bool* table_refused = nullptr) {
+  std::string message, warning;
+  const char* reason = nullptr;
+  bool refused = false;
+  const bool ok = read_header_libjpeg(data, size, info, &reason, &refused, &message, &warning);
+  if (table_refused != nullptr) *table_refused = refused;
+  if (!ok) *why = reason != nullptr ? std::string(reason) : "libjpeg: " + message;
+  return ok;
+}
+
+// Everything the stages need, read from the header and the scan's markers.
+struct Prepared {
+  std::string error;
+  bool table_refused = false;
+  HeaderInfo info;
+  jc::Frame frame{};
+  jc::CoefOrder order;
+  int64_t mcus_per_segment = 0, segments = 0;
+  std::vector<size_t> begins, ends;
+  jc::SegmentScan scan{};
+};
+
+void prepare(const uint8_t* data, size_t size, Prepared* p) {
+  if (!read_header_for_core(data, size, &p->info, &p->error, &p->table_refused)) return;
+  jc::Frame& f = p->frame;
+  if (!jc::make_frame(p->info.width, p->info.height, p->info.components, p->info.h, p->info.v, p->info.scan_order,
+                      &f)) {
+    p->error = "frame refused by make_frame";
+    return;
+  }
+  const int64_t total = jc::frame_total_mcus(f);
+  p->mcus_per_segment = p->info.restart_interval > 0 ? p->info.restart_interval : total;
+  p->segments = (total + p->mcus_per_segment - 1) / p->mcus_per_segment;
+  p->begins.assign(static_cast<size_t>(p->segments), 0);
+  p->ends.assign(static_cast<size_t>(p->segments), 0);
+  p->scan = jc::find_segments(data, size, p->info.scan_start, p->segments, p->begins.data(), p->ends.data());
+  jc::make_natural_order(&p->order);
+}
+
+// The upsampling method of each component (jc::kUpsampleNone when libjpeg cannot upsample it).
+int component_method(const jc::Frame& f, int c) {
+  return f.num_components == 1 ? jc::kUpsampleFull : jc::choose_upsample(f.h_ratio[c], f.v_ratio[c], f.sample_width[c]);
+}
+
+jc::SamplePlane component_plane(const jc::Frame& f, int c, const uint8_t* samples, int pitch) {
+  return {samples, pitch, f.sample_width[c], f.sample_height[c], f.num_components == 1 ? 1 : f.h_ratio[c],
+          f.num_components == 1 ? 1 : f.v_ratio[c], component_method(f, c)};
+}
+
+// One output pixel: what a kernel thread does after upsampling.
+CUSTOM_OP_HD inline void convert_pixel(int color, const jc::SamplePlane* sp, int y, int x, uint8_t* px) {
+  if (color == 0) {
+    px[0] = static_cast<uint8_t>(jc::upsampled_sample(sp[0], y, x));
+  } else if (color == 1) {
+    jc::ycc_to_rgb(jc::upsampled_sample(sp[0], y, x), jc::upsampled_sample(sp[1], y, x),
+                   jc::upsampled_sample(sp[2], y, x), px);
+  } else {
+    for (int c = 0; c < 3; ++c) px[c] = static_cast<uint8_t>(jc::upsampled_sample(sp[c], y, x));
+  }
+}
+
+void core_decode(const uint8_t* data, size_t size, CoreDecode* out) {
+  Prepared p;
+  prepare(data, size, &p);
+  if (!p.error.empty()) {
+    out->error = p.error;
+    out->table_refused = p.table_refused;
+    out->color = p.info.components == 1 ? kGray : kYcc;
+    return;
+  }
+  const HeaderInfo& info = p.info;
+  jc::Frame& f = out->frame;
+  f = p.frame;
+  out->color = info.color;
+  out->out_components = info.color == kGray ? 1 : 3;
+  out->restart_interval = info.restart_interval;
+  const int64_t total = jc::frame_total_mcus(f);
+  out->mcus_per_segment = p.mcus_per_segment;
+  out->segments = p.segments;
+
+  int16_t* planes[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
+  for (int c = 0; c < f.num_components; ++c) {
+    out->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
+    planes[c] = out->coef[c].data();
+  }
+  out->scan = p.scan;
+  jc::SegmentTables tables;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    tables.dc[c] = c < f.num_components ? &info.dc[c] : nullptr;
+    tables.ac[c] = c < f.num_components ? &info.ac[c] : nullptr;
+  }
+  tables.order = &p.order;
+  out->seg_flags.assign(static_cast<size_t>(out->segments), kSegmentNotFound);
+  for (int64_t s = 0; s < out->scan.found; ++s) {
+    const int64_t first = s * out->mcus_per_segment;
+    const int64_t count = std::min<int64_t>(out->mcus_per_segment, total - first);
+    out->seg_flags[static_cast<size_t>(s)] =
+        jc::decode_segment(data + p.begins[static_cast<size_t>(s)], data + p.ends[static_cast<size_t>(s)], f, tables,
+                           first, count, planes);
+  }
+
+  // Dequantisation and IDCT of every block, decoded or not (the planes are zero elsewhere).
+  for (int c = 0; c < f.num_components; ++c) {
+    out->pitch[c] = f.blocks_per_row[c] * 8;
+    out->samples[c].assign(static_cast<size_t>(out->pitch[c]) * static_cast<size_t>(f.block_rows[c]) * 8, 0);
+    out->block_exact[c].assign(static_cast<size_t>(f.blocks_per_row[c]) * static_cast<size_t>(f.block_rows[c]), 0);
+    for (int br = 0; br < f.block_rows[c]; ++br) {
+      for (int bc = 0; bc < f.blocks_per_row[c]; ++bc) {
+        const size_t b = static_cast<size_t>(br) * static_cast<size_t>(f.blocks_per_row[c]) + static_cast<size_t>(bc);
+        uint8_t* dst = out->samples[c].data() + static_cast<size_t>(br) * 8 * static_cast<size_t>(out->pitch[c]) +
+                       static_cast<size_t>(bc) * 8;
+        const bool exact = jc::idct_islow(out->coef[c].data() + b * 64, info.quant[c], dst, out->pitch[c]);
+        out->block_exact[c][b] = exact ? 1 : 0;
+        if (!exact) ++out->inexact_blocks;
+      }
+    }
+  }
+
+  // Upsampling and colour conversion, one output pixel at a time as a kernel thread would.
+  jc::SamplePlane sp[jc::kMaxComponents];
+  for (int c = 0; c < f.num_components; ++c) {
+    out->upsample_method[c] = component_method(f, c);
+    if (out->upsample_method[c] == jc::kUpsampleNone) return;  // libjpeg: JERR_FRACT_SAMPLE_NOTIMPL
+    sp[c] = component_plane(f, c, out->samples[c].data(), out->pitch[c]);
+  }
+  const size_t W = static_cast<size_t>(f.width), H = static_cast<size_t>(f.height);
+  out->pixels.assign(W * H * static_cast<size_t>(out->out_components), 0);
+  for (int y = 0; y < f.height; ++y)
+    for (int x = 0; x < f.width; ++x)
+      convert_pixel(out->color, sp, y, x,
+                    out->pixels.data() + (static_cast<size_t>(y) * W + static_cast<size_t>(x)) * out->out_components);
+}
+
+// ---- libjpeg's decode ---------------------------------------------------------------------------
+
+struct Reference {
+  std::string coef_error, pixel_error;
+  int coef_warnings = 0, pixel_warnings = 0;
+  std::string coef_warning, pixel_warning;
+  std::vector<int16_t> coef[jc::kMaxComponents];  // in the core's plane shapes
+  std::vector<uint8_t> pixels;
+};
+
+void reference_coefficients(const uint8_t* data, size_t size, const jc::Frame& f, Reference* ref) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  install_errors(&err, &ref->coef_error, &ref->coef_warning);
+  cinfo.err = &err.pub;
+  if (setjmp(err.jump)) {
+    ref->coef_warnings = err.warnings;
+    jpeg_destroy_decompress(&cinfo);
+    for (auto& plane : ref->coef) plane.clear();
+    if (ref->coef_error.empty()) ref->coef_error = "libjpeg error";
+    return;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  jvirt_barray_ptr* arrays = jpeg_read_coefficients(&cinfo);
+  for (int c = 0; c < f.num_components && c < cinfo.num_components; ++c) {
+    const jpeg_component_info* comp = &cinfo.comp_info[c];
+    // libjpeg's arrays are whole MCUs too (jdcoefct.c rounds up to the sampling factors).
+    const int rows = static_cast<int>((comp->height_in_blocks + comp->v_samp_factor - 1) / comp->v_samp_factor *
+                                      comp->v_samp_factor);
+    const int cols = static_cast<int>((comp->width_in_blocks + comp->h_samp_factor - 1) / comp->h_samp_factor *
+                                      comp->h_samp_factor);
+    if (rows < f.block_rows[c] || cols < f.blocks_per_row[c]) {
+      ref->coef_error = "libjpeg's coefficient arrays are smaller than the core's planes";
+      break;
+    }
+    ref->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
+    for (int r = 0; r < f.block_rows[c]; ++r) {
+      JBLOCKARRAY row = (*cinfo.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&cinfo), arrays[c],
+                                                          static_cast<JDIMENSION>(r), 1, FALSE);
+      for (int b = 0; b < f.blocks_per_row[c]; ++b) {
+        int16_t* dst = ref->coef[c].data() + (static_cast<size_t>(r) * static_cast<size_t>(f.blocks_per_row[c]) +
+                                              static_cast<size_t>(b)) * 64;
+        for (int k = 0; k < 64; ++k) dst[k] = row[0][b][k];
+      }
+    }
+  }
+  jpeg_finish_decompress(&cinfo);
+  ref->coef_warnings = err.warnings;
+  jpeg_destroy_decompress(&cinfo);
+}
+
+void reference_pixels(const uint8_t* data, size_t size, int color, Reference* ref) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  install_errors(&err, &ref->pixel_error, &ref->pixel_warning);
+  cinfo.err = &err.pub;
+  if (setjmp(err.jump)) {
+    ref->pixel_warnings = err.warnings;
+    jpeg_destroy_decompress(&cinfo);
+    ref->pixels.clear();
+    if (ref->pixel_error.empty()) ref->pixel_error = "libjpeg error";
+    return;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.out_color_space = color == kGray ? JCS_GRAYSCALE : JCS_RGB;
+  cinfo.dct_method = JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(&cinfo);
+  const size_t row_bytes = static_cast<size_t>(cinfo.output_width) * static_cast<size_t>(cinfo.output_components);
+  ref->pixels.assign(row_bytes * cinfo.output_height, 0);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = ref->pixels.data() + row_bytes * cinfo.output_scanline;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  ref->pixel_warnings = err.warnings;
+  jpeg_destroy_decompress(&cinfo);
+}
+
+// ---- Comparison ---------------------------------------------------------------------------------
+
+struct Comparison {
+  bool simd_reference = true;       // libjpeg runs with SIMD (no JSIMD_FORCENONE=1)
+  int64_t bad_segments = 0;
+  uint32_t flags_seen = 0;
+  int64_t blocks = 0, coef_compared_blocks = 0, coef_mismatch_blocks = 0;
+  std::string first_coef_mismatch;
+  int64_t pixels = 0, pixels_compared = 0, pixel_mismatches = 0;
+  int max_diff = 0;
+  std::string first_pixel_mismatch;
+};
+
+int64_t segment_of_block(const CoreDecode& d, int c, int br, int bc) {
+  const jc::Frame& f = d.frame;
+  const int64_t mcu = static_cast<int64_t>(br / f.mcu_blocks_v[c]) * f.mcus_per_row + bc / f.mcu_blocks_h[c];
+  return mcu / d.mcus_per_segment;
+}
+
+Comparison compare(const CoreDecode& d, const Reference& ref) {
+  Comparison cmp;
+  const char* none = std::getenv("JSIMD_FORCENONE");
+  cmp.simd_reference = !(none != nullptr && std::strcmp(none, "1") == 0);
+  const jc::Frame& f = d.frame;
+  for (uint32_t flags : d.seg_flags) {
+    if (flags != 0) ++cmp.bad_segments;
+    cmp.flags_seen |= flags;
+  }
+  const bool accepted = d.scan.error == jc::kScanOk;
+  // Per block: usable for coefficients (segment accepted), and for pixels (also exact if SIMD).
+  std::vector<uint8_t> good[jc::kMaxComponents], usable[jc::kMaxComponents];
+  bool all_usable = accepted;
+  for (int c = 0; c < f.num_components; ++c) {
+    good[c].assign(d.block_exact[c].size(), 0);
+    usable[c].assign(d.block_exact[c].size(), 0);
+    for (int br = 0; br < f.block_rows[c]; ++br) {
+      for (int bc = 0; bc < f.blocks_per_row[c]; ++bc) {
+        const size_t b = static_cast<size_t>(br) * static_cast<size_t>(f.blocks_per_row[c]) + static_cast<size_t>(bc);
+        ++cmp.blocks;
+        const bool ok = accepted && d.seg_flags[static_cast<size_t>(segment_of_block(d, c, br, bc))] == 0;
+        good[c][b] = ok;
+        usable[c][b] = ok && (!cmp.simd_reference || d.block_exact[c][b]);
+        all_usable = all_usable && usable[c][b];
+        if (!ok || ref.coef[c].empty()) continue;
+        ++cmp.coef_compared_blocks;
+        if (std::memcmp(d.coef[c].data() + b * 64, ref.coef[c].data() + b * 64, 64 * sizeof(int16_t)) != 0) {
+          if (cmp.coef_mismatch_blocks++ == 0) {
+            int k = 0;
+            while (d.coef[c][b * 64 + k] == ref.coef[c][b * 64 + k]) ++k;
+            cmp.first_coef_mismatch = "component " + std::to_string(c) + " block row " + std::to_string(br) +
+                                      " col " + std::to_string(bc) + " coef " + std::to_string(k) + ": core " +
+                                      std::to_string(d.coef[c][b * 64 + k]) + " libjpeg " +
+                                      std::to_string(ref.coef[c][b * 64 + k]);
+          }
+        }
+      }
+    }
+  }
+  const int C = d.out_components;
+  cmp.pixels = static_cast<int64_t>(f.width) * f.height * C;
+  if (d.pixels.empty() || ref.pixels.size() != d.pixels.size()) return cmp;
+  for (int y = 0; y < f.height; ++y) {
+    for (int x = 0; x < f.width; ++x) {
+      bool use = all_usable;
+      if (!use && accepted) {
+        // Every block holding a sample the upsampler may read for this pixel: the 3x3 neighbourhood
+        // of its sample in each component (a superset of what any method reads).
+        use = true;
+        for (int c = 0; c < f.num_components && use; ++c) {
+          const int hr = f.num_components == 1 ? 1 : f.h_ratio[c], vr = f.num_components == 1 ? 1 : f.v_ratio[c];
+          const int j = y / vr, k = x / hr;
+          for (int dj = -1; dj <= 1 && use; ++dj) {
+            for (int dk = -1; dk <= 1 && use; ++dk) {
+              const int jj = jc::clamp_int(j + dj, 0, f.sample_height[c] - 1);
+              const int kk = jc::clamp_int(k + dk, 0, f.sample_width[c] - 1);
+              use = usable[c][static_cast<size_t>(jj / 8) * static_cast<size_t>(f.blocks_per_row[c]) +
+                              static_cast<size_t>(kk / 8)] != 0;
+            }
+          }
+        }
+      }
+      if (!use) continue;
+      const size_t at = (static_cast<size_t>(y) * static_cast<size_t>(f.width) + static_cast<size_t>(x)) * C;
+      for (int ch = 0; ch < C; ++ch) {
+        ++cmp.pixels_compared;
+        const int diff = std::abs(int(d.pixels[at + ch]) - int(ref.pixels[at + ch]));
+        if (diff != 0) {
+          if (cmp.pixel_mismatches++ == 0)
+            cmp.first_pixel_mismatch = "y " + std::to_string(y) + " x " + std::to_string(x) + " channel " +
+                                       std::to_string(ch) + ": core " + std::to_string(d.pixels[at + ch]) +
+                                       " libjpeg " + std::to_string(ref.pixels[at + ch]);
+          if (diff > cmp.max_diff) cmp.max_diff = diff;
+        }
+      }
+    }
+  }
+  return cmp;
+}
+
+std::string summary_json(const CoreDecode& d, const Reference& ref, const Comparison& cmp) {
+  std::string s = "{";
+  auto field = [&s](const char* name, const std::string& value, bool quoted) {
+    if (s.size() > 1) s += ", ";
+    s += "\"";
+    s += name;
+    s += "\": ";
+    if (quoted) s += "\"" + json_escape(value) + "\"";
+    else s += value;
+  };
+  auto num = [&field](const char* name, int64_t v) { field(name, std::to_string(v), false); };
+  const jc::Frame& f = d.frame;
+  field("core_error", d.error, true);
+  if (d.error.empty()) {
+    num("width", f.width);
+    num("height", f.height);
+    num("components", f.num_components);
+    std::string sampling;
+    for (int c = 0; c < f.num_components; ++c)
+      sampling += (c ? "," : "") + std::to_string(f.h[c]) + "x" + std::to_string(f.v[c]);
+    field("sampling", sampling, true);
+    field("color", d.color == kGray ? "gray" : (d.color == kYcc ? "ycbcr" : "rgb"), true);
+    std::string methods = "[";
+    std::string planes = "[";
+    for (int c = 0; c < f.num_components; ++c) {
+      methods += (c ? "," : "") + std::to_string(d.upsample_method[c]);
+      planes += std::string(c ? "," : "") + "[" + std::to_string(f.block_rows[c]) + "," +
+                std::to_string(f.blocks_per_row[c]) + "]";
+    }
+    field("upsample", methods + "]", false);
+    field("planes", planes + "]", false);
+    num("out_components", d.out_components);
+    num("restart_interval", d.restart_interval);
+    num("segments", d.segments);
+    num("scan_error", d.scan.error);
+    num("segments_found", d.scan.found);
+    num("bad_segments", cmp.bad_segments);
+    num("segment_flags", cmp.flags_seen);
+    num("blocks", cmp.blocks);
+    num("inexact_blocks", d.inexact_blocks);
+    num("coef_compared_blocks", cmp.coef_compared_blocks);
+    num("coef_mismatch_blocks", cmp.coef_mismatch_blocks);
+    field("first_coef_mismatch", cmp.first_coef_mismatch, true);
+    num("pixels", cmp.pixels);
+    num("pixels_compared", cmp.pixels_compared);
+    num("pixel_mismatches", cmp.pixel_mismatches);
+    num("max_diff", cmp.max_diff);
+    field("first_pixel_mismatch", cmp.first_pixel_mismatch, true);
+    field("simd_reference", cmp.simd_reference ? "true" : "false", false);
+  }
+  field("ref_coef_error", ref.coef_error, true);
+  field("ref_pixel_error", ref.pixel_error, true);
+  num("ref_warnings", ref.coef_warnings + ref.pixel_warnings);
+  field("ref_warning", ref.coef_warning.empty() ? ref.pixel_warning : ref.coef_warning, true);
+  return s + "}\n";
+}
+
+void run_check(bool dump) {
+  std::vector<uint8_t> file;
+  while (read_record(&file)) {
+    CoreDecode d;
+    core_decode(file.data(), file.size(), &d);
+    Reference ref;
+    if (d.error.empty()) {
+      reference_coefficients(file.data(), file.size(), d.frame, &ref);
+      reference_pixels(file.data(), file.size(), d.color, &ref);
+    } else if (d.table_refused) {
+      reference_pixels(file.data(), file.size(), d.color, &ref);  // does libjpeg refuse the table too?
+    }
+    const Comparison cmp = d.error.empty() ? compare(d, ref) : Comparison{};
+    const std::string line = summary_json(d, ref, cmp);
+    write_bytes(line.data(), line.size());
+    if (dump && d.error.empty()) {
+      const size_t npix = static_cast<size_t>(d.frame.width) * static_cast<size_t>(d.frame.height) *
+                          static_cast<size_t>(d.out_components);
+      for (int c = 0; c < d.frame.num_components; ++c) write_bytes(d.coef[c].data(), d.coef[c].size() * 2);
+      std::vector<uint8_t> pixels = d.pixels;
+      pixels.resize(npix, 0);
+      write_bytes(pixels.data(), npix);
+      for (int c = 0; c < d.frame.num_components; ++c) {
+        std::vector<int16_t> plane = ref.coef[c];
+        plane.resize(d.coef[c].size(), 0);
+        write_bytes(plane.data(), plane.size() * 2);
+      }
+      pixels = ref.pixels;
+      pixels.resize(npix, 0);
+      write_bytes(pixels.data(), npix);
+      write_bytes(d.seg_flags.data(), d.seg_flags.size() * 4);
+    }
+    std::fflush(stdout);
+  }
+}
+
+// ---- Transcoding --------------------------------------------------------------------------------
+
+struct TranscodeOptions {
+  int interval = 0, rows = 0;
+  bool optimize = false;
+  bool hostile = false;
+  uint32_t seed = 0;
+};
+
+void make_hostile(j_decompress_ptr src, jvirt_barray_ptr* arrays, j_compress_ptr dst, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const uint32_t qmax[] = {8, 255, 65535};
+  const uint32_t q_limit = qmax[seed % 3];
+  for (int t = 0; t < NUM_QUANT_TBLS; ++t) {
+    JQUANT_TBL* q = dst->quant_tbl_ptrs[t];
+    if (q == nullptr) continue;
+    for (int k = 0; k < 64; ++k) {
+      const uint32_t pick = rng() % 16;
+      if (q_limit > 255 && pick == 0) q->quantval[k] = 32767;
+      else if (q_limit > 255 && pick == 1) q->quantval[k] = 32768;
+      else if (q_limit > 255 && pick == 2) q->quantval[k] = 65535;
+      else q->quantval[k] = static_cast<UINT16>(1 + rng() % q_limit);
+    }
+  }
+  for (int c = 0; c < src->num_components; ++c) {
+    const jpeg_component_info* comp = &src->comp_info[c];
+    for (JDIMENSION r = 0; r < comp->height_in_blocks; ++r) {
+      JBLOCKARRAY row = (*src->mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(src), arrays[c], r, 1, TRUE);
+      for (JDIMENSION b = 0; b < comp->width_in_blocks; ++b) {
+        const uint32_t kind = rng() % 8;
+        if (kind >= 3) continue;  // most blocks stay as they are
+        for (int k = 0; k < 64; ++k) {
+          // libjpeg's encoder accepts |AC| <= 1023 and DC differences of 11 bits: DC in +-1023.
+          const int extreme = (rng() % 2) ? 1023 : -1023;
+          if (kind == 0) row[0][b][k] = static_cast<JCOEF>(extreme);  // every coefficient at the limit
+          else if (rng() % 3 == 0) row[0][b][k] = static_cast<JCOEF>(static_cast<int>(rng() % 2047) - 1023);
+        }
+      }
+    }
+  }
+}
+
+void run_transcode(const TranscodeOptions& opt) {
+  std::vector<uint8_t> file;
+  while (read_record(&file)) {
+    jpeg_decompress_struct src;
+    jpeg_compress_struct dst;
+    ErrorManager src_err, dst_err;
+    std::string src_message, dst_message, warning;
+    install_errors(&src_err, &src_message, &warning);
+    install_errors(&dst_err, &dst_message, &warning);
+    src.err = &src_err.pub;
+    dst.err = &dst_err.pub;
+    unsigned char* out = nullptr;
+    unsigned long out_size = 0;
+    jpeg_create_decompress(&src);
+    jpeg_create_compress(&dst);
+    volatile bool ok = false;
+    if (setjmp(src_err.jump) == 0 && setjmp(dst_err.jump) == 0) {
+      jpeg_mem_src(&src, file.data(), static_cast<unsigned long>(file.size()));
+      jpeg_read_header(&src, TRUE);
+      jvirt_barray_ptr* arrays = jpeg_read_coefficients(&src);
+      jpeg_mem_dest(&dst, &out, &out_size);
+      jpeg_copy_critical_parameters(&src, &dst);
+      if (opt.rows > 0) dst.restart_in_rows = opt.rows;
+      else dst.restart_interval = static_cast<unsigned int>(opt.interval);
+      dst.optimize_coding = opt.optimize || opt.hostile ? TRUE : FALSE;
+      if (opt.hostile) make_hostile(&src, arrays, &dst, opt.seed);
+      jpeg_write_coefficients(&dst, arrays);
+      jpeg_finish_compress(&dst);
+      jpeg_finish_decompress(&src);
+      ok = true;
+    }
+    jpeg_destroy_compress(&dst);
+    jpeg_destroy_decompress(&src);
+    if (ok) write_record(out, out_size);
+    else write_record(nullptr, 0);
+    std::free(out);
+    std::fflush(stdout);
+  }
+}
+
+
+// ---- Self-tests of single functions against libjpeg's definitions -------------------------------
+
+int g_failures = 0;
+
+void expect(bool ok, const std::string& what) {
+  if (ok) return;
+  if (g_failures++ < 20) std::printf("FAIL %s\n", what.c_str());
+}
+
+// jdmaster.c prepare_range_limit_table, built the way it builds it; the IDCT reads it at
+// sample_range_limit + CENTERJSAMPLE, index x & 1023.
+void selftest_range_limit() {
+  std::vector<int> table(5 * 256 + 128);
+  int* base = table.data() + 256;  // sample_range_limit
+  for (int i = -256; i < 0; ++i) base[i] = 0;
+  for (int i = 0; i <= 255; ++i) base[i] = i;
+  int* post = base + 128;
+  for (int i = 128; i < 512; ++i) post[i] = 255;
+  for (int i = 512; i < 512 + 384; ++i) post[i] = 0;
+  for (int i = 0; i < 128; ++i) post[896 + i] = base[i];
+  for (int64_t x = -5000; x <= 5000; ++x)
+    expect(jc::idct_range_limit(x) == post[x & 1023], "range limit at " + std::to_string(x));
+  const int64_t big[] = {INT32_MAX, INT32_MIN, int64_t{1} << 40, -(int64_t{1} << 40) - 3};
+  for (int64_t x : big) expect(jc::idct_range_limit(x) == post[x & 1023], "range limit far out");
+}
+
+// jdcolor.c build_ycc_rgb_table and ycc_rgb_convert, in JLONG (64-bit) as libjpeg computes them.
+void selftest_color() {
+  auto fix = [](double v) { return static_cast<int64_t>(v * 65536.0 + 0.5); };
+  int64_t crr[256], cbb[256], crg[256], cbg[256];
+  for (int i = 0; i < 256; ++i) {
+    const int64_t x = i - 128;
+    crr[i] = (fix(1.40200) * x + 32768) >> 16;
+    cbb[i] = (fix(1.77200) * x + 32768) >> 16;
+    crg[i] = -fix(0.71414) * x;
+    cbg[i] = -fix(0.34414) * x + 32768;
+  }
+  auto limit = [](int64_t v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); };
+  int bad = 0;
+  for (int y = 0; y < 256; ++y)
+    for (int cb = 0; cb < 256; ++cb)
+      for (int cr = 0; cr < 256; ++cr) {
+        uint8_t rgb[3];
+        jc::ycc_to_rgb(y, cb, cr, rgb);
+        bad += rgb[0] != limit(y + crr[cr]);
+        bad += rgb[1] != limit(y + ((cbg[cb] + crg[cr]) >> 16));
+        bad += rgb[2] != limit(y + cbb[cb]);
+      }
+  expect(bad == 0, "ycc_to_rgb differs from jdcolor.c's tables in " + std::to_string(bad) + " values");
+}
+
+// The 32-bit path of the IDCT must equal the 64-bit one wherever it is taken (UBSan, in the
+// sanitized build, would also report any overflow in it). Inputs: extremes of the narrow region.
+void selftest_idct_paths() {
+  std::mt19937 rng(12345);
+  const int64_t edges[] = {-32768, -32767, -16384, -1, 0, 1, 16383, 32767};
+  int checked = 0;
+  for (int iter = 0; iter < 400000; ++iter) {
+    int64_t in[8];
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t pick = rng() % 4;
+      in[i] = pick == 0 ? edges[rng() % 8] : static_cast<int64_t>(static_cast<int32_t>(rng() % 65536) - 32768);
+    }
+    // Pull the pairs the narrow path needs inside int16 often enough.
+    if (iter % 2 == 0) {
+      in[4] = jc::clamp_int(static_cast<int>(in[4]), static_cast<int>(std::max<int64_t>(-32768 - in[0], in[0] - 32767)),
+                            static_cast<int>(std::min<int64_t>(32767 - in[0], in[0] + 32768)));
+      in[3] = jc::clamp_int(static_cast<int>(in[3]), static_cast<int>(-32768 - std::min<int64_t>(in[7], 0)),
+                            static_cast<int>(32767 - std::max<int64_t>(in[7], 0)));
+      in[1] = jc::clamp_int(static_cast<int>(in[1]), static_cast<int>(-32768 - std::min<int64_t>(in[5], 0)),
+                            static_cast<int>(32767 - std::max<int64_t>(in[5], 0)));
+    }
+    if (!jc::islow::narrow_ok(in)) continue;
+    ++checked;
+    for (int shift : {11, 18}) {
+      int64_t narrow[8], wide[8], tmp[8];
+      jc::islow::transform_descaled(in, shift, narrow);
+      jc::islow::transform<int64_t>(in, tmp);
+      for (int i = 0; i < 8; ++i) wide[i] = (tmp[i] + (int64_t{1} << (shift - 1))) >> shift;
+      for (int i = 0; i < 8; ++i) expect(narrow[i] == wide[i], "idct narrow/wide differ");
+    }
+  }
+  expect(checked > 100000, "idct path test checked only " + std::to_string(checked));
+}
+
+void selftest_huffman_tables() {
+  jc::HuffTable t;
+  uint8_t counts[16] = {0};
+  uint8_t symbols[300] = {0};
+  counts[0] = 2;  // codes 0 and 1 of length 1: "1" is all ones
+  expect(!jc::build_huffman_table(counts, symbols, 300, false, &t), "all-ones code accepted");
+  counts[0] = 1;
+  counts[1] = 1;  // 0, 10
+  expect(jc::build_huffman_table(counts, symbols, 300, false, &t), "valid table refused");
+  counts[1] = 2;  // 0, 10, 11: all ones again
+  expect(!jc::build_huffman_table(counts, symbols, 300, false, &t), "all-ones code of length 2 accepted");
+  for (int i = 0; i < 16; ++i) counts[i] = 0;
+  counts[15] = 255;  // 255 codes of 16 bits fit (the last is not all ones)
+  expect(jc::build_huffman_table(counts, symbols, 300, false, &t), "255 codes of 16 bits refused");
+  counts[14] = 2;
+  expect(!jc::build_huffman_table(counts, symbols, 300, false, &t), "more than 256 symbols accepted");
+  for (int i = 0; i < 16; ++i) counts[i] = 0;
+  counts[2] = 3;
+  symbols[1] = 16;
+  expect(!jc::build_huffman_table(counts, symbols, 300, true, &t), "DC category 16 accepted");
+  expect(jc::build_huffman_table(counts, symbols, 300, false, &t), "AC symbol 16 refused");
+  expect(!jc::build_huffman_table(counts, symbols, 2, false, &t), "table with missing symbols accepted");
+  for (int i = 0; i < 16; ++i) counts[i] = 0;
+  expect(jc::build_huffman_table(counts, symbols, 300, false, &t), "empty table refused");
+  const uint8_t data[4] = {0x12, 0x34, 0x56, 0x78};
+  jc::BitReader r;
+  jc::reader_init(&r, data, data + 4);
+  jc::reader_fill(&r);
+  expect(jc::decode_symbol(&r, t) == -1, "empty table decoded a symbol");
+}
+
+void selftest_bit_reader() {
+  const uint8_t data[] = {0xAB, 0xFF, 0x00, 0xCD, 0xFF, 0xD3, 0x11};
+  jc::BitReader r;
+  jc::reader_init(&r, data, data + sizeof(data));
+  jc::reader_fill(&r);
+  expect(jc::reader_peek(&r, 24) == 0xABFFCD, "stuffing not removed");
+  jc::reader_drop(&r, 24);
+  expect(!jc::reader_overran(&r) && jc::reader_stopped_early(&r), "marker inside the range not seen");
+  expect(jc::reader_unconsumed_bits(&r) == 24, "unconsumed bits past a marker");
+  jc::reader_drop(&r, 1);
+  expect(jc::reader_overran(&r), "overrun not seen");
+  const uint8_t last_ff[] = {0x12, 0xFF};
+  jc::reader_init(&r, last_ff, last_ff + 2);
+  jc::reader_fill(&r);
+  jc::reader_drop(&r, 8);
+  expect(!jc::reader_overran(&r) && jc::reader_unconsumed_bits(&r) == 8, "FF ending the range");
+}
+
+// Per record: every segment decoded in zigzag order equals the natural-order decode, permuted.
+void selftest_orders(const std::vector<uint8_t>& file) {
+  HeaderInfo info;
+  std::string why;
+  if (!read_header_for_core(file.data(), file.size(), &info, &why)) return;
+  jc::Frame f;
+  if (!jc::make_frame(info.width, info.height, info.components, info.h, info.v, info.scan_order, &f)) return;
+  const int64_t total = jc::frame_total_mcus(f);
+  const int64_t per = info.restart_interval > 0 ? info.restart_interval : total;
+  const int64_t n = (total + per - 1) / per;
+  std::vector<size_t> b(static_cast<size_t>(n)), e(static_cast<size_t>(n));
+  const jc::SegmentScan scan = jc::find_segments(file.data(), file.size(), info.scan_start, n, b.data(), e.data());
+  jc::CoefOrder natural, zigzag;
+  jc::make_natural_order(&natural);
+  jc::make_zigzag_order(&zigzag);
+  std::vector<int16_t> pn[4], pz[4];
+  int16_t* planes_n[4] = {nullptr, nullptr, nullptr, nullptr};
+  int16_t* planes_z[4] = {nullptr, nullptr, nullptr, nullptr};
+  jc::SegmentTables tn, tz;
+  for (int c = 0; c < 4; ++c) {
+    tn.dc[c] = tz.dc[c] = &info.dc[c];
+    tn.ac[c] = tz.ac[c] = &info.ac[c];
+    if (c >= f.num_components) continue;
+    pn[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
+    pz[c].assign(pn[c].size(), 0);
+    planes_n[c] = pn[c].data();
+    planes_z[c] = pz[c].data();
+  }
+  tn.order = &natural;
+  tz.order = &zigzag;
+  for (int64_t s = 0; s < scan.found; ++s) {
+    const int64_t first = s * per, count = std::min<int64_t>(per, total - first);
+    const uint8_t* begin = file.data() + b[static_cast<size_t>(s)];
+    const uint8_t* end = file.data() + e[static_cast<size_t>(s)];
+    const uint32_t fn = jc::decode_segment(begin, end, f, tn, first, count, planes_n);
+    const uint32_t fz = jc::decode_segment(begin, end, f, tz, first, count, planes_z);
+    expect(fn == fz, "flags depend on the order");
+  }
+  for (int c = 0; c < f.num_components; ++c)
+    for (size_t blk = 0; blk < pn[c].size() / 64; ++blk)
+      for (int k = 0; k < 64; ++k)
+        expect(pz[c][blk * 64 + k] == pn[c][blk * 64 + natural.position[k]], "zigzag order differs");
+}
+
+void run_selftest() {
+  selftest_range_limit();
+  selftest_color();
+  selftest_idct_paths();
+  selftest_huffman_tables();
+  selftest_bit_reader();
+  std::vector<uint8_t> file;
+  int files = 0;
+  while (read_record(&file)) {
+    selftest_orders(file);
+    ++files;
+  }
+  std::printf("{\"failures\": %d, \"files\": %d}\n", g_failures, files);
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: jpeg_core_harness check | dump | transcode [--interval N | --rows N] [--optimize] "
+               "[--hostile SEED]  (records on stdin)\n");
+  return 2;
+}
+
+}  // namespace
+
+#ifndef JPEG_CORE_HARNESS_NO_MAIN
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  const std::string command = argv[1];
+  if (command == "check" || command == "dump") {
+    run_check(command == "dump");
+    return 0;
+  }
+  if (command == "selftest") {
+    run_selftest();
+    return 0;
+  }
+  if (command == "transcode") {
+    TranscodeOptions opt;
+    for (int i = 2; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--optimize") opt.optimize = true;
+      else if (a == "--interval" && i + 1 < argc) opt.interval = std::atoi(argv[++i]);
+      else if (a == "--rows" && i + 1 < argc) opt.rows = std::atoi(argv[++i]);
+      else if (a == "--hostile" && i + 1 < argc) {
+        opt.hostile = true;
+        opt.seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+      } else {
+        return usage();
+      }
+    }
+    run_transcode(opt);
+    return 0;
+  }
+  return usage();
+}
+#endif  // JPEG_CORE_HARNESS_NO_MAIN
