@@ -16,7 +16,7 @@
 
 // Used only inside the library: hidden symbols let the compiler treat calls among these functions as
 // local (with default visibility, a shared library's exported functions may be interposed, which
-// cost about 5% of a large crop's time when this code walked the rows above a window).
+// showed in a large crop's time when this code walked the rows above a window).
 #pragma GCC visibility push(hidden)
 
 namespace custom_op {

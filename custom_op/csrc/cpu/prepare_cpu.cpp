@@ -181,9 +181,8 @@ int64_t largest_divisor_up_to(int64_t n, int64_t limit) {
 // takes with segments `width` pixels wide: the columns beside the window up to the segment edges (half
 // a segment on average each side), plus about one column's worth of time per restart marker crossed
 // (libjpeg-turbo reads the marker and decodes the segment's last MCU slowly). Smallest at about 13
-// pixels and flat around it: on the ImageNet sample's 4:4:4 photos 500 pixels wide, 224x224 windows
-// decoded as fast with 8- as with 24-pixel segments, 9% slower with 56-pixel ones, 65% slower with
-// one segment per row.
+// pixels and flat around it: 8- to 24-pixel segments decode 224x224 windows of photos equally fast,
+// wider ones more slowly, one segment per row much more slowly.
 double window_cost(double width) {
   constexpr double kWindow = 176.0, kPerMarker = 1.0;
   return width + kPerMarker * (kWindow + width) / width;

@@ -87,7 +87,7 @@ class HardwareExecutor : public Executor {
       for (size_t i = 0; i < items.size(); ++i)
         if (params_of_[i] >= 0 && format_group(items[i].staged_format) == group) batch.push_back(i);
       if (batch.empty()) continue;
-      // Largest files first, the order the batched calls were measured with.
+      // Largest files first: the order bench/results/gpu_h100.md was measured with.
       std::stable_sort(batch.begin(), batch.end(), [&](size_t x, size_t y) { return items[x].size > items[y].size; });
       if (decode_batch(call, items, batch, group)) continue;
       // The batched call does not say which file it failed on: the CPU path redoes them all and names
