@@ -112,7 +112,7 @@ class BackendInfo(NamedTuple):
 
     available: bool  #: True when ``device="cuda"`` decodes here.
     reason: Optional[str]  #: Why the GPU backend cannot run here (None when it can).
-    library: Dict[str, str]  #: The CUDA library loaded (kind: prebuilt or jit, path, ...); empty when none.
+    library: Dict[str, str]  #: The CUDA library loaded (its kind, prebuilt or jit, its path...); empty when none.
     nvjpeg_version: Optional[str] = None  #: The nvJPEG library's version, such as ``"13.0.1"``.
     hardware: bool = False  #: True when the GPU's JPEG engines are in use.
     hardware_engines: int = 0  #: How many JPEG engines the GPU has (0 without).
