@@ -34,9 +34,8 @@ source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build"]
 
-# Markdown: `#anchor` links to headings (checked like any reference), ::: fences for admonitions.
+# Markdown: `page.md#anchor` links to headings (checked like any reference).
 myst_heading_anchors = 3
-myst_enable_extensions = ["colon_fence"]
 
 # Every reference must resolve (-n on the command line sets it too).
 nitpicky = True
