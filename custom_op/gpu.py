@@ -5,7 +5,7 @@ first call with ``device="cuda"``, by the same loader as the CPU library: the on
 (custom_op/_C_cuda*.so) when it matches the installed sources, torch, CUDA, Python and this GPU's
 architecture, else one built on first use into the just-in-time cache, under the same file lock.
 Decoding itself goes through the device-neutral functions (``custom_op.decode_and_crop_jpeg``,
-``custom_op.decode_and_crop_jpegs``, ...) with ``device="cuda"``.
+``custom_op.decode_and_crop_jpegs``, ...) with ``device="cuda"``. For example::
 
     from custom_op import gpu
 

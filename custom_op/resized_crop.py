@@ -52,8 +52,8 @@ def decode_and_resized_crop_jpeg(data: Data, top: int, left: int, height: int, w
     """Decodes the window ``[top:top+height, left:left+width]`` of a JPEG resized to ``size``.
 
     What torchvision's ``resized_crop`` does to a fully decoded image, but the window is decoded alone and
-    at the smallest DCT scale that keeps it at least ``size`` (see the module docstring for how the scale
-    is chosen and the window mapped).
+    at the smallest DCT scale that keeps it at least ``size`` (the fused resized crop guide says how the
+    scale is chosen and the window mapped).
 
     Args:
         data, mode, apply_exif_orientation, on_warning, max_pixels: as for
