@@ -6,6 +6,8 @@ docs/**/*.md to Sybil, and pyproject.toml's testpaths name them (docs/about.md, 
 
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib
 import importlib.util
 import re
@@ -79,6 +81,51 @@ def test_every_code_block_is_python_shell_or_output(path):
         assert language == "python" or language in SHOWN_ONLY or language in DIRECTIVES, (
             f"{rel(path)}:{line}: a code block marked {info!r}; mark it python (run by the tests), "
             f"bash (shell commands) or text (output)")
+
+
+def python_blocks(path: Path) -> list[tuple[int, str]]:
+    """(line, source) of each Python block of a Markdown file, in order."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks, start = [], None
+    for number, info in fences(path):
+        if info.split()[:1] == ["python"]:
+            body = []
+            for line in lines[number:]:
+                if _FENCE.match(line) and not _FENCE.match(line).group("info").strip():
+                    break
+                body.append(line)
+            blocks.append((number, "\n".join(body)))
+    return blocks
+
+
+def _names(tree: ast.AST) -> tuple[set, set]:
+    """(names bound anywhere in the tree, names read anywhere in it)."""
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound, read
+
+
+@pytest.mark.parametrize("path", doc_files(), ids=rel)
+def test_every_name_is_defined_on_the_page(path):
+    """Each name a block reads is a builtin or bound by this block or an earlier one of the same page
+    (the blocks of a page share one namespace). Checked without running them, so that the blocks that
+    skip here (CUDA) are held to it too."""
+    bound = set(dir(builtins))
+    for line, source in python_blocks(path):
+        block_bound, read = _names(ast.parse(source))
+        bound |= block_bound
+        missing = sorted(read - bound)
+        assert not missing, f"{rel(path)}:{line}: the block reads {missing}, which no block of the page defines"
 
 
 def _sybil():
