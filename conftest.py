@@ -14,7 +14,7 @@ the examples read, generated once per session (see docs/about.md, "How the examp
 - photo.jpg: a photo-like 500x375 JPEG (4:2:0, quality 90);
 - photos/: 12 photo-like JPEGs of several sizes, two of them smaller than 224 pixels on a side.
 
-Without Sybil (pip install '.[docs]' or '.[test]'), each of these files is one test that skips saying so.
+Without Sybil (the docs and test extras install it), each of these files is one test that skips saying so.
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ try:
     from sybil import Sybil
     from sybil.parsers.myst import PythonCodeBlockParser, SkipParser
 except ImportError as e:  # the docs tools are not installed: say so once per file
-    _SYBIL_MISSING = f"Sybil is not installed ({e}); pip install '.[docs]' to run the examples of the documentation"
+    _SYBIL_MISSING = (f"Sybil is not installed ({e}): pip install --no-build-isolation '.[docs]' to run the "
+                      "documentation's examples")
 
     class _Skipped(pytest.Item):
         def runtest(self):

@@ -61,7 +61,8 @@ def test_docs_build_strict(tmp_path):
         try:
             importlib.import_module(module)
         except ImportError:
-            pytest.skip(f"{package} is not installed: pip install '.[docs]' to build the documentation")
+            pytest.skip(f"{package} is not installed: pip install --no-build-isolation '.[docs]' to build the "
+                        "documentation")
     command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-E", "-q", "-b", "html",
                "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -132,7 +133,8 @@ def _sybil():
     try:
         import sybil  # noqa: F401
     except ImportError:
-        pytest.skip("Sybil is not installed: pip install '.[docs]' to run the documentation's examples")
+        pytest.skip("Sybil is not installed: pip install --no-build-isolation '.[docs]' to run the documentation's "
+                    "examples")
     spec = importlib.util.spec_from_file_location("_custom_op_docs_conftest", ROOT / "conftest.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
