@@ -75,11 +75,15 @@ def _docs_cwd(_docs_page_dir, monkeypatch):
 
 
 def _is_doc(path: Path) -> bool:
+    """README.md at the root, or a page under docs/ (not a build's output). Checked here rather than by
+    Sybil's patterns alone, which match from the right (``README.md`` would match tests/fuzz/README.md)."""
     try:
         relative = path.resolve().relative_to(ROOT)
     except ValueError:
         return False
-    return any(relative.match(pattern) for pattern in DOC_PATTERNS) and "_build" not in relative.parts
+    if relative.suffix != ".md":
+        return False
+    return relative.parts == ("README.md",) or (relative.parts[0] == "docs" and "_build" not in relative.parts)
 
 
 try:
@@ -101,7 +105,7 @@ except ImportError as e:  # the docs tools are not installed: say so once per fi
             yield _Skipped.from_parent(self, name="examples")
 
     def pytest_collect_file(file_path: Path, parent):
-        if file_path.suffix == ".md" and _is_doc(file_path):
+        if _is_doc(file_path):
             return _DocFile.from_parent(parent, path=file_path)
         return None
 
