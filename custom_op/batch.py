@@ -56,11 +56,13 @@ def decode_and_crop_jpegs(data: Sequence, tops: IntOrInts, lefts: IntOrInts, hei
 
     Raises:
         TypeError: ``data`` is not a list or tuple of bytes-like files, or an argument has the
-            wrong type.
+            wrong type; with ``on_error="raise"``, also a bad item's TypeError.
         ValueError: the window lists do not have one entry per file, a window size is below 1, an
-            option has an unknown value, or ``stack=True`` with outputs of different shapes.
-        ValueError, TypeError, RuntimeError: with ``on_error="raise"``, a bad item's exception (as
-            :func:`custom_op.decode_and_crop_jpeg` raises it, its message naming the item).
+            option has an unknown value, or ``stack=True`` with outputs of different shapes; with
+            ``on_error="raise"``, also a bad item's ValueError (a window outside its image, ...).
+        RuntimeError: with ``on_error="raise"``, an item that cannot be decoded. Every item's
+            exception is the one :func:`custom_op.decode_and_crop_jpeg` raises for it, its message
+            naming the item.
     """
     tensors = _args.tensors(data)
     n = len(tensors)

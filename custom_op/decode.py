@@ -20,17 +20,21 @@ __all__ = ["decode_and_crop_jpeg", "decode_jpeg", "read_jpeg_header", "JpegInfo"
 class JpegInfo(NamedTuple):
     """What the header says, read without decoding any pixel (see :func:`read_jpeg_header`)."""
 
-    height: int
-    width: int
-    channels: int  #: components in the file: 1 (gray), 3 (YCbCr/RGB) or 4 (CMYK/YCCK)
-    color_space: str  #: "gray", "ycbcr", "rgb", "cmyk", "ycck" or "unknown"
-    subsampling: str  #: "4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "4:1:0", "gray" or "other"
-    progressive: bool
-    orientation: int  #: EXIF orientation, 1 (none) to 8
-    #: The header declares a random-access layout (custom_op.prepare_jpeg writes one): sequential
-    #: Huffman coding, all components in one scan, restart interval dividing the MCUs per row.
-    #: decode_and_crop_jpeg then decodes only the restart segments around the window (after checking
-    #: the markers; other files, and files whose markers do not match, take the ordinary path).
+    height: int  #: The image's height in pixels (displayed frame with ``apply_exif_orientation=True``).
+    width: int  #: The image's width in pixels (displayed frame with ``apply_exif_orientation=True``).
+    channels: int  #: Components in the file, 1 (gray), 3 (YCbCr or RGB) or 4 (CMYK or YCCK).
+    #: One of ``"gray"``, ``"ycbcr"``, ``"rgb"``, ``"cmyk"``, ``"ycck"`` or ``"unknown"``.
+    color_space: str
+    #: One of ``"4:4:4"``, ``"4:2:2"``, ``"4:2:0"``, ``"4:4:0"``, ``"4:1:1"``, ``"4:1:0"``, ``"gray"`` or
+    #: ``"other"``.
+    subsampling: str
+    progressive: bool  #: True for a progressive JPEG (all of it is read before the first row comes out).
+    orientation: int  #: The EXIF orientation, 1 (none) to 8, whatever ``apply_exif_orientation`` says.
+    #: True when the header declares a random-access layout (:func:`custom_op.prepare_jpeg` writes one),
+    #: sequential Huffman coding, all components in one scan, a restart interval dividing the MCUs per
+    #: row. :func:`custom_op.decode_and_crop_jpeg` then decodes only the restart segments around the
+    #: window (after checking the markers; other files, and files whose markers do not match, take the
+    #: ordinary path).
     random_access: bool = False
 
 

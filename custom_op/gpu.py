@@ -5,7 +5,7 @@ first call with ``device="cuda"``, by the same loader as the CPU library: the on
 (custom_op/_C_cuda*.so) when it matches the installed sources, torch, CUDA, Python and this GPU's
 architecture, else one built on first use into the just-in-time cache, under the same file lock.
 Decoding itself goes through the device-neutral functions (``custom_op.decode_and_crop_jpeg``,
-``custom_op.decode_and_crop_jpegs``, ...) with ``device="cuda"``.
+``custom_op.decode_and_crop_jpegs``, ...) with ``device="cuda"``. For example::
 
     from custom_op import gpu
 
@@ -110,15 +110,15 @@ def cuda_available() -> bool:
 class BackendInfo(NamedTuple):
     """What :func:`backend_info` reports."""
 
-    available: bool
-    reason: Optional[str]  #: why the GPU backend cannot run here (None when it can)
-    library: Dict[str, str]  #: which CUDA library was loaded: kind (prebuilt / jit), path, ...
-    nvjpeg_version: Optional[str] = None  #: the nvJPEG library's version, "13.0.1"
-    hardware: bool = False  #: the GPU's JPEG engines are in use
-    hardware_engines: int = 0
-    hardware_cores: int = 0
-    hardware_note: str = ""  #: why the engines are not used, where they are not
-    torch_allocators: bool = False  #: nvJPEG takes its memory from PyTorch's caching allocators
+    available: bool  #: True when ``device="cuda"`` decodes here.
+    reason: Optional[str]  #: Why the GPU backend cannot run here (None when it can).
+    library: Dict[str, str]  #: The CUDA library loaded (its kind, prebuilt or jit, its path...); empty when none.
+    nvjpeg_version: Optional[str] = None  #: The nvJPEG library's version, such as ``"13.0.1"``.
+    hardware: bool = False  #: True when the GPU's JPEG engines are in use.
+    hardware_engines: int = 0  #: How many JPEG engines the GPU has (0 without).
+    hardware_cores: int = 0  #: How many cores each JPEG engine has.
+    hardware_note: str = ""  #: Why the engines are not used, where they are not.
+    torch_allocators: bool = False  #: True when nvJPEG takes its memory from PyTorch's caching allocators.
 
 
 def backend_info(device: Union[str, torch.device, int, None] = None) -> BackendInfo:

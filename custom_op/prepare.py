@@ -26,8 +26,8 @@ from ._args import DEFAULT_MAX_PIXELS, Data, as_int, as_tensor, pixel_limit
 
 __all__ = ["DEFAULT_MAX_GROWTH", "prepare_jpeg"]
 
-#: With ``restart_mcus=None``, the size budget of the restart interval's choice: the file may grow by
-#: this fraction of the input's size (see prepare_jpeg).
+#: The size budget of the restart interval's choice with ``restart_mcus=None``, as a fraction of the
+#: input's size by which the file may grow (see :func:`custom_op.prepare_jpeg`).
 DEFAULT_MAX_GROWTH = 0.02
 
 

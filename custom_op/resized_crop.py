@@ -26,7 +26,8 @@ At s = 8 the box is the integer window itself, and the result equals a full deco
 Pillow's ``Image.resize(size, filter)`` of the crop, pixel for pixel: what torchvision's
 ``RandomResizedCrop`` does to a PIL image. At s < 8 it differs from that by the DCT-domain downscale
 (libjpeg's reduced IDCT, then chroma upsampling and colour conversion at the reduced size) and by the
-clamping of filter taps to the partially covered edge pixels; the README gives the PSNR per scale.
+clamping of filter taps to the partially covered edge pixels; the fused resized crop guide gives the PSNR
+per scale.
 """
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def decode_and_resized_crop_jpeg(data: Data, top: int, left: int, height: int, w
     """Decodes the window ``[top:top+height, left:left+width]`` of a JPEG resized to ``size``.
 
     What torchvision's ``resized_crop`` does to a fully decoded image, but the window is decoded alone and
-    at the smallest DCT scale that keeps it at least ``size`` (see the module docstring for how the scale
-    is chosen and the window mapped).
+    at the smallest DCT scale that keeps it at least ``size`` (the fused resized crop guide says how the
+    scale is chosen and the window mapped).
 
     Args:
         data, mode, apply_exif_orientation, on_warning, max_pixels: as for
@@ -66,7 +67,7 @@ def decode_and_resized_crop_jpeg(data: Data, top: int, left: int, height: int, w
             samples with the filter at its own size, like F.interpolate(antialias=False); no effect on
             nearest.
         scale: force the DCT scale, in eighths (1..16; 8 = full resolution: then the result equals full
-            decode + crop + Pillow's resize exactly). Default: :func:`choose_scale`.
+            decode + crop + Pillow's resize exactly). Default: :func:`custom_op.resized_crop.choose_scale`.
         device: ``"cpu"``, or ``"cuda"`` where custom_op's GPU backend can run: the decode and resize
             still run on the CPU (there is no GPU resized crop yet) and the result is copied to the GPU.
 

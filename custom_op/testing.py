@@ -1,5 +1,5 @@
 """Hooks for tests and benchmarks: which path decoded what, and switches that force one. Not for
-normal use: they change process-wide settings, and their names and effects may change.
+normal use: they change process-wide settings, and their names and effects may change. For example::
 
     from custom_op import testing
 

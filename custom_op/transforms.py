@@ -150,6 +150,8 @@ class RandomResizedCropJpeg(_JpegTransform):
         return (height - h) // 2, (width - w) // 2, h, w
 
     def __call__(self, data: Data, generator: GeneratorLike = None) -> torch.Tensor:
+        """A random window of the JPEG ``data``, resized to ``size`` (and maybe flipped): a uint8 tensor
+        ``[C, size_h, size_w]``. ``generator``: None (torch's global RNG), a torch.Generator or an int seed."""
         tensor, height, width = self._header(data)
         g = _generator(generator)
         window = self.get_params(height, width, g)
@@ -207,6 +209,7 @@ class ResizeCenterCropJpeg(_JpegTransform):
         return (new_long, new_short) if width <= height else (new_short, new_long)
 
     def __call__(self, data: Data) -> torch.Tensor:
+        """The centred crop of the JPEG ``data`` resized: a uint8 tensor ``[C, crop_h, crop_w]``."""
         tensor, height, width = self._header(data)
         rh, rw = self.resized_size(height, width)
         ch, cw = self.crop_size
