@@ -448,12 +448,12 @@ def warmup_section(args):
                 continue
             r = json.loads(done.stdout.strip().splitlines()[-1])
 
-            def rate(calls):
+            def rate(calls, batch):
                 wall, cpu = sum(c[0] for c in calls), sum(c[1] for c in calls)
                 return len(calls) * batch / wall, cpu / (len(calls) * batch) * 1e3
 
-            first_rate, first_cpu = rate(r["first"])
-            steady_rate, steady_cpu = rate(r["steady"])
+            first_rate, first_cpu = rate(r["first"], batch)
+            steady_rate, steady_cpu = rate(r["steady"], batch)
             each = " ".join(f"{c[0] * 1e3:.1f}" for c in r["first"])
             reserved = ", ".join(f"{m / 2**20:.0f}" for m in r["reserved"])
             lines += emit([f"| {method} | {batch} | {r['setup_s']:.2f} | {r['first_call'][0] * 1e3:.1f} | "

@@ -104,7 +104,7 @@ def measure(runs, rounds):
     per_round = {name: [] for name in names}
     clock = time.perf_counter
     order = random.Random(0)
-    for r in range(rounds):
+    for _ in range(rounds):
         totals = dict.fromkeys(names, 0.0)
         for i in range(count):
             for name in order.sample(names, len(names)):

@@ -298,7 +298,7 @@ def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str
                 except OSError as e:
                     # e.g. a wheel built against another libjpeg or nvJPEG than this machine has: a local
                     # build can still work.
-                    warnings.warn(f"custom_op: cannot load prebuilt {path} ({e}); building it from source")
+                    warnings.warn(f"custom_op: cannot load prebuilt {path} ({e}); building it from source", stacklevel=1)
     with _lock:
         return {"kind": "jit", **_jit_load(library), **dict(library.facts)}
 

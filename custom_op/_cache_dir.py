@@ -59,7 +59,7 @@ def choose_cache_root(environ: Optional[Mapping[str, str]] = None) -> str:
             continue
         if _usable_dir(os.path.join(root, "custom_op")):
             if skipped and any(env.get(v) for v in _EXPLICIT_VARS):
-                warnings.warn(f"custom_op: using build cache root {root}; skipped " + "; ".join(skipped))
+                warnings.warn(f"custom_op: using build cache root {root}; skipped " + "; ".join(skipped), stacklevel=1)
             return root
         skipped.append(f"{root} (not writable)")
     raise RuntimeError(

@@ -185,7 +185,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def image_path(root: Path, index: int, num_classes: int) -> Path:
-    """Path of image `index` in the ImageFolder layout root/class_KKK/img_NNNNNN.jpg; its label is index % num_classes."""
+    """Path of image `index` in the ImageFolder layout root/class_KKK/img_NNNNNN.jpg; its label is
+    index % num_classes."""
     return root / f"class_{index % num_classes:03d}" / f"img_{index:06d}.jpg"
 
 

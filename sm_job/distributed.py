@@ -3,8 +3,9 @@
 torchrun (and SageMaker's torch_distributed launcher, which runs torchrun) sets RANK, WORLD_SIZE,
 LOCAL_RANK, LOCAL_WORLD_SIZE and GROUP_RANK; a plain process has none of them and runs as rank 0 of 1
 without a process group. Under torchrun the group is made even for one process, so that a one-GPU
-run goes through the same DDP and NCCL code as a many-GPU one. The group gets a timeout so that a collective waiting for a rank that hangs
-fails instead of waiting forever; a rank that dies is handled by torchrun, which ends the others.
+run goes through the same DDP and NCCL code as a many-GPU one. The group gets a timeout so that a
+collective waiting for a rank that hangs fails instead of waiting forever; a rank that dies is handled
+by torchrun, which ends the others.
 """
 
 from __future__ import annotations

@@ -173,7 +173,10 @@ def _sof_dims(rng: random.Random, data: bytes) -> bytes:
     if sof is None or sof.offset + 9 > len(data):
         return _random_run(rng, data)
     height, width = struct.unpack(">HH", data[sof.offset + 5 : sof.offset + 9])
-    pick = lambda v: rng.choice((0, 1, 2, 7, 8, 9, 15, 16, 17, v - 1, v + 1, 2 * v, rng.randint(1, 4000), 65535))
+
+    def pick(v):
+        return rng.choice((0, 1, 2, 7, 8, 9, 15, 16, 17, v - 1, v + 1, 2 * v, rng.randint(1, 4000), 65535))
+
     new_h = max(0, min(65535, pick(height))) if rng.random() < 0.7 else height
     new_w = max(0, min(65535, pick(width))) if rng.random() < 0.7 else width
     return jm.patch_sof(data, height=new_h, width=new_w)

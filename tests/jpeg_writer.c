@@ -93,6 +93,7 @@ static unsigned char *read_all(const char *path, size_t expected) {
 }
 
 int main(int argc, char **argv) {
+  /* clang-format off */
   static const struct option options[] = {
       {"width", required_argument, NULL, 'w'},
       {"height", required_argument, NULL, 'h'},
@@ -110,6 +111,7 @@ int main(int argc, char **argv) {
       {"input", required_argument, NULL, 'i'},
       {"output", required_argument, NULL, 'O'},
       {NULL, 0, NULL, 0}};
+  /* clang-format on */
   long width = -1, height = -1, components = -1, quality = 90;
   long restart_interval = 0, restart_rows = 0, jfif = -1, adobe = -1;
   int progressive = 0, arithmetic = 0, optimize = 0, opt;

@@ -103,7 +103,10 @@ def _lying_dri(rng, data, layout):
 
 def _lying_sof(rng, data, layout):
     _, height, width, _ = jm.sof_info(data)
-    pick = lambda v: max(1, min(65535, rng.choice((v - 1, v + 1, v - 8, v + 8, v + 16, 2 * v, v // 2 + 1))))
+
+    def pick(v):
+        return max(1, min(65535, rng.choice((v - 1, v + 1, v - 8, v + 8, v + 16, 2 * v, v // 2 + 1))))
+
     return jm.patch_sof(data, height=pick(height) if rng.random() < 0.6 else height,
                         width=pick(width) if rng.random() < 0.6 else width)
 

@@ -55,7 +55,8 @@ def test_builds_when_every_fact_allows_it():
     ({"torch_version": None, "torch_cuda": None}, "torch is not importable"),
     ({"torch_version": "2.13.0+cpu", "torch_cuda": None}, "torch 2.13.0+cpu in the build environment is built without CUDA"),
     ({"nvcc": None}, "nvcc was not found (set CUDA_HOME"),
-    ({"nvjpeg_error": "custom_op: nvJPEG (nvjpeg.h and libnvjpeg.so) was not found. Searched:\n  - /x: no include"},
+    ({"nvjpeg_error": "custom_op: nvJPEG (nvjpeg.h and libnvjpeg.so) was not found. "
+                      "Searched:\n  - /x: no include"},
      "nvJPEG (nvjpeg.h and libnvjpeg.so) was not found (python custom_op/_nvjpeg_paths.py shows where it looked)"),
     ({"visible_gpus": 0}, "set TORCH_CUDA_ARCH_LIST"),
 ])

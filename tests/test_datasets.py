@@ -512,7 +512,7 @@ def test_gpu_pipeline_on_cuda_is_close_to_roi(synth):
     gpu = make_ds(synth, "gpu", seed=6)
     roi = make_ds(synth, "roi", seed=6)
     loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
-    for b, (data, windows, labels, info) in enumerate(loader):
+    for b, (data, windows, _labels, info) in enumerate(loader):
         images = datasets.decode_batch(data, windows, info["index"], seed=6, epoch=0, device="cuda",
                                        output_size=OUT)
         assert images.device.type == "cuda" and images.dtype == torch.uint8 and images.shape == (4, 3, OUT, OUT)
@@ -531,7 +531,7 @@ def test_rrc_pipelines_same_windows_and_pixels_where_decoded_at_full_scale(synth
     assert windows == [rrc.window(i) for i in range(len(rrc))]
     assert len({(w.height, w.width) for w in windows}) > 1  # random areas and aspects
     full_scale = 0
-    for i, (top, left, h, w) in enumerate(windows):
+    for i, (_top, _left, h, w) in enumerate(windows):
         a, b = pil[i][0], rrc[i][0]
         assert a.shape == b.shape == (3, OUT, OUT) and b.dtype == torch.uint8
         if choose_scale(h, w, OUT) == 8:

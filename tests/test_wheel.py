@@ -8,8 +8,9 @@
 
 Both build from a copy of the checkout (its build/, dist/ and custom_op/ stay untouched), in one venv, and
 share the copy's build/ folder, so the C++ library is compiled once for the module (about 20 s on 2 cores)
-and linked twice. The fresh venvs get torch without installing it: a .pth file in each adds the site-packages folders of this
-interpreter's torch, filelock and pip after the venv's own site-packages, so the venv's custom_op wins.
+and linked twice. The fresh venvs get torch without installing it: a .pth file in each adds the
+site-packages folders of this interpreter's torch, filelock, pip and setuptools after the venv's own
+site-packages, so the venv's custom_op wins.
 Children run from a folder outside the checkout, without PYTHONPATH, with an empty CUSTOM_OP_CACHE_DIR.
 """
 

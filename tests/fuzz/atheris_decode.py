@@ -73,7 +73,7 @@ def TestOneInput(raw: bytes) -> None:
         _expect_shape(out, channels, height, width)
     except ValueError as error:
         if info is not None and "max_pixels" not in str(error):
-            raise AssertionError(f"ValueError for a window inside {info.height}x{info.width}: {error}")
+            raise AssertionError(f"ValueError for a window inside {info.height}x{info.width}: {error}") from error
     except RuntimeError:
         pass
 

@@ -364,6 +364,7 @@ const char* mutate_once(Rng& rng, Bytes& d) {
       d.resize(d.size() - std::min(d.size(), static_cast<size_t>(rng() % 40)));
       const int pieces = static_cast<int>(rng() % 4);
       for (int i = 0; i < pieces; ++i) {
+        // clang-format off
         switch (rng() % 5) {
           case 0: d.insert(d.end(), 1 + rng() % 12, static_cast<uint8_t>(rng() % 255)); break;
           case 1: d.insert(d.end(), {0xFF, 0x00}); break;
@@ -371,6 +372,7 @@ const char* mutate_once(Rng& rng, Bytes& d) {
           case 3: d.insert(d.end(), {0xFF, static_cast<uint8_t>(0xD0 + rng() % 10)}); break;
           default: d.push_back(0xFF); break;
         }
+        // clang-format on
       }
       return "new ending";
     }
