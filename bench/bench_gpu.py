@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -52,9 +52,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from common import commit_description, cpu_description, random_windows  # noqa: E402
+
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
-from common import commit_description, cpu_description, random_windows  # noqa: E402
 
 SECTIONS = ("sample", "large", "segments", "warmup")
 WARMUP_METHODS = ("ours", "ours-prepared", "torchvision")
@@ -153,7 +154,7 @@ def call(method: Method, batch):
     return method.run(batch[method.inputs], batch["windows"])
 
 
-def measure(methods: Dict[str, Method], batches, rounds, cpu_pool=None):
+def measure(methods: dict[str, Method], batches, rounds, cpu_pool=None):
     """{name: (best img/s, median img/s, best host CPU ms/img)}."""
     results = {name: [] for name in methods}
     n_images = sum(len(b["windows"]) for b in batches)

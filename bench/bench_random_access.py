@@ -37,9 +37,10 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common import cpu_description, random_windows  # noqa: E402
+
 import custom_op  # noqa: E402
 from custom_op.prepare import random_access_decodes  # noqa: E402
-from common import cpu_description, random_windows  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 

@@ -43,8 +43,9 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import custom_op  # noqa: E402
 from common import cpu_description  # noqa: E402
+
+import custom_op  # noqa: E402
 from custom_op.resized_crop import INTERPOLATIONS, choose_scale  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 

@@ -20,8 +20,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import custom_op  # noqa: E402
 from common import commit_description, cpu_description, random_windows  # noqa: E402
+
+import custom_op  # noqa: E402
 
 
 def run(files, windows, threads, batch, images):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import enum
 import operator
 import warnings
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 import torch
 
@@ -98,7 +99,7 @@ def as_int(name: str, value) -> int:
     return value
 
 
-def window(top, left, height, width) -> Tuple[int, int, int, int]:
+def window(top, left, height, width) -> tuple[int, int, int, int]:
     """(top, left, height, width) as ints, the size at least 1 (where it lies is checked against the
     image by the decoder, which reads the header)."""
     values = (as_int("top", top), as_int("left", left), as_int("height", height), as_int("width", width))
@@ -166,7 +167,7 @@ def stream_check(dev: torch.device, stream) -> None:
         raise TypeError(f"stream must be a torch.cuda.Stream, got {type(stream).__name__}")
 
 
-def tensors(data: Sequence) -> List[torch.Tensor]:
+def tensors(data: Sequence) -> list[torch.Tensor]:
     """The files of a batch as tensors; the message names the bad item."""
     if isinstance(data, (bytes, bytearray, memoryview, str, torch.Tensor)) or not isinstance(data, Sequence):
         raise TypeError("data must be a list or tuple of encoded files (for one file use decode_and_crop_jpeg / "
@@ -180,7 +181,7 @@ def tensors(data: Sequence) -> List[torch.Tensor]:
     return out
 
 
-def int_list(name: str, value, n: int) -> List[int]:
+def int_list(name: str, value, n: int) -> list[int]:
     """One int per image, from one int for all or a sequence (list, tuple, 1-D tensor or array)."""
     if hasattr(value, "tolist") and not isinstance(value, (int, bool)):
         value = value.tolist()

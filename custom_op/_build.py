@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 import warnings
-from typing import Callable, Dict, Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -49,7 +49,7 @@ _START_AND_LINK_S = 3.0
 # library's first load.
 _lock = threading.Lock()
 _load_lock = threading.Lock()
-_loaded: Dict[str, Dict[str, str]] = {}
+_loaded: dict[str, dict[str, str]] = {}
 
 
 def _reset_after_fork() -> None:
@@ -230,7 +230,7 @@ def _publish(built: str, final: str, base: str, key: str, library: config.Librar
         _log(f"built {final} in {seconds:.0f} s")
 
 
-def _jit_load(library: config.Library) -> Dict[str, str]:
+def _jit_load(library: config.Library) -> dict[str, str]:
     """Loads `library` from the just-in-time cache, building it first if needed.
     Returns {"path", "cache_dir", "built"}."""
     if not library.sources:
@@ -277,7 +277,7 @@ def _jit_load(library: config.Library) -> Dict[str, str]:
 
 # ---------------------------------------------------------------- prebuilt, then just in time
 
-def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str]]] = None) -> Dict[str, str]:
+def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str]]] = None) -> dict[str, str]:
     """Loads `library`: the prebuilt one when its buildinfo matches (and `usable(buildinfo)`, when
     given, names no reason against it), else the just-in-time cache, building into it if needed.
     Returns kind ("prebuilt" or "jit"), path, cache_dir, built and the buildinfo's facts."""
@@ -318,7 +318,7 @@ def load_library() -> str:
         return info["path"]
 
 
-def library_info() -> Dict[str, str]:
+def library_info() -> dict[str, str]:
     """What load_library() loaded: kind (prebuilt / jit), path, cache_dir, built, libjpeg_turbo_version."""
     load_library()
     return dict(_loaded["cpu"])

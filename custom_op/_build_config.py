@@ -12,8 +12,9 @@ import os
 import re
 import sys
 import sysconfig
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Optional
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 CSRC_DIR = os.path.join(PACKAGE_DIR, "csrc")
@@ -50,20 +51,20 @@ class Library:
     jit_name: str  # file name (without .so) in the just-in-time cache
     prebuilt_name: str  # setup.py's extension: custom_op/<prebuilt_name>*.so
     prebuilt_info: str  # the buildinfo json setup.py writes beside it
-    sources: Tuple[str, ...]
-    headers: Tuple[str, ...]
-    cflags: Tuple[str, ...]
-    ldflags: Tuple[str, ...]
-    include_dirs: Tuple[str, ...]
-    key_extra: Tuple[str, ...]  # what else the build depends on (the versions and places of libraries)
+    sources: tuple[str, ...]
+    headers: tuple[str, ...]
+    cflags: tuple[str, ...]
+    ldflags: tuple[str, ...]
+    include_dirs: tuple[str, ...]
+    key_extra: tuple[str, ...]  # what else the build depends on (the versions and places of libraries)
     with_cuda: bool
-    facts: Tuple[Tuple[str, str], ...] = ()  # recorded in the buildinfo, not compared (versions, paths)
+    facts: tuple[tuple[str, str], ...] = ()  # recorded in the buildinfo, not compared (versions, paths)
     csrc_dir: str = CSRC_DIR
 
     def source_hash(self) -> str:
         return content_hash(list(self.sources) + list(self.headers), self.csrc_dir)
 
-    def current(self, torch_version: str, torch_cuda: Optional[str]) -> Dict[str, str]:
+    def current(self, torch_version: str, torch_cuda: Optional[str]) -> dict[str, str]:
         """What a prebuilt library's buildinfo must say to be loaded in place of a build."""
         current = {"source_hash": self.source_hash(), "torch_version": torch_version, "python": python_tag()}
         if self.with_cuda:
@@ -101,7 +102,7 @@ def cuda_library(nvjpeg, csrc_dir: str = CSRC_DIR) -> Library:
         facts=(("nvjpeg_version", nvjpeg.version), ("nvjpeg_library", nvjpeg_file)), csrc_dir=csrc_dir)
 
 
-def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) -> List[str]:
+def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) -> list[str]:
     suffixes = tuple(suffixes)
     excluded = {os.path.join(csrc_dir, d) for d in excluded_dirs}
     found = []
@@ -111,12 +112,12 @@ def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) 
     return found
 
 
-def cpu_sources(csrc_dir: str = CSRC_DIR) -> List[str]:
+def cpu_sources(csrc_dir: str = CSRC_DIR) -> list[str]:
     """Absolute paths of the *.cpp files of the CPU library (all of csrc/ except csrc/cuda/)."""
     return _walk(csrc_dir, (".cpp", ".cc"), CPU_EXCLUDED_DIRS)
 
 
-def cpu_headers(csrc_dir: str = CSRC_DIR) -> List[str]:
+def cpu_headers(csrc_dir: str = CSRC_DIR) -> list[str]:
     return _walk(csrc_dir, HEADER_SUFFIXES, CPU_EXCLUDED_DIRS)
 
 
@@ -136,13 +137,13 @@ def python_tag() -> str:
     return f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
 
 
-def compile_flags() -> List[str]:
+def compile_flags() -> list[str]:
     # No -std flag: torch adds the standard its headers need (C++20 since torch 2.10)
     # and a later -std=c++17 would override it and break the build.
     return ["-O3"] + openmp_flags()
 
 
-def openmp_flags() -> List[str]:
+def openmp_flags() -> list[str]:
     """What at::parallel_for needs to run in parallel in our code: its OpenMP implementation is inlined
     from torch's headers, so without these flags it compiles to a plain loop. The OpenMP runtime is
     the one torch has already loaded (libgomp.so.1 beside libtorch_cpu), so torch.set_num_threads
@@ -150,18 +151,18 @@ def openmp_flags() -> List[str]:
     return [] if sys.platform == "darwin" else ["-fopenmp"]
 
 
-def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
+def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> list[str]:
     return [csrc_dir] + list(jpeg.include_dirs)
 
 
-def link_flags(jpeg) -> List[str]:
+def link_flags(jpeg) -> list[str]:
     flags = openmp_flags() + [f"-L{d}" for d in jpeg.library_dirs]
     flags += [f"-Wl,-rpath,{d}" for d in jpeg.rpath_dirs]
     flags += [_library_argument(lib, jpeg.library_dirs) for lib in jpeg.libraries]
     return flags
 
 
-def _library_argument(name: str, library_dirs: List[str]) -> str:
+def _library_argument(name: str, library_dirs: list[str]) -> str:
     # The library file itself where it is found: setuptools puts Python's own LIBDIR (often
     # /usr/lib/x86_64-linux-gnu, where a system libjpeg lives) before our -L, so a plain -ljpeg could
     # link a different libjpeg than the one whose headers were compiled against (seen on Ubuntu with
@@ -175,7 +176,7 @@ def _library_argument(name: str, library_dirs: List[str]) -> str:
 
 
 def find_prebuilt(name: str, info_file: str, current: dict, package_dir: str = PACKAGE_DIR,
-                  log: Optional[Callable[[str], None]] = None) -> Optional[Tuple[str, dict]]:
+                  log: Optional[Callable[[str], None]] = None) -> Optional[tuple[str, dict]]:
     """(path, buildinfo) of library `name` that setup.py put in package_dir, if its buildinfo matches
     every entry of `current` (sources hash, torch, Python, ...); else None, saying why to `log`."""
     path = next(
@@ -214,7 +215,7 @@ def write_prebuilt_info(path: str, info: dict) -> None:
 
 # ---------------------------------------------------------------- the GPU (nvJPEG) library
 
-def cuda_sources(csrc_dir: str = CSRC_DIR) -> List[str]:
+def cuda_sources(csrc_dir: str = CSRC_DIR) -> list[str]:
     """csrc/cuda/*.cpp and *.cu, and the shared sources of csrc/common/."""
     found = []
     for sub in (CUDA_DIR, COMMON_DIR):
@@ -224,7 +225,7 @@ def cuda_sources(csrc_dir: str = CSRC_DIR) -> List[str]:
     return found
 
 
-def cuda_headers(csrc_dir: str = CSRC_DIR) -> List[str]:
+def cuda_headers(csrc_dir: str = CSRC_DIR) -> list[str]:
     found = []
     for sub in (CUDA_DIR, COMMON_DIR):
         d = os.path.join(csrc_dir, sub)
@@ -233,23 +234,23 @@ def cuda_headers(csrc_dir: str = CSRC_DIR) -> List[str]:
     return sorted(found)
 
 
-def cuda_compile_flags() -> List[str]:
+def cuda_compile_flags() -> list[str]:
     """Host compiler flags; nvcc gets torch's defaults only, in the JIT build and in setup.py alike."""
     return ["-O3"]
 
 
-def cuda_include_dirs(nvjpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
+def cuda_include_dirs(nvjpeg, csrc_dir: str = CSRC_DIR) -> list[str]:
     return [csrc_dir, nvjpeg.include_dir]
 
 
-def cuda_link_flags(nvjpeg) -> List[str]:
+def cuda_link_flags(nvjpeg) -> list[str]:
     return nvjpeg.link_flags()
 
 
 _GENCODE = re.compile(r"code=(sm|compute)_(\d+)([a-z]?)")
 
 
-def arch_flags_cover(arch_flags: Iterable[str], capability: Tuple[int, int]) -> bool:
+def arch_flags_cover(arch_flags: Iterable[str], capability: tuple[int, int]) -> bool:
     """Whether code compiled with these nvcc -gencode flags runs on a GPU of this compute capability.
 
     A cubin (code=sm_XY) runs on the same major version with an equal or higher minor one; PTX
@@ -312,7 +313,7 @@ def _first_sentence(message: str) -> str:
     return line.split(". ")[0].rstrip(".:")
 
 
-def decide_cuda_build(mode: str, reason: Optional[str]) -> Tuple[str, Optional[str]]:
+def decide_cuda_build(mode: str, reason: Optional[str]) -> tuple[str, Optional[str]]:
     """("build", None), ("skip", warning line or None) or ("error", message) for setup.py."""
     if mode == "0":
         return "skip", None

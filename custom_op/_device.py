@@ -8,7 +8,8 @@ operator. The CUDA library is loaded here on the first call with a CUDA device, 
 from __future__ import annotations
 
 import contextlib
-from typing import List, NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -19,10 +20,10 @@ CPU_PATH = 4
 
 
 class BatchRun(NamedTuple):
-    images: List[torch.Tensor]  # one per item, or one [N, C, H, W] tensor with stack=True
-    statuses: List[int]  # _outcomes.OK, WARNED, VALUE_ERROR, ...
-    messages: List[str]
-    paths: List[int]  # which decoder took each item
+    images: list[torch.Tensor]  # one per item, or one [N, C, H, W] tensor with stack=True
+    statuses: list[int]  # _outcomes.OK, WARNED, VALUE_ERROR, ...
+    messages: list[str]
+    paths: list[int]  # which decoder took each item
 
 
 def cuda_index(dev: torch.device) -> int:
@@ -36,7 +37,7 @@ def cuda_index(dev: torch.device) -> int:
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
-def run(tensors: List[torch.Tensor], windows: Optional[Sequence[List[int]]], mode: int, exif: bool, on_warning: int,
+def run(tensors: list[torch.Tensor], windows: Optional[Sequence[list[int]]], mode: int, exif: bool, on_warning: int,
         max_pixels: int, stack: bool, dev: torch.device, stream=None) -> BatchRun:
     """Decodes ``tensors`` (whole images when ``windows`` is None, else (tops, lefts, heights, widths))."""
     whole = windows is None

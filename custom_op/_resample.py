@@ -6,7 +6,8 @@ use it; resized_crop.py's docstring explains the method).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import NamedTuple, Optional, Union
 
 import torch
 
@@ -15,7 +16,7 @@ from ._args import ON_WARNING, as_int
 
 #: The DCT scales (in eighths) the automatic choice picks from. Only 1/8, 2/8, 4/8 and 8/8 have SIMD
 #: inverse DCTs in libjpeg-turbo; bench/bench_resized_crop.py compares this set with all of 1..8.
-AUTO_SCALES: Tuple[int, ...] = (1, 2, 4, 8)
+AUTO_SCALES: tuple[int, ...] = (1, 2, 4, 8)
 
 #: Interpolation names and their resize_box filter codes. "nearest" is Pillow's NEAREST (the source
 #: pixel under each output pixel's centre), not F.interpolate's legacy "nearest".
@@ -47,7 +48,7 @@ def filter_code(interpolation) -> int:
     raise ValueError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
 
 
-def output_size(size: Size) -> Tuple[int, int]:
+def output_size(size: Size) -> tuple[int, int]:
     """(h, w) from an int or a sequence of one or two ints, as torchvision accepts them."""
     if isinstance(size, Sequence) and not isinstance(size, (str, bytes)):
         if len(size) not in (1, 2):
@@ -125,8 +126,8 @@ def check_window(top: int, left: int, height: int, width: int, image_h: int, ima
                          f"does not fit in the image of height {image_h} and width {image_w}{frame}")
 
 
-def resized_crop(tensor: torch.Tensor, image_h: int, image_w: int, window: Tuple[int, int, int, int],
-                  out: Tuple[int, int], scale: Optional[int], code: int, antialias: bool, mode: int, exif: bool,
+def resized_crop(tensor: torch.Tensor, image_h: int, image_w: int, window: tuple[int, int, int, int],
+                  out: tuple[int, int], scale: Optional[int], code: int, antialias: bool, mode: int, exif: bool,
                   on_warning: int, max_pixels: int) -> torch.Tensor:
     """The work of decode_and_resized_crop_jpeg once the arguments are checked and the header read."""
     top, left, height, width = window

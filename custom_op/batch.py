@@ -9,7 +9,8 @@ call. Either way each item's pixels are those of :func:`custom_op.decode_and_cro
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 import torch
 
@@ -24,7 +25,7 @@ IntOrInts = Union[int, Sequence[int], torch.Tensor]
 def decode_and_crop_jpegs(data: Sequence, tops: IntOrInts, lefts: IntOrInts, heights: IntOrInts, widths: IntOrInts,
                           *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
                           on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                          device: Union[str, torch.device] = "cpu", stream: Optional["torch.cuda.Stream"] = None,
+                          device: Union[str, torch.device] = "cpu", stream: Optional[torch.cuda.Stream] = None,
                           stack: bool = False, on_error: str = "raise"):
     """Decodes one window of each JPEG in ``data``: the batched :func:`custom_op.decode_and_crop_jpeg`.
 
@@ -74,7 +75,7 @@ def decode_and_crop_jpegs(data: Sequence, tops: IntOrInts, lefts: IntOrInts, hei
 
 def decode_jpegs(data: Sequence, *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
                  on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                 device: Union[str, torch.device] = "cpu", stream: Optional["torch.cuda.Stream"] = None,
+                 device: Union[str, torch.device] = "cpu", stream: Optional[torch.cuda.Stream] = None,
                  stack: bool = False, on_error: str = "raise"):
     """Decodes each whole JPEG in ``data``: the batched :func:`custom_op.decode_jpeg`.
 
@@ -96,7 +97,7 @@ def decode_with_paths(data: Sequence, tops: IntOrInts, lefts: IntOrInts, heights
     return _decode(tensors, windows, with_paths=True, **options)
 
 
-def _decode(tensors: List[torch.Tensor], windows, mode=ImageReadMode.RGB, apply_exif_orientation=False,
+def _decode(tensors: list[torch.Tensor], windows, mode=ImageReadMode.RGB, apply_exif_orientation=False,
             on_warning="raise", max_pixels=DEFAULT_MAX_PIXELS, device="cpu", stream=None, stack=False,
             on_error="raise", with_paths=False):
     _args.on_error_check(on_error)

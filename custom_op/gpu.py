@@ -16,7 +16,7 @@ Decoding itself goes through the device-neutral functions (``custom_op.decode_an
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import torch
 
@@ -32,8 +32,8 @@ PATH_NAMES = {0: "hardware-roi", 1: "hardware-full", 2: "gpu-hybrid", 3: "hybrid
 SEGMENTS_FLAG = 16
 
 _load_lock = threading.Lock()
-_loaded: Dict[str, str] = {}
-_load_error: List[BaseException] = []
+_loaded: dict[str, str] = {}
+_load_error: list[BaseException] = []
 
 # The functions that moved to the package's top level, for a message naming the new call.
 _MOVED = {"decode_and_crop_jpegs": "custom_op.decode_and_crop_jpegs", "decode_jpegs": "custom_op.decode_jpegs"}
@@ -63,7 +63,7 @@ def _prebuilt_usable(info: dict) -> Optional[str]:
             f"(compute capability {capability[0]}.{capability[1]})")
 
 
-def load_library() -> Dict[str, str]:
+def load_library() -> dict[str, str]:
     """Loads the CUDA library (prebuilt, or built on first use); raises RuntimeError saying why it
     cannot. Returns what was loaded: kind (prebuilt / jit), path, cache_dir, built, nvJPEG version."""
     if _loaded:
@@ -112,7 +112,7 @@ class BackendInfo(NamedTuple):
 
     available: bool
     reason: Optional[str]  #: why the GPU backend cannot run here (None when it can)
-    library: Dict[str, str]  #: which CUDA library was loaded: kind (prebuilt / jit), path, ...
+    library: dict[str, str]  #: which CUDA library was loaded: kind (prebuilt / jit), path, ...
     nvjpeg_version: Optional[str] = None  #: the nvJPEG library's version, "13.0.1"
     hardware: bool = False  #: the GPU's JPEG engines are in use
     hardware_engines: int = 0

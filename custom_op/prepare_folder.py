@@ -23,9 +23,10 @@ import shutil
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Optional
 
 from .prepare import DEFAULT_MAX_GROWTH
 
@@ -139,7 +140,7 @@ def _work(task) -> Result:
         return Result(rel, "left", "error", f"{type(error).__name__}: {error}")
 
 
-def _tasks(src_root: Path, dst_root: Path, options: Options, results: List[Result]) -> List[tuple]:
+def _tasks(src_root: Path, dst_root: Path, options: Options, results: list[Result]) -> list[tuple]:
     """Every file to look at, in a stable order; outputs that exist already go straight to results."""
     tasks = []
     skip_dir = None if options.in_place else dst_root.resolve()
@@ -213,7 +214,7 @@ def _run_tasks(tasks: list, workers: int, progress: _Progress) -> Iterable[Resul
 
 @dataclass
 class Summary:
-    results: List[Result] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
     seconds: float = 0.0
     workers: int = 1
 

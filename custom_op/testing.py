@@ -10,7 +10,8 @@ normal use: they change process-wide settings, and their names and effects may c
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Optional
 
 import torch
 
@@ -30,7 +31,7 @@ def path_name(code: int) -> str:
     return name + "+segments" if code >= 0 and code & gpu.SEGMENTS_FLAG else name
 
 
-def decode_with_paths(data: Sequence, tops, lefts, heights, widths, **options) -> Tuple[object, List[str]]:
+def decode_with_paths(data: Sequence, tops, lefts, heights, widths, **options) -> tuple[object, list[str]]:
     """custom_op.decode_and_crop_jpegs(...) and the name of the path that decoded each item."""
     result, codes = batch.decode_with_paths(data, tops, lefts, heights, widths, **options)
     return result, [path_name(c) for c in codes]

@@ -13,7 +13,8 @@ Both read only the header to place their window, then decode just that window at
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 import torch
 
@@ -36,7 +37,7 @@ def _generator(generator: GeneratorLike) -> Optional[torch.Generator]:
     return torch.Generator().manual_seed(as_int("generator seed", generator))
 
 
-def _range(name: str, value: Sequence[float]) -> Tuple[float, float]:
+def _range(name: str, value: Sequence[float]) -> tuple[float, float]:
     try:
         low, high = (float(v) for v in value)
     except (TypeError, ValueError):
@@ -116,7 +117,7 @@ class RandomResizedCropJpeg(_JpegTransform):
             raise ValueError(f"hflip_p must be a probability in [0, 1], got {hflip_p}")
         self.hflip_p = hflip_p
 
-    def get_params(self, height: int, width: int, generator: GeneratorLike = None) -> Tuple[int, int, int, int]:
+    def get_params(self, height: int, width: int, generator: GeneratorLike = None) -> tuple[int, int, int, int]:
         """A window (top, left, height, width) of a height x width image, drawn as torchvision's
         ``RandomResizedCrop.get_params``: up to 10 attempts of area ~ U(scale) * image area and
         aspect ~ exp(U(log ratio)), w = round(sqrt(area * aspect)), h = round(sqrt(area / aspect)),
@@ -200,7 +201,7 @@ class ResizeCenterCropJpeg(_JpegTransform):
             raise ValueError(f"crop_size {crop_size} is larger than resize_size {resize_size}: the crop would "
                              "need padding, which this transform does not do")
 
-    def resized_size(self, height: int, width: int) -> Tuple[int, int]:
+    def resized_size(self, height: int, width: int) -> tuple[int, int]:
         """(h, w) of the image after Resize(resize_size), as torchvision computes it."""
         short, long = (width, height) if width <= height else (height, width)
         new_short, new_long = self.resize_size, int(self.resize_size * long / short)

@@ -60,7 +60,7 @@ def random_resized_crop_window(image_height: int, image_width: int, rng: np.rand
     return Window(*_random_resized_crop().get_params(image_height, image_width, generator))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _random_resized_crop():
     from custom_op.transforms import RandomResizedCropJpeg
 

@@ -17,7 +17,9 @@ from datasets import PIPELINES, CorruptImageError, GpuBackendUnavailableError, c
 from datasets.errors import dataset_message
 from datasets.synthetic import make_synthetic_set
 
-from .arg_types import image_size as _image_size, non_negative as _non_negative, positive as _positive
+from .arg_types import image_size as _image_size
+from .arg_types import non_negative as _non_negative
+from .arg_types import positive as _positive
 from .model import SMALL_CNN, build_model
 from .plot import plot_step_times
 from .report import format_table, run_stats, write_summary

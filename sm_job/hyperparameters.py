@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from profiling.arg_types import image_size as _image_size, non_negative as _non_negative, positive as _positive
+from profiling.arg_types import image_size as _image_size
+from profiling.arg_types import non_negative as _non_negative
+from profiling.arg_types import positive as _positive
 
 PIPELINES = ("roi", "pil", "gpu")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import random
 import struct
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import jpeg_factory
@@ -80,7 +80,7 @@ def base_names() -> list[str]:
     return names
 
 
-@lru_cache(maxsize=None)
+@cache
 def _imagenet_paths() -> tuple[Path, ...]:
     folder = SHARED_DATA / "imagenet-sample"
     if not folder.is_dir():
@@ -90,7 +90,7 @@ def _imagenet_paths() -> tuple[Path, ...]:
     return tuple(files[:_IMAGENET_FILES])
 
 
-@lru_cache(maxsize=None)
+@cache
 def base(name: str) -> bytes:
     if name in _GENERATED:
         (h, w, c), kwargs = _GENERATED[name]

@@ -30,8 +30,9 @@ except ModuleNotFoundError:  # run by hand from a checkout that is not installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import custom_op  # noqa: E402
     import custom_op.testing  # noqa: E402
-import fuzz_corpus  # noqa: E402
 import torch  # noqa: E402
+
+import fuzz_corpus  # noqa: E402
 import jpeg_factory  # noqa: E402
 import jpeg_markers as jm  # noqa: E402
 import restart_segments as rs  # noqa: E402

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from conftest import load_package_module
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ equal, byte for byte.
 
 import io
 import struct
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -15,9 +15,9 @@ import torch
 from PIL import Image, ImageOps
 
 import custom_op
-from jpeg_factory import with_exif_orientation
 from conftest import shared_dir
 from custom_op import ImageReadMode
+from jpeg_factory import with_exif_orientation
 
 MODES = {"RGB": ImageReadMode.RGB, "L": ImageReadMode.GRAY, "UNCHANGED": ImageReadMode.UNCHANGED}
 
@@ -134,7 +134,7 @@ CODINGS = {
 SIZES = [(1, 1), (17, 9), (9, 17), (61, 47), (200, 333)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def generated(writer, height, width, channels=3, seed=0, **options):
     return writer.encode(writer.photo_like(height, width, channels, seed=seed), **options)
 

@@ -15,11 +15,10 @@ import pytest
 import torch
 
 import custom_op
-from custom_op import testing
 import jpeg_factory
 import restart_segments
 from conftest import shared_dir
-from custom_op import ImageReadMode
+from custom_op import ImageReadMode, testing
 from test_decode import assert_crops_exact, pillow_reference
 
 pytestmark = pytest.mark.skipif(

@@ -240,8 +240,9 @@ def test_quality_100_extreme_content():
 def test_matches_pillow():
     """An independent check of the harness's reference: the core's pixels equal Pillow's decode (libjpeg-turbo
     with its defaults: islow, fancy upsampling), for each subsampling."""
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     files = [_encode(jpeg_factory.photo_like(45, 61, 1 if s == "gray" else 3, seed=3), s, quality=85,
                      restart_interval=2) for s in SAMPLINGS]

@@ -10,7 +10,7 @@ import os
 import struct
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,7 @@ SUBSAMPLINGS = ["4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "1x2,2x1,1x1"]
 SIZES = [(1, 1), (17, 9), (9, 17), (61, 47), (130, 211)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def generated(height, width, channels=3, seed=0, **options):
     return jpeg_factory.encode(jpeg_factory.photo_like(height, width, channels, seed=seed), **options)
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import warnings
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +33,12 @@ pytestmark = pytest.mark.skipif(
 WORKER = Path(__file__).with_name("random_access_fuzz_worker.py")
 
 
-@lru_cache(maxsize=None)
+@cache
 def generated(height, width, channels=3, seed=0, **options):
     return jpeg_factory.encode(jpeg_factory.photo_like(height, width, channels, seed=seed), **options)
 
 
-@lru_cache(maxsize=None)
+@cache
 def prepared(height, width, channels=3, seed=0, restart_mcus=1, **options):
     return custom_op.prepare_jpeg(generated(height, width, channels, seed, **options), restart_mcus=restart_mcus)
 

@@ -10,7 +10,7 @@ import io
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -69,7 +69,7 @@ def random_windows(height, width, rng, n):
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def imagenet_files():
     return tuple(sorted(shared_dir("imagenet-sample").iterdir()))
 

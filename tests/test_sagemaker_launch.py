@@ -98,7 +98,7 @@ def test_model_trainer_job_definition(tmp_path, offline_aws, monkeypatch):
     args = hyperparameters.parse(cli, {})
     assert (args.pipeline, args.steps) == ("gpu", 100)
 
-    train = getattr(trainer, "train")
+    train = trainer.train
     if "dry_run" in train.__code__.co_varnames:  # SDK v3: the public validation path, nothing submitted
         assert train(input_data_config=inputs, dry_run=True) is None
 

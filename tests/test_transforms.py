@@ -19,7 +19,7 @@ from PIL import Image, ImageOps
 import custom_op
 from conftest import shared_dir
 from custom_op import RandomResizedCropJpeg, ResizeCenterCropJpeg, decode_and_resized_crop_jpeg
-from test_resized_crop import MEAN_PSNR_BOUND, MIN_PSNR_BOUND, chw, needs_pillow_13, psnr, pillow_resized_crop
+from test_resized_crop import MEAN_PSNR_BOUND, MIN_PSNR_BOUND, chw, needs_pillow_13, pillow_resized_crop, psnr
 
 
 def numpy_rrc_window(height, width, rng, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):

@@ -7,9 +7,8 @@ finding (atheris reports it with the input), and so is a crash or a hang (-timeo
 """
 
 import os
-import sys
-
 import random
+import sys
 
 import atheris
 import torch  # imported before instrumenting, so that only custom_op's own Python is instrumented
