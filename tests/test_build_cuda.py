@@ -58,7 +58,8 @@ def test_builds_when_every_fact_allows_it():
     ({"nvcc": None}, "nvcc was not found (set CUDA_HOME"),
     ({"nvjpeg_error": "custom_op: nvJPEG (nvjpeg.h and libnvjpeg.so) was not found. "
                       "Searched:\n  - /x: no include"},
-     "nvJPEG (nvjpeg.h and libnvjpeg.so) was not found (python custom_op/_nvjpeg_paths.py shows where it looked)"),
+     "nvJPEG (nvjpeg.h and libnvjpeg.so) was not found "
+     "(python custom_op/_nvjpeg_paths.py shows where it looked)"),
     ({"visible_gpus": 0}, "set TORCH_CUDA_ARCH_LIST"),
 ])
 def test_each_missing_fact_is_the_reason(facts, says):
@@ -170,8 +171,11 @@ def _place(package_dir, name, info_file, info):
 def test_prebuilt_library_is_taken_only_when_its_buildinfo_matches(tmp_path):
     current = {"source_hash": "abc", "torch_version": "2.11.0+cu130", "torch_cuda": "13.0", "python": "cp311"}
     logged = []
-    find = lambda: config.find_prebuilt(config.CUDA_PREBUILT_NAME, config.CUDA_PREBUILT_INFO, current,  # noqa: E731
-                                        package_dir=str(tmp_path), log=logged.append)
+
+    def find():
+        return config.find_prebuilt(config.CUDA_PREBUILT_NAME, config.CUDA_PREBUILT_INFO, current,
+                                    package_dir=str(tmp_path), log=logged.append)
+
     assert find() is None and logged == []  # nothing there
     _place(tmp_path, config.CUDA_PREBUILT_NAME, config.CUDA_PREBUILT_INFO, None)
     assert find() is None and "no readable" in logged[-1]
