@@ -582,8 +582,8 @@ const char kUsage[] =
     "usage: sanitized_decode [--seed N] [--mutants N] [--cases N] [--seconds S] [--timeout S]\n"
     "                        [--artifacts DIR] [--keep-going] [--verbose] FILE_OR_DIR...\n"
     "Each input is checked as it is, then --mutants seeded mutations of it, each with --cases windows\n"
-    "decoded with our entropy decoder on and off (and by libjpeg alone). With --seconds, rounds repeat (new mutations each\n"
-    "round) until that much time has passed. Exit 0: all alike; 1: a mismatch; 2: bad usage;\n"
+    "decoded with our entropy decoder on and off (and by libjpeg alone). With --seconds, rounds repeat\n"
+    "(new mutations each round) until that much time has passed. Exit 0: all alike; 1: a mismatch; 2: bad usage;\n"
     "3: a hang. A sanitizer report ends the process with the sanitizer's own exit code.\n";
 
 Options parse(int argc, char** argv) {
