@@ -16,7 +16,7 @@ Children run from a folder outside the checkout, without PYTHONPATH, with an emp
 
 import email.parser
 import importlib.machinery
-import importlib.util
+import importlib.metadata
 import json
 import os
 import shutil
@@ -40,7 +40,8 @@ RUN_TIMEOUT_S = 300
 WINDOW = (4, 6, 16, 20)
 # Not copied from the checkout: what git ignores, when git cannot list the files.
 UNCOPIED = ("*.egg-info", "*.so", "*.o", "*.pyc", "__pycache__", "_C*.buildinfo.json",
-            ".git", ".venv", ".cache", ".pytest_cache", ".ruff_cache", ".whl", ".device", "build", "dist", "runs")
+            ".git", ".venv", ".cache", ".pytest_cache", ".ruff_cache", ".whl", ".device", ".gpu_carry", "build", "dist",
+            "runs")
 
 build_config = load_package_module("_build_config")
 
@@ -55,11 +56,13 @@ print(json.dumps({"file": custom_op.__file__, "info": custom_op.library_info(),
 """
 
 
-def _site_dir(module):
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        pytest.skip(f"{module} is not importable here, so a fresh venv cannot borrow it")
-    return str(Path(spec.origin).resolve().parents[1])  # site-packages/<module>/__init__.py
+def _site_dir(distribution):
+    """The folder holding an installed distribution (its metadata, not an import: importing pip or setuptools
+    here would let setuptools' distutils hack warn)."""
+    try:
+        return str(Path(importlib.metadata.distribution(distribution).locate_file("")).resolve())
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"{distribution} is not installed here, so a fresh venv cannot borrow it")
 
 
 def _copy_checkout(dest):
@@ -68,7 +71,7 @@ def _copy_checkout(dest):
         listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                                 capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
     except (OSError, subprocess.SubprocessError):
-        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(*UNCOPIED))
+        shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(*UNCOPIED), dirs_exist_ok=True)
         return
     for rel in filter(None, listed):
         source = ROOT / rel
@@ -136,8 +139,7 @@ def jpeg(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def checkout_copy(tmp_path_factory):
-    if importlib.util.find_spec("pip") is None:
-        pytest.skip("pip is not importable by this interpreter")
+    _site_dir("pip")  # or a skip
     dest = tmp_path_factory.mktemp("checkout") / "custom_op-src"
     dest.mkdir()
     _copy_checkout(dest)
