@@ -63,16 +63,22 @@ def as_tensor(data: Data) -> torch.Tensor:
             raise TypeError("data must be a contiguous tensor; call .contiguous() first")
         return data
     if isinstance(data, (str, list, tuple)):
-        raise TypeError(f"data must be the bytes of one file (bytes, bytearray, memoryview, a 1-D uint8 array or "
-                        f"tensor), got {type(data).__name__}")
+        raise TypeError(
+            f"data must be the bytes of one file (bytes, bytearray, memoryview, a 1-D uint8 array or "
+            f"tensor), got {type(data).__name__}"
+        )
     try:
         view = memoryview(data)
     except TypeError:
-        raise TypeError("data must be bytes, bytearray, memoryview, a 1-D uint8 numpy array or a 1-D uint8 tensor, "
-                        f"got {type(data).__name__}") from None
+        raise TypeError(
+            "data must be bytes, bytearray, memoryview, a 1-D uint8 numpy array or a 1-D uint8 tensor, "
+            f"got {type(data).__name__}"
+        ) from None
     dtype = getattr(data, "dtype", None)  # numpy arrays: name the dtype rather than the buffer format
     if view.format not in ("B", "b", "c") or view.itemsize != 1 or (dtype is not None and str(dtype) != "uint8"):
-        raise TypeError(f"data must be a buffer of bytes (uint8), got {dtype if dtype is not None else repr(view.format)}")
+        raise TypeError(
+            f"data must be a buffer of bytes (uint8), got {dtype if dtype is not None else repr(view.format)}"
+        )
     if view.ndim != 1:
         raise TypeError(f"data must be 1-D, got shape {view.shape}")
     if not view.c_contiguous:
@@ -109,8 +115,10 @@ def window(top, left, height, width) -> tuple[int, int, int, int]:
 
 def size_check(height: int, width: int, where: str = "") -> None:
     if height < 1 or width < 1:
-        raise ValueError(f"custom_op: {where}the crop window's height and width must be at least 1, got "
-                         f"height={height} and width={width}")
+        raise ValueError(
+            f"custom_op: {where}the crop window's height and width must be at least 1, got "
+            f"height={height} and width={width}"
+        )
 
 
 def mode_code(mode) -> int:
@@ -170,8 +178,10 @@ def stream_check(dev: torch.device, stream) -> None:
 def tensors(data: Sequence) -> list[torch.Tensor]:
     """The files of a batch as tensors; the message names the bad item."""
     if isinstance(data, (bytes, bytearray, memoryview, str, torch.Tensor)) or not isinstance(data, Sequence):
-        raise TypeError("data must be a list or tuple of encoded files (for one file use decode_and_crop_jpeg / "
-                        f"decode_jpeg), got {type(data).__name__}")
+        raise TypeError(
+            "data must be a list or tuple of encoded files (for one file use decode_and_crop_jpeg / "
+            f"decode_jpeg), got {type(data).__name__}"
+        )
     out = []
     for i, d in enumerate(data):
         try:

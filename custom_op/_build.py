@@ -77,6 +77,7 @@ def _log(msg: str) -> None:
 
 # ---------------------------------------------------------------- build + load
 
+
 def _lock_timeout() -> float:
     raw = os.environ.get(ENV_LOCK_TIMEOUT)
     if not raw:
@@ -93,7 +94,7 @@ def _build_key(library: config.Library) -> str:
     # The package's own dirs differ between installs of the same sources; their
     # contents are already hashed, so keep their location out of the key.
     portable_includes = [
-        "<pkg>" + d[len(config.PACKAGE_DIR):] if (d + os.sep).startswith(config.PACKAGE_DIR + os.sep) else d
+        "<pkg>" + d[len(config.PACKAGE_DIR) :] if (d + os.sep).startswith(config.PACKAGE_DIR + os.sep) else d
         for d in library.include_dirs
     ]
     parts = {
@@ -177,6 +178,7 @@ class _BuildEnv:
 
 # ---------------------------------------------------------------- lock, compile, publish
 
+
 def _locked(lock_path: str):
     """The build lock of one key. An flock (not SoftFileLock) dies with its holder, so a killed
     builder blocks no one."""
@@ -254,9 +256,7 @@ def _jit_load(library: config.Library) -> dict[str, str]:
                 return result
             build_parent = os.path.join(base, "build")
             _cleanup_dead_build_dirs(build_parent, key)
-            build_dir = os.path.join(
-                build_parent, f"{key}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            )
+            build_dir = os.path.join(build_parent, f"{key}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
             os.makedirs(build_dir)
             started = time.time()
             try:
@@ -277,14 +277,19 @@ def _jit_load(library: config.Library) -> dict[str, str]:
 
 # ---------------------------------------------------------------- prebuilt, then just in time
 
+
 def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str]]] = None) -> dict[str, str]:
     """Loads `library`: the prebuilt one when its buildinfo matches (and `usable(buildinfo)`, when
     given, names no reason against it), else the just-in-time cache, building into it if needed.
     Returns kind ("prebuilt" or "jit"), path, cache_dir, built and the buildinfo's facts."""
     if not _flag(ENV_FORCE_JIT):
         log = _log if _verbose() else None
-        found = config.find_prebuilt(library.prebuilt_name, library.prebuilt_info,
-                                     library.current(torch.__version__, torch.version.cuda), log=log)
+        found = config.find_prebuilt(
+            library.prebuilt_name,
+            library.prebuilt_info,
+            library.current(torch.__version__, torch.version.cuda),
+            log=log,
+        )
         if found is not None:
             path, info = found
             reason = usable(info) if usable is not None else None
@@ -298,7 +303,9 @@ def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str
                 except OSError as e:
                     # e.g. a wheel built against another libjpeg or nvJPEG than this machine has: a local
                     # build can still work.
-                    warnings.warn(f"custom_op: cannot load prebuilt {path} ({e}); building it from source", stacklevel=1)
+                    warnings.warn(
+                        f"custom_op: cannot load prebuilt {path} ({e}); building it from source", stacklevel=1
+                    )
     with _lock:
         return {"kind": "jit", **_jit_load(library), **dict(library.facts)}
 

@@ -82,11 +82,19 @@ class Library:
 def cpu_library(jpeg, csrc_dir: str = CSRC_DIR) -> Library:
     """The CPU library (libjpeg-turbo): every source under csrc/ but csrc/cuda/."""
     return Library(
-        jit_name=CPU_LIBRARY, prebuilt_name=PREBUILT_NAME, prebuilt_info=PREBUILT_INFO,
-        sources=tuple(cpu_sources(csrc_dir)), headers=tuple(cpu_headers(csrc_dir)),
-        cflags=tuple(compile_flags()), ldflags=tuple(link_flags(jpeg)), include_dirs=tuple(include_dirs(jpeg, csrc_dir)),
-        key_extra=(f"libjpeg-turbo {jpeg.version} {jpeg.prefix}",), with_cuda=False,
-        facts=(("libjpeg_turbo_version", jpeg.version),), csrc_dir=csrc_dir)
+        jit_name=CPU_LIBRARY,
+        prebuilt_name=PREBUILT_NAME,
+        prebuilt_info=PREBUILT_INFO,
+        sources=tuple(cpu_sources(csrc_dir)),
+        headers=tuple(cpu_headers(csrc_dir)),
+        cflags=tuple(compile_flags()),
+        ldflags=tuple(link_flags(jpeg)),
+        include_dirs=tuple(include_dirs(jpeg, csrc_dir)),
+        key_extra=(f"libjpeg-turbo {jpeg.version} {jpeg.prefix}",),
+        with_cuda=False,
+        facts=(("libjpeg_turbo_version", jpeg.version),),
+        csrc_dir=csrc_dir,
+    )
 
 
 def cuda_library(nvjpeg, csrc_dir: str = CSRC_DIR) -> Library:
@@ -94,12 +102,19 @@ def cuda_library(nvjpeg, csrc_dir: str = CSRC_DIR) -> Library:
     decoder through the dispatcher, so it needs neither libjpeg's headers nor its library."""
     nvjpeg_file = os.path.join(nvjpeg.library_dir, nvjpeg.library_file)
     return Library(
-        jit_name=CUDA_LIBRARY, prebuilt_name=CUDA_PREBUILT_NAME, prebuilt_info=CUDA_PREBUILT_INFO,
-        sources=tuple(cuda_sources(csrc_dir)), headers=tuple(cuda_headers(csrc_dir)),
-        cflags=tuple(cuda_compile_flags()), ldflags=tuple(cuda_link_flags(nvjpeg)),
+        jit_name=CUDA_LIBRARY,
+        prebuilt_name=CUDA_PREBUILT_NAME,
+        prebuilt_info=CUDA_PREBUILT_INFO,
+        sources=tuple(cuda_sources(csrc_dir)),
+        headers=tuple(cuda_headers(csrc_dir)),
+        cflags=tuple(cuda_compile_flags()),
+        ldflags=tuple(cuda_link_flags(nvjpeg)),
         include_dirs=tuple(cuda_include_dirs(nvjpeg, csrc_dir)),
-        key_extra=(f"nvjpeg {nvjpeg.version} {nvjpeg_file}",), with_cuda=True,
-        facts=(("nvjpeg_version", nvjpeg.version), ("nvjpeg_library", nvjpeg_file)), csrc_dir=csrc_dir)
+        key_extra=(f"nvjpeg {nvjpeg.version} {nvjpeg_file}",),
+        with_cuda=True,
+        facts=(("nvjpeg_version", nvjpeg.version), ("nvjpeg_library", nvjpeg_file)),
+        csrc_dir=csrc_dir,
+    )
 
 
 def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) -> list[str]:
@@ -175,8 +190,13 @@ def _library_argument(name: str, library_dirs: list[str]) -> str:
     return f"-l{name}"
 
 
-def find_prebuilt(name: str, info_file: str, current: dict, package_dir: str = PACKAGE_DIR,
-                  log: Optional[Callable[[str], None]] = None) -> Optional[tuple[str, dict]]:
+def find_prebuilt(
+    name: str,
+    info_file: str,
+    current: dict,
+    package_dir: str = PACKAGE_DIR,
+    log: Optional[Callable[[str], None]] = None,
+) -> Optional[tuple[str, dict]]:
     """(path, buildinfo) of library `name` that setup.py put in package_dir, if its buildinfo matches
     every entry of `current` (sources hash, torch, Python, ...); else None, saying why to `log`."""
     path = next(
@@ -214,6 +234,7 @@ def write_prebuilt_info(path: str, info: dict) -> None:
 
 
 # ---------------------------------------------------------------- the GPU (nvJPEG) library
+
 
 def cuda_sources(csrc_dir: str = CSRC_DIR) -> list[str]:
     """csrc/cuda/*.cpp and *.cu, and the shared sources of csrc/common/."""
@@ -285,15 +306,23 @@ def parse_build_mode(raw: Optional[str], var: str = BUILD_CUDA_ENV) -> str:
     raise ValueError(f"custom_op: {var}={raw!r}: expected auto, 0 or 1")
 
 
-def cuda_unbuildable_reason(torch_version: Optional[str], torch_cuda: Optional[str], nvcc: Optional[str],
-                            nvjpeg_error: Optional[str], arch_list: Optional[str], visible_gpus: int) -> Optional[str]:
+def cuda_unbuildable_reason(
+    torch_version: Optional[str],
+    torch_cuda: Optional[str],
+    nvcc: Optional[str],
+    nvjpeg_error: Optional[str],
+    arch_list: Optional[str],
+    visible_gpus: int,
+) -> Optional[str]:
     """Why the GPU library cannot be prebuilt with these facts of the build environment (None: it can).
 
     torch_version is None when torch cannot be imported; nvcc is the compiler's path, None when the
     CUDA toolkit was not found; nvjpeg_error is that of finding nvJPEG.
     """
     if torch_version is None:
-        return "torch is not importable in the build environment (install torch, then pip install --no-build-isolation .)"
+        return (
+            "torch is not importable in the build environment (install torch, then pip install --no-build-isolation .)"
+        )
     if not torch_cuda:
         return f"torch {torch_version} in the build environment is built without CUDA"
     if not nvcc:
@@ -301,15 +330,17 @@ def cuda_unbuildable_reason(torch_version: Optional[str], torch_cuda: Optional[s
     if nvjpeg_error:
         return _first_sentence(nvjpeg_error) + " (python custom_op/_nvjpeg_paths.py shows where it looked)"
     if not arch_list and visible_gpus == 0:
-        return ("no GPU is visible to pick the architectures to compile for: set TORCH_CUDA_ARCH_LIST "
-                "(for example 9.0 for H100)")
+        return (
+            "no GPU is visible to pick the architectures to compile for: set TORCH_CUDA_ARCH_LIST "
+            "(for example 9.0 for H100)"
+        )
     return None
 
 
 def _first_sentence(message: str) -> str:
     line = message.strip().splitlines()[0] if message.strip() else "unknown error"
     if line.startswith("custom_op: "):
-        line = line[len("custom_op: "):]
+        line = line[len("custom_op: ") :]
     return line.split(". ")[0].rstrip(".:")
 
 
@@ -321,5 +352,7 @@ def decide_cuda_build(mode: str, reason: Optional[str]) -> tuple[str, Optional[s
         return "build", None
     if mode == "1":
         return "error", f"custom_op: {BUILD_CUDA_ENV}=1 but the CUDA library cannot be built: {reason}"
-    return "skip", (f"WARNING: custom_op: the CUDA (nvJPEG) library is not prebuilt: {reason}. It is built on "
-                    f"first use with device='cuda' instead ({BUILD_CUDA_ENV}=0 skips it without this warning).")
+    return "skip", (
+        f"WARNING: custom_op: the CUDA (nvJPEG) library is not prebuilt: {reason}. It is built on "
+        f"first use with device='cuda' instead ({BUILD_CUDA_ENV}=0 skips it without this warning)."
+    )

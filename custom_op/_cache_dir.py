@@ -64,6 +64,7 @@ def choose_cache_root(environ: Optional[Mapping[str, str]] = None) -> str:
             return root
         skipped.append(f"{root} (not writable)")
     raise RuntimeError(
-        "custom_op: no writable directory for the build cache; tried " + "; ".join(skipped)
+        "custom_op: no writable directory for the build cache; tried "
+        + "; ".join(skipped)
         + f". Set {ENV_CACHE_DIR} to a writable directory."
     )

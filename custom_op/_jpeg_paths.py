@@ -103,9 +103,7 @@ def _probe_prefix(prefix: str) -> tuple[Optional[JpegTurbo], str]:
     if not os.path.isfile(os.path.join(include, "jpeglib.h")):
         return None, f"{prefix}: no include/jpeglib.h"
     arch_includes = [os.path.join(include, m) for m in _multiarch_names()]
-    jconfig_dir = next(
-        (d for d in [include] + arch_includes if os.path.isfile(os.path.join(d, "jconfig.h"))), None
-    )
+    jconfig_dir = next((d for d in [include] + arch_includes if os.path.isfile(os.path.join(d, "jconfig.h"))), None)
     if jconfig_dir is None:
         return None, f"{prefix}: jpeglib.h found but no jconfig.h"
     version = _parse_version(jconfig_dir)
@@ -166,8 +164,7 @@ def find_libjpeg_turbo(
         searched.append(reason)
     detail = "\n".join("  - " + r for r in searched) or "  (no places searched)"
     raise LibjpegTurboNotFound(
-        "custom_op: libjpeg-turbo >= 1.5 (headers and library) was not found. Searched:\n"
-        f"{detail}\n{INSTALL_HELP}"
+        f"custom_op: libjpeg-turbo >= 1.5 (headers and library) was not found. Searched:\n{detail}\n{INSTALL_HELP}"
     )
 
 

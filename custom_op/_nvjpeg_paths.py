@@ -130,7 +130,9 @@ def find_nvjpeg(cuda_home: Optional[str] = None, prefixes: Optional[Sequence[str
         searched.append(reason)
     raise NvjpegNotFound(
         "custom_op: nvJPEG (nvjpeg.h and libnvjpeg.so) was not found. Searched:\n"
-        + "\n".join("  - " + r for r in searched) + "\n" + INSTALL_HELP
+        + "\n".join("  - " + r for r in searched)
+        + "\n"
+        + INSTALL_HELP
     )
 
 

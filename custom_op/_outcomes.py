@@ -22,7 +22,7 @@ def named(message: str, index: Optional[int]) -> str:
     """The message, naming batch item ``index`` when there is one."""
     if index is None:
         return message
-    body = message[len(PREFIX):] if message.startswith(PREFIX) else message
+    body = message[len(PREFIX) :] if message.startswith(PREFIX) else message
     return f"{PREFIX}batch item {index}: {body}"
 
 
@@ -50,8 +50,9 @@ def warn_text(text: torch.Tensor, stacklevel: int = 3) -> None:
         warn(bytes(text.tolist()).decode("utf-8", errors="replace"), stacklevel=stacklevel + 1)
 
 
-def settle(statuses: list[int], messages: list[str], single: bool = False,
-           stacklevel: int = 4) -> list[Optional[Exception]]:
+def settle(
+    statuses: list[int], messages: list[str], single: bool = False, stacklevel: int = 4
+) -> list[Optional[Exception]]:
     """Emits the warnings of decoded items and returns each item's exception (None when decoded).
     stacklevel: the user's frame counted from warnings.warn (4: the caller of the public function
     that calls this)."""

@@ -41,8 +41,9 @@ _MOVED = {"decode_and_crop_jpegs": "custom_op.decode_and_crop_jpegs", "decode_jp
 
 def __getattr__(name: str):
     if name in _MOVED:
-        raise AttributeError(f"custom_op.gpu.{name} is now {_MOVED[name]}(..., device='cuda'); it decodes on the CPU "
-                             "too (device='cpu')")
+        raise AttributeError(
+            f"custom_op.gpu.{name} is now {_MOVED[name]}(..., device='cuda'); it decodes on the CPU too (device='cpu')"
+        )
     raise AttributeError(f"module 'custom_op.gpu' has no attribute {name!r}")
 
 
@@ -59,8 +60,10 @@ def _prebuilt_usable(info: dict) -> Optional[str]:
     capability = torch.cuda.get_device_capability()
     if config.arch_flags_cover(info.get("cuda_arch_flags", []), capability):
         return None
-    return (f"compiled for {info.get('cuda_arch_flags')}, not for this GPU "
-            f"(compute capability {capability[0]}.{capability[1]})")
+    return (
+        f"compiled for {info.get('cuda_arch_flags')}, not for this GPU "
+        f"(compute capability {capability[0]}.{capability[1]})"
+    )
 
 
 def load_library() -> dict[str, str]:

@@ -17,8 +17,14 @@ import torch
 
 from . import batch, gpu
 
-__all__ = ["decode_with_paths", "entropy_decoder_give_ups", "gpu_options", "own_entropy_decoder", "path_name",
-           "random_access_decodes"]
+__all__ = [
+    "decode_with_paths",
+    "entropy_decoder_give_ups",
+    "gpu_options",
+    "own_entropy_decoder",
+    "path_name",
+    "random_access_decodes",
+]
 
 _PATH_CODES = {name: code for code, name in gpu.PATH_NAMES.items()}
 _SEGMENTS = {"auto": 0, "always": 1, "never": 2}
@@ -38,8 +44,9 @@ def decode_with_paths(data: Sequence, tops, lefts, heights, widths, **options) -
 
 
 @contextlib.contextmanager
-def gpu_options(force_path: Optional[str] = None, margin: bool = True, dedupe: bool = True,
-                segments: str = "auto") -> Iterator[None]:
+def gpu_options(
+    force_path: Optional[str] = None, margin: bool = True, dedupe: bool = True, segments: str = "auto"
+) -> Iterator[None]:
     """For the block, in this process: every item the GPU decoders can take goes to ``force_path``
     ("hardware-roi", "hardware-full", "gpu-hybrid", "hybrid" or "cpu"; an unavailable decoder passes
     its items on as usual); ``margin=False`` decodes exactly the window (no context for chroma
@@ -47,13 +54,15 @@ def gpu_options(force_path: Optional[str] = None, margin: bool = True, dedupe: b
     window; ``segments`` "always" / "never" gives nvJPEG the sub-image of a prepared file's restart
     segments whatever the image's size / never ("auto": by size). Loads the GPU library."""
     if force_path is not None and force_path not in _PATH_CODES or force_path == "failed":
-        raise ValueError(f"force_path must be None or one of {sorted(set(_PATH_CODES) - {'failed'})}, "
-                         f"got {force_path!r}")
+        raise ValueError(
+            f"force_path must be None or one of {sorted(set(_PATH_CODES) - {'failed'})}, got {force_path!r}"
+        )
     if segments not in _SEGMENTS:
         raise ValueError(f"segments must be one of {list(_SEGMENTS)}, got {segments!r}")
     gpu.load_library()
-    before = torch.ops.custom_op._set_gpu_testing(-1 if force_path is None else _PATH_CODES[force_path],
-                                                  not margin, not dedupe, _SEGMENTS[segments])
+    before = torch.ops.custom_op._set_gpu_testing(
+        -1 if force_path is None else _PATH_CODES[force_path], not margin, not dedupe, _SEGMENTS[segments]
+    )
     try:
         yield
     finally:

@@ -33,8 +33,9 @@ def sample_rng(seed: int, epoch: int, index: int, stream: int) -> np.random.Gene
     return np.random.default_rng([seed, epoch, index, stream])
 
 
-def random_window(image_height: int, image_width: int, crop_height: int, crop_width: int,
-                  rng: np.random.Generator) -> Window:
+def random_window(
+    image_height: int, image_width: int, crop_height: int, crop_width: int, rng: np.random.Generator
+) -> Window:
     """A uniformly placed crop_height x crop_width window inside the image.
 
     An image smaller than the crop in a dimension gives a window as large as the image in that
@@ -47,7 +48,6 @@ def random_window(image_height: int, image_width: int, crop_height: int, crop_wi
     top = int(rng.integers(0, image_height - h + 1))
     left = int(rng.integers(0, image_width - w + 1))
     return Window(top, left, h, w)
-
 
 
 def random_resized_crop_window(image_height: int, image_width: int, rng: np.random.Generator) -> Window:

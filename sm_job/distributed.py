@@ -59,13 +59,17 @@ def choose_device(requested: str, ranks: Ranks, num_gpus: Optional[int]) -> torc
     if device.type != "cuda":
         return device
     if not torch.cuda.is_available():
-        raise RuntimeError(f"device {requested!r} asked for, but torch sees no CUDA GPU "
-                           f"(torch {torch.__version__}, CUDA {torch.version.cuda})")
+        raise RuntimeError(
+            f"device {requested!r} asked for, but torch sees no CUDA GPU "
+            f"(torch {torch.__version__}, CUDA {torch.version.cuda})"
+        )
     index = ranks.local_rank if device.index is None else device.index
     count = torch.cuda.device_count()
     if index >= count:
-        raise RuntimeError(f"local rank {ranks.local_rank} needs GPU {index}, but this host has {count}: "
-                           "start at most one process per GPU (torchrun --nproc_per_node)")
+        raise RuntimeError(
+            f"local rank {ranks.local_rank} needs GPU {index}, but this host has {count}: "
+            "start at most one process per GPU (torchrun --nproc_per_node)"
+        )
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
 

@@ -26,8 +26,15 @@ LOCAL_RUN_DIR = os.path.join("runs", "sm_job")
 # /opt/ml/checkpoints and /opt/ml/output/tensorboard.
 SAGEMAKER_BUILD_CACHE = "/tmp/custom_op_cache"
 # Any of these says the script runs in a SageMaker training container (or a rehearsal of one).
-_SAGEMAKER_MARKERS = ("SM_TRAINING_ENV", "SM_MODEL_DIR", "SM_OUTPUT_DATA_DIR", "SM_HPS", "SM_CURRENT_HOST",
-                      "SM_CHANNELS", BASE_DIR_ENV)
+_SAGEMAKER_MARKERS = (
+    "SM_TRAINING_ENV",
+    "SM_MODEL_DIR",
+    "SM_OUTPUT_DATA_DIR",
+    "SM_HPS",
+    "SM_CURRENT_HOST",
+    "SM_CHANNELS",
+    BASE_DIR_ENV,
+)
 
 
 def decode_hyperparameter(value):

@@ -16,7 +16,9 @@ import jpeg_factory
 import jpeg_markers as jm
 
 # Same rule as conftest.py (this module also runs in the fuzz child, which has no conftest).
-SHARED_DATA = Path(os.environ.get("CUSTOM_OP_TEST_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+SHARED_DATA = Path(
+    os.environ.get("CUSTOM_OP_TEST_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")
+)
 
 
 def _exif_app1(orientation: int, big_endian: bool) -> bytes:
@@ -154,7 +156,9 @@ def _segment_edit(rng: random.Random, data: bytes) -> bytes:
         return data[: segment.offset] + data[end:]
     if choice == 2:  # lying length
         declared = segment.length - 2
-        fake = rng.choice((0, 1, 2, declared - 1, declared + 1, declared + rng.randint(2, 300), 0xFFFF, rng.randrange(65536)))
+        fake = rng.choice(
+            (0, 1, 2, declared - 1, declared + 1, declared + rng.randint(2, 300), 0xFFFF, rng.randrange(65536))
+        )
         fake = max(0, min(0xFFFF, fake))
         return data[: segment.offset + 2] + struct.pack(">H", fake) + data[segment.offset + 4 :]
     # swap it with another segment
@@ -164,8 +168,13 @@ def _segment_edit(rng: random.Random, data: bytes) -> bytes:
     first, second = sorted((segment, other), key=lambda s: s.offset)
     a = data[first.offset : first.offset + first.length]
     b = data[second.offset : second.offset + second.length]
-    return (data[: first.offset] + b + data[first.offset + first.length : second.offset] + a
-            + data[second.offset + second.length :])
+    return (
+        data[: first.offset]
+        + b
+        + data[first.offset + first.length : second.offset]
+        + a
+        + data[second.offset + second.length :]
+    )
 
 
 def _sof_dims(rng: random.Random, data: bytes) -> bytes:
@@ -206,13 +215,24 @@ def _app1_bytes(rng: random.Random, data: bytes) -> bytes:
         return _header_bytes(rng, data)
     out = bytearray(data)
     for _ in range(rng.randint(1, 4)):
-        out[rng.randrange(app1.offset + 4, app1.offset + app1.length)] = rng.choice((0, 1, 2, 3, 6, 8, 0xFF, rng.randrange(256)))
+        out[rng.randrange(app1.offset + 4, app1.offset + app1.length)] = rng.choice(
+            (0, 1, 2, 3, 6, 8, 0xFF, rng.randrange(256))
+        )
     return bytes(out)
 
 
 MUTATIONS = (
-    "truncate", "bit_flip", "bit_flips", "header_bytes", "random_run", "segment_edit", "sof_dims",
-    "insert_marker", "splice", "app1_bytes", "stacked",
+    "truncate",
+    "bit_flip",
+    "bit_flips",
+    "header_bytes",
+    "random_run",
+    "segment_edit",
+    "sof_dims",
+    "insert_marker",
+    "splice",
+    "app1_bytes",
+    "stacked",
 )
 
 

@@ -39,9 +39,25 @@ BUILD_TIMEOUT_S = 900  # a build on a busy 2-core machine
 RUN_TIMEOUT_S = 300
 WINDOW = (4, 6, 16, 20)
 # Not copied from the checkout: what git ignores, when git cannot list the files.
-UNCOPIED = ("*.egg-info", "*.so", "*.o", "*.pyc", "__pycache__", "_C*.buildinfo.json",
-            ".git", ".venv", ".cache", ".pytest_cache", ".ruff_cache", ".whl", ".device", ".gpu_carry", "build", "dist",
-            "runs")
+UNCOPIED = (
+    "*.egg-info",
+    "*.so",
+    "*.o",
+    "*.pyc",
+    "__pycache__",
+    "_C*.buildinfo.json",
+    ".git",
+    ".venv",
+    ".cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".whl",
+    ".device",
+    ".gpu_carry",
+    "build",
+    "dist",
+    "runs",
+)
 
 build_config = load_package_module("_build_config")
 
@@ -68,8 +84,16 @@ def _site_dir(distribution):
 def _copy_checkout(dest):
     """The files `pip wheel .` in the checkout would see: git's tracked and untracked, unignored files."""
     try:
-        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                                capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
+        listed = (
+            subprocess.run(
+                ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                capture_output=True,
+                check=True,
+                timeout=60,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
     except (OSError, subprocess.SubprocessError):
         shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(*UNCOPIED), dirs_exist_ok=True)
         return
@@ -81,8 +105,11 @@ def _copy_checkout(dest):
 
 
 def _env(cache, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "CUSTOM_OP_FORCE_JIT", "CUSTOM_OP_VERBOSE_BUILD")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "CUSTOM_OP_FORCE_JIT", "CUSTOM_OP_VERBOSE_BUILD")
+    }
     path = [os.path.dirname(sys.executable)]  # what activating this venv does: its ninja and compilers' tools
     try:
         import ninja
@@ -90,8 +117,13 @@ def _env(cache, **extra):
         path.append(ninja.BIN_DIR)
     except (ImportError, AttributeError):
         pass
-    env.update(PATH=os.pathsep.join(path + [env.get("PATH", "")]), CUSTOM_OP_CACHE_DIR=str(cache),
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", **extra)
+    env.update(
+        PATH=os.pathsep.join(path + [env.get("PATH", "")]),
+        CUSTOM_OP_CACHE_DIR=str(cache),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+        **extra,
+    )
     return env
 
 
@@ -105,8 +137,14 @@ def _fresh_venv(path):
     """A venv without pip whose site-packages come first, then those of this interpreter's torch and pip."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=RUN_TIMEOUT_S)
     python = path / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     borrowed = dict.fromkeys(_site_dir(m) for m in ("torch", "filelock", "pip", "setuptools"))
     (site / "zz_borrowed_from_the_test_interpreter.pth").write_text("".join(f"{d}\n" for d in borrowed))
     return python, site
@@ -123,7 +161,7 @@ def _decode(python, cwd, cache, jpeg):
 
 def _assert_window(window, jpeg):
     top, left, height, width = WINDOW
-    rgb = np.asarray(Image.open(jpeg).convert("RGB"))[top:top + height, left:left + width]
+    rgb = np.asarray(Image.open(jpeg).convert("RGB"))[top : top + height, left : left + width]
     assert window.dtype == torch.uint8 and tuple(window.shape) == (3, height, width)
     # Pillow's libjpeg may round differently; a wrong window would differ by tens.
     assert (window.to(torch.int16) - torch.from_numpy(rgb.copy()).permute(2, 0, 1)).abs().float().mean() < 2.0
@@ -157,8 +195,12 @@ def build_venv(tmp_path_factory):
 def wheel(checkout_copy, build_venv, tmp_path_factory):
     """The documented command, run in the copy."""
     cache = tmp_path_factory.mktemp("wheel-build-cache")
-    _run([build_venv[0], "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."],
-         checkout_copy, _env(cache), timeout=BUILD_TIMEOUT_S)
+    _run(
+        [build_venv[0], "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", "dist", "."],
+        checkout_copy,
+        _env(cache),
+        timeout=BUILD_TIMEOUT_S,
+    )
     wheels = list((checkout_copy / "dist").glob("*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
@@ -220,8 +262,23 @@ def test_editable_install_builds_in_place_and_the_checkout_loads_it(checkout_cop
     cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
     cache.mkdir()
     elsewhere.mkdir()
-    _run([python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index", "--ignore-installed",
-          "-e", "."], checkout_copy, _env(cache), timeout=BUILD_TIMEOUT_S)
+    _run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-build-isolation",
+            "--no-deps",
+            "--no-index",
+            "--ignore-installed",
+            "-e",
+            ".",
+        ],
+        checkout_copy,
+        _env(cache),
+        timeout=BUILD_TIMEOUT_S,
+    )
     package = checkout_copy / "custom_op"
     assert list(package.glob("_C.*.so")) and (package / build_config.PREBUILT_INFO).is_file()
 
