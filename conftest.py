@@ -29,8 +29,20 @@ DOC_PATTERNS = ("README.md", "docs/*.md", "docs/*/*.md")
 
 # (height, width) of the files in photos/: most larger than a 224x224 crop, two smaller (a photo of
 # 212x300 is what makes a naive random-crop Dataset fail in a DataLoader batch).
-PHOTO_SIZES = [(375, 500), (500, 375), (333, 500), (480, 640), (212, 300), (500, 500), (375, 500),
-               (160, 240), (427, 640), (400, 600), (375, 500), (600, 400)]
+PHOTO_SIZES = [
+    (375, 500),
+    (500, 375),
+    (333, 500),
+    (480, 640),
+    (212, 300),
+    (500, 500),
+    (375, 500),
+    (160, 240),
+    (427, 640),
+    (400, 600),
+    (375, 500),
+    (600, 400),
+]
 
 
 def _write_jpeg(path: Path, height: int, width: int, seed: int) -> None:
@@ -90,8 +102,9 @@ try:
     from sybil import Sybil
     from sybil.parsers.myst import PythonCodeBlockParser, SkipParser
 except ImportError as e:  # the docs tools are not installed: say so once per file
-    _SYBIL_MISSING = (f"Sybil is not installed ({e}): pip install --no-build-isolation '.[docs]' to run the "
-                      "documentation's examples")
+    _SYBIL_MISSING = (
+        f"Sybil is not installed ({e}): pip install --no-build-isolation '.[docs]' to run the documentation's examples"
+    )
 
     class _Skipped(pytest.Item):
         def runtest(self):
@@ -123,4 +136,3 @@ else:
         if _is_doc(file_path):
             return _sybil_collect(file_path, parent)
         return None
-

@@ -2,8 +2,10 @@
 flags as the JIT build.
 
 Torch must already be installed and visible to the build, so install with
-    pip install torch==2.13.0
-    pip install --no-build-isolation .
+    pip install torch==2.13.0 ninja
+    pip install --no-build-isolation -e .               # a clone you work in: builds custom_op/_C*.so in place
+    pip install --no-build-isolation .                  # a copy in site-packages
+    pip wheel --no-build-isolation --no-deps -w dist .  # a wheel for this torch, Python and platform
 Without torch in the build environment (plain `pip install .`, which builds in an
 isolated env) the wheel has no prebuilt library and custom_op compiles itself on
 first import. CUSTOM_OP_BUILD_EXT=0 skips the prebuilt library, =1 makes its
@@ -19,6 +21,7 @@ device="cuda".
 import importlib.util
 import os
 import sys
+import sysconfig
 
 from setuptools import setup
 
@@ -159,6 +162,15 @@ def _extensions_and_cmdclass():
 
     class BuildExtWithInfo(BuildExtension):
         """Also writes each library's buildinfo json, which the loader compares with the installed sources."""
+
+        def finalize_options(self):
+            super().finalize_options()
+            if getattr(self, "editable_mode", False):
+                # An editable install (pip install -e) compiles in a temporary folder, so each reinstall would
+                # compile everything again: use the folder of a regular build (pip install ., pip wheel .), where
+                # ninja recompiles only the objects whose command line or sources (headers included) changed.
+                plat = f"{sysconfig.get_platform()}-{sys.implementation.cache_tag}"
+                self.build_temp = os.path.join(HERE, "build", f"temp.{plat}")
 
         def _info_paths(self, info_file):
             build_py = self.get_finalized_command("build_py")

@@ -30,8 +30,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import custom_op  # noqa: E402
 from common import commit_description, cpu_description, random_windows  # noqa: E402
+
+import custom_op  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 BATCH = 64
@@ -61,7 +62,7 @@ def cases(args):
 
 
 def measure(files, windows, methods, rounds):
-    batches = [(files[k:k + BATCH], windows[k:k + BATCH]) for k in range(0, len(files) - BATCH + 1, BATCH)]
+    batches = [(files[k : k + BATCH], windows[k : k + BATCH]) for k in range(0, len(files) - BATCH + 1, BATCH)]
     times = {name: [] for name in methods}
     for _ in range(rounds):
         for name, fn in methods.items():
@@ -104,17 +105,25 @@ def main():
         for title, files in cases(args):
             files = files[: len(files) // BATCH * BATCH]
             windows = random_windows(files, 224, args.seed)
-            reference = [loop(files[k:k + BATCH], windows[k:k + BATCH]) for k in range(0, len(files), BATCH)]
-            identical = all(all(map(torch.equal, fn(files[k:k + BATCH], windows[k:k + BATCH]), reference[k // BATCH]))
-                            for fn in methods.values() for k in range(0, len(files), BATCH))
+            reference = [loop(files[k : k + BATCH], windows[k : k + BATCH]) for k in range(0, len(files), BATCH)]
+            identical = all(
+                all(map(torch.equal, fn(files[k : k + BATCH], windows[k : k + BATCH]), reference[k // BATCH]))
+                for fn in methods.values()
+                for k in range(0, len(files), BATCH)
+            )
             result = measure(files, windows, methods, args.rounds)
-            lines += [f"## {title} ({len(files)} files), 224x224 windows", "",
-                      f"outputs identical to the loop of single calls: {identical}", "",
-                      "| method | ms/image | speed-up |", "| --- | ---: | ---: |"]
+            lines += [
+                f"## {title} ({len(files)} files), 224x224 windows",
+                "",
+                f"outputs identical to the loop of single calls: {identical}",
+                "",
+                "| method | ms/image | speed-up |",
+                "| --- | ---: | ---: |",
+            ]
             for name, (best, median) in result.items():
                 lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {result[base][0] / best:.2f}x |")
             lines.append("")
-            print("\n".join(lines[-(len(result) + 5):]), flush=True)
+            print("\n".join(lines[-(len(result) + 5) :]), flush=True)
     finally:
         torch.set_num_threads(before)
     report = "\n".join(lines)

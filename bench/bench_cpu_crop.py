@@ -32,13 +32,14 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import custom_op  # noqa: E402
 from common import cpu_description, random_windows  # noqa: E402
+
+import custom_op  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 
 def pillow_crop(data, top, left, height, width):
-    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[top:top + height, left:left + width]
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[top : top + height, left : left + width]
 
 
 def pillow_crop_first(data, top, left, height, width):
@@ -50,7 +51,7 @@ def pillow_crop_first(data, top, left, height, width):
 def simplejpeg_crop(data, top, left, height, width):
     import simplejpeg
 
-    return simplejpeg.decode_jpeg(data, colorspace="RGB")[top:top + height, left:left + width]
+    return simplejpeg.decode_jpeg(data, colorspace="RGB")[top : top + height, left : left + width]
 
 
 def custom_op_crop(data, top, left, height, width):
@@ -146,12 +147,18 @@ def main():
         windows = random_windows(files, size, args.seed)
         exact = check_same_pixels(files, windows)
         result = measure(files, windows, fns, args.rounds)
-        lines += [f"## {title}", "", f"custom_op output equals Pillow's on every window: {exact}", "",
-                  "| method | ms/image | time / custom_op time |", "| --- | ---: | ---: |"]
+        lines += [
+            f"## {title}",
+            "",
+            f"custom_op output equals Pillow's on every window: {exact}",
+            "",
+            "| method | ms/image | time / custom_op time |",
+            "| --- | ---: | ---: |",
+        ]
         for name, (best, median) in result.items():
             lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {best / result[ours][0]:.2f}x |")
         lines.append("")
-        print("\n".join(lines[-(len(result) + 5):]), flush=True)
+        print("\n".join(lines[-(len(result) + 5) :]), flush=True)
     report = "\n".join(lines)
     if args.out:
         Path(args.out).write_text(report + "\n")

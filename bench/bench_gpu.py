@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -52,9 +52,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from common import commit_description, cpu_description, random_windows  # noqa: E402
+
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
-from common import commit_description, cpu_description, random_windows  # noqa: E402
 
 SECTIONS = ("sample", "large", "segments", "warmup")
 WARMUP_METHODS = ("ours", "ours-prepared", "torchvision")
@@ -81,13 +82,14 @@ def torchvision_method(inputs="original"):
 
     def run(tensors, windows):
         images = decode_jpeg(tensors, mode=ImageReadMode.RGB, device="cuda")
-        return [img[:, t:t + h, l:l + w] for img, (t, l, h, w) in zip(images, windows)]
+        return [img[:, t : t + h, l : l + w] for img, (t, l, h, w) in zip(images, windows)]
 
     return f"torchvision {torchvision.__version__} decode_jpeg(list, cuda) + slice", Method(run, inputs)
 
 
 def ours_method(inputs="original", **settings):
     """settings: testing.gpu_options for this method's calls (process-wide, restored after each call)."""
+
     def run(tensors, windows):
         with testing.gpu_options(**settings) if settings else contextlib.nullcontext():
             return custom_op.decode_and_crop_jpegs(tensors, *zip(*windows), device="cuda")
@@ -121,7 +123,7 @@ class CpuPool:
         def run(indices, windows):
             items = list(zip(indices, windows))
             size = -(-len(items) // self.processes)
-            results = self.pool.map(_cpu_worker, [items[k:k + size] for k in range(0, len(items), size)])
+            results = self.pool.map(_cpu_worker, [items[k : k + size] for k in range(0, len(items), size)])
             outs = []
             for arrays, seconds in results:
                 self.worker_cpu += seconds
@@ -143,9 +145,14 @@ def make_batches(originals, prepared, windows, batch, count):
     out = []
     for k in range(count):
         idx = [(k * batch + j) % len(originals) for j in range(batch)]
-        out.append({"original": [originals[i] for i in idx],
-                    "prepared": [prepared[i] for i in idx] if prepared else None,
-                    "indices": idx, "windows": [windows[i] for i in idx]})
+        out.append(
+            {
+                "original": [originals[i] for i in idx],
+                "prepared": [prepared[i] for i in idx] if prepared else None,
+                "indices": idx,
+                "windows": [windows[i] for i in idx],
+            }
+        )
     return out
 
 
@@ -153,7 +160,7 @@ def call(method: Method, batch):
     return method.run(batch[method.inputs], batch["windows"])
 
 
-def measure(methods: Dict[str, Method], batches, rounds, cpu_pool=None):
+def measure(methods: dict[str, Method], batches, rounds, cpu_pool=None):
     """{name: (best img/s, median img/s, best host CPU ms/img)}."""
     results = {name: [] for name in methods}
     n_images = sum(len(b["windows"]) for b in batches)
@@ -206,7 +213,7 @@ class Stats:
 
     def text(self):
         mse = self.sq / max(self.n, 1)
-        psnr = "inf" if mse == 0 else f"{10 * np.log10(255.0 ** 2 / mse):.1f}"
+        psnr = "inf" if mse == 0 else f"{10 * np.log10(255.0**2 / mse):.1f}"
         return f"max {self.max}, mean {self.sum / max(self.n, 1):.4f}, PSNR {psnr} dB ({self.n:,} values)"
 
 
@@ -215,7 +222,7 @@ def paths_and_accuracy(files, tensors, windows, refs, **settings):
     used, stats = [], {}
     with testing.gpu_options(**settings) if settings else contextlib.nullcontext():
         for k in range(0, len(tensors), 64):
-            outs, paths = testing.decode_with_paths(tensors[k:k + 64], *zip(*windows[k:k + 64]), device="cuda")
+            outs, paths = testing.decode_with_paths(tensors[k : k + 64], *zip(*windows[k : k + 64]), device="cuda")
             for j, (out, path) in enumerate(zip(outs, paths)):
                 key = f"{path} {custom_op.read_jpeg_header(files[k + j]).subsampling}"
                 stats.setdefault(key, Stats()).add(out, refs[k + j])
@@ -224,10 +231,15 @@ def paths_and_accuracy(files, tensors, windows, refs, **settings):
 
 
 def table(title, summary, anchor, diffs, extra=""):
-    lines = [f"### {title}", ""] + ([extra, ""] if extra else []) + [
-        "| method | images/s (best) | images/s (median) | host CPU ms/image | vs torchvision "
-        "| max abs diff vs CPU path |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = (
+        [f"### {title}", ""]
+        + ([extra, ""] if extra else [])
+        + [
+            "| method | images/s (best) | images/s (median) | host CPU ms/image | vs torchvision "
+            "| max abs diff vs CPU path |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+    )
     base = summary[anchor][0]
     for name, (best, median, cpu_ms) in summary.items():
         diff = diffs.get(name)
@@ -257,23 +269,30 @@ def sample_section(args):
     refs = [custom_op.decode_and_crop_jpeg(d, *w) for d, w in zip(files, windows)]
     pillow = 0
     for data, (t, l, h, w), ref in zip(files, windows, refs):
-        image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[t:t + h, l:l + w]
+        image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[t : t + h, l : l + w]
         pillow = max(pillow, int((torch.from_numpy(image).permute(2, 0, 1).int() - ref.int()).abs().max()))
     growth = sum(map(len, prepared_files)) / sum(map(len, files)) - 1
 
     counts, by_path = paths_and_accuracy(files, originals, windows, refs)
     prepared_counts, prepared_by_path = paths_and_accuracy(files, prepared, windows, refs)
     always_counts, always_by_path = paths_and_accuracy(files, prepared, windows, refs, segments="always")
-    lines = emit([f"## ImageNet sample: {len(files)} photos, 224x224 windows; the same photos prepared for random "
-                  f"access (custom_op.prepare_jpeg, {growth * 100:+.1f}% bytes), same windows", "",
-                  "- the CPU path against Pillow (Image.convert('RGB') + crop) over these windows: "
-                  f"max |diff| {pillow}",
-                  f"- where our decodes ran, original files: {counts}",
-                  f"- where our decodes ran, prepared files: {prepared_counts}; with segments always: {always_counts}"]
-                 + [f"- ours, original files, items decoded by {p}: {st.text()}" for p, st in by_path.items()]
-                 + [f"- ours, prepared files, items decoded by {p}: {st.text()}" for p, st in prepared_by_path.items()]
-                 + [f"- ours, prepared files, segments always, items decoded by {p}: {st.text()}"
-                    for p, st in always_by_path.items()] + [""])
+    lines = emit(
+        [
+            f"## ImageNet sample: {len(files)} photos, 224x224 windows; the same photos prepared for random "
+            f"access (custom_op.prepare_jpeg, {growth * 100:+.1f}% bytes), same windows",
+            "",
+            f"- the CPU path against Pillow (Image.convert('RGB') + crop) over these windows: max |diff| {pillow}",
+            f"- where our decodes ran, original files: {counts}",
+            f"- where our decodes ran, prepared files: {prepared_counts}; with segments always: {always_counts}",
+        ]
+        + [f"- ours, original files, items decoded by {p}: {st.text()}" for p, st in by_path.items()]
+        + [f"- ours, prepared files, items decoded by {p}: {st.text()}" for p, st in prepared_by_path.items()]
+        + [
+            f"- ours, prepared files, segments always, items decoded by {p}: {st.text()}"
+            for p, st in always_by_path.items()
+        ]
+        + [""]
+    )
 
     cpu_pool = CpuPool(files, args.processes)
     try:
@@ -284,12 +303,15 @@ def sample_section(args):
             "custom_op.decode_and_crop_jpegs(list, cuda), original files": ours_method(),
             "custom_op.decode_and_crop_jpegs(list, cuda), prepared files": ours_method("prepared"),
             "ours, prepared files, nvJPEG always given the segments around the window": ours_method(
-                "prepared", segments="always"),
+                "prepared", segments="always"
+            ),
             "ours, prepared files, nvJPEG always given the whole file": ours_method("prepared", segments="never"),
             "ours, original files, a repeated file decoded once per window (as torchvision does)": ours_method(
-                dedupe=False),
+                dedupe=False
+            ),
             "ours, original files, the JPEG engines decode whole images (the copy crops)": ours_method(
-                force_path="hardware-full"),
+                force_path="hardware-full"
+            ),
         }
         cpu_name, cpu_method = cpu_pool.method()
         methods[cpu_name] = cpu_method
@@ -297,13 +319,19 @@ def sample_section(args):
         for batch in args.batches:
             batches = make_batches(originals, prepared, windows, batch, max(1, args.images_per_round // batch))
             # Over the first batches, enough to hold every file (and, at batch 256, the repeated ones).
-            checked = batches[:-(-len(files) // batch)]
+            checked = batches[: -(-len(files) // batch)]
             diffs = {name: max_diff(m, checked, refs) for name, m in methods.items()}
             summary = measure(methods, batches, args.rounds, cpu_pool)
             repeats = max(0, batch - len(files))
-            extra = (f"A batch of {batch} from {len(files)} files holds {repeats} of them twice: ours decodes a "
-                     "repeated file once for all its windows, so the once-per-window row is the like-for-like "
-                     "one.") if repeats else ""
+            extra = (
+                (
+                    f"A batch of {batch} from {len(files)} files holds {repeats} of them twice: ours decodes a "
+                    "repeated file once for all its windows, so the once-per-window row is the like-for-like "
+                    "one."
+                )
+                if repeats
+                else ""
+            )
             lines += emit(table(f"batch {batch}", summary, anchor, diffs, extra))
     finally:
         cpu_pool.close()
@@ -323,10 +351,14 @@ def large_section(args):
     rng = np.random.default_rng(2)
     windows = [(int(rng.integers(0, 3000 - 224)), int(rng.integers(0, 4000 - 224)), 224, 224) for _ in range(512)]
     full = custom_op.decode_jpeg(big)
-    refs = [full[:, t:t + h, l:l + w] for t, l, h, w in windows]
+    refs = [full[:, t : t + h, l : l + w] for t, l, h, w in windows]
     original, prepared = as_tensor(big), as_tensor(custom_op.prepare_jpeg(big))
-    batch = {"original": [original] * 512, "prepared": [prepared] * 512, "indices": list(range(512)),
-             "windows": windows}
+    batch = {
+        "original": [original] * 512,
+        "prepared": [prepared] * 512,
+        "indices": list(range(512)),
+        "windows": windows,
+    }
     cpu_pool = CpuPool([big] * len(windows), args.processes)  # one reference per window: no copies
     try:
         tv_name, tv = torchvision_method()
@@ -334,7 +366,7 @@ def large_section(args):
         def tv_chunked(tensors, wins):  # 64 whole 12-megapixel images at a time keeps memory in bounds
             out = []
             for k in range(0, len(tensors), 64):
-                out += [o.clone() for o in tv.run(tensors[k:k + 64], wins[k:k + 64])]
+                out += [o.clone() for o in tv.run(tensors[k : k + 64], wins[k : k + 64])]
             return out
 
         methods = {
@@ -343,7 +375,8 @@ def large_section(args):
             "ours, one region-of-interest decode per window": ours_method(dedupe=False),
             "ours, one whole-image decode per window": ours_method(dedupe=False, force_path="hardware-full"),
             "ours, the file prepared for random access, one decode per window (its segments)": ours_method(
-                "prepared", dedupe=False, segments="always"),
+                "prepared", dedupe=False, segments="always"
+            ),
         }
         cpu_name, cpu_method = cpu_pool.method()
         methods[cpu_name] = cpu_method
@@ -352,19 +385,31 @@ def large_section(args):
         summary = measure(methods, [batch], args.large_rounds, cpu_pool)
     finally:
         cpu_pool.close()
-    return emit(table("one 4000x3000 photo (4:2:0, q90), 512 windows of 224x224 in one batch", summary,
-                      next(iter(methods)), diffs, f"our path for it: {used[0]}"))
+    return emit(
+        table(
+            "one 4000x3000 photo (4:2:0, q90), 512 windows of 224x224 in one batch",
+            summary,
+            next(iter(methods)),
+            diffs,
+            f"our path for it: {used[0]}",
+        )
+    )
 
 
 def segments_section(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250, 3000), (3000, 4000))):
     """Where the default's size threshold for segments comes from."""
     from jpeg_factory import photo_like
 
-    lines = emit(["### Files prepared for random access, one 224x224 window per decode, batches of 64: the "
-                  "sub-image of the window's segments or the whole file", "",
-                  "| photo (4:2:0, q90) | original file | prepared, whole file | prepared, segments | segments vs whole "
-                  "| max abs diff vs CPU path (segments) |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: |"])
+    lines = emit(
+        [
+            "### Files prepared for random access, one 224x224 window per decode, batches of 64: the "
+            "sub-image of the window's segments or the whole file",
+            "",
+            "| photo (4:2:0, q90) | original file | prepared, whole file | prepared, segments | segments vs whole "
+            "| max abs diff vs CPU path (segments) |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+    )
     for height, width in sizes:
         buf = io.BytesIO()
         Image.fromarray(photo_like(height, width, seed=3)).save(buf, "JPEG", quality=90, subsampling=2)
@@ -372,17 +417,30 @@ def segments_section(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250
         prepared = as_tensor(custom_op.prepare_jpeg(buf.getvalue()))
         rng = np.random.default_rng(4)
         wins = [(int(rng.integers(0, height - 224)), int(rng.integers(0, width - 224)), 224, 224) for _ in range(256)]
-        batches = [{"original": [original] * 64, "prepared": [prepared] * 64, "indices": list(range(k, k + 64)),
-                    "windows": wins[k:k + 64]} for k in range(0, 256, 64)]
-        methods = {"original": ours_method(dedupe=False),
-                   "whole": ours_method("prepared", dedupe=False, segments="never"),
-                   "segments": ours_method("prepared", dedupe=False, segments="always")}
+        batches = [
+            {
+                "original": [original] * 64,
+                "prepared": [prepared] * 64,
+                "indices": list(range(k, k + 64)),
+                "windows": wins[k : k + 64],
+            }
+            for k in range(0, 256, 64)
+        ]
+        methods = {
+            "original": ours_method(dedupe=False),
+            "whole": ours_method("prepared", dedupe=False, segments="never"),
+            "segments": ours_method("prepared", dedupe=False, segments="always"),
+        }
         full = custom_op.decode_jpeg(buf.getvalue())
-        diff = max_diff(methods["segments"], batches, [full[:, t:t + h, l:l + w] for t, l, h, w in wins])
+        diff = max_diff(methods["segments"], batches, [full[:, t : t + h, l : l + w] for t, l, h, w in wins])
         r = measure(methods, batches, args.large_rounds + 1)
         cell = {k: f"{v[0]:,.0f} img/s, {v[2]:.3f} ms" for k, v in r.items()}
-        lines += emit([f"| {width}x{height} ({len(buf.getvalue()) / 1e6:.2f} MB) | {cell['original']} | "
-                       f"{cell['whole']} | {cell['segments']} | {r['segments'][0] / r['whole'][0]:.2f}x | {diff} |"])
+        lines += emit(
+            [
+                f"| {width}x{height} ({len(buf.getvalue()) / 1e6:.2f} MB) | {cell['original']} | "
+                f"{cell['whole']} | {cell['segments']} | {r['segments'][0] / r['whole'][0]:.2f}x | {diff} |"
+            ]
+        )
     return lines + emit(["", "(images/s, host CPU ms per image; best of the rounds)", ""])
 
 
@@ -415,32 +473,50 @@ def warmup_probe(args):
 
     first_call = timed(batches[0])
     reserved = [torch.cuda.memory_reserved()]
-    first = [timed(b) for b in batches[1:1 + n]]
+    first = [timed(b) for b in batches[1 : 1 + n]]
     reserved.append(torch.cuda.memory_reserved())
-    for b in batches[1 + n:1 + 5 * n]:
+    for b in batches[1 + n : 1 + 5 * n]:
         call(method, b)
     torch.cuda.synchronize()
-    steady = [timed(b) for b in batches[1 + 5 * n:]]
+    steady = [timed(b) for b in batches[1 + 5 * n :]]
     reserved.append(torch.cuda.memory_reserved())
-    print(json.dumps({"setup_s": setup_s, "first_call": first_call, "first": first, "steady": steady,
-                      "reserved": reserved}))
+    print(
+        json.dumps(
+            {"setup_s": setup_s, "first_call": first_call, "first": first, "steady": steady, "reserved": reserved}
+        )
+    )
 
 
 def warmup_section(args):
     n = args.warmup_calls
-    lines = emit([f"### The first {n} calls of a fresh process after one warm-up call, against {n} calls in steady "
-                  "state", "",
-                  f"Each (method, batch size) in a process of its own, on the sample's 224x224 windows: library load "
-                  f"and CUDA context, one warm-up call, then {n} calls each timed on its own (the GPU synchronized "
-                  f"after each), then {4 * n} untimed calls, then {n} more timed the same way (steady state).", "",
-                  f"| method | batch | setup s | warm-up call ms | first {n}: images/s | host CPU ms/image | "
-                  f"steady {n}: images/s | host CPU ms/image | steady / first | each of the first {n} calls, ms "
-                  "| reserved MiB (after warm-up, first, steady) |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"])
+    lines = emit(
+        [
+            f"### The first {n} calls of a fresh process after one warm-up call, against {n} calls in steady state",
+            "",
+            f"Each (method, batch size) in a process of its own, on the sample's 224x224 windows: library load "
+            f"and CUDA context, one warm-up call, then {n} calls each timed on its own (the GPU synchronized "
+            f"after each), then {4 * n} untimed calls, then {n} more timed the same way (steady state).",
+            "",
+            f"| method | batch | setup s | warm-up call ms | first {n}: images/s | host CPU ms/image | "
+            f"steady {n}: images/s | host CPU ms/image | steady / first | each of the first {n} calls, ms "
+            "| reserved MiB (after warm-up, first, steady) |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        ]
+    )
     for method in WARMUP_METHODS:
         for batch in args.batches:
-            command = [sys.executable, os.path.abspath(__file__), "--imagenet", args.imagenet, "--warmup-probe", method,
-                       "--batch", str(batch), "--warmup-calls", str(n)]
+            command = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--imagenet",
+                args.imagenet,
+                "--warmup-probe",
+                method,
+                "--batch",
+                str(batch),
+                "--warmup-calls",
+                str(n),
+            ]
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
@@ -448,19 +524,29 @@ def warmup_section(args):
                 continue
             r = json.loads(done.stdout.strip().splitlines()[-1])
 
-            def rate(calls):
+            def rate(calls, batch):
                 wall, cpu = sum(c[0] for c in calls), sum(c[1] for c in calls)
                 return len(calls) * batch / wall, cpu / (len(calls) * batch) * 1e3
 
-            first_rate, first_cpu = rate(r["first"])
-            steady_rate, steady_cpu = rate(r["steady"])
+            first_rate, first_cpu = rate(r["first"], batch)
+            steady_rate, steady_cpu = rate(r["steady"], batch)
             each = " ".join(f"{c[0] * 1e3:.1f}" for c in r["first"])
             reserved = ", ".join(f"{m / 2**20:.0f}" for m in r["reserved"])
-            lines += emit([f"| {method} | {batch} | {r['setup_s']:.2f} | {r['first_call'][0] * 1e3:.1f} | "
-                           f"{first_rate:,.0f} | {first_cpu:.3f} | {steady_rate:,.0f} | {steady_cpu:.3f} | "
-                           f"{steady_rate / first_rate:.2f}x | {each} | {reserved} |"])
-    return lines + emit(["", "(ours-prepared: the prepared copies, default choice of segments; setup: library load "
-                         "and CUDA context, before the warm-up call)", ""])
+            lines += emit(
+                [
+                    f"| {method} | {batch} | {r['setup_s']:.2f} | {r['first_call'][0] * 1e3:.1f} | "
+                    f"{first_rate:,.0f} | {first_cpu:.3f} | {steady_rate:,.0f} | {steady_cpu:.3f} | "
+                    f"{steady_rate / first_rate:.2f}x | {each} | {reserved} |"
+                ]
+            )
+    return lines + emit(
+        [
+            "",
+            "(ours-prepared: the prepared copies, default choice of segments; setup: library load "
+            "and CUDA context, before the warm-up call)",
+            "",
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -470,8 +556,11 @@ def header(args):
     import torchvision
 
     info = gpu.backend_info()
-    engines = (f"{info.hardware_engines} engine(s) x {info.hardware_cores} cores" if info.hardware
-               else f"not used: {info.hardware_note}")
+    engines = (
+        f"{info.hardware_engines} engine(s) x {info.hardware_cores} cores"
+        if info.hardware
+        else f"not used: {info.hardware_note}"
+    )
     command = shlex.join([os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:])
     return [
         "# GPU decode-and-crop benchmark",
@@ -497,12 +586,25 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--processes", type=int, default=os.cpu_count())
     parser.add_argument("--large-rounds", type=int, default=2)
-    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION",
-                        help=f"run only these sections ({', '.join(SECTIONS)})")
-    parser.add_argument("--warmup-calls", type=int, default=16,
-                        help="warmup section: calls timed after the one warm-up call, and as many in steady state")
-    parser.add_argument("--commit", help="the commit line of the report, for a checkout without .git (the device "
-                                         "machine gets the working tree only)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        default=list(SECTIONS),
+        metavar="SECTION",
+        help=f"run only these sections ({', '.join(SECTIONS)})",
+    )
+    parser.add_argument(
+        "--warmup-calls",
+        type=int,
+        default=16,
+        help="warmup section: calls timed after the one warm-up call, and as many in steady state",
+    )
+    parser.add_argument(
+        "--commit",
+        help="the commit line of the report, for a checkout without .git (the device "
+        "machine gets the working tree only)",
+    )
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     parser.add_argument("--warmup-probe", choices=WARMUP_METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
@@ -513,8 +615,12 @@ def main():
     if args.warmup_probe:
         return warmup_probe(args)
     lines = emit(header(args))
-    sections = {"sample": sample_section, "large": large_section, "segments": segments_section,
-                "warmup": warmup_section if args.warmup_calls > 0 else None}
+    sections = {
+        "sample": sample_section,
+        "large": large_section,
+        "segments": segments_section,
+        "warmup": warmup_section if args.warmup_calls > 0 else None,
+    }
     for name in SECTIONS:
         if name in args.only and sections[name] is not None:
             lines += sections[name](args)

@@ -37,14 +37,15 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common import cpu_description, random_windows  # noqa: E402
+
 import custom_op  # noqa: E402
 from custom_op.prepare import random_access_decodes  # noqa: E402
-from common import cpu_description, random_windows  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 
 def pillow_crop(data, top, left, height, width):
-    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[top:top + height, left:left + width]
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[top : top + height, left : left + width]
 
 
 def custom_op_crop(data, top, left, height, width):
@@ -64,7 +65,10 @@ def custom_op_crop_libjpeg_huffman(data, top, left, height, width):
 def cases(args):
     imagenet = Path(args.imagenet)
     if imagenet.is_dir():
-        yield f"ImageNet sample ({len(list(imagenet.iterdir()))} photos)", [p.read_bytes() for p in sorted(imagenet.iterdir())]
+        yield (
+            f"ImageNet sample ({len(list(imagenet.iterdir()))} photos)",
+            [p.read_bytes() for p in sorted(imagenet.iterdir())],
+        )
     else:
         print(f"{imagenet} is absent: skipping the ImageNet case", file=sys.stderr)
     for count, height, width in ((args.n_medium, 533, 800), (args.n_large, 3000, 4000)):
@@ -104,7 +108,7 @@ def measure(runs, rounds):
     per_round = {name: [] for name in names}
     clock = time.perf_counter
     order = random.Random(0)
-    for r in range(rounds):
+    for _ in range(rounds):
         totals = dict.fromkeys(names, 0.0)
         for i in range(count):
             for name in order.sample(names, len(names)):
@@ -117,8 +121,6 @@ def measure(runs, rounds):
     return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
 
 
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
@@ -127,8 +129,9 @@ def main():
     parser.add_argument("--sizes", default="224,128", help="window sizes, comma-separated")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-growth", type=float, default=custom_op.prepare.DEFAULT_MAX_GROWTH,
-                        help="prepare_jpeg's size budget")
+    parser.add_argument(
+        "--max-growth", type=float, default=custom_op.prepare.DEFAULT_MAX_GROWTH, help="prepare_jpeg's size budget"
+    )
     parser.add_argument("--note", default="", help="a line about the machine's state, added to the report")
     parser.add_argument("--out", help="also write the report (markdown) to this file")
     args = parser.parse_args()
@@ -154,25 +157,41 @@ def main():
     for title, originals in cases(args):
         prepared, prepare_s = prepare_all(originals, args)
         before, after = sum(map(len, originals)), sum(map(len, prepared))
-        section = [f"## {title}", "",
-                   f"prepared copies: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB "
-                   f"({100 * (after / before - 1):+.2f}%), largest single-file change "
-                   f"{100 * max(len(p) / len(o) - 1 for o, p in zip(originals, prepared)):+.2f}%; "
-                   f"prepare pass {1e3 * prepare_s / len(originals):.1f} ms/file (one process)", ""]
+        section = [
+            f"## {title}",
+            "",
+            f"prepared copies: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB "
+            f"({100 * (after / before - 1):+.2f}%), largest single-file change "
+            f"{100 * max(len(p) / len(o) - 1 for o, p in zip(originals, prepared)):+.2f}%; "
+            f"prepare pass {1e3 * prepare_s / len(originals):.1f} ms/file (one process)",
+            "",
+        ]
         for size in sizes:
             windows = random_windows(originals, size, args.seed)
             exact, fast = check_exact(originals, prepared, windows)
-            result = measure({
-                "Pillow full + slice (originals)": (pillow_crop, originals, windows),
-                "custom_op.decode_and_crop_jpeg (originals)": (custom_op_crop, originals, windows),
-                "custom_op.decode_and_crop_jpeg (prepared)": (custom_op_crop, prepared, windows),
-                "custom_op (prepared), libjpeg's Huffman decoder": (custom_op_crop_libjpeg_huffman, prepared, windows),
-            }, args.rounds)
+            result = measure(
+                {
+                    "Pillow full + slice (originals)": (pillow_crop, originals, windows),
+                    "custom_op.decode_and_crop_jpeg (originals)": (custom_op_crop, originals, windows),
+                    "custom_op.decode_and_crop_jpeg (prepared)": (custom_op_crop, prepared, windows),
+                    "custom_op (prepared), libjpeg's Huffman decoder": (
+                        custom_op_crop_libjpeg_huffman,
+                        prepared,
+                        windows,
+                    ),
+                },
+                args.rounds,
+            )
             pillow = result["Pillow full + slice (originals)"][0]
-            section += [f"### {size}x{size} windows", "",
-                        f"equal to Pillow's pixels: {exact} of {len(windows)} windows; restart-segment path "
-                        f"taken on {fast} of {len(windows)} prepared files", "",
-                        "| method | ms/image | speed-up over Pillow |", "| --- | ---: | ---: |"]
+            section += [
+                f"### {size}x{size} windows",
+                "",
+                f"equal to Pillow's pixels: {exact} of {len(windows)} windows; restart-segment path "
+                f"taken on {fast} of {len(windows)} prepared files",
+                "",
+                "| method | ms/image | speed-up over Pillow |",
+                "| --- | ---: | ---: |",
+            ]
             for name, (best, median) in result.items():
                 section.append(f"| {name} | {best:.3f} ({median:.3f}) | {pillow / best:.2f}x |")
             section.append("")

@@ -43,8 +43,9 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import custom_op  # noqa: E402
 from common import cpu_description  # noqa: E402
+
+import custom_op  # noqa: E402
 from custom_op.resized_crop import INTERPOLATIONS, choose_scale  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
@@ -86,8 +87,9 @@ def pillow_draft(data, window):
 def crop_then_resize_box(data, window):
     crop = custom_op.decode_and_crop_jpeg(data, *window)
     _, h, w = crop.shape
-    return torch.ops.custom_op.resize_box(crop, [0.0, 0.0, float(h), float(w)], [SIZE, SIZE], [0, 0, SIZE, SIZE],
-                                          [0, 0], INTERPOLATIONS["bilinear"], True)
+    return torch.ops.custom_op.resize_box(
+        crop, [0.0, 0.0, float(h), float(w)], [SIZE, SIZE], [0, 0, SIZE, SIZE], [0, 0], INTERPOLATIONS["bilinear"], True
+    )
 
 
 def crop_then_interpolate(data, window):
@@ -109,8 +111,9 @@ def fused_libjpeg_huffman(data, window):
 
 
 def fused_all_scales(data, window):
-    return custom_op.decode_and_resized_crop_jpeg(data, *window, SIZE, scale=choose_scale(window[2], window[3],
-                                                                                          SIZE, ALL_SCALES))
+    return custom_op.decode_and_resized_crop_jpeg(
+        data, *window, SIZE, scale=choose_scale(window[2], window[3], SIZE, ALL_SCALES)
+    )
 
 
 TRAIN = {
@@ -169,8 +172,10 @@ def scale_table(rounds):
     behind AUTO_SCALES. One generated 1600x1200 4:2:0 file; window at (100, 100)."""
     root = make_synthetic_set(1, 1200, 1600, seed=2, show_progress=False)
     data = next(root.rglob("*.jpg")).read_bytes()
-    lines = ["| window side | " + " | ".join(f"s={s}" for s in ALL_SCALES) + " |",
-             "| ---: | " + " | ".join("---:" for _ in ALL_SCALES) + " |"]
+    lines = [
+        "| window side | " + " | ".join(f"s={s}" for s in ALL_SCALES) + " |",
+        "| ---: | " + " | ".join("---:" for _ in ALL_SCALES) + " |",
+    ]
     for side in (240, 300, 360, 420, 500, 700, 1000):
         cells = []
         for s in ALL_SCALES:
@@ -228,7 +233,7 @@ def measure(files, windows, fns, rounds):
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     mse = torch.mean((a.double() - b.double()) ** 2).item()
-    return math.inf if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
+    return math.inf if mse == 0 else 10 * math.log10(255.0**2 / mse)
 
 
 def mean_psnr(files, windows, fn, reference):
@@ -241,8 +246,10 @@ def mean_psnr(files, windows, fn, reference):
 
 
 def table(result, baseline, psnrs):
-    lines = ["| method | ms/image, best (median) | Pillow full / method | PSNR vs Pillow full, dB |",
-             "| --- | ---: | ---: | --- |"]
+    lines = [
+        "| method | ms/image, best (median) | Pillow full / method | PSNR vs Pillow full, dB |",
+        "| --- | ---: | ---: | --- |",
+    ]
     for name, (best, median) in result.items():
         lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {result[baseline][0] / best:.2f}x | {psnrs[name]} |")
     return lines
@@ -286,19 +293,31 @@ def main():
         train_psnr = {name: mean_psnr(files, windows, fn, pillow_full) for name, fn in TRAIN.items()}
         evaluation = measure(files, windows, EVAL, args.rounds)
         eval_psnr = {name: mean_psnr(files, windows, fn, eval_pillow_full) for name, fn in EVAL.items()}
-        section = [f"## {title}", "",
-                   f"Scales chosen (eighths: windows), default set: {dict(sorted(scales.items()))}; "
-                   f"from 1..8: {dict(sorted(scales_all.items()))}", "",
-                   "Training: RandomResizedCrop window -> 224x224 bilinear", ""]
+        section = [
+            f"## {title}",
+            "",
+            f"Scales chosen (eighths: windows), default set: {dict(sorted(scales.items()))}; "
+            f"from 1..8: {dict(sorted(scales_all.items()))}",
+            "",
+            "Training: RandomResizedCrop window -> 224x224 bilinear",
+            "",
+        ]
         section += table(train, "Pillow full decode + crop + resize", train_psnr)
         section += ["", "Evaluation: Resize(256) + CenterCrop(224), bilinear", ""]
         section += table(evaluation, "Pillow full decode + Resize(256) + CenterCrop", eval_psnr)
         section.append("")
         print("\n".join(section), flush=True)
         lines += section
-    section = ["## Scale set: fused ms per window at each DCT scale (generated 1600x1200, 4:2:0)", "",
-               "Only scales that keep the window >= 224 are timed; the default picks the smallest of {1, 2, 4, 8}.",
-               ""] + scale_table(args.rounds) + [""]
+    section = (
+        [
+            "## Scale set: fused ms per window at each DCT scale (generated 1600x1200, 4:2:0)",
+            "",
+            "Only scales that keep the window >= 224 are timed; the default picks the smallest of {1, 2, 4, 8}.",
+            "",
+        ]
+        + scale_table(args.rounds)
+        + [""]
+    )
     print("\n".join(section), flush=True)
     lines += section
     report = "\n".join(lines)

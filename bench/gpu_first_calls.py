@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,8 +58,9 @@ print(json.dumps({"setup_s": setup, "first_call_s": first, "first16": firsts, "s
 
 def run(data: str, env_extra: dict) -> dict:
     env = dict(os.environ, **env_extra)
-    out = subprocess.run([sys.executable, "-c", CHILD, data, str(ROOT)], env=env,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, data, str(ROOT)], env=env, capture_output=True, text=True, timeout=600
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -79,19 +79,25 @@ def main():
     import torch
 
     settings = {"default": {}, "CUDA_MODULE_LOADING=EAGER": {"CUDA_MODULE_LOADING": "EAGER"}}
-    lines = ["# The first GPU batches of a process against the steady state", "",
-             f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-             f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-             f"- machine: {torch.cuda.get_device_name()}, host {cpu_description()}",
-             f"- commit: {args.commit or commit_description(ROOT)}",
-             f"- batches of {BATCH} files of {args.data}, 224x224 windows; images/s = {BATCH} / call time",
-             "", "| setting | run | first call (s) | calls 2-17 img/s | calls 18-81 img/s | slowest of 2-17 (ms) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "# The first GPU batches of a process against the steady state",
+        "",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
+        f"- machine: {torch.cuda.get_device_name()}, host {cpu_description()}",
+        f"- commit: {args.commit or commit_description(ROOT)}",
+        f"- batches of {BATCH} files of {args.data}, 224x224 windows; images/s = {BATCH} / call time",
+        "",
+        "| setting | run | first call (s) | calls 2-17 img/s | calls 18-81 img/s | slowest of 2-17 (ms) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, env in settings.items():
         for k in range(args.repeats):
             r = run(args.data, env)
-            lines.append(f"| {name} | {k + 1} | {r['first_call_s']:.2f} | {BATCH * 16 / sum(r['first16']):,.0f} | "
-                         f"{BATCH * len(r['steady']) / sum(r['steady']):,.0f} | {1e3 * max(r['first16']):.1f} |")
+            lines.append(
+                f"| {name} | {k + 1} | {r['first_call_s']:.2f} | {BATCH * 16 / sum(r['first16']):,.0f} | "
+                f"{BATCH * len(r['steady']) / sum(r['steady']):,.0f} | {1e3 * max(r['first16']):.1f} |"
+            )
             print(lines[-1], " per-call ms:", [round(1e3 * t, 1) for t in r["first16"]], flush=True)
     report = "\n".join(lines)
     print(report)

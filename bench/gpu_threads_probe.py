@@ -20,8 +20,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import custom_op  # noqa: E402
 from common import commit_description, cpu_description, random_windows  # noqa: E402
+
+import custom_op  # noqa: E402
 
 
 def run(files, windows, threads, batch, images):
@@ -35,9 +36,14 @@ def run(files, windows, threads, batch, images):
             done, i = 0, k * 17
             while done < per_thread:
                 idx = [(i + j) % len(files) for j in range(batch)]
-                custom_op.decode_and_crop_jpegs([files[j] for j in idx], [windows[j][0] for j in idx],
-                                                [windows[j][1] for j in idx], [windows[j][2] for j in idx],
-                                                [windows[j][3] for j in idx], device="cuda")
+                custom_op.decode_and_crop_jpegs(
+                    [files[j] for j in idx],
+                    [windows[j][0] for j in idx],
+                    [windows[j][1] for j in idx],
+                    [windows[j][2] for j in idx],
+                    [windows[j][3] for j in idx],
+                    device="cuda",
+                )
                 done += batch
                 i += batch
             stream.synchronize()
@@ -60,9 +66,12 @@ def main():
     parser.add_argument("--images", type=int, default=2560)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    print(f"machine: {torch.cuda.get_device_name()}; {cpu_description()}; commit: {commit_description(ROOT)}",
-          flush=True)
-    files = [torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8) for p in sorted(Path(args.imagenet).iterdir())]
+    print(
+        f"machine: {torch.cuda.get_device_name()}; {cpu_description()}; commit: {commit_description(ROOT)}", flush=True
+    )
+    files = [
+        torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8) for p in sorted(Path(args.imagenet).iterdir())
+    ]
     windows = random_windows([f.numpy().tobytes() for f in files], 224, 0)
     settings = [(1, 64), (2, 32), (2, 64), (4, 16), (4, 64), (1, 256), (2, 128)]
     run(files, windows, 1, 64, 640)  # warm-up: library load, device setup

@@ -20,36 +20,36 @@
 #include <nvjpeg.h>
 #include <sys/resource.h>
 
+#include <dirent.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <iterator>
-#include <string>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                              \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                \
-      std::exit(1);                                                                \
-    }                                                                              \
+#define CHECK_CUDA(x)                                               \
+  do {                                                              \
+    cudaError_t e_ = (x);                                           \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                 \
+    }                                                               \
   } while (0)
-#define CHECK_NVJPEG(x)                                                            \
-  do {                                                                             \
-    nvjpegStatus_t s_ = (x);                                                       \
-    if (s_ != NVJPEG_STATUS_SUCCESS) {                                             \
-      std::fprintf(stderr, "%s: status %d\n", #x, static_cast<int>(s_));          \
-      std::exit(1);                                                                \
-    }                                                                              \
+#define CHECK_NVJPEG(x)                                                  \
+  do {                                                                   \
+    nvjpegStatus_t s_ = (x);                                             \
+    if (s_ != NVJPEG_STATUS_SUCCESS) {                                   \
+      std::fprintf(stderr, "%s: status %d\n", #x, static_cast<int>(s_)); \
+      std::exit(1);                                                      \
+    }                                                                    \
   } while (0)
 
 struct File {
@@ -58,9 +58,7 @@ struct File {
   nvjpegChromaSubsampling_t subsampling;
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double cpu_s() {
   rusage u;
@@ -75,7 +73,8 @@ int main(int argc, char** argv) {
   }
   std::string dir = argv[1], set = "444", format_name = "rgb", handles_mode = "own", contexts_mode = "shared";
   int batch = 64, images = 2560, threads = 1, cpu_threads = 1;
-  bool roi = false, pinned = false, blocking = false, no_pipeline = false, device_input = false, same = false, no_sync = false;
+  bool roi = false, pinned = false, blocking = false, no_pipeline = false, device_input = false, same = false,
+       no_sync = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return std::string(argv[++i]); };
@@ -94,7 +93,10 @@ int main(int argc, char** argv) {
     else if (a == "--contexts") contexts_mode = next();
     else if (a == "--cpu-threads") cpu_threads = std::stoi(next());
     else if (a == "--no-sync") no_sync = true;
-    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
   }
   if (blocking) CHECK_CUDA(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
   CHECK_CUDA(cudaSetDevice(0));
@@ -105,9 +107,13 @@ int main(int argc, char** argv) {
   CHECK_NVJPEG(nvjpegCreateSimple(&info_handle));
   std::vector<File> files;
   DIR* d = opendir(dir.c_str());
-  if (!d) { std::perror(dir.c_str()); return 1; }
+  if (!d) {
+    std::perror(dir.c_str());
+    return 1;
+  }
   std::vector<std::string> names;
-  while (dirent* e = readdir(d)) if (e->d_name[0] != '.') names.push_back(e->d_name);
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') names.push_back(e->d_name);
   closedir(d);
   std::sort(names.begin(), names.end());
   size_t total_bytes = 0;
@@ -167,7 +173,10 @@ int main(int argc, char** argv) {
   if (contexts_mode == "own") {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW);
     if (lib) ctx_create = reinterpret_cast<CtxCreate>(dlsym(lib, "cuCtxCreate_v4"));
-    if (!ctx_create) { std::fprintf(stderr, "no cuCtxCreate_v4\n"); return 1; }
+    if (!ctx_create) {
+      std::fprintf(stderr, "no cuCtxCreate_v4\n");
+      return 1;
+    }
   }
   std::mutex setup;
   auto work = [&](int t) {
@@ -177,7 +186,10 @@ int main(int argc, char** argv) {
       std::lock_guard<std::mutex> lock(setup);
       CUcontext ctx;
       CUresult r = ctx_create(&ctx, nullptr, 0, 0);
-      if (r != CUDA_SUCCESS) { std::fprintf(stderr, "cuCtxCreate failed: %d\n", int(r)); std::exit(1); }
+      if (r != CUDA_SUCCESS) {
+        std::fprintf(stderr, "cuCtxCreate failed: %d\n", int(r));
+        std::exit(1);
+      }
     }
     nvjpegHandle_t handle = shared;
     if ((handles_mode == "own" && t > 0) || own_context)
@@ -219,13 +231,15 @@ int main(int argc, char** argv) {
           dst[k].pitch[c] = w;
         }
         if (roi) {
-          CHECK_NVJPEG(nvjpegDecodeParamsSetROI(params[k], (f.width - w) / 2 / 16 * 16, (f.height - h) / 2 / 16 * 16, w, h));
+          CHECK_NVJPEG(
+              nvjpegDecodeParamsSetROI(params[k], (f.width - w) / 2 / 16 * 16, (f.height - h) / 2 / 16 * 16, w, h));
         } else {
           CHECK_NVJPEG(nvjpegDecodeParamsSetROI(params[k], 0, 0, -1, -1));
         }
       }
       const double t0 = now_s();
-      CHECK_NVJPEG(nvjpegDecodeBatchedEx(handle, state, data.data(), lengths.data(), dst.data(), params.data(), stream));
+      CHECK_NVJPEG(
+          nvjpegDecodeBatchedEx(handle, state, data.data(), lengths.data(), dst.data(), params.data(), stream));
       const double t1 = now_s();
       if (!no_sync) CHECK_CUDA(cudaStreamSynchronize(stream));
       const double t2 = now_s();
@@ -261,11 +275,13 @@ int main(int argc, char** argv) {
     sync_sum += sync_time[t];
   }
   const double n = double(total_calls) * batch;
-  std::printf("RESULT contexts=%s set=%s format=%s batch=%d threads=%d handles=%s roi=%d pinned=%d blocking=%d no_pipeline=%d "
-              "device_input=%d same=%d cpu_threads=%d no_sync=%d: "
-              "%.0f img/s, host CPU %.4f ms/img, in call %.3f ms/call, sync after %.3f ms/call\n",
-              contexts_mode.c_str(), set.c_str(), format_name.c_str(), batch, threads, handles_mode.c_str(), roi, pinned, blocking,
-              no_pipeline, device_input, same, cpu_threads, no_sync, n / wall, cpu * 1e3 / n, call_sum * 1e3 / total_calls, sync_sum * 1e3 / total_calls);
+  std::printf(
+      "RESULT contexts=%s set=%s format=%s batch=%d threads=%d handles=%s roi=%d pinned=%d blocking=%d no_pipeline=%d "
+      "device_input=%d same=%d cpu_threads=%d no_sync=%d: "
+      "%.0f img/s, host CPU %.4f ms/img, in call %.3f ms/call, sync after %.3f ms/call\n",
+      contexts_mode.c_str(), set.c_str(), format_name.c_str(), batch, threads, handles_mode.c_str(), roi, pinned,
+      blocking, no_pipeline, device_input, same, cpu_threads, no_sync, n / wall, cpu * 1e3 / n,
+      call_sum * 1e3 / total_calls, sync_sum * 1e3 / total_calls);
   if (!per_file.empty()) {
     std::sort(per_file.begin(), per_file.end());
     for (size_t i = 0; i < per_file.size(); i += std::max<size_t>(1, per_file.size() / 12)) {

@@ -50,8 +50,10 @@ def main() -> int:
     base, other = args.pipelines.split(",")
     extra = [a for a in args.tool_args if a != "--"]
     ratios, quiet = [], []
-    print(f"{'round':>5} {'order':>9} {base + ' p50 s':>11} {other + ' p50 s':>11} {'speedup':>8}  "
-          f"{'other procs (cores)':>19}  wall")
+    print(
+        f"{'round':>5} {'order':>9} {base + ' p50 s':>11} {other + ' p50 s':>11} {'speedup':>8}  "
+        f"{'other procs (cores)':>19}  wall"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             order = [base, other] if r % 2 == 0 else [other, base]
@@ -71,15 +73,22 @@ def main() -> int:
             ratios.append(ratio)
             if others < QUIET_CORES:
                 quiet.append(ratio)
-            print(f"{r:>5} {','.join(order):>9} {p50[base]:>11.4f} {p50[other]:>11.4f} {ratio:>7.2f}x  "
-                  f"{others:>19.2f}  {wall:.0f} s", flush=True)
+            print(
+                f"{r:>5} {','.join(order):>9} {p50[base]:>11.4f} {p50[other]:>11.4f} {ratio:>7.2f}x  "
+                f"{others:>19.2f}  {wall:.0f} s",
+                flush=True,
+            )
             if r == 0:
                 print(proc.stdout.split("\n\n")[1] if "\n\n" in proc.stdout else proc.stdout, flush=True)
-    print(f"median speedup of {other} over {base} (p50 step): {statistics.median(ratios):.2f}x "
-          f"over {len(ratios)} rounds (min {min(ratios):.2f}x, max {max(ratios):.2f}x)")
+    print(
+        f"median speedup of {other} over {base} (p50 step): {statistics.median(ratios):.2f}x "
+        f"over {len(ratios)} rounds (min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
+    )
     if quiet:
-        print(f"over the {len(quiet)} quiet rounds (other processes < {QUIET_CORES} cores): median "
-              f"{statistics.median(quiet):.2f}x (min {min(quiet):.2f}x, max {max(quiet):.2f}x)")
+        print(
+            f"over the {len(quiet)} quiet rounds (other processes < {QUIET_CORES} cores): median "
+            f"{statistics.median(quiet):.2f}x (min {min(quiet):.2f}x, max {max(quiet):.2f}x)"
+        )
     else:
         print(f"no quiet round (other processes < {QUIET_CORES} cores): the machine was busy throughout")
     return 0

@@ -9,7 +9,8 @@ from __future__ import annotations
 import enum
 import operator
 import warnings
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 import torch
 
@@ -62,16 +63,22 @@ def as_tensor(data: Data) -> torch.Tensor:
             raise TypeError("data must be a contiguous tensor; call .contiguous() first")
         return data
     if isinstance(data, (str, list, tuple)):
-        raise TypeError(f"data must be the bytes of one file (bytes, bytearray, memoryview, a 1-D uint8 array or "
-                        f"tensor), got {type(data).__name__}")
+        raise TypeError(
+            f"data must be the bytes of one file (bytes, bytearray, memoryview, a 1-D uint8 array or "
+            f"tensor), got {type(data).__name__}"
+        )
     try:
         view = memoryview(data)
     except TypeError:
-        raise TypeError("data must be bytes, bytearray, memoryview, a 1-D uint8 numpy array or a 1-D uint8 tensor, "
-                        f"got {type(data).__name__}") from None
+        raise TypeError(
+            "data must be bytes, bytearray, memoryview, a 1-D uint8 numpy array or a 1-D uint8 tensor, "
+            f"got {type(data).__name__}"
+        ) from None
     dtype = getattr(data, "dtype", None)  # numpy arrays: name the dtype rather than the buffer format
     if view.format not in ("B", "b", "c") or view.itemsize != 1 or (dtype is not None and str(dtype) != "uint8"):
-        raise TypeError(f"data must be a buffer of bytes (uint8), got {dtype if dtype is not None else repr(view.format)}")
+        raise TypeError(
+            f"data must be a buffer of bytes (uint8), got {dtype if dtype is not None else repr(view.format)}"
+        )
     if view.ndim != 1:
         raise TypeError(f"data must be 1-D, got shape {view.shape}")
     if not view.c_contiguous:
@@ -98,7 +105,7 @@ def as_int(name: str, value) -> int:
     return value
 
 
-def window(top, left, height, width) -> Tuple[int, int, int, int]:
+def window(top, left, height, width) -> tuple[int, int, int, int]:
     """(top, left, height, width) as ints, the size at least 1 (where it lies is checked against the
     image by the decoder, which reads the header)."""
     values = (as_int("top", top), as_int("left", left), as_int("height", height), as_int("width", width))
@@ -108,8 +115,10 @@ def window(top, left, height, width) -> Tuple[int, int, int, int]:
 
 def size_check(height: int, width: int, where: str = "") -> None:
     if height < 1 or width < 1:
-        raise ValueError(f"custom_op: {where}the crop window's height and width must be at least 1, got "
-                         f"height={height} and width={width}")
+        raise ValueError(
+            f"custom_op: {where}the crop window's height and width must be at least 1, got "
+            f"height={height} and width={width}"
+        )
 
 
 def mode_code(mode) -> int:
@@ -166,11 +175,13 @@ def stream_check(dev: torch.device, stream) -> None:
         raise TypeError(f"stream must be a torch.cuda.Stream, got {type(stream).__name__}")
 
 
-def tensors(data: Sequence) -> List[torch.Tensor]:
+def tensors(data: Sequence) -> list[torch.Tensor]:
     """The files of a batch as tensors; the message names the bad item."""
     if isinstance(data, (bytes, bytearray, memoryview, str, torch.Tensor)) or not isinstance(data, Sequence):
-        raise TypeError("data must be a list or tuple of encoded files (for one file use decode_and_crop_jpeg / "
-                        f"decode_jpeg), got {type(data).__name__}")
+        raise TypeError(
+            "data must be a list or tuple of encoded files (for one file use decode_and_crop_jpeg / "
+            f"decode_jpeg), got {type(data).__name__}"
+        )
     out = []
     for i, d in enumerate(data):
         try:
@@ -180,7 +191,7 @@ def tensors(data: Sequence) -> List[torch.Tensor]:
     return out
 
 
-def int_list(name: str, value, n: int) -> List[int]:
+def int_list(name: str, value, n: int) -> list[int]:
     """One int per image, from one int for all or a sequence (list, tuple, 1-D tensor or array)."""
     if hasattr(value, "tolist") and not isinstance(value, (int, bool)):
         value = value.tolist()

@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 import warnings
-from typing import Callable, Dict, Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -37,15 +37,19 @@ BUILDS_LOG = "builds.log"
 # theirs held, age is the only safe sign that their builder is gone.
 _STALE_BUILD_DIR_S = 24 * 3600
 
-# Seconds one translation unit takes to compile against torch's headers on a 2-core machine; only
-# used for the "takes about N s" hint.
-_SECONDS_PER_SOURCE = 5
+# The "takes about N s" hint: compiler seconds per source on average, the slowest source (one that
+# includes torch's operator headers; the wall-clock floor however many cores there are) and the start
+# and the link. Measured (torch 2.13): the CPU library's 12 sources take 30 s of compiler time in all,
+# 18-19 s on 2 cores; on 16-core GPU hosts the CPU library builds in 12-16 s, the GPU one in 13-20 s.
+_SECONDS_PER_SOURCE = 2.5
+_SLOWEST_SOURCE_S = 9.0
+_START_AND_LINK_S = 3.0
 
 # _lock: one build at a time in this process (the file lock orders processes); _load_lock: the CPU
 # library's first load.
 _lock = threading.Lock()
 _load_lock = threading.Lock()
-_loaded: Dict[str, Dict[str, str]] = {}
+_loaded: dict[str, dict[str, str]] = {}
 
 
 def _reset_after_fork() -> None:
@@ -73,6 +77,7 @@ def _log(msg: str) -> None:
 
 # ---------------------------------------------------------------- build + load
 
+
 def _lock_timeout() -> float:
     raw = os.environ.get(ENV_LOCK_TIMEOUT)
     if not raw:
@@ -89,7 +94,7 @@ def _build_key(library: config.Library) -> str:
     # The package's own dirs differ between installs of the same sources; their
     # contents are already hashed, so keep their location out of the key.
     portable_includes = [
-        "<pkg>" + d[len(config.PACKAGE_DIR):] if (d + os.sep).startswith(config.PACKAGE_DIR + os.sep) else d
+        "<pkg>" + d[len(config.PACKAGE_DIR) :] if (d + os.sep).startswith(config.PACKAGE_DIR + os.sep) else d
         for d in library.include_dirs
     ]
     parts = {
@@ -137,6 +142,12 @@ def _job_count(n_sources: int) -> int:
     return max(1, min(n_sources, cpus))
 
 
+def _build_estimate_s(n_sources: int, jobs: int) -> int:
+    """About how many seconds compiling and linking n_sources with `jobs` parallel compilers takes, to 5 s."""
+    seconds = max(_SLOWEST_SOURCE_S, _SECONDS_PER_SOURCE * n_sources / max(1, jobs)) + _START_AND_LINK_S
+    return int(5 * math.ceil(seconds / 5))
+
+
 class _BuildEnv:
     """Set MAX_JOBS (unless the user did) and put pip's ninja on PATH for the build only."""
 
@@ -167,6 +178,7 @@ class _BuildEnv:
 
 # ---------------------------------------------------------------- lock, compile, publish
 
+
 def _locked(lock_path: str):
     """The build lock of one key. An flock (not SoftFileLock) dies with its holder, so a killed
     builder blocks no one."""
@@ -180,8 +192,8 @@ def _compile(library: config.Library, build_dir: str) -> str:
     reused build dir would hang the next builder if this one is killed); returns the built file."""
     from torch.utils import cpp_extension
 
-    waves = math.ceil(len(library.sources) / _job_count(len(library.sources)))
-    _log(f"building the C++ library {library.jit_name} (first use; takes about {_SECONDS_PER_SOURCE * waves + 5} s)")
+    seconds = _build_estimate_s(len(library.sources), _job_count(len(library.sources)))
+    _log(f"building the C++ library {library.jit_name} (first use; takes about {seconds} s)")
     try:
         with _BuildEnv(len(library.sources)):
             # load() also loads the library into this process (from build_dir); _publish then moves the
@@ -220,7 +232,7 @@ def _publish(built: str, final: str, base: str, key: str, library: config.Librar
         _log(f"built {final} in {seconds:.0f} s")
 
 
-def _jit_load(library: config.Library) -> Dict[str, str]:
+def _jit_load(library: config.Library) -> dict[str, str]:
     """Loads `library` from the just-in-time cache, building it first if needed.
     Returns {"path", "cache_dir", "built"}."""
     if not library.sources:
@@ -244,9 +256,7 @@ def _jit_load(library: config.Library) -> Dict[str, str]:
                 return result
             build_parent = os.path.join(base, "build")
             _cleanup_dead_build_dirs(build_parent, key)
-            build_dir = os.path.join(
-                build_parent, f"{key}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            )
+            build_dir = os.path.join(build_parent, f"{key}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
             os.makedirs(build_dir)
             started = time.time()
             try:
@@ -267,14 +277,19 @@ def _jit_load(library: config.Library) -> Dict[str, str]:
 
 # ---------------------------------------------------------------- prebuilt, then just in time
 
-def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str]]] = None) -> Dict[str, str]:
+
+def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str]]] = None) -> dict[str, str]:
     """Loads `library`: the prebuilt one when its buildinfo matches (and `usable(buildinfo)`, when
     given, names no reason against it), else the just-in-time cache, building into it if needed.
     Returns kind ("prebuilt" or "jit"), path, cache_dir, built and the buildinfo's facts."""
     if not _flag(ENV_FORCE_JIT):
         log = _log if _verbose() else None
-        found = config.find_prebuilt(library.prebuilt_name, library.prebuilt_info,
-                                     library.current(torch.__version__, torch.version.cuda), log=log)
+        found = config.find_prebuilt(
+            library.prebuilt_name,
+            library.prebuilt_info,
+            library.current(torch.__version__, torch.version.cuda),
+            log=log,
+        )
         if found is not None:
             path, info = found
             reason = usable(info) if usable is not None else None
@@ -288,7 +303,9 @@ def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str
                 except OSError as e:
                     # e.g. a wheel built against another libjpeg or nvJPEG than this machine has: a local
                     # build can still work.
-                    warnings.warn(f"custom_op: cannot load prebuilt {path} ({e}); building it from source")
+                    warnings.warn(
+                        f"custom_op: cannot load prebuilt {path} ({e}); building it from source", stacklevel=1
+                    )
     with _lock:
         return {"kind": "jit", **_jit_load(library), **dict(library.facts)}
 
@@ -308,7 +325,7 @@ def load_library() -> str:
         return info["path"]
 
 
-def library_info() -> Dict[str, str]:
+def library_info() -> dict[str, str]:
     """What load_library() loaded: kind (prebuilt / jit), path, cache_dir, built, libjpeg_turbo_version."""
     load_library()
     return dict(_loaded["cpu"])

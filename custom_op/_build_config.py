@@ -12,8 +12,9 @@ import os
 import re
 import sys
 import sysconfig
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Optional
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 CSRC_DIR = os.path.join(PACKAGE_DIR, "csrc")
@@ -50,20 +51,20 @@ class Library:
     jit_name: str  # file name (without .so) in the just-in-time cache
     prebuilt_name: str  # setup.py's extension: custom_op/<prebuilt_name>*.so
     prebuilt_info: str  # the buildinfo json setup.py writes beside it
-    sources: Tuple[str, ...]
-    headers: Tuple[str, ...]
-    cflags: Tuple[str, ...]
-    ldflags: Tuple[str, ...]
-    include_dirs: Tuple[str, ...]
-    key_extra: Tuple[str, ...]  # what else the build depends on (the versions and places of libraries)
+    sources: tuple[str, ...]
+    headers: tuple[str, ...]
+    cflags: tuple[str, ...]
+    ldflags: tuple[str, ...]
+    include_dirs: tuple[str, ...]
+    key_extra: tuple[str, ...]  # what else the build depends on (the versions and places of libraries)
     with_cuda: bool
-    facts: Tuple[Tuple[str, str], ...] = ()  # recorded in the buildinfo, not compared (versions, paths)
+    facts: tuple[tuple[str, str], ...] = ()  # recorded in the buildinfo, not compared (versions, paths)
     csrc_dir: str = CSRC_DIR
 
     def source_hash(self) -> str:
         return content_hash(list(self.sources) + list(self.headers), self.csrc_dir)
 
-    def current(self, torch_version: str, torch_cuda: Optional[str]) -> Dict[str, str]:
+    def current(self, torch_version: str, torch_cuda: Optional[str]) -> dict[str, str]:
         """What a prebuilt library's buildinfo must say to be loaded in place of a build."""
         current = {"source_hash": self.source_hash(), "torch_version": torch_version, "python": python_tag()}
         if self.with_cuda:
@@ -81,11 +82,19 @@ class Library:
 def cpu_library(jpeg, csrc_dir: str = CSRC_DIR) -> Library:
     """The CPU library (libjpeg-turbo): every source under csrc/ but csrc/cuda/."""
     return Library(
-        jit_name=CPU_LIBRARY, prebuilt_name=PREBUILT_NAME, prebuilt_info=PREBUILT_INFO,
-        sources=tuple(cpu_sources(csrc_dir)), headers=tuple(cpu_headers(csrc_dir)),
-        cflags=tuple(compile_flags()), ldflags=tuple(link_flags(jpeg)), include_dirs=tuple(include_dirs(jpeg, csrc_dir)),
-        key_extra=(f"libjpeg-turbo {jpeg.version} {jpeg.prefix}",), with_cuda=False,
-        facts=(("libjpeg_turbo_version", jpeg.version),), csrc_dir=csrc_dir)
+        jit_name=CPU_LIBRARY,
+        prebuilt_name=PREBUILT_NAME,
+        prebuilt_info=PREBUILT_INFO,
+        sources=tuple(cpu_sources(csrc_dir)),
+        headers=tuple(cpu_headers(csrc_dir)),
+        cflags=tuple(compile_flags()),
+        ldflags=tuple(link_flags(jpeg)),
+        include_dirs=tuple(include_dirs(jpeg, csrc_dir)),
+        key_extra=(f"libjpeg-turbo {jpeg.version} {jpeg.prefix}",),
+        with_cuda=False,
+        facts=(("libjpeg_turbo_version", jpeg.version),),
+        csrc_dir=csrc_dir,
+    )
 
 
 def cuda_library(nvjpeg, csrc_dir: str = CSRC_DIR) -> Library:
@@ -93,15 +102,22 @@ def cuda_library(nvjpeg, csrc_dir: str = CSRC_DIR) -> Library:
     decoder through the dispatcher, so it needs neither libjpeg's headers nor its library."""
     nvjpeg_file = os.path.join(nvjpeg.library_dir, nvjpeg.library_file)
     return Library(
-        jit_name=CUDA_LIBRARY, prebuilt_name=CUDA_PREBUILT_NAME, prebuilt_info=CUDA_PREBUILT_INFO,
-        sources=tuple(cuda_sources(csrc_dir)), headers=tuple(cuda_headers(csrc_dir)),
-        cflags=tuple(cuda_compile_flags()), ldflags=tuple(cuda_link_flags(nvjpeg)),
+        jit_name=CUDA_LIBRARY,
+        prebuilt_name=CUDA_PREBUILT_NAME,
+        prebuilt_info=CUDA_PREBUILT_INFO,
+        sources=tuple(cuda_sources(csrc_dir)),
+        headers=tuple(cuda_headers(csrc_dir)),
+        cflags=tuple(cuda_compile_flags()),
+        ldflags=tuple(cuda_link_flags(nvjpeg)),
         include_dirs=tuple(cuda_include_dirs(nvjpeg, csrc_dir)),
-        key_extra=(f"nvjpeg {nvjpeg.version} {nvjpeg_file}",), with_cuda=True,
-        facts=(("nvjpeg_version", nvjpeg.version), ("nvjpeg_library", nvjpeg_file)), csrc_dir=csrc_dir)
+        key_extra=(f"nvjpeg {nvjpeg.version} {nvjpeg_file}",),
+        with_cuda=True,
+        facts=(("nvjpeg_version", nvjpeg.version), ("nvjpeg_library", nvjpeg_file)),
+        csrc_dir=csrc_dir,
+    )
 
 
-def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) -> List[str]:
+def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) -> list[str]:
     suffixes = tuple(suffixes)
     excluded = {os.path.join(csrc_dir, d) for d in excluded_dirs}
     found = []
@@ -111,12 +127,12 @@ def _walk(csrc_dir: str, suffixes: Iterable[str], excluded_dirs: Iterable[str]) 
     return found
 
 
-def cpu_sources(csrc_dir: str = CSRC_DIR) -> List[str]:
+def cpu_sources(csrc_dir: str = CSRC_DIR) -> list[str]:
     """Absolute paths of the *.cpp files of the CPU library (all of csrc/ except csrc/cuda/)."""
     return _walk(csrc_dir, (".cpp", ".cc"), CPU_EXCLUDED_DIRS)
 
 
-def cpu_headers(csrc_dir: str = CSRC_DIR) -> List[str]:
+def cpu_headers(csrc_dir: str = CSRC_DIR) -> list[str]:
     return _walk(csrc_dir, HEADER_SUFFIXES, CPU_EXCLUDED_DIRS)
 
 
@@ -136,13 +152,13 @@ def python_tag() -> str:
     return f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
 
 
-def compile_flags() -> List[str]:
+def compile_flags() -> list[str]:
     # No -std flag: torch adds the standard its headers need (C++20 since torch 2.10)
     # and a later -std=c++17 would override it and break the build.
     return ["-O3"] + openmp_flags()
 
 
-def openmp_flags() -> List[str]:
+def openmp_flags() -> list[str]:
     """What at::parallel_for needs to run in parallel in our code: its OpenMP implementation is inlined
     from torch's headers, so without these flags it compiles to a plain loop. The OpenMP runtime is
     the one torch has already loaded (libgomp.so.1 beside libtorch_cpu), so torch.set_num_threads
@@ -150,18 +166,18 @@ def openmp_flags() -> List[str]:
     return [] if sys.platform == "darwin" else ["-fopenmp"]
 
 
-def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
+def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> list[str]:
     return [csrc_dir] + list(jpeg.include_dirs)
 
 
-def link_flags(jpeg) -> List[str]:
+def link_flags(jpeg) -> list[str]:
     flags = openmp_flags() + [f"-L{d}" for d in jpeg.library_dirs]
     flags += [f"-Wl,-rpath,{d}" for d in jpeg.rpath_dirs]
     flags += [_library_argument(lib, jpeg.library_dirs) for lib in jpeg.libraries]
     return flags
 
 
-def _library_argument(name: str, library_dirs: List[str]) -> str:
+def _library_argument(name: str, library_dirs: list[str]) -> str:
     # The library file itself where it is found: setuptools puts Python's own LIBDIR (often
     # /usr/lib/x86_64-linux-gnu, where a system libjpeg lives) before our -L, so a plain -ljpeg could
     # link a different libjpeg than the one whose headers were compiled against (seen on Ubuntu with
@@ -174,8 +190,13 @@ def _library_argument(name: str, library_dirs: List[str]) -> str:
     return f"-l{name}"
 
 
-def find_prebuilt(name: str, info_file: str, current: dict, package_dir: str = PACKAGE_DIR,
-                  log: Optional[Callable[[str], None]] = None) -> Optional[Tuple[str, dict]]:
+def find_prebuilt(
+    name: str,
+    info_file: str,
+    current: dict,
+    package_dir: str = PACKAGE_DIR,
+    log: Optional[Callable[[str], None]] = None,
+) -> Optional[tuple[str, dict]]:
     """(path, buildinfo) of library `name` that setup.py put in package_dir, if its buildinfo matches
     every entry of `current` (sources hash, torch, Python, ...); else None, saying why to `log`."""
     path = next(
@@ -214,7 +235,8 @@ def write_prebuilt_info(path: str, info: dict) -> None:
 
 # ---------------------------------------------------------------- the GPU (nvJPEG) library
 
-def cuda_sources(csrc_dir: str = CSRC_DIR) -> List[str]:
+
+def cuda_sources(csrc_dir: str = CSRC_DIR) -> list[str]:
     """csrc/cuda/*.cpp and *.cu, and the shared sources of csrc/common/."""
     found = []
     for sub in (CUDA_DIR, COMMON_DIR):
@@ -224,7 +246,7 @@ def cuda_sources(csrc_dir: str = CSRC_DIR) -> List[str]:
     return found
 
 
-def cuda_headers(csrc_dir: str = CSRC_DIR) -> List[str]:
+def cuda_headers(csrc_dir: str = CSRC_DIR) -> list[str]:
     found = []
     for sub in (CUDA_DIR, COMMON_DIR):
         d = os.path.join(csrc_dir, sub)
@@ -233,23 +255,23 @@ def cuda_headers(csrc_dir: str = CSRC_DIR) -> List[str]:
     return sorted(found)
 
 
-def cuda_compile_flags() -> List[str]:
+def cuda_compile_flags() -> list[str]:
     """Host compiler flags; nvcc gets torch's defaults only, in the JIT build and in setup.py alike."""
     return ["-O3"]
 
 
-def cuda_include_dirs(nvjpeg, csrc_dir: str = CSRC_DIR) -> List[str]:
+def cuda_include_dirs(nvjpeg, csrc_dir: str = CSRC_DIR) -> list[str]:
     return [csrc_dir, nvjpeg.include_dir]
 
 
-def cuda_link_flags(nvjpeg) -> List[str]:
+def cuda_link_flags(nvjpeg) -> list[str]:
     return nvjpeg.link_flags()
 
 
 _GENCODE = re.compile(r"code=(sm|compute)_(\d+)([a-z]?)")
 
 
-def arch_flags_cover(arch_flags: Iterable[str], capability: Tuple[int, int]) -> bool:
+def arch_flags_cover(arch_flags: Iterable[str], capability: tuple[int, int]) -> bool:
     """Whether code compiled with these nvcc -gencode flags runs on a GPU of this compute capability.
 
     A cubin (code=sm_XY) runs on the same major version with an equal or higher minor one; PTX
@@ -284,15 +306,23 @@ def parse_build_mode(raw: Optional[str], var: str = BUILD_CUDA_ENV) -> str:
     raise ValueError(f"custom_op: {var}={raw!r}: expected auto, 0 or 1")
 
 
-def cuda_unbuildable_reason(torch_version: Optional[str], torch_cuda: Optional[str], nvcc: Optional[str],
-                            nvjpeg_error: Optional[str], arch_list: Optional[str], visible_gpus: int) -> Optional[str]:
+def cuda_unbuildable_reason(
+    torch_version: Optional[str],
+    torch_cuda: Optional[str],
+    nvcc: Optional[str],
+    nvjpeg_error: Optional[str],
+    arch_list: Optional[str],
+    visible_gpus: int,
+) -> Optional[str]:
     """Why the GPU library cannot be prebuilt with these facts of the build environment (None: it can).
 
     torch_version is None when torch cannot be imported; nvcc is the compiler's path, None when the
     CUDA toolkit was not found; nvjpeg_error is that of finding nvJPEG.
     """
     if torch_version is None:
-        return "torch is not importable in the build environment (install torch, then pip install --no-build-isolation .)"
+        return (
+            "torch is not importable in the build environment (install torch, then pip install --no-build-isolation .)"
+        )
     if not torch_cuda:
         return f"torch {torch_version} in the build environment is built without CUDA"
     if not nvcc:
@@ -300,19 +330,21 @@ def cuda_unbuildable_reason(torch_version: Optional[str], torch_cuda: Optional[s
     if nvjpeg_error:
         return _first_sentence(nvjpeg_error) + " (python custom_op/_nvjpeg_paths.py shows where it looked)"
     if not arch_list and visible_gpus == 0:
-        return ("no GPU is visible to pick the architectures to compile for: set TORCH_CUDA_ARCH_LIST "
-                "(for example 9.0 for H100)")
+        return (
+            "no GPU is visible to pick the architectures to compile for: set TORCH_CUDA_ARCH_LIST "
+            "(for example 9.0 for H100)"
+        )
     return None
 
 
 def _first_sentence(message: str) -> str:
     line = message.strip().splitlines()[0] if message.strip() else "unknown error"
     if line.startswith("custom_op: "):
-        line = line[len("custom_op: "):]
+        line = line[len("custom_op: ") :]
     return line.split(". ")[0].rstrip(".:")
 
 
-def decide_cuda_build(mode: str, reason: Optional[str]) -> Tuple[str, Optional[str]]:
+def decide_cuda_build(mode: str, reason: Optional[str]) -> tuple[str, Optional[str]]:
     """("build", None), ("skip", warning line or None) or ("error", message) for setup.py."""
     if mode == "0":
         return "skip", None
@@ -320,5 +352,7 @@ def decide_cuda_build(mode: str, reason: Optional[str]) -> Tuple[str, Optional[s
         return "build", None
     if mode == "1":
         return "error", f"custom_op: {BUILD_CUDA_ENV}=1 but the CUDA library cannot be built: {reason}"
-    return "skip", (f"WARNING: custom_op: the CUDA (nvJPEG) library is not prebuilt: {reason}. It is built on "
-                    f"first use with device='cuda' instead ({BUILD_CUDA_ENV}=0 skips it without this warning).")
+    return "skip", (
+        f"WARNING: custom_op: the CUDA (nvJPEG) library is not prebuilt: {reason}. It is built on "
+        f"first use with device='cuda' instead ({BUILD_CUDA_ENV}=0 skips it without this warning)."
+    )

@@ -7,7 +7,8 @@ triggering the package's import-time build.
 import os
 import tempfile
 import warnings
-from typing import List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Optional
 
 ENV_CACHE_DIR = "CUSTOM_OP_CACHE_DIR"
 _EXPLICIT_VARS = (ENV_CACHE_DIR, "TORCH_EXTENSIONS_DIR")
@@ -30,7 +31,7 @@ def private_temp_root() -> str:
     return os.path.join(tempfile.gettempdir(), f"custom_op-cache-{uid}")
 
 
-def cache_root_candidates(environ: Optional[Mapping[str, str]] = None) -> List[str]:
+def cache_root_candidates(environ: Optional[Mapping[str, str]] = None) -> list[str]:
     """Roots in order of preference; the extension lives in <root>/custom_op/<key>/."""
     env = os.environ if environ is None else environ
     candidates = [os.path.abspath(os.path.expanduser(env[v])) for v in _EXPLICIT_VARS if env.get(v)]
@@ -59,10 +60,11 @@ def choose_cache_root(environ: Optional[Mapping[str, str]] = None) -> str:
             continue
         if _usable_dir(os.path.join(root, "custom_op")):
             if skipped and any(env.get(v) for v in _EXPLICIT_VARS):
-                warnings.warn(f"custom_op: using build cache root {root}; skipped " + "; ".join(skipped))
+                warnings.warn(f"custom_op: using build cache root {root}; skipped " + "; ".join(skipped), stacklevel=1)
             return root
         skipped.append(f"{root} (not writable)")
     raise RuntimeError(
-        "custom_op: no writable directory for the build cache; tried " + "; ".join(skipped)
+        "custom_op: no writable directory for the build cache; tried "
+        + "; ".join(skipped)
         + f". Set {ENV_CACHE_DIR} to a writable directory."
     )

@@ -8,7 +8,8 @@ operator. The CUDA library is loaded here on the first call with a CUDA device, 
 from __future__ import annotations
 
 import contextlib
-from typing import List, NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple, Optional
 
 import torch
 
@@ -19,10 +20,10 @@ CPU_PATH = 4
 
 
 class BatchRun(NamedTuple):
-    images: List[torch.Tensor]  # one per item, or one [N, C, H, W] tensor with stack=True
-    statuses: List[int]  # _outcomes.OK, WARNED, VALUE_ERROR, ...
-    messages: List[str]
-    paths: List[int]  # which decoder took each item
+    images: list[torch.Tensor]  # one per item, or one [N, C, H, W] tensor with stack=True
+    statuses: list[int]  # _outcomes.OK, WARNED, VALUE_ERROR, ...
+    messages: list[str]
+    paths: list[int]  # which decoder took each item
 
 
 def cuda_index(dev: torch.device) -> int:
@@ -32,25 +33,37 @@ def cuda_index(dev: torch.device) -> int:
     if reason is not None:
         raise RuntimeError(
             f"custom_op: device='cuda': the GPU (nvJPEG) backend cannot run here ({reason}); "
-            "decode on the CPU (device='cpu') and move the tensor with .to('cuda')")
+            "decode on the CPU (device='cpu') and move the tensor with .to('cuda')"
+        )
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
-def run(tensors: List[torch.Tensor], windows: Optional[Sequence[List[int]]], mode: int, exif: bool, on_warning: int,
-        max_pixels: int, stack: bool, dev: torch.device, stream=None) -> BatchRun:
+def run(
+    tensors: list[torch.Tensor],
+    windows: Optional[Sequence[list[int]]],
+    mode: int,
+    exif: bool,
+    on_warning: int,
+    max_pixels: int,
+    stack: bool,
+    dev: torch.device,
+    stream=None,
+) -> BatchRun:
     """Decodes ``tensors`` (whole images when ``windows`` is None, else (tops, lefts, heights, widths))."""
     whole = windows is None
     tops, lefts, heights, widths = ([], [], [], []) if whole else windows
     if dev.type == "cpu":
         images, statuses, messages = torch.ops.custom_op.decode_jpegs(
-            tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack)
+            tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack
+        )
         return BatchRun(list(images), list(statuses), list(messages), [CPU_PATH] * len(tensors))
     index = cuda_index(dev)
     if stream is not None and stream.device.index != index:
         raise ValueError(f"stream is on {stream.device}, the output device is cuda:{index}")
     # No stream context without a stream: the current one is the default, and torch.compile cannot
     # trace torch.cuda.stream(None).
-    with torch.cuda.device(index), (torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()):
+    with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         images, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
-            tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack, index)
+            tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack, index
+        )
     return BatchRun(list(images), list(statuses), list(messages), list(paths))

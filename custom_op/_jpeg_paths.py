@@ -10,7 +10,8 @@ import platform
 import re
 import sys
 import sysconfig
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import NamedTuple, Optional
 
 # jpeg_crop_scanline() and jpeg_skip_scanlines() appeared in libjpeg-turbo 1.5.
 MIN_VERSION = (1, 5)
@@ -39,15 +40,15 @@ class LibjpegTurboNotFound(RuntimeError):
 
 class JpegTurbo(NamedTuple):
     prefix: str
-    include_dirs: List[str]
-    library_dirs: List[str]
-    libraries: List[str]
+    include_dirs: list[str]
+    library_dirs: list[str]
+    libraries: list[str]
     version: str
     # library dirs the runtime loader would not search by itself
-    rpath_dirs: List[str]
+    rpath_dirs: list[str]
 
 
-def _multiarch_names() -> List[str]:
+def _multiarch_names() -> list[str]:
     names = []
     multiarch = sysconfig.get_config_var("MULTIARCH")
     if multiarch:
@@ -60,7 +61,7 @@ def _multiarch_names() -> List[str]:
     return names
 
 
-def _system_prefixes() -> List[str]:
+def _system_prefixes() -> list[str]:
     return [
         "/usr",
         "/usr/local",
@@ -70,7 +71,7 @@ def _system_prefixes() -> List[str]:
     ]
 
 
-def _lib_filenames() -> List[str]:
+def _lib_filenames() -> list[str]:
     if sys.platform == "darwin":
         return ["libjpeg.dylib", "libjpeg.a"]
     return ["libjpeg.so", "libjpeg.a"]
@@ -92,19 +93,17 @@ def _parse_version(jconfig_dir: str) -> Optional[str]:
     return None
 
 
-def _version_tuple(version: str) -> Tuple[int, ...]:
+def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
-def _probe_prefix(prefix: str) -> Tuple[Optional[JpegTurbo], str]:
+def _probe_prefix(prefix: str) -> tuple[Optional[JpegTurbo], str]:
     """Return (result, reason-if-rejected) for one install prefix."""
     include = os.path.join(prefix, "include")
     if not os.path.isfile(os.path.join(include, "jpeglib.h")):
         return None, f"{prefix}: no include/jpeglib.h"
     arch_includes = [os.path.join(include, m) for m in _multiarch_names()]
-    jconfig_dir = next(
-        (d for d in [include] + arch_includes if os.path.isfile(os.path.join(d, "jconfig.h"))), None
-    )
+    jconfig_dir = next((d for d in [include] + arch_includes if os.path.isfile(os.path.join(d, "jconfig.h"))), None)
     if jconfig_dir is None:
         return None, f"{prefix}: jpeglib.h found but no jconfig.h"
     version = _parse_version(jconfig_dir)
@@ -165,8 +164,7 @@ def find_libjpeg_turbo(
         searched.append(reason)
     detail = "\n".join("  - " + r for r in searched) or "  (no places searched)"
     raise LibjpegTurboNotFound(
-        "custom_op: libjpeg-turbo >= 1.5 (headers and library) was not found. Searched:\n"
-        f"{detail}\n{INSTALL_HELP}"
+        f"custom_op: libjpeg-turbo >= 1.5 (headers and library) was not found. Searched:\n{detail}\n{INSTALL_HELP}"
     )
 
 

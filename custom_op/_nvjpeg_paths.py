@@ -11,7 +11,8 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import NamedTuple, Optional
 
 PREFIX_ENV = "CUSTOM_OP_NVJPEG_PREFIX"
 
@@ -34,9 +35,9 @@ class Nvjpeg(NamedTuple):
     library_dir: str
     library_file: str  # the file linked against: libnvjpeg.so or libnvjpeg.so.<major>
     version: str  # from nvjpeg.h
-    rpath_dirs: List[str]
+    rpath_dirs: list[str]
 
-    def link_flags(self) -> List[str]:
+    def link_flags(self) -> list[str]:
         name = self.library_file
         lib = "-lnvjpeg" if name == "libnvjpeg.so" else f"-l:{name}"
         return [f"-L{self.library_dir}"] + [f"-Wl,-rpath,{d}" for d in self.rpath_dirs] + [lib]
@@ -63,7 +64,7 @@ def _library_in(directory: str, major: Optional[str]) -> Optional[str]:
     return short[0] if short else None
 
 
-def _probe(prefix: str) -> Tuple[Optional[Nvjpeg], str]:
+def _probe(prefix: str) -> tuple[Optional[Nvjpeg], str]:
     includes = [os.path.join(prefix, "include"), os.path.join(prefix, "targets", "x86_64-linux", "include")]
     include = next((d for d in includes if os.path.isfile(os.path.join(d, "nvjpeg.h"))), None)
     if include is None:
@@ -80,7 +81,7 @@ def _probe(prefix: str) -> Tuple[Optional[Nvjpeg], str]:
     return None, f"{prefix}: nvjpeg.h {version} found but no libnvjpeg.so* under lib64/ or lib/"
 
 
-def _wheel_prefixes() -> List[str]:
+def _wheel_prefixes() -> list[str]:
     # The nvidia-* wheels share the namespace package "nvidia"; nvJPEG sits in cu13/ (CUDA 13 wheels)
     # or nvjpeg/ (CUDA 12 wheels). Found without importing it, by walking sys.path.
     import sys
@@ -95,7 +96,7 @@ def _wheel_prefixes() -> List[str]:
     return found
 
 
-def candidate_prefixes(cuda_home: Optional[str] = None) -> List[str]:
+def candidate_prefixes(cuda_home: Optional[str] = None) -> list[str]:
     candidates = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
@@ -129,7 +130,9 @@ def find_nvjpeg(cuda_home: Optional[str] = None, prefixes: Optional[Sequence[str
         searched.append(reason)
     raise NvjpegNotFound(
         "custom_op: nvJPEG (nvjpeg.h and libnvjpeg.so) was not found. Searched:\n"
-        + "\n".join("  - " + r for r in searched) + "\n" + INSTALL_HELP
+        + "\n".join("  - " + r for r in searched)
+        + "\n"
+        + INSTALL_HELP
     )
 
 

@@ -23,12 +23,14 @@ def _check_bytes(data) -> None:
 
 
 def _check_mode(mode: int) -> None:
-    torch._check_value(0 <= mode <= 2, lambda: f"custom_op: mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), "
-                                               f"got {mode}")
+    torch._check_value(
+        0 <= mode <= 2, lambda: f"custom_op: mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got {mode}"
+    )
 
 
-def _decode_and_crop_jpeg_fake(data, top, left, height, width, mode, apply_exif_orientation, on_warning, max_pixels,
-                               scale_num=8):
+def _decode_and_crop_jpeg_fake(
+    data, top, left, height, width, mode, apply_exif_orientation, on_warning, max_pixels, scale_num=8
+):
     _check_bytes(data)
     _check_mode(mode)
     return data.new_empty((_channels(mode), height, width)), _warnings_text(data)
@@ -42,8 +44,9 @@ def _decode_jpeg_fake(data, mode, apply_exif_orientation, on_warning, max_pixels
     _check_bytes(data)
     _check_mode(mode)
     ctx = torch.library.get_ctx()
-    return data.new_empty((_channels(mode), ctx.new_dynamic_size(min=1), ctx.new_dynamic_size(min=1))), \
-        _warnings_text(data)
+    return data.new_empty((_channels(mode), ctx.new_dynamic_size(min=1), ctx.new_dynamic_size(min=1))), _warnings_text(
+        data
+    )
 
 
 def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, device):
@@ -51,9 +54,10 @@ def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, devic
     a failed item's real output is an empty [0] tensor instead (its status says so)."""
     n = len(data)
     if not whole:
-        torch._check_value(len(tops) == n and len(lefts) == n and len(heights) == n and len(widths) == n,
-                           lambda: f"custom_op: tops, lefts, heights and widths must each have one entry per image "
-                                   f"({n})")
+        torch._check_value(
+            len(tops) == n and len(lefts) == n and len(heights) == n and len(widths) == n,
+            lambda: f"custom_op: tops, lefts, heights and widths must each have one entry per image ({n})",
+        )
     _check_mode(mode)
     for d in data:
         _check_bytes(d)
@@ -69,20 +73,24 @@ def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, devic
             return [torch.empty((0,), dtype=torch.uint8, device=device)]
         if not whole:
             for i in range(1, n):
-                torch._check_value(heights[i] == heights[0] and widths[i] == widths[0],
-                                   lambda: "custom_op: stack=True needs windows of one size")
+                torch._check_value(
+                    heights[i] == heights[0] and widths[i] == widths[0],
+                    lambda: "custom_op: stack=True needs windows of one size",
+                )
         return [torch.empty((n, _channels(mode), *size(0)), dtype=torch.uint8, device=device)]
     return [torch.empty((_channels(mode), *size(i)), dtype=torch.uint8, device=device) for i in range(n)]
 
 
-def _decode_jpegs_fake(data, tops, lefts, heights, widths, whole, mode, apply_exif_orientation, on_warning,
-                       max_pixels, stack):
+def _decode_jpegs_fake(
+    data, tops, lefts, heights, widths, whole, mode, apply_exif_orientation, on_warning, max_pixels, stack
+):
     images = _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, torch.device("cpu"))
     return images, [0] * len(data), [""] * len(data)
 
 
-def _decode_jpegs_cuda_fake(data, tops, lefts, heights, widths, whole, mode, apply_exif_orientation, on_warning,
-                            max_pixels, stack, device):
+def _decode_jpegs_cuda_fake(
+    data, tops, lefts, heights, widths, whole, mode, apply_exif_orientation, on_warning, max_pixels, stack, device
+):
     images = _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, torch.device("cuda", device))
     # Where each item was decoded is known only once it has run.
     return images, [0] * len(data), [""] * len(data), [-1] * len(data)

@@ -8,7 +8,7 @@ every message starts with ``custom_op: ``. Items of a batch are named after that
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     import torch
@@ -22,7 +22,7 @@ def named(message: str, index: Optional[int]) -> str:
     """The message, naming batch item ``index`` when there is one."""
     if index is None:
         return message
-    body = message[len(PREFIX):] if message.startswith(PREFIX) else message
+    body = message[len(PREFIX) :] if message.startswith(PREFIX) else message
     return f"{PREFIX}batch item {index}: {body}"
 
 
@@ -42,7 +42,7 @@ def warn(message: str, index: Optional[int] = None, stacklevel: int = 3) -> None
     warnings.warn(named(message, index), UserWarning, stacklevel=stacklevel)
 
 
-def warn_text(text: "torch.Tensor", stacklevel: int = 3) -> None:
+def warn_text(text: torch.Tensor, stacklevel: int = 3) -> None:
     """The warnings a single-image operator returned (UTF-8 in a uint8 tensor), if any, as a
     UserWarning. Called with on_warning="warn" only: for the other policies the operator returns none,
     and not looking at them keeps torch.compile's graph whole."""
@@ -50,12 +50,13 @@ def warn_text(text: "torch.Tensor", stacklevel: int = 3) -> None:
         warn(bytes(text.tolist()).decode("utf-8", errors="replace"), stacklevel=stacklevel + 1)
 
 
-def settle(statuses: List[int], messages: List[str], single: bool = False,
-           stacklevel: int = 4) -> List[Optional[Exception]]:
+def settle(
+    statuses: list[int], messages: list[str], single: bool = False, stacklevel: int = 4
+) -> list[Optional[Exception]]:
     """Emits the warnings of decoded items and returns each item's exception (None when decoded).
     stacklevel: the user's frame counted from warnings.warn (4: the caller of the public function
     that calls this)."""
-    errors: List[Optional[Exception]] = []
+    errors: list[Optional[Exception]] = []
     for i, (status, message) in enumerate(zip(statuses, messages)):
         index = None if single else i
         if status == WARNED:

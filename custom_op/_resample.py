@@ -6,7 +6,8 @@ use it; resized_crop.py's docstring explains the method).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import NamedTuple, Optional, Union
 
 import torch
 
@@ -15,7 +16,7 @@ from ._args import ON_WARNING, as_int
 
 #: The DCT scales (in eighths) the automatic choice picks from. Only 1/8, 2/8, 4/8 and 8/8 have SIMD
 #: inverse DCTs in libjpeg-turbo; bench/bench_resized_crop.py compares this set with all of 1..8.
-AUTO_SCALES: Tuple[int, ...] = (1, 2, 4, 8)
+AUTO_SCALES: tuple[int, ...] = (1, 2, 4, 8)
 
 #: Interpolation names and their resize_box filter codes. "nearest" is Pillow's NEAREST (the source
 #: pixel under each output pixel's centre), not F.interpolate's legacy "nearest".
@@ -47,7 +48,7 @@ def filter_code(interpolation) -> int:
     raise ValueError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
 
 
-def output_size(size: Size) -> Tuple[int, int]:
+def output_size(size: Size) -> tuple[int, int]:
     """(h, w) from an int or a sequence of one or two ints, as torchvision accepts them."""
     if isinstance(size, Sequence) and not isinstance(size, (str, bytes)):
         if len(size) not in (1, 2):
@@ -85,12 +86,14 @@ def crop_axis(start: int, length: int, s: int, out: int) -> Axis:
     frame whose 0 is the first decoded pixel (so at s = 8 the box is (0, length), as for a crop)."""
     first = start * s // 8
     last = -(-(start + length) * s // 8)  # ceil; never past ceil(N * s / 8) since start + length <= N
-    return Axis(first, last - first, (start * s - 8 * first) / 8, ((start + length) * s - 8 * first) / 8,
-                 out, 0, out, 0)
+    return Axis(
+        first, last - first, (start * s - 8 * first) / 8, ((start + length) * s - 8 * first) / 8, out, 0, out, 0
+    )
 
 
-def resize_crop_axis(image_size: int, s: int, resized: int, crop_start: int, crop: int, code: int,
-                      antialias: bool) -> Axis:
+def resize_crop_axis(
+    image_size: int, s: int, resized: int, crop_start: int, crop: int, code: int, antialias: bool
+) -> Axis:
     """Resize-then-crop along one axis: the whole scaled image onto `resized` pixels, of which
     [crop_start, crop_start + crop) are produced, from only the scaled pixels their filter taps read."""
     scaled_size = -(-image_size * s // 8)
@@ -105,34 +108,71 @@ def resize_crop_axis(image_size: int, s: int, resized: int, crop_start: int, cro
     return Axis(first, last - first, 0.0, in1, resized, crop_start, crop, first)
 
 
-def decode_and_resample(tensor: torch.Tensor, rows: Axis, cols: Axis, s: int, code: int, antialias: bool,
-                         mode: int, exif: bool, on_warning: int, max_pixels: int) -> torch.Tensor:
+def decode_and_resample(
+    tensor: torch.Tensor,
+    rows: Axis,
+    cols: Axis,
+    s: int,
+    code: int,
+    antialias: bool,
+    mode: int,
+    exif: bool,
+    on_warning: int,
+    max_pixels: int,
+) -> torch.Tensor:
     window = (rows.first, cols.first, rows.count, cols.count)
     region, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, mode, exif, on_warning, max_pixels, s)
     if on_warning == ON_WARNING["warn"]:
         _outcomes.warn_text(warnings, stacklevel=5)
     return torch.ops.custom_op.resize_box(
-        region, [rows.in0, cols.in0, rows.in1, cols.in1], [rows.out_size, cols.out_size],
-        [rows.out_start, cols.out_start, rows.out_count, cols.out_count], [rows.origin, cols.origin], code,
-        antialias)
+        region,
+        [rows.in0, cols.in0, rows.in1, cols.in1],
+        [rows.out_size, cols.out_size],
+        [rows.out_start, cols.out_start, rows.out_count, cols.out_count],
+        [rows.origin, cols.origin],
+        code,
+        antialias,
+    )
 
 
 def check_window(top: int, left: int, height: int, width: int, image_h: int, image_w: int, exif: bool) -> None:
-    if not (height > 0 and width > 0 and 0 <= top and 0 <= left and top + height <= image_h
-            and left + width <= image_w):
+    if not (
+        height > 0 and width > 0 and 0 <= top and 0 <= left and top + height <= image_h and left + width <= image_w
+    ):
         frame = " (after EXIF orientation)" if exif else ""
-        raise ValueError(f"custom_op: crop window (top={top}, left={left}, height={height}, width={width}) "
-                         f"does not fit in the image of height {image_h} and width {image_w}{frame}")
+        raise ValueError(
+            f"custom_op: crop window (top={top}, left={left}, height={height}, width={width}) "
+            f"does not fit in the image of height {image_h} and width {image_w}{frame}"
+        )
 
 
-def resized_crop(tensor: torch.Tensor, image_h: int, image_w: int, window: Tuple[int, int, int, int],
-                  out: Tuple[int, int], scale: Optional[int], code: int, antialias: bool, mode: int, exif: bool,
-                  on_warning: int, max_pixels: int) -> torch.Tensor:
+def resized_crop(
+    tensor: torch.Tensor,
+    image_h: int,
+    image_w: int,
+    window: tuple[int, int, int, int],
+    out: tuple[int, int],
+    scale: Optional[int],
+    code: int,
+    antialias: bool,
+    mode: int,
+    exif: bool,
+    on_warning: int,
+    max_pixels: int,
+) -> torch.Tensor:
     """The work of decode_and_resized_crop_jpeg once the arguments are checked and the header read."""
     top, left, height, width = window
     check_window(top, left, height, width, image_h, image_w, exif)
     s = scale if scale is not None else choose_scale(height, width, out)
-    return decode_and_resample(tensor, crop_axis(top, height, s, out[0]), crop_axis(left, width, s, out[1]),
-                                s, code, antialias, mode, exif, on_warning, max_pixels)
-
-
+    return decode_and_resample(
+        tensor,
+        crop_axis(top, height, s, out[0]),
+        crop_axis(left, width, s, out[1]),
+        s,
+        code,
+        antialias,
+        mode,
+        exif,
+        on_warning,
+        max_pixels,
+    )

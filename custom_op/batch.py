@@ -9,7 +9,8 @@ call. Either way each item's pixels are those of :func:`custom_op.decode_and_cro
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 import torch
 
@@ -21,11 +22,22 @@ __all__ = ["decode_and_crop_jpegs", "decode_jpegs"]
 IntOrInts = Union[int, Sequence[int], torch.Tensor]
 
 
-def decode_and_crop_jpegs(data: Sequence, tops: IntOrInts, lefts: IntOrInts, heights: IntOrInts, widths: IntOrInts,
-                          *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
-                          on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                          device: Union[str, torch.device] = "cpu", stream: Optional["torch.cuda.Stream"] = None,
-                          stack: bool = False, on_error: str = "raise"):
+def decode_and_crop_jpegs(
+    data: Sequence,
+    tops: IntOrInts,
+    lefts: IntOrInts,
+    heights: IntOrInts,
+    widths: IntOrInts,
+    *,
+    mode: ImageReadMode = ImageReadMode.RGB,
+    apply_exif_orientation: bool = False,
+    on_warning: str = "raise",
+    max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+    device: Union[str, torch.device] = "cpu",
+    stream: Optional[torch.cuda.Stream] = None,
+    stack: bool = False,
+    on_error: str = "raise",
+):
     """Decodes one window of each JPEG in ``data``: the batched :func:`custom_op.decode_and_crop_jpeg`.
 
     Args:
@@ -66,46 +78,79 @@ def decode_and_crop_jpegs(data: Sequence, tops: IntOrInts, lefts: IntOrInts, hei
     """
     tensors = _args.tensors(data)
     n = len(tensors)
-    windows = (_args.int_list("tops", tops, n), _args.int_list("lefts", lefts, n),
-               _args.int_list("heights", heights, n), _args.int_list("widths", widths, n))
+    windows = (
+        _args.int_list("tops", tops, n),
+        _args.int_list("lefts", lefts, n),
+        _args.int_list("heights", heights, n),
+        _args.int_list("widths", widths, n),
+    )
     for i, (h, w) in enumerate(zip(windows[2], windows[3])):
         _args.size_check(h, w, where=f"batch item {i}: ")
-    return _decode(tensors, windows, mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack,
-                   on_error)
+    return _decode(
+        tensors, windows, mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error
+    )
 
 
-def decode_jpegs(data: Sequence, *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
-                 on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                 device: Union[str, torch.device] = "cpu", stream: Optional["torch.cuda.Stream"] = None,
-                 stack: bool = False, on_error: str = "raise"):
+def decode_jpegs(
+    data: Sequence,
+    *,
+    mode: ImageReadMode = ImageReadMode.RGB,
+    apply_exif_orientation: bool = False,
+    on_warning: str = "raise",
+    max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+    device: Union[str, torch.device] = "cpu",
+    stream: Optional[torch.cuda.Stream] = None,
+    stack: bool = False,
+    on_error: str = "raise",
+):
     """Decodes each whole JPEG in ``data``: the batched :func:`custom_op.decode_jpeg`.
 
     The arguments mean what they mean for :func:`decode_and_crop_jpegs`; ``stack=True`` needs
     images of one size (and, with ``apply_exif_orientation``, one displayed orientation of it).
     """
-    return _decode(_args.tensors(data), None, mode, apply_exif_orientation, on_warning, max_pixels, device, stream,
-                   stack, on_error)
+    return _decode(
+        _args.tensors(data), None, mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error
+    )
 
 
-def decode_with_paths(data: Sequence, tops: IntOrInts, lefts: IntOrInts, heights: IntOrInts, widths: IntOrInts,
-                      **options):
+def decode_with_paths(
+    data: Sequence, tops: IntOrInts, lefts: IntOrInts, heights: IntOrInts, widths: IntOrInts, **options
+):
     """:func:`decode_and_crop_jpegs` and the path code of each item (which decoder took it: see
     custom_op.gpu.PATH_NAMES). For tests and benchmarks; custom_op.testing wraps it."""
     tensors = _args.tensors(data)
     n = len(tensors)
-    windows = (_args.int_list("tops", tops, n), _args.int_list("lefts", lefts, n),
-               _args.int_list("heights", heights, n), _args.int_list("widths", widths, n))
+    windows = (
+        _args.int_list("tops", tops, n),
+        _args.int_list("lefts", lefts, n),
+        _args.int_list("heights", heights, n),
+        _args.int_list("widths", widths, n),
+    )
     return _decode(tensors, windows, with_paths=True, **options)
 
 
-def _decode(tensors: List[torch.Tensor], windows, mode=ImageReadMode.RGB, apply_exif_orientation=False,
-            on_warning="raise", max_pixels=DEFAULT_MAX_PIXELS, device="cpu", stream=None, stack=False,
-            on_error="raise", with_paths=False):
+def _decode(
+    tensors: list[torch.Tensor],
+    windows,
+    mode=ImageReadMode.RGB,
+    apply_exif_orientation=False,
+    on_warning="raise",
+    max_pixels=DEFAULT_MAX_PIXELS,
+    device="cpu",
+    stream=None,
+    stack=False,
+    on_error="raise",
+    with_paths=False,
+):
     _args.on_error_check(on_error)
     dev = _args.device(device)
     _args.stream_check(dev, stream)
-    options = (_args.mode_code(mode), bool(apply_exif_orientation), _args.warning_code(on_warning),
-               _args.pixel_limit(max_pixels))
+    options = (
+        _args.mode_code(mode),
+        bool(apply_exif_orientation),
+        _args.warning_code(on_warning),
+        _args.pixel_limit(max_pixels),
+    )
     if not tensors:
         empty = torch.empty(0, dtype=torch.uint8, device=dev)
         result = (empty, []) if stack and on_error == "return" else empty if stack else []

@@ -39,16 +39,25 @@ class JpegInfo(NamedTuple):
 
 
 _COLOR_SPACES = {0: "unknown", 1: "gray", 2: "rgb", 3: "ycbcr", 4: "cmyk", 5: "ycck"}
-_SUBSAMPLING = {(1, 1): "4:4:4", (2, 1): "4:2:2", (2, 2): "4:2:0", (1, 2): "4:4:0", (4, 1): "4:1:1",
-                (4, 2): "4:1:0"}
+_SUBSAMPLING = {(1, 1): "4:4:4", (2, 1): "4:2:2", (2, 2): "4:2:0", (1, 2): "4:4:0", (4, 1): "4:1:1", (4, 2): "4:1:0"}
 
 
-def _single(dev: torch.device, tensor: torch.Tensor, window, mode: int, exif: bool, on_warning: int, max_pixels: int,
-            stream) -> torch.Tensor:
+def _single(
+    dev: torch.device, tensor: torch.Tensor, window, mode: int, exif: bool, on_warning: int, max_pixels: int, stream
+) -> torch.Tensor:
     """One image on a CUDA device: the batched operator with one item, its outcome worded as a single
     call's."""
-    run = _device.run([tensor], None if window is None else [[v] for v in window], mode, exif, on_warning,
-                      max_pixels, False, dev, stream)
+    run = _device.run(
+        [tensor],
+        None if window is None else [[v] for v in window],
+        mode,
+        exif,
+        on_warning,
+        max_pixels,
+        False,
+        dev,
+        stream,
+    )
     (error,) = _outcomes.settle(run.statuses, run.messages, single=True, stacklevel=5)
     if error is not None:
         raise error
@@ -57,14 +66,26 @@ def _single(dev: torch.device, tensor: torch.Tensor, window, mode: int, exif: bo
 
 def _not_a_list(data, batched: str) -> None:
     if isinstance(data, (list, tuple)):
-        raise TypeError(f"custom_op: this function decodes one image; for a list of files use "
-                        f"custom_op.{batched}(...) (list in, list or one stacked tensor out)")
+        raise TypeError(
+            f"custom_op: this function decodes one image; for a list of files use "
+            f"custom_op.{batched}(...) (list in, list or one stacked tensor out)"
+        )
 
 
-def decode_and_crop_jpeg(data: Data, top: int, left: int, height: int, width: int, *,
-                         mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
-                         on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                         device: Union[str, torch.device] = "cpu", stream=None) -> torch.Tensor:
+def decode_and_crop_jpeg(
+    data: Data,
+    top: int,
+    left: int,
+    height: int,
+    width: int,
+    *,
+    mode: ImageReadMode = ImageReadMode.RGB,
+    apply_exif_orientation: bool = False,
+    on_warning: str = "raise",
+    max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+    device: Union[str, torch.device] = "cpu",
+    stream=None,
+) -> torch.Tensor:
     """Decodes only the window ``[top:top+height, left:left+width]`` of a JPEG.
 
     The result equals a full decode (libjpeg-turbo, ISLOW IDCT, fancy upsampling: what Pillow and
@@ -115,8 +136,12 @@ def decode_and_crop_jpeg(data: Data, top: int, left: int, height: int, width: in
     _args.stream_check(dev, stream)
     tensor = _args.as_tensor(data)
     window = _args.window(top, left, height, width)
-    options = (_args.mode_code(mode), bool(apply_exif_orientation), _args.warning_code(on_warning),
-               _args.pixel_limit(max_pixels))
+    options = (
+        _args.mode_code(mode),
+        bool(apply_exif_orientation),
+        _args.warning_code(on_warning),
+        _args.pixel_limit(max_pixels),
+    )
     if dev.type == "cuda":
         return _single(dev, tensor, window, *options, stream)
     image, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, *options)
@@ -125,9 +150,16 @@ def decode_and_crop_jpeg(data: Data, top: int, left: int, height: int, width: in
     return image
 
 
-def decode_jpeg(data: Data, *, mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
-                on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                device: Union[str, torch.device] = "cpu", stream=None) -> torch.Tensor:
+def decode_jpeg(
+    data: Data,
+    *,
+    mode: ImageReadMode = ImageReadMode.RGB,
+    apply_exif_orientation: bool = False,
+    on_warning: str = "raise",
+    max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+    device: Union[str, torch.device] = "cpu",
+    stream=None,
+) -> torch.Tensor:
     """Decodes a whole JPEG into a uint8 tensor ``[C, H, W]``.
 
     The options mean the same as in :func:`decode_and_crop_jpeg`; with ``apply_exif_orientation``,
@@ -137,8 +169,12 @@ def decode_jpeg(data: Data, *, mode: ImageReadMode = ImageReadMode.RGB, apply_ex
     dev = _args.device(device)
     _args.stream_check(dev, stream)
     tensor = _args.as_tensor(data)
-    options = (_args.mode_code(mode), bool(apply_exif_orientation), _args.warning_code(on_warning),
-               _args.pixel_limit(max_pixels))
+    options = (
+        _args.mode_code(mode),
+        bool(apply_exif_orientation),
+        _args.warning_code(on_warning),
+        _args.pixel_limit(max_pixels),
+    )
     if dev.type == "cuda":
         return _single(dev, tensor, None, *options, stream)
     image, warnings = torch.ops.custom_op.decode_jpeg(tensor, *options)
@@ -168,5 +204,13 @@ def read_jpeg_header(data: Data, *, apply_exif_orientation: bool = False) -> Jpe
     """
     header = torch.ops.custom_op.read_jpeg_header(_args.as_tensor(data), bool(apply_exif_orientation))
     height, width, channels, color_space, progressive, _arithmetic, orientation, sampling, random_access = header
-    return JpegInfo(height, width, channels, _COLOR_SPACES.get(color_space, "unknown"),
-                    _subsampling(channels, list(sampling)), bool(progressive), orientation, bool(random_access))
+    return JpegInfo(
+        height,
+        width,
+        channels,
+        _COLOR_SPACES.get(color_space, "unknown"),
+        _subsampling(channels, list(sampling)),
+        bool(progressive),
+        orientation,
+        bool(random_access),
+    )

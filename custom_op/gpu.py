@@ -16,7 +16,7 @@ Decoding itself goes through the device-neutral functions (``custom_op.decode_an
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import torch
 
@@ -32,8 +32,8 @@ PATH_NAMES = {0: "hardware-roi", 1: "hardware-full", 2: "gpu-hybrid", 3: "hybrid
 SEGMENTS_FLAG = 16
 
 _load_lock = threading.Lock()
-_loaded: Dict[str, str] = {}
-_load_error: List[BaseException] = []
+_loaded: dict[str, str] = {}
+_load_error: list[BaseException] = []
 
 # The functions that moved to the package's top level, for a message naming the new call.
 _MOVED = {"decode_and_crop_jpegs": "custom_op.decode_and_crop_jpegs", "decode_jpegs": "custom_op.decode_jpegs"}
@@ -41,8 +41,9 @@ _MOVED = {"decode_and_crop_jpegs": "custom_op.decode_and_crop_jpegs", "decode_jp
 
 def __getattr__(name: str):
     if name in _MOVED:
-        raise AttributeError(f"custom_op.gpu.{name} is now {_MOVED[name]}(..., device='cuda'); it decodes on the CPU "
-                             "too (device='cpu')")
+        raise AttributeError(
+            f"custom_op.gpu.{name} is now {_MOVED[name]}(..., device='cuda'); it decodes on the CPU too (device='cpu')"
+        )
     raise AttributeError(f"module 'custom_op.gpu' has no attribute {name!r}")
 
 
@@ -59,11 +60,13 @@ def _prebuilt_usable(info: dict) -> Optional[str]:
     capability = torch.cuda.get_device_capability()
     if config.arch_flags_cover(info.get("cuda_arch_flags", []), capability):
         return None
-    return (f"compiled for {info.get('cuda_arch_flags')}, not for this GPU "
-            f"(compute capability {capability[0]}.{capability[1]})")
+    return (
+        f"compiled for {info.get('cuda_arch_flags')}, not for this GPU "
+        f"(compute capability {capability[0]}.{capability[1]})"
+    )
 
 
-def load_library() -> Dict[str, str]:
+def load_library() -> dict[str, str]:
     """Loads the CUDA library (prebuilt, or built on first use); raises RuntimeError saying why it
     cannot. Returns what was loaded: kind (prebuilt / jit), path, cache_dir, built, nvJPEG version."""
     if _loaded:
@@ -112,7 +115,7 @@ class BackendInfo(NamedTuple):
 
     available: bool  #: True when ``device="cuda"`` decodes here.
     reason: Optional[str]  #: Why the GPU backend cannot run here (None when it can).
-    library: Dict[str, str]  #: The CUDA library loaded (its kind, prebuilt or jit, its path...); empty when none.
+    library: dict[str, str]  #: The CUDA library loaded (its kind, prebuilt or jit, its path...); empty when none.
     nvjpeg_version: Optional[str] = None  #: The nvJPEG library's version, such as ``"13.0.1"``.
     hardware: bool = False  #: True when the GPU's JPEG engines are in use.
     hardware_engines: int = 0  #: How many JPEG engines the GPU has (0 without).

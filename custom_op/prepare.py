@@ -31,9 +31,16 @@ __all__ = ["DEFAULT_MAX_GROWTH", "prepare_jpeg"]
 DEFAULT_MAX_GROWTH = 0.02
 
 
-def prepare_jpeg(data: Data, *, restart_mcus: Optional[int] = None, max_growth: float = DEFAULT_MAX_GROWTH,
-                 keep_exif: bool = True, keep_icc: bool = True, optimize: bool = True,
-                 max_pixels: Optional[int] = DEFAULT_MAX_PIXELS) -> bytes:
+def prepare_jpeg(
+    data: Data,
+    *,
+    restart_mcus: Optional[int] = None,
+    max_growth: float = DEFAULT_MAX_GROWTH,
+    keep_exif: bool = True,
+    keep_icc: bool = True,
+    optimize: bool = True,
+    max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+) -> bytes:
     """Rewrites a JPEG losslessly for random-access decoding; returns the new file's bytes.
 
     Args:
@@ -77,6 +84,7 @@ def prepare_jpeg(data: Data, *, restart_mcus: Optional[int] = None, max_growth: 
         raise TypeError(f"max_growth must be a number, got {type(max_growth).__name__}") from None
     if not 0.0 <= growth <= 10.0:
         raise ValueError(f"max_growth must be in [0, 10], got {max_growth}")
-    out = torch.ops.custom_op.prepare_jpeg(as_tensor(data), interval, bool(keep_exif), bool(keep_icc),
-                                           bool(optimize), pixel_limit(max_pixels), growth)
+    out = torch.ops.custom_op.prepare_jpeg(
+        as_tensor(data), interval, bool(keep_exif), bool(keep_icc), bool(optimize), pixel_limit(max_pixels), growth
+    )
     return out.numpy().tobytes()

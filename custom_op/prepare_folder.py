@@ -23,9 +23,10 @@ import shutil
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Optional
 
 from .prepare import DEFAULT_MAX_GROWTH
 
@@ -115,9 +116,15 @@ def prepare_file(src: Path, dst: Path, rel: str, options: Options) -> Result:
     if info.random_access:
         return leave("already random-access")
     try:
-        out = prepare_jpeg(data, restart_mcus=options.restart_mcus, max_growth=options.max_growth,
-                           keep_exif=options.keep_exif, keep_icc=options.keep_icc, optimize=options.optimize,
-                           max_pixels=DEFAULT_MAX_PIXELS if options.max_pixels is None else options.max_pixels)
+        out = prepare_jpeg(
+            data,
+            restart_mcus=options.restart_mcus,
+            max_growth=options.max_growth,
+            keep_exif=options.keep_exif,
+            keep_icc=options.keep_icc,
+            optimize=options.optimize,
+            max_pixels=DEFAULT_MAX_PIXELS if options.max_pixels is None else options.max_pixels,
+        )
     except ValueError as error:
         return leave("too large" if "max_pixels" in str(error) else "cannot prepare", str(error))
     except RuntimeError as error:
@@ -139,7 +146,7 @@ def _work(task) -> Result:
         return Result(rel, "left", "error", f"{type(error).__name__}: {error}")
 
 
-def _tasks(src_root: Path, dst_root: Path, options: Options, results: List[Result]) -> List[tuple]:
+def _tasks(src_root: Path, dst_root: Path, options: Options, results: list[Result]) -> list[tuple]:
     """Every file to look at, in a stable order; outputs that exist already go straight to results."""
     tasks = []
     skip_dir = None if options.in_place else dst_root.resolve()
@@ -190,8 +197,12 @@ class _Progress:
             self.last = now
             rate = self.done / max(now - self.start, 1e-9)
             end = "\n" if self.done == self.total else ""
-            print(f"\rprepare: {self.done}/{self.total} files ({percent}%), {rate:.0f} files/s",
-                  end=end, file=sys.stderr, flush=True)
+            print(
+                f"\rprepare: {self.done}/{self.total} files ({percent}%), {rate:.0f} files/s",
+                end=end,
+                file=sys.stderr,
+                flush=True,
+            )
         elif not self.tty and (percent >= self.next_percent or self.done == self.total):
             self.next_percent = percent // 10 * 10 + 10
             print(f"prepare: {self.done}/{self.total} files ({percent}%)", file=sys.stderr, flush=True)
@@ -213,7 +224,7 @@ def _run_tasks(tasks: list, workers: int, progress: _Progress) -> Iterable[Resul
 
 @dataclass
 class Summary:
-    results: List[Result] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
     seconds: float = 0.0
     workers: int = 1
 
@@ -225,12 +236,15 @@ class Summary:
         left = [r for r in self.results if r.status == "left"]
         before = sum(r.in_size for r in prepared)
         after = sum(r.out_size for r in prepared)
-        lines = [f"prepared {len(prepared)} of {len(self.results)} files in {self.seconds:.1f} s "
-                 f"({self.workers} worker{'s' if self.workers != 1 else ''})"]
+        lines = [
+            f"prepared {len(prepared)} of {len(self.results)} files in {self.seconds:.1f} s "
+            f"({self.workers} worker{'s' if self.workers != 1 else ''})"
+        ]
         if prepared:
             change = 100.0 * (after / before - 1.0) if before else 0.0
-            lines.append(f"  size of the prepared files: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB "
-                         f"({change:+.2f}%)")
+            lines.append(
+                f"  size of the prepared files: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB ({change:+.2f}%)"
+            )
         skipped = self.count("skipped")
         if skipped:
             lines.append(f"  already there from an earlier run: {skipped}")
@@ -249,8 +263,14 @@ class Summary:
         return "\n".join(lines)
 
 
-def prepare_folder(src: os.PathLike, dst: Optional[os.PathLike] = None, *, options: Options = Options(),
-                   workers: Optional[int] = None, quiet: bool = False) -> Summary:
+def prepare_folder(
+    src: os.PathLike,
+    dst: Optional[os.PathLike] = None,
+    *,
+    options: Options = Options(),
+    workers: Optional[int] = None,
+    quiet: bool = False,
+) -> Summary:
     """Prepares every file under src into dst (or in place when options.in_place); see the module doc."""
     src_root = Path(src)
     if not src_root.is_dir():
@@ -278,27 +298,56 @@ def prepare_folder(src: os.PathLike, dst: Optional[os.PathLike] = None, *, optio
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "prepare", help="rewrite a folder of JPEGs losslessly for random-access decoding",
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+        "prepare",
+        help="rewrite a folder of JPEGs losslessly for random-access decoding",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+    )
     parser.add_argument("src", metavar="SRC", help="folder to read")
     parser.add_argument("dst", metavar="DST", nargs="?", help="folder to write (the same tree layout)")
     parser.add_argument("--in-place", action="store_true", help="rewrite the files under SRC themselves")
     parser.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU)")
-    parser.add_argument("--restart-mcus", type=int, default=None, metavar="K",
-                        help="largest restart interval in MCUs (default: chosen per file by size)")
-    parser.add_argument("--max-growth", type=float, default=DEFAULT_MAX_GROWTH, metavar="F",
-                        help=f"size budget of the automatic interval, a fraction (default {DEFAULT_MAX_GROWTH})")
-    parser.add_argument("--verify", action="store_true",
-                        help="decode each rewritten file and keep it only if its pixels equal the original's")
-    parser.add_argument("--keep-exif", action=argparse.BooleanOptionalAction, default=True,
-                        help="copy EXIF/XMP (APP1) segments (default: yes)")
-    parser.add_argument("--keep-icc", action=argparse.BooleanOptionalAction, default=True,
-                        help="copy the ICC profile (default: yes)")
-    parser.add_argument("--optimize", action=argparse.BooleanOptionalAction, default=True,
-                        help="optimized Huffman tables (default: yes)")
-    parser.add_argument("--max-pixels", type=int, default=None,
-                        help="leave files declaring more pixels than this (default: custom_op.DEFAULT_MAX_PIXELS)")
+    parser.add_argument(
+        "--restart-mcus",
+        type=int,
+        default=None,
+        metavar="K",
+        help="largest restart interval in MCUs (default: chosen per file by size)",
+    )
+    parser.add_argument(
+        "--max-growth",
+        type=float,
+        default=DEFAULT_MAX_GROWTH,
+        metavar="F",
+        help=f"size budget of the automatic interval, a fraction (default {DEFAULT_MAX_GROWTH})",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="decode each rewritten file and keep it only if its pixels equal the original's",
+    )
+    parser.add_argument(
+        "--keep-exif",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="copy EXIF/XMP (APP1) segments (default: yes)",
+    )
+    parser.add_argument(
+        "--keep-icc", action=argparse.BooleanOptionalAction, default=True, help="copy the ICC profile (default: yes)"
+    )
+    parser.add_argument(
+        "--optimize",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="optimized Huffman tables (default: yes)",
+    )
+    parser.add_argument(
+        "--max-pixels",
+        type=int,
+        default=None,
+        help="leave files declaring more pixels than this (default: custom_op.DEFAULT_MAX_PIXELS)",
+    )
     parser.add_argument("--report", metavar="FILE", help="also write one JSON line per file to FILE")
     parser.add_argument("--quiet", action="store_true", help="no progress counter")
     return parser
@@ -311,9 +360,16 @@ def run(args) -> int:
     if args.restart_mcus is not None and not 1 <= args.restart_mcus <= 65535:
         print("error: --restart-mcus must be in 1..65535", file=sys.stderr)
         return 2
-    options = Options(in_place=args.in_place, restart_mcus=args.restart_mcus, max_growth=args.max_growth,
-                      keep_exif=args.keep_exif, keep_icc=args.keep_icc, optimize=args.optimize,
-                      verify=args.verify, max_pixels=args.max_pixels)
+    options = Options(
+        in_place=args.in_place,
+        restart_mcus=args.restart_mcus,
+        max_growth=args.max_growth,
+        keep_exif=args.keep_exif,
+        keep_icc=args.keep_icc,
+        optimize=args.optimize,
+        verify=args.verify,
+        max_pixels=args.max_pixels,
+    )
     try:
         summary = prepare_folder(args.src, args.dst, options=options, workers=args.workers, quiet=args.quiet)
     except ValueError as error:

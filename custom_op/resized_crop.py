@@ -29,6 +29,7 @@ Pillow's ``Image.resize(size, filter)`` of the crop, pixel for pixel: what torch
 clamping of filter taps to the partially covered edge pixels; the fused resized crop guide gives the PSNR
 per scale.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -43,12 +44,23 @@ from .decode import read_jpeg_header
 __all__ = ["AUTO_SCALES", "INTERPOLATIONS", "choose_scale", "decode_and_resized_crop_jpeg"]
 
 
-def decode_and_resized_crop_jpeg(data: Data, top: int, left: int, height: int, width: int, size: Size, *,
-                                 interpolation: str = "bilinear", antialias: bool = True,
-                                 mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
-                                 on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                                 device: Union[str, torch.device] = "cpu",
-                                 scale: Optional[int] = None) -> torch.Tensor:
+def decode_and_resized_crop_jpeg(
+    data: Data,
+    top: int,
+    left: int,
+    height: int,
+    width: int,
+    size: Size,
+    *,
+    interpolation: str = "bilinear",
+    antialias: bool = True,
+    mode: ImageReadMode = ImageReadMode.RGB,
+    apply_exif_orientation: bool = False,
+    on_warning: str = "raise",
+    max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+    device: Union[str, torch.device] = "cpu",
+    scale: Optional[int] = None,
+) -> torch.Tensor:
     """Decodes the window ``[top:top+height, left:left+width]`` of a JPEG resized to ``size``.
 
     What torchvision's ``resized_crop`` does to a fully decoded image, but the window is decoded alone and
@@ -87,9 +99,14 @@ def decode_and_resized_crop_jpeg(data: Data, top: int, left: int, height: int, w
     out = _resample.output_size(size)
     code = _resample.filter_code(interpolation)
     forced = _resample.check_scale(scale)
-    options = (_args.mode_code(mode), bool(apply_exif_orientation), _args.warning_code(on_warning),
-               _args.pixel_limit(max_pixels))
+    options = (
+        _args.mode_code(mode),
+        bool(apply_exif_orientation),
+        _args.warning_code(on_warning),
+        _args.pixel_limit(max_pixels),
+    )
     info = read_jpeg_header(tensor, apply_exif_orientation=bool(apply_exif_orientation))
-    image = _resample.resized_crop(tensor, info.height, info.width, window, out, forced, code, bool(antialias),
-                                   *options)
+    image = _resample.resized_crop(
+        tensor, info.height, info.width, window, out, forced, code, bool(antialias), *options
+    )
     return image if dev.type == "cpu" else image.to(dev)

@@ -10,14 +10,21 @@ normal use: they change process-wide settings, and their names and effects may c
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Optional
 
 import torch
 
 from . import batch, gpu
 
-__all__ = ["decode_with_paths", "entropy_decoder_give_ups", "gpu_options", "own_entropy_decoder", "path_name",
-           "random_access_decodes"]
+__all__ = [
+    "decode_with_paths",
+    "entropy_decoder_give_ups",
+    "gpu_options",
+    "own_entropy_decoder",
+    "path_name",
+    "random_access_decodes",
+]
 
 _PATH_CODES = {name: code for code, name in gpu.PATH_NAMES.items()}
 _SEGMENTS = {"auto": 0, "always": 1, "never": 2}
@@ -30,15 +37,16 @@ def path_name(code: int) -> str:
     return name + "+segments" if code >= 0 and code & gpu.SEGMENTS_FLAG else name
 
 
-def decode_with_paths(data: Sequence, tops, lefts, heights, widths, **options) -> Tuple[object, List[str]]:
+def decode_with_paths(data: Sequence, tops, lefts, heights, widths, **options) -> tuple[object, list[str]]:
     """custom_op.decode_and_crop_jpegs(...) and the name of the path that decoded each item."""
     result, codes = batch.decode_with_paths(data, tops, lefts, heights, widths, **options)
     return result, [path_name(c) for c in codes]
 
 
 @contextlib.contextmanager
-def gpu_options(force_path: Optional[str] = None, margin: bool = True, dedupe: bool = True,
-                segments: str = "auto") -> Iterator[None]:
+def gpu_options(
+    force_path: Optional[str] = None, margin: bool = True, dedupe: bool = True, segments: str = "auto"
+) -> Iterator[None]:
     """For the block, in this process: every item the GPU decoders can take goes to ``force_path``
     ("hardware-roi", "hardware-full", "gpu-hybrid", "hybrid" or "cpu"; an unavailable decoder passes
     its items on as usual); ``margin=False`` decodes exactly the window (no context for chroma
@@ -46,13 +54,15 @@ def gpu_options(force_path: Optional[str] = None, margin: bool = True, dedupe: b
     window; ``segments`` "always" / "never" gives nvJPEG the sub-image of a prepared file's restart
     segments whatever the image's size / never ("auto": by size). Loads the GPU library."""
     if force_path is not None and force_path not in _PATH_CODES or force_path == "failed":
-        raise ValueError(f"force_path must be None or one of {sorted(set(_PATH_CODES) - {'failed'})}, "
-                         f"got {force_path!r}")
+        raise ValueError(
+            f"force_path must be None or one of {sorted(set(_PATH_CODES) - {'failed'})}, got {force_path!r}"
+        )
     if segments not in _SEGMENTS:
         raise ValueError(f"segments must be one of {list(_SEGMENTS)}, got {segments!r}")
     gpu.load_library()
-    before = torch.ops.custom_op._set_gpu_testing(-1 if force_path is None else _PATH_CODES[force_path],
-                                                  not margin, not dedupe, _SEGMENTS[segments])
+    before = torch.ops.custom_op._set_gpu_testing(
+        -1 if force_path is None else _PATH_CODES[force_path], not margin, not dedupe, _SEGMENTS[segments]
+    )
     try:
         yield
     finally:

@@ -13,7 +13,8 @@ Both read only the header to place their window, then decode just that window at
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Optional, Union
 
 import torch
 
@@ -36,7 +37,7 @@ def _generator(generator: GeneratorLike) -> Optional[torch.Generator]:
     return torch.Generator().manual_seed(as_int("generator seed", generator))
 
 
-def _range(name: str, value: Sequence[float]) -> Tuple[float, float]:
+def _range(name: str, value: Sequence[float]) -> tuple[float, float]:
     try:
         low, high = (float(v) for v in value)
     except (TypeError, ValueError):
@@ -49,8 +50,7 @@ def _range(name: str, value: Sequence[float]) -> Tuple[float, float]:
 class _JpegTransform:
     """Options shared by both transforms: decoding mode, filter, and the DCT scale policy."""
 
-    def __init__(self, interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels,
-                 decode_scale):
+    def __init__(self, interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale):
         self.interpolation = interpolation
         self._filter = filter_code(interpolation)
         self.antialias = bool(antialias)
@@ -60,8 +60,12 @@ class _JpegTransform:
         self.max_pixels = max_pixels
         self.decode_scale = check_scale(decode_scale)
         # Checked once here, so that a bad option fails when the transform is built, not in a worker.
-        self._options = (_args.mode_code(mode), self.apply_exif_orientation, _args.warning_code(on_warning),
-                         _args.pixel_limit(max_pixels))
+        self._options = (
+            _args.mode_code(mode),
+            self.apply_exif_orientation,
+            _args.warning_code(on_warning),
+            _args.pixel_limit(max_pixels),
+        )
 
     def _header(self, data: Data):
         tensor = _args.as_tensor(data)
@@ -101,13 +105,21 @@ class RandomResizedCropJpeg(_JpegTransform):
         decode_scale: force the DCT scale in eighths (8: full resolution); None picks per window.
     """
 
-    def __init__(self, size, scale: Sequence[float] = (0.08, 1.0), ratio: Sequence[float] = (3 / 4, 4 / 3),
-                 interpolation: str = "bilinear", antialias: bool = True, hflip_p: float = 0.0,
-                 mode: ImageReadMode = ImageReadMode.RGB, apply_exif_orientation: bool = False,
-                 on_warning: str = "raise", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                 decode_scale: Optional[int] = None):
-        super().__init__(interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels,
-                         decode_scale)
+    def __init__(
+        self,
+        size,
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3 / 4, 4 / 3),
+        interpolation: str = "bilinear",
+        antialias: bool = True,
+        hflip_p: float = 0.0,
+        mode: ImageReadMode = ImageReadMode.RGB,
+        apply_exif_orientation: bool = False,
+        on_warning: str = "raise",
+        max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+        decode_scale: Optional[int] = None,
+    ):
+        super().__init__(interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale)
         self.size = output_size(size)
         self.scale = _range("scale", scale)
         self.ratio = _range("ratio", ratio)
@@ -116,7 +128,7 @@ class RandomResizedCropJpeg(_JpegTransform):
             raise ValueError(f"hflip_p must be a probability in [0, 1], got {hflip_p}")
         self.hflip_p = hflip_p
 
-    def get_params(self, height: int, width: int, generator: GeneratorLike = None) -> Tuple[int, int, int, int]:
+    def get_params(self, height: int, width: int, generator: GeneratorLike = None) -> tuple[int, int, int, int]:
         """A window (top, left, height, width) of a height x width image, drawn as torchvision's
         ``RandomResizedCrop.get_params``: up to 10 attempts of area ~ U(scale) * image area and
         aspect ~ exp(U(log ratio)), w = round(sqrt(area * aspect)), h = round(sqrt(area / aspect)),
@@ -155,15 +167,18 @@ class RandomResizedCropJpeg(_JpegTransform):
         tensor, height, width = self._header(data)
         g = _generator(generator)
         window = self.get_params(height, width, g)
-        out = _resample.resized_crop(tensor, height, width, window, self.size, self.decode_scale, self._filter,
-                            self.antialias, *self._options)
+        out = _resample.resized_crop(
+            tensor, height, width, window, self.size, self.decode_scale, self._filter, self.antialias, *self._options
+        )
         if self.hflip_p > 0 and torch.rand(1, generator=g) < self.hflip_p:
             out = out.flip(-1)
         return out
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(size={self.size}, scale={self.scale}, ratio={self.ratio}, "
-                f"interpolation={self.interpolation!r}, antialias={self.antialias}, hflip_p={self.hflip_p})")
+        return (
+            f"{type(self).__name__}(size={self.size}, scale={self.scale}, ratio={self.ratio}, "
+            f"interpolation={self.interpolation!r}, antialias={self.antialias}, hflip_p={self.hflip_p})"
+        )
 
 
 class ResizeCenterCropJpeg(_JpegTransform):
@@ -188,21 +203,30 @@ class ResizeCenterCropJpeg(_JpegTransform):
             as :class:`RandomResizedCropJpeg`.
     """
 
-    def __init__(self, resize_size: int = 256, crop_size=224, interpolation: str = "bilinear",
-                 antialias: bool = True, mode: ImageReadMode = ImageReadMode.RGB,
-                 apply_exif_orientation: bool = False, on_warning: str = "raise",
-                 max_pixels: Optional[int] = DEFAULT_MAX_PIXELS, decode_scale: Optional[int] = None):
-        super().__init__(interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels,
-                         decode_scale)
+    def __init__(
+        self,
+        resize_size: int = 256,
+        crop_size=224,
+        interpolation: str = "bilinear",
+        antialias: bool = True,
+        mode: ImageReadMode = ImageReadMode.RGB,
+        apply_exif_orientation: bool = False,
+        on_warning: str = "raise",
+        max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+        decode_scale: Optional[int] = None,
+    ):
+        super().__init__(interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale)
         self.resize_size = as_int("resize_size", resize_size)
         if self.resize_size < 1:
             raise ValueError(f"resize_size must be positive, got {resize_size}")
         self.crop_size = output_size(crop_size)
         if min(self.crop_size) > self.resize_size:
-            raise ValueError(f"crop_size {crop_size} is larger than resize_size {resize_size}: the crop would "
-                             "need padding, which this transform does not do")
+            raise ValueError(
+                f"crop_size {crop_size} is larger than resize_size {resize_size}: the crop would "
+                "need padding, which this transform does not do"
+            )
 
-    def resized_size(self, height: int, width: int) -> Tuple[int, int]:
+    def resized_size(self, height: int, width: int) -> tuple[int, int]:
         """(h, w) of the image after Resize(resize_size), as torchvision computes it."""
         short, long = (width, height) if width <= height else (height, width)
         new_short, new_long = self.resize_size, int(self.resize_size * long / short)
@@ -214,8 +238,10 @@ class ResizeCenterCropJpeg(_JpegTransform):
         rh, rw = self.resized_size(height, width)
         ch, cw = self.crop_size
         if ch > rh or cw > rw:
-            raise ValueError(f"crop_size {self.crop_size} does not fit in the resized image {rh}x{rw} (torchvision "
-                             "would pad; this transform does not)")
+            raise ValueError(
+                f"crop_size {self.crop_size} does not fit in the resized image {rh}x{rw} (torchvision "
+                "would pad; this transform does not)"
+            )
         top, left = int(round((rh - ch) / 2.0)), int(round((rw - cw) / 2.0))
         if self.decode_scale is not None:
             s = self.decode_scale
@@ -226,5 +252,7 @@ class ResizeCenterCropJpeg(_JpegTransform):
         return _resample.decode_and_resample(tensor, rows, cols, s, self._filter, self.antialias, *self._options)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(resize_size={self.resize_size}, crop_size={self.crop_size}, "
-                f"interpolation={self.interpolation!r}, antialias={self.antialias})")
+        return (
+            f"{type(self).__name__}(resize_size={self.resize_size}, crop_size={self.crop_size}, "
+            f"interpolation={self.interpolation!r}, antialias={self.antialias})"
+        )

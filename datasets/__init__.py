@@ -13,8 +13,23 @@ from .transforms import further_transforms
 from .windows import Window, random_window, sample_rng
 
 __all__ = [
-    "CorruptImageError", "FileList", "GpuBackendUnavailableError", "JpegCropDataset", "ON_ERROR", "PIPELINES",
-    "Window", "check_pipeline", "collate_encoded", "decode_batch", "default_cache_dir", "further_transforms",
-    "gpu_backend_available", "list_jpegs", "make_synthetic_set", "photo_like", "random_window", "sample_rng",
+    "CorruptImageError",
+    "FileList",
+    "GpuBackendUnavailableError",
+    "JpegCropDataset",
+    "ON_ERROR",
+    "PIPELINES",
+    "Window",
+    "check_pipeline",
+    "collate_encoded",
+    "decode_batch",
+    "default_cache_dir",
+    "further_transforms",
+    "gpu_backend_available",
+    "list_jpegs",
+    "make_synthetic_set",
+    "photo_like",
+    "random_window",
+    "sample_rng",
     "synthetic_set_dir",
 ]

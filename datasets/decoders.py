@@ -26,8 +26,9 @@ import torch
 from .windows import Window, random_resized_crop_window, random_window
 
 
-def pil_decode_random_crop(data: bytes, crop_height: int, crop_width: int,
-                           rng: np.random.Generator) -> tuple[torch.Tensor, Window]:
+def pil_decode_random_crop(
+    data: bytes, crop_height: int, crop_width: int, rng: np.random.Generator
+) -> tuple[torch.Tensor, Window]:
     from PIL import Image
 
     with Image.open(io.BytesIO(data)) as im:
@@ -47,13 +48,15 @@ def header_random_window(data, crop_height: int, crop_width: int, rng: np.random
     return random_window(info.height, info.width, crop_height, crop_width, rng)
 
 
-def roi_decode_random_crop(data, crop_height: int, crop_width: int,
-                           rng: np.random.Generator) -> tuple[torch.Tensor, Window]:
+def roi_decode_random_crop(
+    data, crop_height: int, crop_width: int, rng: np.random.Generator
+) -> tuple[torch.Tensor, Window]:
     import custom_op
 
     win = header_random_window(data, crop_height, crop_width, rng)
-    img = custom_op.decode_and_crop_jpeg(data, win.top, win.left, win.height, win.width,
-                                         mode=custom_op.ImageReadMode.RGB)
+    img = custom_op.decode_and_crop_jpeg(
+        data, win.top, win.left, win.height, win.width, mode=custom_op.ImageReadMode.RGB
+    )
     return img, win
 
 

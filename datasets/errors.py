@@ -28,4 +28,4 @@ def dataset_message(error: BaseException) -> str:
         return text
     name = re.escape(type(error).__name__)
     matches = list(re.finditer(rf"^(?:[\w.]+\.)?{name}: ", text, flags=re.MULTILINE))
-    return text[matches[-1].end():].strip() if matches else text
+    return text[matches[-1].end() :].strip() if matches else text

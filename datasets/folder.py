@@ -112,9 +112,16 @@ def list_jpegs(root: str | os.PathLike, layout: str = "auto") -> FileList:
     return FileList(paths=paths, labels=labels, classes=classes, layout=chosen)
 
 
-def _unread_note(root: Path, chosen: str, requested: str, not_jpeg_names: list[str],
-                 outside_classes: list[str], unread_dirs: list[str]) -> str | None:
+def _unread_note(
+    root: Path,
+    chosen: str,
+    requested: str,
+    not_jpeg_names: list[str],
+    outside_classes: list[str],
+    unread_dirs: list[str],
+) -> str | None:
     """One sentence naming everything under root that is not read, grouped by why; None if nothing."""
+
     def shown(paths: list[str], suffix: str = "") -> str:
         names = ", ".join(repr(os.path.relpath(p, root) + suffix) for p in paths[:_SHOWN])
         return names + (", ..." if len(paths) > _SHOWN else "")
@@ -126,16 +133,22 @@ def _unread_note(root: Path, chosen: str, requested: str, not_jpeg_names: list[s
     if unread_dirs:
         counts.append(f"{len(unread_dirs)} sub-folder(s)")
     if outside_classes:
-        reasons.append(f"{len(outside_classes)} JPEG(s) directly in the folder, which the imagefolder layout "
-                       f"does not read (it reads class sub-folders, layout 'flat' reads these): "
-                       f"{shown(outside_classes)}")
+        reasons.append(
+            f"{len(outside_classes)} JPEG(s) directly in the folder, which the imagefolder layout "
+            f"does not read (it reads class sub-folders, layout 'flat' reads these): "
+            f"{shown(outside_classes)}"
+        )
     if not_jpeg_names:
-        reasons.append(f"{len(not_jpeg_names)} file(s) whose names do not end in {'/'.join(JPEG_SUFFIXES)} "
-                       f"(any case): {shown(not_jpeg_names)}")
+        reasons.append(
+            f"{len(not_jpeg_names)} file(s) whose names do not end in {'/'.join(JPEG_SUFFIXES)} "
+            f"(any case): {shown(not_jpeg_names)}"
+        )
     if unread_dirs:
-        reasons.append(f"{len(unread_dirs)} sub-folder(s), as the folder holds JPEGs itself and the flat layout "
-                       f"reads only those (layout 'imagefolder' reads the sub-folders as classes instead): "
-                       f"{shown(unread_dirs, os.sep)}")
+        reasons.append(
+            f"{len(unread_dirs)} sub-folder(s), as the folder holds JPEGs itself and the flat layout "
+            f"reads only those (layout 'imagefolder' reads the sub-folders as classes instead): "
+            f"{shown(unread_dirs, os.sep)}"
+        )
     if not counts:
         return None
     return f"{' and '.join(counts)} in {str(root)!r} are not read ({how}): " + "; ".join(reasons)

@@ -24,8 +24,16 @@ def collate_encoded(batch):
     return (data, *rest)
 
 
-def decode_batch(data: list[torch.Tensor], windows: torch.Tensor, indices: torch.Tensor, *, seed: int,
-                 epoch: int, device, output_size: int) -> torch.Tensor:
+def decode_batch(
+    data: list[torch.Tensor],
+    windows: torch.Tensor,
+    indices: torch.Tensor,
+    *,
+    seed: int,
+    epoch: int,
+    device,
+    output_size: int,
+) -> torch.Tensor:
     """Decode each sample's window on `device` and apply the further transforms: uint8 [B, 3, S, S]."""
     import custom_op
 
@@ -33,6 +41,8 @@ def decode_batch(data: list[torch.Tensor], windows: torch.Tensor, indices: torch
     # One call for the whole batch; a list, not a stacked tensor: windows of images smaller than the
     # crop differ in size until the scale transform.
     images = custom_op.decode_and_crop_jpegs(list(data), tops, lefts, heights, widths, device=device)
-    out = [further_transforms(img, sample_rng(seed, epoch, index, TRANSFORM_STREAM), output_size)
-           for img, index in zip(images, indices.tolist())]
+    out = [
+        further_transforms(img, sample_rng(seed, epoch, index, TRANSFORM_STREAM), output_size)
+        for img, index in zip(images, indices.tolist())
+    ]
     return torch.stack(out)

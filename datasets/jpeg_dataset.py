@@ -67,7 +67,8 @@ def check_pipeline(pipeline: str) -> None:
     if pipeline == "gpu" and not gpu_backend_available():
         raise GpuBackendUnavailableError(
             "pipeline 'gpu' needs the GPU (nvJPEG) backend of custom_op, which is not available here: "
-            f"{gpu_backend_unavailable_reason()}; use 'roi' for CPU decoding of the window")
+            f"{gpu_backend_unavailable_reason()}; use 'roi' for CPU decoding of the window"
+        )
 
 
 class JpegCropDataset(torch.utils.data.Dataset):
@@ -91,10 +92,20 @@ class JpegCropDataset(torch.utils.data.Dataset):
     transforms: False returns the decoded window without the further transforms.
     """
 
-    def __init__(self, root: str | os.PathLike, pipeline: str = "pil", *, crop_size: int = 256,
-                 output_size: int = DEFAULT_OUTPUT_SIZE, seed: int = 0, epoch: int = 0,
-                 on_error: str = "raise", transforms: bool = True, layout: str = "auto",
-                 files: FileList | None = None):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        pipeline: str = "pil",
+        *,
+        crop_size: int = 256,
+        output_size: int = DEFAULT_OUTPUT_SIZE,
+        seed: int = 0,
+        epoch: int = 0,
+        on_error: str = "raise",
+        transforms: bool = True,
+        layout: str = "auto",
+        files: FileList | None = None,
+    ):
         check_pipeline(pipeline)
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -149,8 +160,9 @@ class JpegCropDataset(torch.utils.data.Dataset):
                 out, win = self._decode(index, data)
             t2 = time.perf_counter()
         except Exception as e:
-            raise CorruptImageError(f"{self.paths[index]}: cannot {self.pipeline}-decode it: "
-                                    f"{type(e).__name__}: {e}") from e
+            raise CorruptImageError(
+                f"{self.paths[index]}: cannot {self.pipeline}-decode it: {type(e).__name__}: {e}"
+            ) from e
         return out, win, t1 - t0, t2 - t1
 
     def window(self, index: int):
@@ -193,16 +205,23 @@ class JpegCropDataset(torch.utils.data.Dataset):
                     loaded = (loaded + 1) % n
                     if loaded == index:
                         raise CorruptImageError(
-                            f"{self.root}: every one of the {n} files failed to decode (last: {e})") from e
-            info = {"read": t_read, "decode": t_decode, "transform": 0.0, "index": loaded,
-                    "skipped": "\n".join(skipped)}
+                            f"{self.root}: every one of the {n} files failed to decode (last: {e})"
+                        ) from e
+            info = {
+                "read": t_read,
+                "decode": t_decode,
+                "transform": 0.0,
+                "index": loaded,
+                "skipped": "\n".join(skipped),
+            }
             label = self.labels[loaded]
             if self.pipeline == "gpu":
                 return out, torch.tensor(win, dtype=torch.int64), label, info
             t0 = time.perf_counter()
             if self.transforms:
                 with record_function("transform"):
-                    out = further_transforms(out, sample_rng(self.seed, self.epoch, loaded, TRANSFORM_STREAM),
-                                             self.output_size)
+                    out = further_transforms(
+                        out, sample_rng(self.seed, self.epoch, loaded, TRANSFORM_STREAM), self.output_size
+                    )
             info["transform"] = time.perf_counter() - t0
             return out, label, info

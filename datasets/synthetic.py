@@ -125,7 +125,7 @@ def photo_like(height: int, width: int, seed: int) -> np.ndarray:
         noise = np.random.default_rng([noise_seed, a])
         # Texture a few pixels across: noise at 1/3 of the resolution, repeated.
         tex = noise.standard_normal((-(-(b - a) // cell), -(-w // cell)), dtype=np.float32)
-        tex = np.repeat(np.repeat(tex, cell, axis=0), cell, axis=1)[:b - a, :w]
+        tex = np.repeat(np.repeat(tex, cell, axis=0), cell, axis=1)[: b - a, :w]
         tex *= texture_amp[region]
         # Sensor grain at the pixel scale, mostly luminance as in a camera.
         tex += 2.0 * noise.standard_normal((b - a, w), dtype=np.float32)
@@ -155,13 +155,24 @@ def default_cache_dir() -> Path:
     root is $CUSTOM_OP_CACHE_DIR (the variable custom_op's build cache uses), else $XDG_CACHE_HOME,
     else ~/.cache.
     """
-    base = (os.environ.get("CUSTOM_OP_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME")
-            or os.path.join(os.path.expanduser("~"), ".cache"))
+    base = (
+        os.environ.get("CUSTOM_OP_CACHE_DIR")
+        or os.environ.get("XDG_CACHE_HOME")
+        or os.path.join(os.path.expanduser("~"), ".cache")
+    )
     return Path(base).expanduser() / "custom_op" / "datasets"
 
 
-def synthetic_set_dir(num_images: int, height: int, width: int, *, seed: int = 0, num_classes: int = 10,
-                      quality: int = JPEG_QUALITY, cache_dir: str | os.PathLike | None = None) -> Path:
+def synthetic_set_dir(
+    num_images: int,
+    height: int,
+    width: int,
+    *,
+    seed: int = 0,
+    num_classes: int = 10,
+    quality: int = JPEG_QUALITY,
+    cache_dir: str | os.PathLike | None = None,
+) -> Path:
     """The cache directory of the set with these parameters (which need not exist yet)."""
     base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     name = f"synthetic-v{GENERATOR_VERSION}-{height}x{width}-n{num_images}-c{num_classes}-q{quality}-s{seed}"
@@ -185,13 +196,22 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def image_path(root: Path, index: int, num_classes: int) -> Path:
-    """Path of image `index` in the ImageFolder layout root/class_KKK/img_NNNNNN.jpg; its label is index % num_classes."""
+    """Path of image `index` in the ImageFolder layout root/class_KKK/img_NNNNNN.jpg; its label is
+    index % num_classes."""
     return root / f"class_{index % num_classes:03d}" / f"img_{index:06d}.jpg"
 
 
-def make_synthetic_set(num_images: int = 256, height: int = 533, width: int = 800, *, seed: int = 0,
-                       num_classes: int = 10, quality: int = JPEG_QUALITY,
-                       cache_dir: str | os.PathLike | None = None, show_progress: bool = True) -> Path:
+def make_synthetic_set(
+    num_images: int = 256,
+    height: int = 533,
+    width: int = 800,
+    *,
+    seed: int = 0,
+    num_classes: int = 10,
+    quality: int = JPEG_QUALITY,
+    cache_dir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+) -> Path:
     """Generate (once) a set of photo-like JPEGs in ImageFolder layout and return its root folder.
 
     Image i is `photo_like(height, width, seed=(seed, i))` in class folder class_{i % num_classes}.
@@ -205,8 +225,9 @@ def make_synthetic_set(num_images: int = 256, height: int = 533, width: int = 80
         raise ValueError(f"num_classes must be >= 1, got {num_classes}")
     if height < 1 or width < 1:
         raise ValueError(f"image size must be positive, got {height}x{width}")
-    root = synthetic_set_dir(num_images, height, width, seed=seed, num_classes=num_classes,
-                             quality=quality, cache_dir=cache_dir)
+    root = synthetic_set_dir(
+        num_images, height, width, seed=seed, num_classes=num_classes, quality=quality, cache_dir=cache_dir
+    )
     marker = root / _COMPLETE_MARKER
     if marker.is_file():
         return root
@@ -224,9 +245,16 @@ def make_synthetic_set(num_images: int = 256, height: int = 533, width: int = 80
         for i in tqdm(todo, desc=desc, unit="img", file=sys.stderr, disable=not show_progress or not todo):
             pixels = photo_like(height, width, seed=_image_seed(seed, i))
             _atomic_write(image_path(root, i, num_classes), encode_jpeg(pixels, quality))
-        meta = {"generator_version": GENERATOR_VERSION, "num_images": num_images, "height": height,
-                "width": width, "seed": seed, "num_classes": num_classes, "quality": quality,
-                "subsampling": "4:2:0"}
+        meta = {
+            "generator_version": GENERATOR_VERSION,
+            "num_images": num_images,
+            "height": height,
+            "width": width,
+            "seed": seed,
+            "num_classes": num_classes,
+            "quality": quality,
+            "subsampling": "4:2:0",
+        }
         _atomic_write(marker, json.dumps(meta, indent=2).encode())
     return root
 

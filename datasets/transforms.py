@@ -22,7 +22,7 @@ def random_mask(img: torch.Tensor, rng: np.random.Generator, max_fraction: float
     mw = int(rng.integers(0, int(w * max_fraction) + 1))
     top = int(rng.integers(0, h - mh + 1))
     left = int(rng.integers(0, w - mw + 1))
-    img[:, top:top + mh, left:left + mw] = 0
+    img[:, top : top + mh, left : left + mw] = 0
     return img
 
 
@@ -39,15 +39,14 @@ def scale(img: torch.Tensor, size: int = DEFAULT_OUTPUT_SIZE) -> torch.Tensor:
         return img
     if img.device.type == "cpu":
         # torch's CPU kernel resizes uint8 directly (and rounds), with no float copy of the image.
-        return F.interpolate(img[None], size=(size, size), mode="bilinear", antialias=True,
-                             align_corners=False)[0]
-    out = F.interpolate(img[None].float(), size=(size, size), mode="bilinear", antialias=True,
-                        align_corners=False)[0]
+        return F.interpolate(img[None], size=(size, size), mode="bilinear", antialias=True, align_corners=False)[0]
+    out = F.interpolate(img[None].float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False)[0]
     return out.round_().clamp_(0, 255).to(torch.uint8)
 
 
-def further_transforms(img: torch.Tensor, rng: np.random.Generator,
-                       output_size: int = DEFAULT_OUTPUT_SIZE) -> torch.Tensor:
+def further_transforms(
+    img: torch.Tensor, rng: np.random.Generator, output_size: int = DEFAULT_OUTPUT_SIZE
+) -> torch.Tensor:
     """Mask, color conversion, scale: CHW uint8 window -> CHW uint8 (3, output_size, output_size)."""
     img = random_mask(img, rng)
     img = rgb_to_bgr(img)

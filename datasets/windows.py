@@ -33,8 +33,9 @@ def sample_rng(seed: int, epoch: int, index: int, stream: int) -> np.random.Gene
     return np.random.default_rng([seed, epoch, index, stream])
 
 
-def random_window(image_height: int, image_width: int, crop_height: int, crop_width: int,
-                  rng: np.random.Generator) -> Window:
+def random_window(
+    image_height: int, image_width: int, crop_height: int, crop_width: int, rng: np.random.Generator
+) -> Window:
     """A uniformly placed crop_height x crop_width window inside the image.
 
     An image smaller than the crop in a dimension gives a window as large as the image in that
@@ -49,7 +50,6 @@ def random_window(image_height: int, image_width: int, crop_height: int, crop_wi
     return Window(top, left, h, w)
 
 
-
 def random_resized_crop_window(image_height: int, image_width: int, rng: np.random.Generator) -> Window:
     """A RandomResizedCrop window (torchvision's algorithm and defaults: area 8% to 100% of the image,
     aspect 3/4 to 4/3), drawn from a torch.Generator seeded from `rng`, so that the `pil-rrc` and
@@ -60,7 +60,7 @@ def random_resized_crop_window(image_height: int, image_width: int, rng: np.rand
     return Window(*_random_resized_crop().get_params(image_height, image_width, generator))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _random_resized_crop():
     from custom_op.transforms import RandomResizedCropJpeg
 

@@ -17,7 +17,9 @@ from datasets import PIPELINES, CorruptImageError, GpuBackendUnavailableError, c
 from datasets.errors import dataset_message
 from datasets.synthetic import make_synthetic_set
 
-from .arg_types import image_size as _image_size, non_negative as _non_negative, positive as _positive
+from .arg_types import image_size as _image_size
+from .arg_types import non_negative as _non_negative
+from .arg_types import positive as _positive
 from .model import SMALL_CNN, build_model
 from .plot import plot_step_times
 from .report import format_table, run_stats, write_summary
@@ -26,18 +28,17 @@ from .train_loop import RunConfig, run_pipeline
 
 # What each pipeline does, for --help; every name in PIPELINES needs a line.
 PIPELINE_HELP = {
-    "pil": "PIL decodes the whole image, then a random 256x256 window is cropped out (torchvision's "
-           "ImageFolder way)",
+    "pil": "PIL decodes the whole image, then a random 256x256 window is cropped out (torchvision's ImageFolder way)",
     "roi": "the window is drawn from the JPEG header and only it is decoded, with custom_op",
     "gpu": "the workers send the encoded bytes; the training process decodes the batch on the GPU "
-           "(needs custom_op's GPU backend)",
+    "(needs custom_op's GPU backend)",
     "pil-rrc": "torchvision's RandomResizedCrop on a PIL image: full decode, a window of 8% to 100% of the "
-               "image, resize to 224",
-    "rrc": "the same RandomResizedCrop windows drawn from the header alone, decoded and resized in one "
-           "custom_op call",
+    "image, resize to 224",
+    "rrc": "the same RandomResizedCrop windows drawn from the header alone, decoded and resized in one custom_op call",
 }
 
-DESCRIPTION = """\
+DESCRIPTION = (
+    """\
 Train a model for a few steps over a JPEG folder with one or more input pipelines and show where the
 step time goes: data wait (blocked in next() on the DataLoader), host-to-device copy, compute. Prints
 p50/p95 per phase and the share of the step spent waiting for data; with --compare, one table side by
@@ -45,58 +46,109 @@ side with the speedup over the first pipeline. Writes torch.profiler traces and 
 per pipeline, a JSON summary and a PNG plot into --logdir.
 
 Pipelines:
-""" + "\n".join(textwrap.fill(PIPELINE_HELP[name], width=100, initial_indent=f"  {name:9}",
-                                subsequent_indent=" " * 11) for name in PIPELINES) + """
+"""
+    + "\n".join(
+        textwrap.fill(PIPELINE_HELP[name], width=100, initial_indent=f"  {name:9}", subsequent_indent=" " * 11)
+        for name in PIPELINES
+    )
+    + """
 All apply the same further transforms (random mask, BGR, resize to 224; the rrc pipelines have resized
 already)."""
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m profiling", description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m profiling", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     data = p.add_argument_group("data")
-    data.add_argument("--data", metavar="FOLDER",
-                      help="JPEG folder: root/class/*.jpg or flat (default: generate the synthetic set)")
-    data.add_argument("--layout", choices=("auto", "imagefolder", "flat"), default="auto",
-                      help="folder layout (default: auto = flat when FOLDER holds JPEGs itself, else "
-                           "imagefolder when it has sub-folders)")
-    data.add_argument("--num-images", type=_positive, default=256, metavar="N",
-                      help="synthetic set: number of images (default: %(default)s)")
-    data.add_argument("--image-size", type=_image_size, default=(533, 800), metavar="HxW",
-                      help="synthetic set: HEIGHTxWIDTH (default: 533x800, landscape)")
-    data.add_argument("--cache-dir", metavar="DIR",
-                      help="synthetic set: cache folder (default: <root>/custom_op/datasets, root = "
-                           "$CUSTOM_OP_CACHE_DIR, $XDG_CACHE_HOME or ~/.cache)")
-    data.add_argument("--on-error", choices=("raise", "skip"), default="raise",
-                      help="a corrupt file stops the run naming it (raise, default) or is reported and "
-                           "replaced by the next file (skip)")
+    data.add_argument(
+        "--data", metavar="FOLDER", help="JPEG folder: root/class/*.jpg or flat (default: generate the synthetic set)"
+    )
+    data.add_argument(
+        "--layout",
+        choices=("auto", "imagefolder", "flat"),
+        default="auto",
+        help="folder layout (default: auto = flat when FOLDER holds JPEGs itself, else "
+        "imagefolder when it has sub-folders)",
+    )
+    data.add_argument(
+        "--num-images",
+        type=_positive,
+        default=256,
+        metavar="N",
+        help="synthetic set: number of images (default: %(default)s)",
+    )
+    data.add_argument(
+        "--image-size",
+        type=_image_size,
+        default=(533, 800),
+        metavar="HxW",
+        help="synthetic set: HEIGHTxWIDTH (default: 533x800, landscape)",
+    )
+    data.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="synthetic set: cache folder (default: <root>/custom_op/datasets, root = "
+        "$CUSTOM_OP_CACHE_DIR, $XDG_CACHE_HOME or ~/.cache)",
+    )
+    data.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a corrupt file stops the run naming it (raise, default) or is reported and "
+        "replaced by the next file (skip)",
+    )
 
     run = p.add_argument_group("run")
     which = run.add_mutually_exclusive_group()
     which.add_argument("--pipeline", metavar="NAME", help=f"one of {', '.join(PIPELINES)} (default: roi)")
-    which.add_argument("--compare", metavar="A,B,...",
-                       help="run these pipelines under identical settings, e.g. pil,roi")
+    which.add_argument(
+        "--compare", metavar="A,B,...", help="run these pipelines under identical settings, e.g. pil,roi"
+    )
     run.add_argument("--batch-size", type=_positive, default=32, metavar="N", help="default: %(default)s")
-    run.add_argument("--workers", type=_non_negative, metavar="N",
-                     help="DataLoader worker processes (default: the usable CPUs minus one, at least 1: "
-                          "one core trains, the others decode)")
+    run.add_argument(
+        "--workers",
+        type=_non_negative,
+        metavar="N",
+        help="DataLoader worker processes (default: the usable CPUs minus one, at least 1: "
+        "one core trains, the others decode)",
+    )
     run.add_argument("--steps", type=_positive, default=100, metavar="N", help="measured steps (default: %(default)s)")
-    run.add_argument("--warmup", type=_non_negative, default=10, metavar="N",
-                     help="steps run before the measured ones, not counted (default: %(default)s)")
-    run.add_argument("--profile-steps", type=_non_negative, default=3, metavar="N",
-                     help="steps traced with torch.profiler after the measured ones (0: no trace; "
-                          "default: %(default)s)")
+    run.add_argument(
+        "--warmup",
+        type=_non_negative,
+        default=10,
+        metavar="N",
+        help="steps run before the measured ones, not counted (default: %(default)s)",
+    )
+    run.add_argument(
+        "--profile-steps",
+        type=_non_negative,
+        default=3,
+        metavar="N",
+        help="steps traced with torch.profiler after the measured ones (0: no trace; default: %(default)s)",
+    )
     run.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: auto)")
-    run.add_argument("--seed", type=int, default=0,
-                     help="seed of windows, transforms, sample order and model (default: %(default)s)")
-    run.add_argument("--model", default=SMALL_CNN,
-                     help=f"{SMALL_CNN} (default) or a torchvision model name such as resnet18")
-    run.add_argument("--threads", type=_positive, metavar="N",
-                     help="torch threads in the training process (default on the CPU with workers: "
-                          "the CPUs minus the workers, at least 1; else torch's default)")
-    p.add_argument("--logdir", metavar="DIR",
-                   help="where traces, TensorBoard events, summary.json and step_times.png go "
-                        "(default: runs/profiling/<date-time>)")
+    run.add_argument(
+        "--seed", type=int, default=0, help="seed of windows, transforms, sample order and model (default: %(default)s)"
+    )
+    run.add_argument(
+        "--model", default=SMALL_CNN, help=f"{SMALL_CNN} (default) or a torchvision model name such as resnet18"
+    )
+    run.add_argument(
+        "--threads",
+        type=_positive,
+        metavar="N",
+        help="torch threads in the training process (default on the CPU with workers: "
+        "the CPUs minus the workers, at least 1; else torch's default)",
+    )
+    p.add_argument(
+        "--logdir",
+        metavar="DIR",
+        help="where traces, TensorBoard events, summary.json and step_times.png go "
+        "(default: runs/profiling/<date-time>)",
+    )
     return p
 
 
@@ -161,10 +213,15 @@ def _warm_page_cache(paths: list[str]) -> int:
 def settings_text(cfg: RunConfig) -> str:
     """The run's settings in words, for the printout and the plot's title."""
     n = cfg.profile_steps
-    profiled = (f", then {n} profiled step{'s' if n != 1 else ''} (after {PROFILER_WARMUP_STEPS} profiler "
-                f"warm-up step)" if n else "")
-    return (f"model {cfg.model}, device {cfg.device}, batch {cfg.batch_size}, workers {cfg.workers}, "
-            f"{cfg.warmup} warm-up + {cfg.steps} measured steps{profiled}")
+    profiled = (
+        f", then {n} profiled step{'s' if n != 1 else ''} (after {PROFILER_WARMUP_STEPS} profiler warm-up step)"
+        if n
+        else ""
+    )
+    return (
+        f"model {cfg.model}, device {cfg.device}, batch {cfg.batch_size}, workers {cfg.workers}, "
+        f"{cfg.warmup} warm-up + {cfg.steps} measured steps{profiled}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,13 +269,27 @@ def _main(argv: list[str] | None) -> int:
         print(f"python -m profiling: warning: {w.message}", file=sys.stderr)
 
     nbytes = _warm_page_cache(files.paths)
-    print(f"data: {root} ({len(files.paths)} JPEGs, {nbytes / 1e6:.1f} MB, {files.layout} layout, "
-          f"{len(files.classes)} class(es))")
-    cfg = RunConfig(data=root, layout=files.layout, batch_size=args.batch_size, workers=args.workers,
-                    steps=args.steps, warmup=args.warmup, profile_steps=args.profile_steps, device=device,
-                    seed=args.seed, model=args.model, on_error=args.on_error)
-    print(f"settings: {settings_text(cfg)}, seed {cfg.seed}, torch threads {torch.get_num_threads()}, "
-          f"{usable_cpus()} usable CPUs")
+    print(
+        f"data: {root} ({len(files.paths)} JPEGs, {nbytes / 1e6:.1f} MB, {files.layout} layout, "
+        f"{len(files.classes)} class(es))"
+    )
+    cfg = RunConfig(
+        data=root,
+        layout=files.layout,
+        batch_size=args.batch_size,
+        workers=args.workers,
+        steps=args.steps,
+        warmup=args.warmup,
+        profile_steps=args.profile_steps,
+        device=device,
+        seed=args.seed,
+        model=args.model,
+        on_error=args.on_error,
+    )
+    print(
+        f"settings: {settings_text(cfg)}, seed {cfg.seed}, torch threads {torch.get_num_threads()}, "
+        f"{usable_cpus()} usable CPUs"
+    )
 
     results = {}
     for name in pipelines:
@@ -230,8 +301,9 @@ def _main(argv: list[str] | None) -> int:
             print("failed", flush=True)
             message = " ".join(dataset_message(e).splitlines())
             if cfg.on_error == "raise":
-                message = (f"corrupt file {message}; rerun with --on-error skip to skip such files and list "
-                           f"them at the end")
+                message = (
+                    f"corrupt file {message}; rerun with --on-error skip to skip such files and list them at the end"
+                )
             print(f"python -m profiling: error: pipeline {name}: {message}", file=sys.stderr)
             return 1
         except (GpuBackendUnavailableError, ValueError) as e:
@@ -247,20 +319,33 @@ def _main(argv: list[str] | None) -> int:
         if r.skipped_files:
             print(f"\n{n}: skipped {len(r.skipped_files)} corrupt file(s): " + ", ".join(r.skipped_files))
 
-    title = "\n".join([
-        f"{' vs '.join(pipelines)}: {cfg.steps} measured steps (after {cfg.warmup} warm-up)",
-        f"model {cfg.model}, device {device}, batch {cfg.batch_size}, workers {cfg.workers}, "
-        f"torch threads {torch.get_num_threads()}",
-        f"data {os.path.basename(os.path.normpath(root))} ({len(files.paths)} JPEGs, {files.layout} layout)",
-    ])
+    title = "\n".join(
+        [
+            f"{' vs '.join(pipelines)}: {cfg.steps} measured steps (after {cfg.warmup} warm-up)",
+            f"model {cfg.model}, device {device}, batch {cfg.batch_size}, workers {cfg.workers}, "
+            f"torch threads {torch.get_num_threads()}",
+            f"data {os.path.basename(os.path.normpath(root))} ({len(files.paths)} JPEGs, {files.layout} layout)",
+        ]
+    )
     plot_path = plot_step_times(results, os.path.join(logdir, "step_times.png"), title=title)
     summary_path = os.path.join(logdir, "summary.json")
     config = {**asdict(cfg), "pipelines": pipelines, "torch_threads": torch.get_num_threads()}
-    dataset = {"root": root, "files": len(files.paths), "bytes": nbytes, "layout": files.layout,
-               "classes": len(files.classes)}
-    write_summary(summary_path, config=config, dataset=dataset,
-                  results=results, stats=stats, plot_path=plot_path,
-                  command="python -m profiling " + " ".join(shlex.quote(a) for a in argv))
+    dataset = {
+        "root": root,
+        "files": len(files.paths),
+        "bytes": nbytes,
+        "layout": files.layout,
+        "classes": len(files.classes),
+    }
+    write_summary(
+        summary_path,
+        config=config,
+        dataset=dataset,
+        results=results,
+        stats=stats,
+        plot_path=plot_path,
+        command="python -m profiling " + " ".join(shlex.quote(a) for a in argv),
+    )
     print(f"\nlogs in {logdir}/")
     print(f"  summary: {summary_path}")
     print(f"  plot:    {plot_path}")
@@ -268,6 +353,8 @@ def _main(argv: list[str] | None) -> int:
         traces = ", ".join(os.path.basename(t) for t in r.trace_files) or "none (--profile-steps 0)"
         print(f"  {n}: TensorBoard events and traces in {r.log_dir}/ ({traces})")
     print(f"  scalars: tensorboard --logdir {logdir}   (then open http://localhost:6006)")
-    print("  traces:  open a *.pt.trace.json in https://ui.perfetto.dev (or chrome://tracing); TensorBoard "
-          "shows them with the torch-tb-profiler plugin")
+    print(
+        "  traces:  open a *.pt.trace.json in https://ui.perfetto.dev (or chrome://tracing); TensorBoard "
+        "shows them with the torch-tb-profiler plugin"
+    )
     return 0

@@ -34,10 +34,18 @@ def small_cnn(num_classes: int) -> nn.Module:
     """Three strided convolutions and a linear head: ~4 MFLOP of forward work per 224x224 image."""
     return nn.Sequential(
         NormalizeUint8(),
-        nn.Conv2d(3, 8, kernel_size=5, stride=4, padding=2), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
-        nn.Conv2d(8, 16, kernel_size=3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
-        nn.Conv2d(16, 32, kernel_size=3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes),
+        nn.Conv2d(3, 8, kernel_size=5, stride=4, padding=2),
+        nn.BatchNorm2d(8),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(8, 16, kernel_size=3, stride=2, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(16, 32, kernel_size=3, stride=2, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, num_classes),
     )
 
 
@@ -48,8 +56,10 @@ def build_model(name: str, num_classes: int) -> nn.Module:
     try:
         import torchvision
     except ImportError:
-        raise ValueError(f"unknown model {name!r}: only {SMALL_CNN!r} is available without torchvision "
-                         "(install torchvision to use its models by name)") from None
+        raise ValueError(
+            f"unknown model {name!r}: only {SMALL_CNN!r} is available without torchvision "
+            "(install torchvision to use its models by name)"
+        ) from None
     try:
         net = torchvision.models.get_model(name, weights=None, num_classes=num_classes)
     except ValueError as e:

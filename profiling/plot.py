@@ -33,8 +33,9 @@ def plot_step_times(results: dict[str, RunResult], path: str, title: str | None 
 
     bottom = np.zeros(len(names))
     for phase, color in _PHASE_COLORS.items():
-        means = np.array([np.mean(results[n].steps[phase]) * 1000.0 if phase in results[n].steps else 0.0
-                          for n in names])
+        means = np.array(
+            [np.mean(results[n].steps[phase]) * 1000.0 if phase in results[n].steps else 0.0 for n in names]
+        )
         if not means.any():
             continue
         ax_split.bar(names, means, bottom=bottom, color=color, label=phase.replace("_", " "))

@@ -13,11 +13,14 @@ from .train_loop import WORKER_STAGES, RunResult
 
 # (label, phase, percentile) rows of the table; phases missing from a run print as "-".
 _TIME_ROWS = [
-    ("step time p50 (s)", "total", 50), ("step time p95 (s)", "total", 95),
-    ("data wait p50 (s)", "data_wait", 50), ("data wait p95 (s)", "data_wait", 95),
+    ("step time p50 (s)", "total", 50),
+    ("step time p95 (s)", "total", 95),
+    ("data wait p50 (s)", "data_wait", 50),
+    ("data wait p95 (s)", "data_wait", 95),
     ("host-to-device p50 (s)", "h2d", 50),
     ("gpu decode p50 (s)", "gpu_decode", 50),
-    ("compute p50 (s)", "compute", 50), ("compute p95 (s)", "compute", 95),
+    ("compute p50 (s)", "compute", 50),
+    ("compute p95 (s)", "compute", 95),
 ]
 
 
@@ -26,8 +29,13 @@ def run_stats(r: RunResult, batch_size: int) -> dict:
     phases = {}
     for name, values in r.steps.items():
         a = np.asarray(values)
-        phases[name] = {"p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)),
-                        "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max())}
+        phases[name] = {
+            "p50": float(np.percentile(a, 50)),
+            "p95": float(np.percentile(a, 95)),
+            "mean": float(a.mean()),
+            "min": float(a.min()),
+            "max": float(a.max()),
+        }
     total = float(np.sum(r.steps["total"]))
     wait = float(np.sum(r.steps["data_wait"]))
     return {
@@ -48,8 +56,12 @@ def format_table(stats: dict[str, dict]) -> str:
     for label, phase, pct in _TIME_ROWS:
         if not any(phase in s["phases_s"] for s in stats.values()):
             continue
-        rows.append((label, [f"{s['phases_s'][phase][f'p{pct}']:.4f}" if phase in s["phases_s"] else "-"
-                             for s in stats.values()]))
+        rows.append(
+            (
+                label,
+                [f"{s['phases_s'][phase][f'p{pct}']:.4f}" if phase in s["phases_s"] else "-" for s in stats.values()],
+            )
+        )
     rows.append(("data wait share of step", [f"{100 * s['data_wait_share']:.0f}%" for s in stats.values()]))
     rows.append(("throughput (images/s)", [f"{s['images_per_s']:.1f}" for s in stats.values()]))
     for k in WORKER_STAGES:
@@ -58,8 +70,12 @@ def format_table(stats: dict[str, dict]) -> str:
         rows.append(("corrupt files skipped", [str(len(s["skipped_files"])) for s in stats.values()]))
     if len(names) > 1:
         base = stats[names[0]]["phases_s"]["total"]["p50"]
-        rows.append((f"speedup vs {names[0]} (p50 step)",
-                     [f"{base / s['phases_s']['total']['p50']:.2f}x" for s in stats.values()]))
+        rows.append(
+            (
+                f"speedup vs {names[0]} (p50 step)",
+                [f"{base / s['phases_s']['total']['p50']:.2f}x" for s in stats.values()],
+            )
+        )
     label_w = max(len(label) for label, _ in rows)
     lines = [" " * label_w + "".join(n.rjust(width) for n in names)]
     lines += [label.ljust(label_w) + "".join(v.rjust(width) for v in values) for label, values in rows]
@@ -87,8 +103,16 @@ def environment() -> dict:
     }
 
 
-def write_summary(path: str, *, config: dict, dataset: dict, results: dict[str, RunResult],
-                  stats: dict[str, dict], plot_path: str | None, command: str) -> None:
+def write_summary(
+    path: str,
+    *,
+    config: dict,
+    dataset: dict,
+    results: dict[str, RunResult],
+    stats: dict[str, dict],
+    plot_path: str | None,
+    command: str,
+) -> None:
     summary = {
         "command": command,
         "config": config,

@@ -13,8 +13,9 @@ class ScalarLog:
         lines = "\n".join(f"    {k}: {v}" for k, v in config.items())
         self.writer.add_text("config", lines)
 
-    def step(self, step: int, times: dict[str, float], worker_ms: dict[str, float], loss: float,
-             measured: bool) -> None:
+    def step(
+        self, step: int, times: dict[str, float], worker_ms: dict[str, float], loss: float, measured: bool
+    ) -> None:
         w = self.writer
         for name, seconds in times.items():
             w.add_scalar(f"step_s/{name}", seconds, step)

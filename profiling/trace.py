@@ -39,14 +39,16 @@ def make_profiler(trace_dir: str, *, skip_first: int, active: int, cuda: bool):
         return contextlib.nullcontext(_NoProfiler())
     os.makedirs(trace_dir, exist_ok=True)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    return _WithoutKinetoMarkers(profile(
-        activities=activities,
-        schedule=schedule(skip_first=skip_first, wait=0, warmup=PROFILER_WARMUP_STEPS, active=active, repeat=1),
-        on_trace_ready=tensorboard_trace_handler(trace_dir),
-        record_shapes=True,
-        profile_memory=False,
-        with_stack=False,
-    ))
+    return _WithoutKinetoMarkers(
+        profile(
+            activities=activities,
+            schedule=schedule(skip_first=skip_first, wait=0, warmup=PROFILER_WARMUP_STEPS, active=active, repeat=1),
+            on_trace_ready=tensorboard_trace_handler(trace_dir),
+            record_shapes=True,
+            profile_memory=False,
+            with_stack=False,
+        )
+    )
 
 
 def trace_files(trace_dir: str) -> list[str]:
@@ -101,7 +103,8 @@ def without_kineto_markers():
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
-            kept = b"".join(line for line in captured.read().splitlines(keepends=True)
-                            if not _KINETO_MARKER.match(line))
+            kept = b"".join(
+                line for line in captured.read().splitlines(keepends=True) if not _KINETO_MARKER.match(line)
+            )
             while kept:
-                kept = kept[os.write(2, kept):]
+                kept = kept[os.write(2, kept) :]

@@ -25,15 +25,31 @@ from .trace import PROFILER_WARMUP_STEPS, make_profiler, trace_files
 WORKER_STAGES = ("read", "decode", "transform")
 
 
-def train_step(batch, pipeline: str, dataset: JpegCropDataset, timer: StepTimer, model, loss_fn, optimizer,
-               device: torch.device, seed: int):
+def train_step(
+    batch,
+    pipeline: str,
+    dataset: JpegCropDataset,
+    timer: StepTimer,
+    model,
+    loss_fn,
+    optimizer,
+    device: torch.device,
+    seed: int,
+):
     """One step on a loaded batch, timed by phase: the GPU decode (gpu pipeline), the host-to-device
     copy and the compute (forward, backward, optimizer step). Returns (loss, labels, worker info)."""
     if pipeline == "gpu":
         data, windows, labels, info = batch
         with timer.phase("gpu_decode"), record_function("gpu_decode"):
-            images = decode_batch(data, windows, info["index"], seed=seed, epoch=dataset.epoch, device=device,
-                                  output_size=dataset.output_size)
+            images = decode_batch(
+                data,
+                windows,
+                info["index"],
+                seed=seed,
+                epoch=dataset.epoch,
+                device=device,
+                output_size=dataset.output_size,
+            )
         with timer.phase("h2d"), record_function("h2d"):
             labels = labels.to(device, non_blocking=True)
     else:
@@ -93,11 +109,21 @@ def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str, files: FileList | 
     profile_steps = cfg.profile_steps
     total_steps = cfg.warmup + cfg.steps + (PROFILER_WARMUP_STEPS + profile_steps if profile_steps > 0 else 0)
     # The same seed gives every pipeline the same sample order, hence the same windows.
-    sampler = RandomSampler(ds, replacement=False, num_samples=total_steps * cfg.batch_size,
-                            generator=torch.Generator().manual_seed(cfg.seed))
-    loader = DataLoader(ds, batch_size=cfg.batch_size, sampler=sampler, num_workers=cfg.workers,
-                        drop_last=True, pin_memory=cuda,
-                        collate_fn=collate_encoded if pipeline == "gpu" else None)
+    sampler = RandomSampler(
+        ds,
+        replacement=False,
+        num_samples=total_steps * cfg.batch_size,
+        generator=torch.Generator().manual_seed(cfg.seed),
+    )
+    loader = DataLoader(
+        ds,
+        batch_size=cfg.batch_size,
+        sampler=sampler,
+        num_workers=cfg.workers,
+        drop_last=True,
+        pin_memory=cuda,
+        collate_fn=collate_encoded if pipeline == "gpu" else None,
+    )
 
     torch.manual_seed(cfg.seed)
     num_classes = max(2, len(ds.classes))  # a flat folder has one class; keep the head a real classifier
@@ -120,8 +146,7 @@ def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str, files: FileList | 
                 timer.start_step()
                 with timer.phase("data_wait"), record_function("data_wait"):
                     batch = next(batches)
-                loss, labels, info = train_step(batch, pipeline, ds, timer, model, loss_fn, optimizer, device,
-                                                cfg.seed)
+                loss, labels, info = train_step(batch, pipeline, ds, timer, model, loss_fn, optimizer, device, cfg.seed)
                 times = timer.end_step()
                 n = len(labels)
                 worker_ms = {k: float(info[k].sum()) * 1000.0 / n for k in WORKER_STAGES}

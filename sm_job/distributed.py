@@ -3,16 +3,18 @@
 torchrun (and SageMaker's torch_distributed launcher, which runs torchrun) sets RANK, WORLD_SIZE,
 LOCAL_RANK, LOCAL_WORLD_SIZE and GROUP_RANK; a plain process has none of them and runs as rank 0 of 1
 without a process group. Under torchrun the group is made even for one process, so that a one-GPU
-run goes through the same DDP and NCCL code as a many-GPU one. The group gets a timeout so that a collective waiting for a rank that hangs
-fails instead of waiting forever; a rank that dies is handled by torchrun, which ends the others.
+run goes through the same DDP and NCCL code as a many-GPU one. The group gets a timeout so that a
+collective waiting for a rank that hangs fails instead of waiting forever; a rank that dies is handled
+by torchrun, which ends the others.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -57,13 +59,17 @@ def choose_device(requested: str, ranks: Ranks, num_gpus: Optional[int]) -> torc
     if device.type != "cuda":
         return device
     if not torch.cuda.is_available():
-        raise RuntimeError(f"device {requested!r} asked for, but torch sees no CUDA GPU "
-                           f"(torch {torch.__version__}, CUDA {torch.version.cuda})")
+        raise RuntimeError(
+            f"device {requested!r} asked for, but torch sees no CUDA GPU "
+            f"(torch {torch.__version__}, CUDA {torch.version.cuda})"
+        )
     index = ranks.local_rank if device.index is None else device.index
     count = torch.cuda.device_count()
     if index >= count:
-        raise RuntimeError(f"local rank {ranks.local_rank} needs GPU {index}, but this host has {count}: "
-                           "start at most one process per GPU (torchrun --nproc_per_node)")
+        raise RuntimeError(
+            f"local rank {ranks.local_rank} needs GPU {index}, but this host has {count}: "
+            "start at most one process per GPU (torchrun --nproc_per_node)"
+        )
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
 

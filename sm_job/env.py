@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Optional
 
 BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
 DEFAULT_BASE_DIR = "/opt/ml"
@@ -25,8 +26,15 @@ LOCAL_RUN_DIR = os.path.join("runs", "sm_job")
 # /opt/ml/checkpoints and /opt/ml/output/tensorboard.
 SAGEMAKER_BUILD_CACHE = "/tmp/custom_op_cache"
 # Any of these says the script runs in a SageMaker training container (or a rehearsal of one).
-_SAGEMAKER_MARKERS = ("SM_TRAINING_ENV", "SM_MODEL_DIR", "SM_OUTPUT_DATA_DIR", "SM_HPS", "SM_CURRENT_HOST",
-                      "SM_CHANNELS", BASE_DIR_ENV)
+_SAGEMAKER_MARKERS = (
+    "SM_TRAINING_ENV",
+    "SM_MODEL_DIR",
+    "SM_OUTPUT_DATA_DIR",
+    "SM_HPS",
+    "SM_CURRENT_HOST",
+    "SM_CHANNELS",
+    BASE_DIR_ENV,
+)
 
 
 def decode_hyperparameter(value):

@@ -34,8 +34,10 @@ def choose_build_cache(requested: Optional[str], job: JobEnv, environ=None) -> O
     for folder in uploaded:
         folder = os.path.abspath(folder)
         if root == folder or root.startswith(folder + os.sep):
-            raise ValueError(f"build cache {root} is inside {folder}, which SageMaker uploads at the end of "
-                             "the job: choose a folder on local disk (e.g. /tmp/custom_op_cache)")
+            raise ValueError(
+                f"build cache {root} is inside {folder}, which SageMaker uploads at the end of "
+                "the job: choose a folder on local disk (e.g. /tmp/custom_op_cache)"
+            )
     return root
 
 

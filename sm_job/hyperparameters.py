@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from profiling.arg_types import image_size as _image_size, non_negative as _non_negative, positive as _positive
+from profiling.arg_types import image_size as _image_size
+from profiling.arg_types import non_negative as _non_negative
+from profiling.arg_types import positive as _positive
 
 PIPELINES = ("roi", "pil", "gpu")
 
@@ -35,7 +37,8 @@ def parse_failure(text: str):
             raise ValueError
     except (ValueError, IndexError):
         raise argparse.ArgumentTypeError(
-            f"expected RANK:STEP, RANK:start or RANK:start:SECONDS, got {text!r}") from None
+            f"expected RANK:STEP, RANK:start or RANK:start:SECONDS, got {text!r}"
+        ) from None
     if rank < 0 or delay < 0 or (when != "start" and when < 0):
         raise argparse.ArgumentTypeError(f"rank, step and seconds must be >= 0, got {text!r}")
     return rank, when, delay
@@ -51,37 +54,78 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sm_job/train.py",
         description="Train the small CNN with custom_op's input pipeline: as one process, under torchrun "
-                    "(DDP, one DataLoader per rank) or as a SageMaker training job.")
-    _add(p, "data", default=None, help="ImageFolder or flat folder of JPEGs (default: the SageMaker 'train' "
-         "channel, else a generated synthetic set)")
-    _add(p, "pipeline", choices=PIPELINES, default="roi",
-         help="roi: custom_op decodes the window on the CPU in the DataLoader workers; pil: PIL decodes the "
-              "whole image; gpu: workers read the bytes, the rank decodes on its GPU (default: roi)")
+        "(DDP, one DataLoader per rank) or as a SageMaker training job.",
+    )
+    _add(
+        p,
+        "data",
+        default=None,
+        help="ImageFolder or flat folder of JPEGs (default: the SageMaker 'train' "
+        "channel, else a generated synthetic set)",
+    )
+    _add(
+        p,
+        "pipeline",
+        choices=PIPELINES,
+        default="roi",
+        help="roi: custom_op decodes the window on the CPU in the DataLoader workers; pil: PIL decodes the "
+        "whole image; gpu: workers read the bytes, the rank decodes on its GPU (default: roi)",
+    )
     _add(p, "batch_size", type=_positive, default=32, help="per rank (default: 32)")
-    _add(p, "workers", type=_non_negative, default=None,
-         help="DataLoader workers per rank (default: CPUs per rank - 1, at most 8)")
+    _add(
+        p,
+        "workers",
+        type=_non_negative,
+        default=None,
+        help="DataLoader workers per rank (default: CPUs per rank - 1, at most 8)",
+    )
     _add(p, "steps", type=_positive, default=60, help="training steps, all ranks (default: 60)")
     _add(p, "warmup", type=_non_negative, default=5, help="first steps left out of the step-time statistics")
-    _add(p, "profile_steps", type=_non_negative, default=3,
-         help="steps traced with torch.profiler at the end of the run (0: none; default: 3)")
+    _add(
+        p,
+        "profile_steps",
+        type=_non_negative,
+        default=3,
+        help="steps traced with torch.profiler at the end of the run (0: none; default: 3)",
+    )
     _add(p, "lr", type=float, default=0.01)
     _add(p, "seed", type=int, default=0)
     _add(p, "model", default="small_cnn", help="small_cnn, or a torchvision model name")
     _add(p, "crop_size", type=_positive, default=256, help="window decoded per sample (default: 256)")
     _add(p, "output_size", type=_positive, default=224, help="training image size (default: 224)")
-    _add(p, "on_error", choices=("raise", "skip"), default="raise",
-         help="a corrupt JPEG stops the job naming its path (raise) or is reported and replaced (skip)")
+    _add(
+        p,
+        "on_error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a corrupt JPEG stops the job naming its path (raise) or is reported and replaced (skip)",
+    )
     _add(p, "num_images", type=_positive, default=256, help="synthetic set: number of images")
     _add(p, "image_size", type=_image_size, default=(533, 800), help="synthetic set: HEIGHTxWIDTH")
     _add(p, "device", default="auto", help="auto (cuda:LOCAL_RANK when a GPU is there, else cpu), cpu, cuda")
-    _add(p, "dist_timeout_s", type=float, default=600.0,
-         help="process-group timeout: a collective that waits this long for a rank fails (default: 600)")
-    _add(p, "build_cache_dir", default=None,
-         help="custom_op's build cache (default: $CUSTOM_OP_CACHE_DIR, else /tmp/custom_op_cache on "
-              "SageMaker, else custom_op's own default)")
+    _add(
+        p,
+        "dist_timeout_s",
+        type=float,
+        default=600.0,
+        help="process-group timeout: a collective that waits this long for a rank fails (default: 600)",
+    )
+    _add(
+        p,
+        "build_cache_dir",
+        default=None,
+        help="custom_op's build cache (default: $CUSTOM_OP_CACHE_DIR, else /tmp/custom_op_cache on "
+        "SageMaker, else custom_op's own default)",
+    )
     _add(p, "log_every", type=_positive, default=10, help="print a step line every N steps")
-    _add(p, "inject_failure", type=parse_failure, default=None, metavar="RANK:WHEN",
-         help="testing: make RANK raise at start-up ('start') or at step N, to check that the job fails")
+    _add(
+        p,
+        "inject_failure",
+        type=parse_failure,
+        default=None,
+        metavar="RANK:WHEN",
+        help="testing: make RANK raise at start-up ('start') or at step N, to check that the job fails",
+    )
     return p
 
 
@@ -93,8 +137,9 @@ def parse(argv, job_hyperparameters: dict) -> argparse.Namespace:
     for key, value in job_hyperparameters.items():
         dest = key.replace("-", "_")
         if dest not in known:
-            raise SystemExit(f"sm_job/train.py: unknown hyperparameter {key!r} "
-                             f"(known: {', '.join(sorted(known - {'help'}))})")
+            raise SystemExit(
+                f"sm_job/train.py: unknown hyperparameter {key!r} (known: {', '.join(sorted(known - {'help'}))})"
+            )
         # argparse converts string defaults with the option's type, so a JSON number or a string
         # hyperparameter goes through the same checks as the command line.
         defaults[dest] = value if value is None else str(value)
@@ -103,8 +148,10 @@ def parse(argv, job_hyperparameters: dict) -> argparse.Namespace:
     for action in parser._actions:  # argparse checks choices on the command line only, not on defaults
         value = getattr(args, action.dest, None)
         if action.choices is not None and value is not None and value not in action.choices:
-            parser.error(f"hyperparameter {action.dest}: invalid choice {value!r} "
-                         f"(choose from {', '.join(map(str, action.choices))})")
+            parser.error(
+                f"hyperparameter {action.dest}: invalid choice {value!r} "
+                f"(choose from {', '.join(map(str, action.choices))})"
+            )
     for name in ("data", "build_cache_dir"):
         if getattr(args, name) in ("", "None"):
             setattr(args, name, None)

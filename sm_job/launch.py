@@ -81,6 +81,7 @@ def default_hyperparameters(settings: JobSettings) -> dict:
 
 # ---------------------------------------------------------------- the SDK, either generation
 
+
 def sdk_version() -> Optional[str]:
     try:
         from importlib.metadata import PackageNotFoundError, version
@@ -106,34 +107,54 @@ def model_trainer_api() -> SimpleNamespace:
             from sagemaker.modules.distributed import Torchrun
             from sagemaker.modules.train import ModelTrainer
         except ImportError as e:
-            raise RuntimeError(f"ModelTrainer needs the SageMaker Python SDK >= 2.233 (pip install sagemaker); "
-                               f"installed: {sdk_version() or 'none'} ({e})") from e
-    return SimpleNamespace(ModelTrainer=ModelTrainer, Torchrun=Torchrun, SourceCode=SourceCode, Compute=Compute,
-                           InputData=InputData, OutputDataConfig=OutputDataConfig,
-                           StoppingCondition=StoppingCondition, image_uris=image_uris)
+            raise RuntimeError(
+                f"ModelTrainer needs the SageMaker Python SDK >= 2.233 (pip install sagemaker); "
+                f"installed: {sdk_version() or 'none'} ({e})"
+            ) from e
+    return SimpleNamespace(
+        ModelTrainer=ModelTrainer,
+        Torchrun=Torchrun,
+        SourceCode=SourceCode,
+        Compute=Compute,
+        InputData=InputData,
+        OutputDataConfig=OutputDataConfig,
+        StoppingCondition=StoppingCondition,
+        image_uris=image_uris,
+    )
 
 
 def estimator_api() -> SimpleNamespace:
     try:
         from sagemaker.pytorch import PyTorch
     except ImportError as e:
-        raise RuntimeError(f"the PyTorch estimator is in the SageMaker Python SDK v2 only (pip install "
-                           f"'sagemaker<3'); installed: {sdk_version() or 'none'}. With SDK v3 use "
-                           f"--api model-trainer ({e})") from e
+        raise RuntimeError(
+            f"the PyTorch estimator is in the SageMaker Python SDK v2 only (pip install "
+            f"'sagemaker<3'); installed: {sdk_version() or 'none'}. With SDK v3 use "
+            f"--api model-trainer ({e})"
+        ) from e
     return SimpleNamespace(PyTorch=PyTorch)
 
 
 def training_image(settings: JobSettings, image_uris, region: str) -> str:
     if settings.image_uri:
         return settings.image_uri
-    return image_uris.retrieve("pytorch", region=region, version=settings.framework_version,
-                               py_version=settings.py_version, instance_type=settings.instance_type,
-                               image_scope="training")
+    return image_uris.retrieve(
+        "pytorch",
+        region=region,
+        version=settings.framework_version,
+        py_version=settings.py_version,
+        instance_type=settings.instance_type,
+        image_scope="training",
+    )
 
 
 def _region(settings: JobSettings, session) -> str:
-    region = settings.region or (session.boto_region_name if session is not None else None) \
-        or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    region = (
+        settings.region
+        or (session.boto_region_name if session is not None else None)
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+    )
     if not region:
         raise RuntimeError("no AWS region: pass --region or set AWS_DEFAULT_REGION")
     return region
@@ -141,17 +162,22 @@ def _region(settings: JobSettings, session) -> str:
 
 # ---------------------------------------------------------------- the two job definitions
 
+
 def model_trainer(settings: JobSettings, code_dir: str, session=None):
     """(ModelTrainer, input channels) for the job; nothing is sent to AWS until .train(inputs)."""
     api = model_trainer_api()
-    source = api.SourceCode(source_dir=str(code_dir), requirements=source_dir_mod.REQUIREMENTS,
-                            entry_script=source_dir_mod.ENTRY_POINT)
+    source = api.SourceCode(
+        source_dir=str(code_dir), requirements=source_dir_mod.REQUIREMENTS, entry_script=source_dir_mod.ENTRY_POINT
+    )
     kwargs = dict(
         training_image=training_image(settings, api.image_uris, _region(settings, session)),
         source_code=source,
         distributed=api.Torchrun(process_count_per_node=settings.processes_per_host),
-        compute=api.Compute(instance_type=settings.instance_type, instance_count=settings.instance_count,
-                            volume_size_in_gb=settings.volume_size_gb),
+        compute=api.Compute(
+            instance_type=settings.instance_type,
+            instance_count=settings.instance_count,
+            volume_size_in_gb=settings.volume_size_gb,
+        ),
         stopping_condition=api.StoppingCondition(max_runtime_in_seconds=settings.max_run_s),
         hyperparameters={k: str(v) for k, v in default_hyperparameters(settings).items()},
         environment=dict(JOB_ENVIRONMENT),
@@ -201,6 +227,7 @@ def pytorch_estimator(settings: JobSettings, code_dir: str, session=None):
 
 # ---------------------------------------------------------------- command line
 
+
 def _hp(text: str):
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -209,38 +236,69 @@ def _hp(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python sm_job/launch.py", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python sm_job/launch.py",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--api", choices=("model-trainer", "estimator"), default="model-trainer")
     p.add_argument("--role", required=True, help="IAM role ARN the job runs as")
     p.add_argument("--instance-type", default=JobSettings.instance_type)
     p.add_argument("--instance-count", type=int, default=1)
-    p.add_argument("--processes-per-host", type=int, default=None,
-                   help="torchrun processes per instance (ModelTrainer only; default: one per GPU)")
-    p.add_argument("--train", metavar="S3_URI", help="JPEG folder in S3 for the 'train' channel "
-                   "(default: none, the job generates a synthetic set)")
+    p.add_argument(
+        "--processes-per-host",
+        type=int,
+        default=None,
+        help="torchrun processes per instance (ModelTrainer only; default: one per GPU)",
+    )
+    p.add_argument(
+        "--train",
+        metavar="S3_URI",
+        help="JPEG folder in S3 for the 'train' channel (default: none, the job generates a synthetic set)",
+    )
     p.add_argument("--output-path", metavar="S3_URI", help="where model.tar.gz and output.tar.gz go")
-    p.add_argument("--image-uri", help="training image (default: the PyTorch "
-                   f"{FRAMEWORK_VERSION} {PY_VERSION} training image of the region)")
+    p.add_argument(
+        "--image-uri",
+        help=f"training image (default: the PyTorch {FRAMEWORK_VERSION} {PY_VERSION} training image of the region)",
+    )
     p.add_argument("--framework-version", default=FRAMEWORK_VERSION)
     p.add_argument("--py-version", default=PY_VERSION)
     p.add_argument("--region")
     p.add_argument("--max-run-s", type=int, default=3600)
-    p.add_argument("--hp", type=_hp, action="append", default=[], metavar="KEY=VALUE",
-                   help="a hyperparameter for train.py (repeatable), e.g. --hp steps=200")
+    p.add_argument(
+        "--hp",
+        type=_hp,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a hyperparameter for train.py (repeatable), e.g. --hp steps=200",
+    )
     p.add_argument("--source-dir", help="stage the source directory here (default: a temporary folder)")
-    p.add_argument("--dry-run", action="store_true", help="stage and build the job definition, submit nothing "
-                   "(ModelTrainer still needs AWS credentials to build it)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="stage and build the job definition, submit nothing "
+        "(ModelTrainer still needs AWS credentials to build it)",
+    )
     p.add_argument("--no-wait", action="store_true", help="submit and return without following the logs")
     return p
 
 
 def settings_from_args(args) -> JobSettings:
-    return JobSettings(role=args.role, instance_type=args.instance_type, instance_count=args.instance_count,
-                       processes_per_host=args.processes_per_host, train_s3=args.train,
-                       output_path=args.output_path, image_uri=args.image_uri,
-                       framework_version=args.framework_version, py_version=args.py_version,
-                       region=args.region, max_run_s=args.max_run_s, hyperparameters=dict(args.hp))
+    return JobSettings(
+        role=args.role,
+        instance_type=args.instance_type,
+        instance_count=args.instance_count,
+        processes_per_host=args.processes_per_host,
+        train_s3=args.train,
+        output_path=args.output_path,
+        image_uri=args.image_uri,
+        framework_version=args.framework_version,
+        py_version=args.py_version,
+        region=args.region,
+        max_run_s=args.max_run_s,
+        hyperparameters=dict(args.hp),
+    )
 
 
 def main(argv=None) -> int:
@@ -255,17 +313,29 @@ def main(argv=None) -> int:
     try:
         if args.api == "model-trainer":
             job, inputs = model_trainer(settings, code_dir)
-            description = {"api": "ModelTrainer", "training_image": job.training_image,
-                           "distributed": type(job.distributed).__name__,
-                           "process_count_per_node": job.distributed.process_count_per_node}
+            description = {
+                "api": "ModelTrainer",
+                "training_image": job.training_image,
+                "distributed": type(job.distributed).__name__,
+                "process_count_per_node": job.distributed.process_count_per_node,
+            }
         else:
             job, inputs = pytorch_estimator(settings, code_dir)
-            description = {"api": "PyTorch estimator", "training_image": job.training_image_uri(),
-                           "distribution": job.distribution}
-        description.update(sdk=sdk_version(), source_dir=str(code_dir),
-                           files=len(source_dir_mod.staged_files(code_dir)), instance_type=settings.instance_type,
-                           instance_count=settings.instance_count, hyperparameters=default_hyperparameters(settings),
-                           environment=JOB_ENVIRONMENT, inputs=str(inputs))
+            description = {
+                "api": "PyTorch estimator",
+                "training_image": job.training_image_uri(),
+                "distribution": job.distribution,
+            }
+        description.update(
+            sdk=sdk_version(),
+            source_dir=str(code_dir),
+            files=len(source_dir_mod.staged_files(code_dir)),
+            instance_type=settings.instance_type,
+            instance_count=settings.instance_count,
+            hyperparameters=default_hyperparameters(settings),
+            environment=JOB_ENVIRONMENT,
+            inputs=str(inputs),
+        )
         print(json.dumps(description, indent=2, default=str))
         if args.dry_run:
             return 0

@@ -50,8 +50,15 @@ from sm_job import source_dir  # noqa: E402
 HOST = "algo-1"
 # Small enough for a 2-core machine: ~100x130 JPEGs, 64x64 windows, 56x56 inputs.
 DEFAULT_HYPERPARAMETERS = {
-    "num-images": 32, "image-size": "96x128", "crop-size": 64, "output-size": 56, "batch-size": 4,
-    "steps": 6, "warmup": 1, "profile-steps": 1, "log-every": 1,
+    "num-images": 32,
+    "image-size": "96x128",
+    "crop-size": 64,
+    "output-size": 56,
+    "batch-size": 4,
+    "steps": 6,
+    "warmup": 1,
+    "profile-steps": 1,
+    "log-every": 1,
 }
 
 
@@ -121,7 +128,8 @@ def prepare(layout: Layout, hyperparameters: dict, num_gpus: int, data: Optional
         d.mkdir(parents=True, exist_ok=True)
     # The v2 SDK JSON-encodes every value; train.py must decode them as the toolkit does.
     (layout.config / "hyperparameters.json").write_text(
-        json.dumps({k: json.dumps(v) for k, v in hyperparameters.items()}, indent=1))
+        json.dumps({k: json.dumps(v) for k, v in hyperparameters.items()}, indent=1)
+    )
     resources = {"current_host": HOST, "hosts": [HOST], "network_interface_name": "lo"}
     (layout.config / "resourceconfig.json").write_text(json.dumps(resources))
     channels = {}
@@ -151,15 +159,13 @@ def prepare(layout: Layout, hyperparameters: dict, num_gpus: int, data: Optional
     return env
 
 
-def job_environment(layout: Layout, hyperparameters: dict, num_gpus: int, data: Optional[str],
-                    cache: Path) -> dict:
+def job_environment(layout: Layout, hyperparameters: dict, num_gpus: int, data: Optional[str], cache: Path) -> dict:
     """The /opt/ml tree written, and the environment torchrun starts in: this process's, the SM_*
     variables, the build cache, and a TMPDIR inside the layout (see the module's docstring)."""
     env = dict(os.environ)
     env.update(prepare(layout, hyperparameters, num_gpus, data))
     layout.tmp.mkdir(parents=True, exist_ok=True)
-    env.update(CUSTOM_OP_CACHE_DIR=str(cache), CUSTOM_OP_FORCE_JIT="1", PYTHONUNBUFFERED="1",
-               TMPDIR=str(layout.tmp))
+    env.update(CUSTOM_OP_CACHE_DIR=str(cache), CUSTOM_OP_FORCE_JIT="1", PYTHONUNBUFFERED="1", TMPDIR=str(layout.tmp))
     return env
 
 
@@ -171,9 +177,19 @@ def _cli_args(hyperparameters: dict) -> list:
     return args
 
 
-def run(root: str | os.PathLike, *, nproc: int = 2, workers: int = 2, hyperparameters: Optional[dict] = None,
-        cache_dir: Optional[str] = None, data: Optional[str] = None, inject_failure: Optional[str] = None,
-        num_gpus: int = 0, timeout: float = 600.0, echo: bool = False) -> Rehearsal:
+def run(
+    root: str | os.PathLike,
+    *,
+    nproc: int = 2,
+    workers: int = 2,
+    hyperparameters: Optional[dict] = None,
+    cache_dir: Optional[str] = None,
+    data: Optional[str] = None,
+    inject_failure: Optional[str] = None,
+    num_gpus: int = 0,
+    timeout: float = 600.0,
+    echo: bool = False,
+) -> Rehearsal:
     """Lay out the container under `root` (a new or empty folder), run train.py under torchrun, check."""
     layout = Layout(Path(root))
     hps = {**DEFAULT_HYPERPARAMETERS, "workers": workers, **(hyperparameters or {})}
@@ -181,16 +197,33 @@ def run(root: str | os.PathLike, *, nproc: int = 2, workers: int = 2, hyperparam
         hps["inject-failure"] = inject_failure
     cache = Path(cache_dir) if cache_dir else layout.default_cache
     env = job_environment(layout, hps, num_gpus, data, cache)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-               "--nproc_per_node", str(nproc), source_dir.ENTRY_POINT, *_cli_args(hps)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        str(nproc),
+        source_dir.ENTRY_POINT,
+        *_cli_args(hps),
+    ]
     log_path = layout.root / "rehearsal.log"
     builds_before = build_count(cache)
     started = time.monotonic()
     timed_out = False
     with open(log_path, "w") as log:
         # A session of its own, so a timeout ends torchrun, its ranks, their workers and compilers.
-        proc = subprocess.Popen(command, cwd=layout.code, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            cwd=layout.code,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         deadline = started + timeout
         try:
             import selectors
@@ -227,9 +260,17 @@ def run(root: str | os.PathLike, *, nproc: int = 2, workers: int = 2, hyperparam
                 log.write(rest)
                 if echo:
                     sys.stdout.write(rest)
-    result = Rehearsal(command=command, returncode=None if timed_out else proc.returncode,
-                       seconds=time.monotonic() - started, timed_out=timed_out, log=log_path.read_text(),
-                       layout=layout, cache_dir=cache, nproc=nproc, steps=int(hps["steps"]))
+    result = Rehearsal(
+        command=command,
+        returncode=None if timed_out else proc.returncode,
+        seconds=time.monotonic() - started,
+        timed_out=timed_out,
+        log=log_path.read_text(),
+        layout=layout,
+        cache_dir=cache,
+        nproc=nproc,
+        steps=int(hps["steps"]),
+    )
     result.facts["builds_before"] = builds_before
     if inject_failure:
         check_failure(result, inject_failure)
@@ -326,19 +367,28 @@ def check_failure(r: Rehearsal, inject_failure: str) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sm_job.rehearse", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", help="folder for the container layout, kept (default: a new temporary folder, "
-                    "removed when every check passed)")
+    ap = argparse.ArgumentParser(
+        prog="python -m sm_job.rehearse",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--dir",
+        help="folder for the container layout, kept (default: a new temporary folder, removed when every check passed)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder of a rehearsal that passed")
     ap.add_argument("--nproc", type=int, default=2, help="torchrun --nproc_per_node (default: 2)")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank (default: 2)")
-    ap.add_argument("--num-gpus", type=int, default=0,
-                    help="SM_NUM_GPUS: 0 trains on the CPU (default), else each rank on its GPU")
+    ap.add_argument(
+        "--num-gpus", type=int, default=0, help="SM_NUM_GPUS: 0 trains on the CPU (default), else each rank on its GPU"
+    )
     ap.add_argument("--cache-dir", help="build cache to use (default: an empty one under --dir)")
     ap.add_argument("--data", help="JPEG folder to mount as the 'train' channel (default: none: synthetic)")
-    ap.add_argument("--inject-failure", metavar="RANK:WHEN", help="make a rank fail (RANK:STEP, RANK:start, "
-                    "RANK:start:SECONDS) and check that the job fails with its error")
+    ap.add_argument(
+        "--inject-failure",
+        metavar="RANK:WHEN",
+        help="make a rank fail (RANK:STEP, RANK:start, RANK:start:SECONDS) and check that the job fails with its error",
+    )
     ap.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE", help="hyperparameter override")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before the job counts as hung")
     args = ap.parse_args(argv)
@@ -347,14 +397,34 @@ def main(argv=None) -> int:
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sm_job-rehearsal-"))
     hps = dict(kv.split("=", 1) for kv in args.hp)
     print(f"rehearsal in {root}", flush=True)
-    r = run(root, nproc=args.nproc, workers=args.workers, hyperparameters=hps, cache_dir=args.cache_dir,
-            data=args.data, inject_failure=args.inject_failure, num_gpus=args.num_gpus, timeout=args.timeout,
-            echo=True)
+    r = run(
+        root,
+        nproc=args.nproc,
+        workers=args.workers,
+        hyperparameters=hps,
+        cache_dir=args.cache_dir,
+        data=args.data,
+        inject_failure=args.inject_failure,
+        num_gpus=args.num_gpus,
+        timeout=args.timeout,
+        echo=True,
+    )
     kept = bool(args.dir) or args.keep or not r.ok
-    print(json.dumps({"ok": r.ok, "returncode": r.returncode, "seconds": round(r.seconds, 1),
-                      "facts": r.facts, "problems": r.problems, "dir": str(root), "dir_kept": kept,
-                      "command": shlex.join(map(str, r.command))},
-                     indent=2))
+    print(
+        json.dumps(
+            {
+                "ok": r.ok,
+                "returncode": r.returncode,
+                "seconds": round(r.seconds, 1),
+                "facts": r.facts,
+                "problems": r.problems,
+                "dir": str(root),
+                "dir_kept": kept,
+                "command": shlex.join(map(str, r.command)),
+            },
+            indent=2,
+        )
+    )
     if kept:
         print(f"rehearsal folder kept: {root}", flush=True)
     else:

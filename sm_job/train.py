@@ -65,16 +65,20 @@ def main(argv=None) -> int:
         args.workers = training.default_workers(job.num_cpus, ranks)
     cache = extension.choose_build_cache(args.build_cache_dir, job)
     if ranks.rank == 0:
-        log(f"sagemaker={job.in_sagemaker} hosts={job.hosts or [host]} gpus={job.num_gpus} "
-            f"model_dir={job.model_dir} output_data_dir={job.output_data_dir} build_cache={cache or 'default'}")
+        log(
+            f"sagemaker={job.in_sagemaker} hosts={job.hosts or [host]} gpus={job.num_gpus} "
+            f"model_dir={job.model_dir} output_data_dir={job.output_data_dir} build_cache={cache or 'default'}"
+        )
     device = distributed.choose_device(args.device, ranks, job.num_gpus)
 
     # Before the process group and the DataLoader: one rank per host compiles under custom_op's file
     # lock while the others wait for it; workers forked later inherit the loaded library.
     if args.pipeline in ("roi", "gpu"):
         ext = extension.load_extension(cache, args.pipeline)
-        log(f"custom_op {ext['kind']} library {ext['path']} (compiled here: {ext.get('built', 'no')}, "
-            f"import took {ext['seconds']} s)")
+        log(
+            f"custom_op {ext['kind']} library {ext['path']} (compiled here: {ext.get('built', 'no')}, "
+            f"import took {ext['seconds']} s)"
+        )
     else:
         ext = {"kind": "not used (pil pipeline)"}
         if cache is not None:
@@ -83,14 +87,26 @@ def main(argv=None) -> int:
     data_dir = training.resolve_data(args, job.train_dir, ranks)
     backend = distributed.init_process_group(ranks, device, args.dist_timeout_s)
     try:
-        log(f"device {device}, backend {backend or 'none (single process)'}, data {data_dir}, "
-            f"pipeline {args.pipeline}, {args.workers} DataLoader workers, batch {args.batch_size}")
+        log(
+            f"device {device}, backend {backend or 'none (single process)'}, data {data_dir}, "
+            f"pipeline {args.pipeline}, {args.workers} DataLoader workers, batch {args.batch_size}"
+        )
         started = time.perf_counter()
-        summary = training.train(args, data_dir=data_dir, model_dir=job.model_dir,
-                                 output_data_dir=job.output_data_dir, ranks=ranks, device=device, extension=ext,
-                                 log=log, command=shlex.join([sys.executable, *sys.argv]))
-        log(f"done: {args.steps} steps in {time.perf_counter() - started:.1f} s, step p50 "
-            f"{summary['phases_s']['total']['p50']:.3f} s, {summary['images_per_s']:.1f} images/s on this rank")
+        summary = training.train(
+            args,
+            data_dir=data_dir,
+            model_dir=job.model_dir,
+            output_data_dir=job.output_data_dir,
+            ranks=ranks,
+            device=device,
+            extension=ext,
+            log=log,
+            command=shlex.join([sys.executable, *sys.argv]),
+        )
+        log(
+            f"done: {args.steps} steps in {time.perf_counter() - started:.1f} s, step p50 "
+            f"{summary['phases_s']['total']['p50']:.3f} s, {summary['images_per_s']:.1f} images/s on this rank"
+        )
     finally:
         distributed.shutdown()
     return 0

@@ -59,8 +59,10 @@ def step_plan(steps: int, warmup: int, profile_steps: int) -> tuple[int, int]:
     profiled = PROFILER_WARMUP_STEPS + profile_steps if profile_steps > 0 else 0
     measured = steps - warmup - profiled
     if measured < 1:
-        raise ValueError(f"--steps {steps} leaves no measured step after {warmup} warm-up and {profiled} "
-                         f"profiled steps: raise --steps or lower --warmup / --profile-steps")
+        raise ValueError(
+            f"--steps {steps} leaves no measured step after {warmup} warm-up and {profiled} "
+            f"profiled steps: raise --steps or lower --warmup / --profile-steps"
+        )
     return measured, warmup + measured
 
 
@@ -72,26 +74,50 @@ def resolve_data(args, train_dir: str | None, ranks: Ranks) -> str:
     if train_dir:
         return train_dir
     h, w = args.image_size
-    return str(make_synthetic_set(args.num_images, h, w, seed=args.seed,
-                                  show_progress=ranks.local_rank == 0))
+    return str(make_synthetic_set(args.num_images, h, w, seed=args.seed, show_progress=ranks.local_rank == 0))
 
 
-def train(args, *, data_dir: str, model_dir: str, output_data_dir: str, ranks: Ranks, device: torch.device,
-          extension: dict, log: Callable[[str], None], command: str) -> dict:
+def train(
+    args,
+    *,
+    data_dir: str,
+    model_dir: str,
+    output_data_dir: str,
+    ranks: Ranks,
+    device: torch.device,
+    extension: dict,
+    log: Callable[[str], None],
+    command: str,
+) -> dict:
     cuda = device.type == "cuda"
     measured_steps, profiler_skip = step_plan(args.steps, args.warmup, args.profile_steps)
-    ds = JpegCropDataset(data_dir, args.pipeline, crop_size=args.crop_size, output_size=args.output_size,
-                         seed=args.seed, on_error=args.on_error)
+    ds = JpegCropDataset(
+        data_dir,
+        args.pipeline,
+        crop_size=args.crop_size,
+        output_size=args.output_size,
+        seed=args.seed,
+        on_error=args.on_error,
+    )
     # Every rank gets len(ds) // world_size samples (drop_last), a different shard each epoch.
-    sampler = DistributedSampler(ds, num_replicas=ranks.world_size, rank=ranks.rank, shuffle=True,
-                                 seed=args.seed, drop_last=True)
+    sampler = DistributedSampler(
+        ds, num_replicas=ranks.world_size, rank=ranks.rank, shuffle=True, seed=args.seed, drop_last=True
+    )
     batches_per_epoch = len(sampler) // args.batch_size
     if batches_per_epoch < 1:
-        raise ValueError(f"{data_dir}: {len(ds)} files give {len(sampler)} per rank over {ranks.world_size} "
-                         f"ranks, fewer than one batch of {args.batch_size}: lower --batch-size")
-    loader = DataLoader(ds, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                        drop_last=True, pin_memory=cuda,
-                        collate_fn=collate_encoded if args.pipeline == "gpu" else None)
+        raise ValueError(
+            f"{data_dir}: {len(ds)} files give {len(sampler)} per rank over {ranks.world_size} "
+            f"ranks, fewer than one batch of {args.batch_size}: lower --batch-size"
+        )
+    loader = DataLoader(
+        ds,
+        batch_size=args.batch_size,
+        sampler=sampler,
+        num_workers=args.workers,
+        drop_last=True,
+        pin_memory=cuda,
+        collate_fn=collate_encoded if args.pipeline == "gpu" else None,
+    )
 
     torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP broadcasts rank 0's anyway)
     num_classes = max(2, len(ds.classes))
@@ -128,10 +154,10 @@ def train(args, *, data_dir: str, model_dir: str, output_data_dir: str, ranks: R
                         batches = iter(loader)
                         batch = next(batches)
                 if failure is not None and failure[:2] == (ranks.rank, step):
-                    raise InjectedFailure(f"injected failure on rank {ranks.rank} at step {step} "
-                                          "(--inject-failure)")
-                loss, labels, info = train_step(batch, args.pipeline, ds, timer, model, loss_fn, optimizer, device,
-                                                args.seed)
+                    raise InjectedFailure(f"injected failure on rank {ranks.rank} at step {step} (--inject-failure)")
+                loss, labels, info = train_step(
+                    batch, args.pipeline, ds, timer, model, loss_fn, optimizer, device, args.seed
+                )
                 times = timer.end_step()
                 n = len(labels)
                 worker_ms = {k: float(info[k].sum()) * 1000.0 / n for k in WORKER_STAGES}
@@ -141,10 +167,22 @@ def train(args, *, data_dir: str, model_dir: str, output_data_dir: str, ranks: R
                 loss_value = loss.item()
                 measured = args.warmup <= step < args.warmup + measured_steps
                 scalars.step(step, times, worker_ms, loss_value, measured=measured)
-                step_log.write(json.dumps({"step": step, "epoch": epoch, "rank": ranks.rank, "loss": loss_value,
-                                           "samples": n, "files": info["index"].tolist(),
-                                           "measured": measured, "seconds": times,
-                                           "worker_ms_per_sample": worker_ms}) + "\n")
+                step_log.write(
+                    json.dumps(
+                        {
+                            "step": step,
+                            "epoch": epoch,
+                            "rank": ranks.rank,
+                            "loss": loss_value,
+                            "samples": n,
+                            "files": info["index"].tolist(),
+                            "measured": measured,
+                            "seconds": times,
+                            "worker_ms_per_sample": worker_ms,
+                        }
+                    )
+                    + "\n"
+                )
                 step_log.flush()
                 if measured:
                     for k, v in times.items():
@@ -153,8 +191,10 @@ def train(args, *, data_dir: str, model_dir: str, output_data_dir: str, ranks: R
                         result.worker_ms.setdefault(k, []).append(v)
                     result.losses.append(loss_value)
                 if step % args.log_every == 0 or step == args.steps - 1:
-                    log(f"step {step + 1}/{args.steps} epoch {epoch} loss {loss_value:.4f} "
-                        f"step {times['total']:.3f}s data_wait {times['data_wait']:.3f}s")
+                    log(
+                        f"step {step + 1}/{args.steps} epoch {epoch} loss {loss_value:.4f} "
+                        f"step {times['total']:.3f}s data_wait {times['data_wait']:.3f}s"
+                    )
                 prof.step()
     finally:
         step_log.close()
@@ -166,12 +206,22 @@ def train(args, *, data_dir: str, model_dir: str, output_data_dir: str, ranks: R
         log(f"skipped corrupt file: {path}")
 
     summary = {
-        "rank": ranks.rank, "local_rank": ranks.local_rank, "node_rank": ranks.node_rank,
-        "host": os.environ.get("SM_CURRENT_HOST") or os.uname().nodename, "pid": os.getpid(),
-        "device": str(device), "steps": args.steps, "epochs_started": epoch + 1,
-        "samples_per_epoch": len(sampler), "files": len(ds), "data": data_dir,
-        "seconds": time.perf_counter() - started, "final_loss": loss_value,
-        "extension": extension, "log_dir": out_dir, "trace_files": result.trace_files,
+        "rank": ranks.rank,
+        "local_rank": ranks.local_rank,
+        "node_rank": ranks.node_rank,
+        "host": os.environ.get("SM_CURRENT_HOST") or os.uname().nodename,
+        "pid": os.getpid(),
+        "device": str(device),
+        "steps": args.steps,
+        "epochs_started": epoch + 1,
+        "samples_per_epoch": len(sampler),
+        "files": len(ds),
+        "data": data_dir,
+        "seconds": time.perf_counter() - started,
+        "final_loss": loss_value,
+        "extension": extension,
+        "log_dir": out_dir,
+        "trace_files": result.trace_files,
         **run_stats(result, args.batch_size),
     }
     with open(os.path.join(out_dir, SUMMARY_FILE), "w") as f:
@@ -184,10 +234,13 @@ def train(args, *, data_dir: str, model_dir: str, output_data_dir: str, ranks: R
     if ranks.rank == 0:
         save_model(net, model_dir, args, num_classes, ds.classes)
         job_summary = {
-            "command": command, "config": config, "world_size": ranks.world_size,
+            "command": command,
+            "config": config,
+            "world_size": ranks.world_size,
             "images_per_s_all_ranks": sum(s["images_per_s"] for s in everyone),
             "step_p50_s_slowest_rank": max(s["phases_s"]["total"]["p50"] for s in everyone),
-            "environment": environment(), "ranks": everyone,
+            "environment": environment(),
+            "ranks": everyone,
         }
         with open(os.path.join(output_data_dir, SUMMARY_FILE), "w") as f:
             json.dump(job_summary, f, indent=2)
@@ -199,8 +252,13 @@ def train(args, *, data_dir: str, model_dir: str, output_data_dir: str, ranks: R
 def save_model(net: torch.nn.Module, model_dir: str, args, num_classes: int, classes: list) -> None:
     os.makedirs(model_dir, exist_ok=True)
     torch.save(net.state_dict(), os.path.join(model_dir, MODEL_FILE))
-    info = {"model": args.model, "num_classes": num_classes, "classes": list(classes),
-            "input": f"uint8 BGR [B, 3, {args.output_size}, {args.output_size}] (the model normalizes)",
-            "torch": torch.__version__, "state_dict": MODEL_FILE}
+    info = {
+        "model": args.model,
+        "num_classes": num_classes,
+        "classes": list(classes),
+        "input": f"uint8 BGR [B, 3, {args.output_size}, {args.output_size}] (the model normalizes)",
+        "torch": torch.__version__,
+        "state_dict": MODEL_FILE,
+    }
     with open(os.path.join(model_dir, MODEL_INFO_FILE), "w") as f:
         json.dump(info, f, indent=2)

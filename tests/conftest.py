@@ -64,8 +64,10 @@ def shared_dir(name: str) -> Path:
     """A folder of ../shared/data, or a skip saying it is missing (our users' checkouts lack it)."""
     path = SHARED_DATA / name
     if not path.is_dir():
-        pytest.skip(f"{path} is absent: these real JPEGs are only in the project's workplace "
-                    "(set CUSTOM_OP_TEST_DATA to a folder holding imagenet-sample/ and odd-jpegs/)")
+        pytest.skip(
+            f"{path} is absent: these real JPEGs are only in the project's workplace "
+            "(set CUSTOM_OP_TEST_DATA to a folder holding imagenet-sample/ and odd-jpegs/)"
+        )
     return path
 
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 import os
 import random
 import struct
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import jpeg_factory
 import jpeg_markers as jm
 
 # Same rule as conftest.py (this module also runs in the fuzz child, which has no conftest).
-SHARED_DATA = Path(os.environ.get("CUSTOM_OP_TEST_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+SHARED_DATA = Path(
+    os.environ.get("CUSTOM_OP_TEST_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")
+)
 
 
 def _exif_app1(orientation: int, big_endian: bool) -> bytes:
@@ -80,7 +82,7 @@ def base_names() -> list[str]:
     return names
 
 
-@lru_cache(maxsize=None)
+@cache
 def _imagenet_paths() -> tuple[Path, ...]:
     folder = SHARED_DATA / "imagenet-sample"
     if not folder.is_dir():
@@ -90,7 +92,7 @@ def _imagenet_paths() -> tuple[Path, ...]:
     return tuple(files[:_IMAGENET_FILES])
 
 
-@lru_cache(maxsize=None)
+@cache
 def base(name: str) -> bytes:
     if name in _GENERATED:
         (h, w, c), kwargs = _GENERATED[name]
@@ -154,7 +156,9 @@ def _segment_edit(rng: random.Random, data: bytes) -> bytes:
         return data[: segment.offset] + data[end:]
     if choice == 2:  # lying length
         declared = segment.length - 2
-        fake = rng.choice((0, 1, 2, declared - 1, declared + 1, declared + rng.randint(2, 300), 0xFFFF, rng.randrange(65536)))
+        fake = rng.choice(
+            (0, 1, 2, declared - 1, declared + 1, declared + rng.randint(2, 300), 0xFFFF, rng.randrange(65536))
+        )
         fake = max(0, min(0xFFFF, fake))
         return data[: segment.offset + 2] + struct.pack(">H", fake) + data[segment.offset + 4 :]
     # swap it with another segment
@@ -164,8 +168,13 @@ def _segment_edit(rng: random.Random, data: bytes) -> bytes:
     first, second = sorted((segment, other), key=lambda s: s.offset)
     a = data[first.offset : first.offset + first.length]
     b = data[second.offset : second.offset + second.length]
-    return (data[: first.offset] + b + data[first.offset + first.length : second.offset] + a
-            + data[second.offset + second.length :])
+    return (
+        data[: first.offset]
+        + b
+        + data[first.offset + first.length : second.offset]
+        + a
+        + data[second.offset + second.length :]
+    )
 
 
 def _sof_dims(rng: random.Random, data: bytes) -> bytes:
@@ -173,7 +182,10 @@ def _sof_dims(rng: random.Random, data: bytes) -> bytes:
     if sof is None or sof.offset + 9 > len(data):
         return _random_run(rng, data)
     height, width = struct.unpack(">HH", data[sof.offset + 5 : sof.offset + 9])
-    pick = lambda v: rng.choice((0, 1, 2, 7, 8, 9, 15, 16, 17, v - 1, v + 1, 2 * v, rng.randint(1, 4000), 65535))
+
+    def pick(v):
+        return rng.choice((0, 1, 2, 7, 8, 9, 15, 16, 17, v - 1, v + 1, 2 * v, rng.randint(1, 4000), 65535))
+
     new_h = max(0, min(65535, pick(height))) if rng.random() < 0.7 else height
     new_w = max(0, min(65535, pick(width))) if rng.random() < 0.7 else width
     return jm.patch_sof(data, height=new_h, width=new_w)
@@ -203,13 +215,24 @@ def _app1_bytes(rng: random.Random, data: bytes) -> bytes:
         return _header_bytes(rng, data)
     out = bytearray(data)
     for _ in range(rng.randint(1, 4)):
-        out[rng.randrange(app1.offset + 4, app1.offset + app1.length)] = rng.choice((0, 1, 2, 3, 6, 8, 0xFF, rng.randrange(256)))
+        out[rng.randrange(app1.offset + 4, app1.offset + app1.length)] = rng.choice(
+            (0, 1, 2, 3, 6, 8, 0xFF, rng.randrange(256))
+        )
     return bytes(out)
 
 
 MUTATIONS = (
-    "truncate", "bit_flip", "bit_flips", "header_bytes", "random_run", "segment_edit", "sof_dims",
-    "insert_marker", "splice", "app1_bytes", "stacked",
+    "truncate",
+    "bit_flip",
+    "bit_flips",
+    "header_bytes",
+    "random_run",
+    "segment_edit",
+    "sof_dims",
+    "insert_marker",
+    "splice",
+    "app1_bytes",
+    "stacked",
 )
 
 

@@ -46,6 +46,8 @@ MAX_PIXELS = 1 << 22
 PER_CASE_TIMEOUT = 30
 MODES = (ImageReadMode.RGB, ImageReadMode.GRAY, ImageReadMode.UNCHANGED)
 ALLOWED = (ValueError, RuntimeError)
+
+
 def _channels(mode: ImageReadMode, file_channels: int | None) -> set[int]:
     if mode == ImageReadMode.RGB:
         return {3}
@@ -107,14 +109,17 @@ class Case:
         try:
             theirs, their_error = self.call(
                 label,
-                lambda: custom_op.decode_and_crop_jpeg(data, *window, mode=mode, apply_exif_orientation=exif,
-                                                       on_warning=policy, max_pixels=MAX_PIXELS),
+                lambda: custom_op.decode_and_crop_jpeg(
+                    data, *window, mode=mode, apply_exif_orientation=exif, on_warning=policy, max_pixels=MAX_PIXELS
+                ),
             )
         finally:
             torch.ops.custom_op._set_own_entropy_decoder(previous)
         if (crop is None) != (theirs is None):
-            self.fail(f"{label}: our entropy decoder gave {type(crop_error).__name__ if crop is None else 'a tensor'}, "
-                      f"libjpeg's {type(their_error).__name__ if theirs is None else 'a tensor'}")
+            self.fail(
+                f"{label}: our entropy decoder gave {type(crop_error).__name__ if crop is None else 'a tensor'}, "
+                f"libjpeg's {type(their_error).__name__ if theirs is None else 'a tensor'}"
+            )
         elif crop is not None and not torch.equal(crop, theirs):
             self.fail(f"{label}: our entropy decoder and libjpeg's decode different pixels")
         elif crop is None and str(crop_error) != str(their_error):
@@ -135,7 +140,9 @@ class Case:
         mode = rng.choice(MODES)
         policy = rng.choice(("raise", "raise", "ignore", "ignore", "warn"))
 
-        info, header_error = self.call("read_jpeg_header", lambda: custom_op.read_jpeg_header(_as_input(rng, data), apply_exif_orientation=exif))
+        info, header_error = self.call(
+            "read_jpeg_header", lambda: custom_op.read_jpeg_header(_as_input(rng, data), apply_exif_orientation=exif)
+        )
         if header_error is not None and isinstance(header_error, ValueError):
             self.fail(f"read_jpeg_header: ValueError (bytes input must give RuntimeError): {header_error}")
         if info is not None and (info.height < 1 or info.width < 1):
@@ -144,13 +151,19 @@ class Case:
 
         full, full_error = self.call(
             "decode_jpeg",
-            lambda: custom_op.decode_jpeg(_as_input(rng, data), mode=mode, apply_exif_orientation=exif, on_warning=policy, max_pixels=MAX_PIXELS),
+            lambda: custom_op.decode_jpeg(
+                _as_input(rng, data), mode=mode, apply_exif_orientation=exif, on_warning=policy, max_pixels=MAX_PIXELS
+            ),
         )
         if full is not None:
             if info is not None:
-                self.check_tensor(f"decode_jpeg({mode.name}, exif={exif}, {policy})", full, channels, info.height, info.width)
+                self.check_tensor(
+                    f"decode_jpeg({mode.name}, exif={exif}, {policy})", full, channels, info.height, info.width
+                )
             else:
-                self.check_tensor(f"decode_jpeg({mode.name}, exif={exif}, {policy})", full, channels, full.shape[1], full.shape[2])
+                self.check_tensor(
+                    f"decode_jpeg({mode.name}, exif={exif}, {policy})", full, channels, full.shape[1], full.shape[2]
+                )
                 if policy == "raise":
                     self.fail("decode_jpeg succeeded with on_warning='raise' where read_jpeg_header failed")
         if is_base and full_error is not None:
@@ -176,13 +189,30 @@ class Case:
             crop, crop_error = self.call(
                 label,
                 lambda: custom_op.decode_and_crop_jpeg(
-                    _as_input(rng, data), top, left, height, width, mode=mode, apply_exif_orientation=exif,
-                    on_warning=policy, max_pixels=MAX_PIXELS),
+                    _as_input(rng, data),
+                    top,
+                    left,
+                    height,
+                    width,
+                    mode=mode,
+                    apply_exif_orientation=exif,
+                    on_warning=policy,
+                    max_pixels=MAX_PIXELS,
+                ),
             )
-            fits = info is not None and top >= 0 and left >= 0 and height > 0 and width > 0 and top + height <= info.height and left + width <= info.width
+            fits = (
+                info is not None
+                and top >= 0
+                and left >= 0
+                and height > 0
+                and width > 0
+                and top + height <= info.height
+                and left + width <= info.width
+            )
             if inside:
-                self.compare_with_libjpegs_decoder(label, data, (top, left, height, width), mode, exif, policy, crop,
-                                                   crop_error)
+                self.compare_with_libjpegs_decoder(
+                    label, data, (top, left, height, width), mode, exif, policy, crop, crop_error
+                )
             if crop is not None:
                 if info is not None and not fits:
                     self.fail(f"{label}: returned a tensor for a window outside {info.height}x{info.width}")
@@ -194,7 +224,9 @@ class Case:
                         # crop must equal the full decode's slice as for any valid file.
                         self.fail(f"{label}: crop differs from the full decode, and libjpeg reported nothing")
                     elif not same:
-                        self.notes.append(f"{self.tag} {label}: crop differs from full decode (corrupt input, {policy})")
+                        self.notes.append(
+                            f"{self.tag} {label}: crop differs from full decode (corrupt input, {policy})"
+                        )
             elif isinstance(crop_error, ValueError):
                 if fits and "max_pixels" not in str(crop_error):
                     self.fail(f"{label}: ValueError for a window inside {info.height}x{info.width}: {crop_error}")
@@ -216,8 +248,15 @@ def _fuzz(args) -> int:
         todo = [(-1, "base", fuzz_corpus.base(name))]  # the unmutated file first
         todo += [(i, *fuzz_corpus.variant(name, args.seed, i)) for i in range(args.count)]
         for index, kind, data in todo:
-            case = Case(name, args.seed, index, kind, data, random.Random(f"calls/{name}/{args.seed}/{index}"),
-                        summary["outcomes"])
+            case = Case(
+                name,
+                args.seed,
+                index,
+                kind,
+                data,
+                random.Random(f"calls/{name}/{args.seed}/{index}"),
+                summary["outcomes"],
+            )
             print(f"CASE {case.tag}", flush=True)
             faulthandler.dump_traceback_later(PER_CASE_TIMEOUT, exit=True)
             start = time.perf_counter()
@@ -244,7 +283,11 @@ def _threads(args) -> int:
 
     faulthandler.enable()
     faulthandler.dump_traceback_later(PER_CASE_TIMEOUT * 4, exit=True)
-    cases = [(name, i, fuzz_corpus.variant(name, args.seed, i)[1]) for name in fuzz_corpus.base_names() for i in range(args.count)]
+    cases = [
+        (name, i, fuzz_corpus.variant(name, args.seed, i)[1])
+        for name in fuzz_corpus.base_names()
+        for i in range(args.count)
+    ]
 
     def work(case):
         name, index, data = case
@@ -298,6 +341,7 @@ def _leak_calls(kind: str):
             except error_type:
                 return
             raise AssertionError(f"expected {error_type.__name__}")
+
         return run
 
     if kind == "failing":
@@ -338,7 +382,10 @@ def _leak(args) -> int:
         calls[i % len(calls)]()
         if (i + 1) % (args.calls // 4) == 0:
             samples.append(round(_rss_mb() - before, 2))
-    print("SUMMARY " + json.dumps({"calls": args.calls, "rss_before_mb": round(before, 1), "growth_mb": samples}), flush=True)
+    print(
+        "SUMMARY " + json.dumps({"calls": args.calls, "rss_before_mb": round(before, 1), "growth_mb": samples}),
+        flush=True,
+    )
     return 0
 
 

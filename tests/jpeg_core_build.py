@@ -32,8 +32,7 @@ _CACHE_ENV = "CUSTOM_OP_JPEG_CORE_HARNESS_DIR"
 COMMON_FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Wshadow", f"-I{ROOT}"]
 VARIANTS = {
     "plain": ["-O2"],
-    "sanitized": ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                  "-fno-omit-frame-pointer"],
+    "sanitized": ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"],
 }
 # Segment flags (custom_op/csrc/jpeg_core/huffman.h) and the harness's own.
 BAD_CODE, EARLY_MARKER, OVERRUN, TRAILING_DATA, BAD_ARGUMENTS = 1, 2, 4, 8, 16
@@ -103,8 +102,9 @@ def harness_path(variant: str = "plain") -> Path:
             fd, temp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=cache)
             os.close(fd)
             try:
-                result = subprocess.run([compiler, *command_tail, str(SOURCE), "-o", temp, *jpeg_flags],
-                                        capture_output=True, text=True)
+                result = subprocess.run(
+                    [compiler, *command_tail, str(SOURCE), "-o", temp, *jpeg_flags], capture_output=True, text=True
+                )
                 if result.returncode != 0:
                     raise HarnessUnavailable(f"cannot build {SOURCE.name} ({variant}): {result.stderr.strip()[-2000:]}")
                 os.chmod(temp, 0o755)
@@ -148,11 +148,14 @@ def run(command: list[str], files, *, simd: bool | str = True, variant: str = "p
     if variant == "sanitized":
         env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=99"
         env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=98"
-    result = subprocess.run([str(harness_path(variant)), *command], input=records(files), capture_output=True,
-                            env=env, timeout=timeout)
+    result = subprocess.run(
+        [str(harness_path(variant)), *command], input=records(files), capture_output=True, env=env, timeout=timeout
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"jpeg_core_harness {' '.join(command)} exited {result.returncode}:\n"
-                           f"{result.stderr.decode(errors='replace')[-6000:]}")
+        raise RuntimeError(
+            f"jpeg_core_harness {' '.join(command)} exited {result.returncode}:\n"
+            f"{result.stderr.decode(errors='replace')[-6000:]}"
+        )
     return result.stdout
 
 
@@ -194,8 +197,15 @@ def dump(files, *, simd: bool | str = True) -> list[dict]:
     return results
 
 
-def transcode(files, *, interval: int = 0, rows: int = 0, optimize: bool = False, hostile: int | None = None,
-              variant: str = "plain") -> list[bytes | None]:
+def transcode(
+    files,
+    *,
+    interval: int = 0,
+    rows: int = 0,
+    optimize: bool = False,
+    hostile: int | None = None,
+    variant: str = "plain",
+) -> list[bytes | None]:
     """The same coefficients re-encoded losslessly by libjpeg as baseline files with a restart interval of
     `interval` MCUs (or one segment per `rows` MCU rows); None where libjpeg refused a file. hostile=SEED also
     randomises coefficients and quantisation tables (no longer lossless: it makes IDCT stress tests)."""

@@ -96,7 +96,8 @@ template <class T>
 bool same(const std::vector<T>& host, const T* device, const char* what, std::string* diff) {
   std::vector<T> back(host.size());
   std::string why;
-  if (!host.empty() && !cuda_ok(cudaMemcpy(back.data(), device, host.size() * sizeof(T), cudaMemcpyDeviceToHost), &why)) {
+  if (!host.empty() &&
+      !cuda_ok(cudaMemcpy(back.data(), device, host.size() * sizeof(T), cudaMemcpyDeviceToHost), &why)) {
     *diff = std::string(what) + ": " + why;
     return false;
   }
@@ -165,9 +166,8 @@ std::string gpu_versus_cpu(const std::vector<uint8_t>& file, const Prepared& p, 
   }
   for (int c = 0; c < f.num_components && why.empty(); ++c) {
     const int64_t blocks = static_cast<int64_t>(f.blocks_per_row[c]) * f.block_rows[c];
-    inverse_dct<<<static_cast<unsigned>((blocks + threads - 1) / threads), threads>>>(d_job, c, planes.coef[c],
-                                                                                       d_samples[c], cpu.pitch[c],
-                                                                                       d_exact[c]);
+    inverse_dct<<<static_cast<unsigned>((blocks + threads - 1) / threads), threads>>>(
+        d_job, c, planes.coef[c], d_samples[c], cpu.pitch[c], d_exact[c]);
     cuda_ok(cudaGetLastError(), &why);
   }
   if (why.empty() && d_pixels != nullptr) {
@@ -175,7 +175,7 @@ std::string gpu_versus_cpu(const std::vector<uint8_t>& file, const Prepared& p, 
     for (int c = 0; c < f.num_components; ++c) sp.p[c] = component_plane(f, c, d_samples[c], cpu.pitch[c]);
     const int64_t pixels = static_cast<int64_t>(f.width) * f.height;
     to_pixels<<<static_cast<unsigned>((pixels + threads - 1) / threads), threads>>>(d_job, sp, d_pixels,
-                                                                                     cpu.out_components);
+                                                                                    cpu.out_components);
     cuda_ok(cudaGetLastError(), &why);
   }
   cuda_ok(cudaDeviceSynchronize(), &why);
@@ -228,12 +228,13 @@ int main() {
   }
   cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
-  std::printf("{\"device\": \"%s\", \"files\": %lld, \"compared\": %lld, \"skipped\": %lld, \"segments\": %lld, "
-              "\"flagged_segments\": %lld, \"inexact_blocks\": %lld, \"pixel_values\": %lld, \"unequal\": %lld, "
-              "\"first_unequal\": \"%s\"}\n",
-              json_escape(prop.name).c_str(), static_cast<long long>(files), static_cast<long long>(compared),
-              static_cast<long long>(skipped), static_cast<long long>(segments), static_cast<long long>(flagged),
-              static_cast<long long>(inexact), static_cast<long long>(pixels), static_cast<long long>(unequal),
-              json_escape(first).c_str());
+  std::printf(
+      "{\"device\": \"%s\", \"files\": %lld, \"compared\": %lld, \"skipped\": %lld, \"segments\": %lld, "
+      "\"flagged_segments\": %lld, \"inexact_blocks\": %lld, \"pixel_values\": %lld, \"unequal\": %lld, "
+      "\"first_unequal\": \"%s\"}\n",
+      json_escape(prop.name).c_str(), static_cast<long long>(files), static_cast<long long>(compared),
+      static_cast<long long>(skipped), static_cast<long long>(segments), static_cast<long long>(flagged),
+      static_cast<long long>(inexact), static_cast<long long>(pixels), static_cast<long long>(unequal),
+      json_escape(first).c_str());
   return unequal == 0 ? 0 : 1;
 }

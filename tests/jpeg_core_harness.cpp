@@ -33,8 +33,8 @@
 //
 // Exit status: 0, or 2 on bad usage / broken input framing. Per-file problems are reported in JSON.
 #include <algorithm>
-#include <csetjmp>
 #include <climits>
+#include <csetjmp>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -146,7 +146,7 @@ void install_errors(ErrorManager* err, std::string* message, std::string* first_
 enum ColorKind { kGray = 0, kYcc = 1, kRgb = 2 };
 
 struct CoreDecode {
-  std::string error;  // non-empty: the core does not decode this file (header, layout, support)
+  std::string error;           // non-empty: the core does not decode this file (header, layout, support)
   bool table_refused = false;  // error: build_huffman_table refused a table libjpeg's header reader took
   jc::Frame frame{};
   int color = kGray;
@@ -179,8 +179,8 @@ struct HeaderInfo {
 
 // The libjpeg part, with no C++ object of its own alive across setjmp: false with *reason set, or
 // with *reason null after a libjpeg error (its message in *message).
-bool read_header_libjpeg(const uint8_t* data, size_t size, HeaderInfo* info, const char** reason,
-                         bool* table_refused, std::string* message, std::string* warning) {
+bool read_header_libjpeg(const uint8_t* data, size_t size, HeaderInfo* info, const char** reason, bool* table_refused,
+                         std::string* message, std::string* warning) {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
   install_errors(&err, message, warning);
@@ -294,8 +294,13 @@ int component_method(const jc::Frame& f, int c) {
 }
 
 jc::SamplePlane component_plane(const jc::Frame& f, int c, const uint8_t* samples, int pitch) {
-  return {samples, pitch, f.sample_width[c], f.sample_height[c], f.num_components == 1 ? 1 : f.h_ratio[c],
-          f.num_components == 1 ? 1 : f.v_ratio[c], component_method(f, c)};
+  return {samples,
+          pitch,
+          f.sample_width[c],
+          f.sample_height[c],
+          f.num_components == 1 ? 1 : f.h_ratio[c],
+          f.num_components == 1 ? 1 : f.v_ratio[c],
+          component_method(f, c)};
 }
 
 // One output pixel: what a kernel thread does after upsampling.
@@ -413,8 +418,8 @@ void reference_coefficients(const uint8_t* data, size_t size, const jc::Frame& f
     // libjpeg's arrays are whole MCUs too (jdcoefct.c rounds up to the sampling factors).
     const int rows = static_cast<int>((comp->height_in_blocks + comp->v_samp_factor - 1) / comp->v_samp_factor *
                                       comp->v_samp_factor);
-    const int cols = static_cast<int>((comp->width_in_blocks + comp->h_samp_factor - 1) / comp->h_samp_factor *
-                                      comp->h_samp_factor);
+    const int cols =
+        static_cast<int>((comp->width_in_blocks + comp->h_samp_factor - 1) / comp->h_samp_factor * comp->h_samp_factor);
     if (rows < f.block_rows[c] || cols < f.blocks_per_row[c]) {
       ref->coef_error = "libjpeg's coefficient arrays are smaller than the core's planes";
       break;
@@ -422,10 +427,11 @@ void reference_coefficients(const uint8_t* data, size_t size, const jc::Frame& f
     ref->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
     for (int r = 0; r < f.block_rows[c]; ++r) {
       JBLOCKARRAY row = (*cinfo.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&cinfo), arrays[c],
-                                                          static_cast<JDIMENSION>(r), 1, FALSE);
+                                                         static_cast<JDIMENSION>(r), 1, FALSE);
       for (int b = 0; b < f.blocks_per_row[c]; ++b) {
-        int16_t* dst = ref->coef[c].data() + (static_cast<size_t>(r) * static_cast<size_t>(f.blocks_per_row[c]) +
-                                              static_cast<size_t>(b)) * 64;
+        int16_t* dst =
+            ref->coef[c].data() +
+            (static_cast<size_t>(r) * static_cast<size_t>(f.blocks_per_row[c]) + static_cast<size_t>(b)) * 64;
         for (int k = 0; k < 64; ++k) dst[k] = row[0][b][k];
       }
     }
@@ -468,7 +474,7 @@ void reference_pixels(const uint8_t* data, size_t size, int color, Reference* re
 // ---- Comparison ---------------------------------------------------------------------------------
 
 struct Comparison {
-  bool simd_reference = true;       // libjpeg runs with SIMD (no JSIMD_FORCENONE=1)
+  bool simd_reference = true;  // libjpeg runs with SIMD (no JSIMD_FORCENONE=1)
   int64_t bad_segments = 0;
   uint32_t flags_seen = 0;
   int64_t blocks = 0, coef_compared_blocks = 0, coef_mismatch_blocks = 0;
@@ -514,8 +520,8 @@ Comparison compare(const CoreDecode& d, const Reference& ref) {
           if (cmp.coef_mismatch_blocks++ == 0) {
             int k = 0;
             while (d.coef[c][b * 64 + k] == ref.coef[c][b * 64 + k]) ++k;
-            cmp.first_coef_mismatch = "component " + std::to_string(c) + " block row " + std::to_string(br) +
-                                      " col " + std::to_string(bc) + " coef " + std::to_string(k) + ": core " +
+            cmp.first_coef_mismatch = "component " + std::to_string(c) + " block row " + std::to_string(br) + " col " +
+                                      std::to_string(bc) + " coef " + std::to_string(k) + ": core " +
                                       std::to_string(d.coef[c][b * 64 + k]) + " libjpeg " +
                                       std::to_string(ref.coef[c][b * 64 + k]);
           }
@@ -738,7 +744,6 @@ void run_transcode(const TranscodeOptions& opt) {
     std::fflush(stdout);
   }
 }
-
 
 // ---- Self-tests of single functions against libjpeg's definitions -------------------------------
 

@@ -19,8 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FactoryUnavailable", "cache_dir", "encode", "photo_like", "unavailable_reason", "with_exif_orientation", "writer_path",
-           "SAMPLING_NAMES"]
+__all__ = [
+    "FactoryUnavailable",
+    "cache_dir",
+    "encode",
+    "photo_like",
+    "unavailable_reason",
+    "with_exif_orientation",
+    "writer_path",
+    "SAMPLING_NAMES",
+]
 
 _SOURCE = Path(__file__).with_name("jpeg_writer.c")
 _CACHE_ENV = "CUSTOM_OP_JPEG_WRITER_DIR"
@@ -51,8 +59,11 @@ def cache_dir() -> Path:
     configured = os.environ.get(_CACHE_ENV)
     if configured:
         return Path(configured)
-    base = (os.environ.get("CUSTOM_OP_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME")
-            or os.path.join(os.path.expanduser("~"), ".cache"))
+    base = (
+        os.environ.get("CUSTOM_OP_CACHE_DIR")
+        or os.environ.get("XDG_CACHE_HOME")
+        or os.path.join(os.path.expanduser("~"), ".cache")
+    )
     return Path(base).expanduser() / "custom_op" / "jpeg_writer"
 
 

@@ -89,7 +89,9 @@ def restart_marker_count(data: bytes) -> int:
     return count
 
 
-def patch_sof(data: bytes, *, precision: int | None = None, height: int | None = None, width: int | None = None) -> bytes:
+def patch_sof(
+    data: bytes, *, precision: int | None = None, height: int | None = None, width: int | None = None
+) -> bytes:
     """Copy of `data` with the frame header's sample precision and/or declared size replaced."""
     sof = find(data, SOF)
     if sof is None:

@@ -31,14 +31,14 @@ static void on_libjpeg_error(j_common_ptr cinfo) {
   exit(1);
 }
 
-static void fail(const char *message, const char *detail) {
+static void fail(const char* message, const char* detail) {
   fprintf(stderr, "jpeg_writer: %s%s%s\n", message, detail ? ": " : "", detail ? detail : "");
   exit(1);
 }
 
 /* strtol with the whole string required, so that "12x" or "" is an error rather than a silent 12 or 0. */
-static long parse_long(const char *text, const char *what, long lo, long hi) {
-  char *end = NULL;
+static long parse_long(const char* text, const char* what, long lo, long hi) {
+  char* end = NULL;
   long value;
   errno = 0;
   value = strtol(text, &end, 10);
@@ -46,7 +46,7 @@ static long parse_long(const char *text, const char *what, long lo, long hi) {
   return value;
 }
 
-static J_COLOR_SPACE parse_colorspace(const char *name) {
+static J_COLOR_SPACE parse_colorspace(const char* name) {
   if (strcmp(name, "gray") == 0) return JCS_GRAYSCALE;
   if (strcmp(name, "ycbcr") == 0) return JCS_YCbCr;
   if (strcmp(name, "rgb") == 0) return JCS_RGB;
@@ -57,8 +57,8 @@ static J_COLOR_SPACE parse_colorspace(const char *name) {
 }
 
 /* "2x2,1x1,1x1": one HxV pair per JPEG component, in component order. */
-static void apply_sampling(j_compress_ptr cinfo, const char *spec) {
-  const char *p = spec;
+static void apply_sampling(j_compress_ptr cinfo, const char* spec) {
+  const char* p = spec;
   int index = 0;
   while (*p != '\0') {
     int h = 0, v = 0, used = 0;
@@ -75,13 +75,13 @@ static void apply_sampling(j_compress_ptr cinfo, const char *spec) {
   if (index != cinfo->num_components) fail("fewer sampling factors than JPEG components", spec);
 }
 
-static unsigned char *read_all(const char *path, size_t expected) {
-  FILE *in = (path == NULL || strcmp(path, "-") == 0) ? stdin : fopen(path, "rb");
-  unsigned char *pixels;
+static unsigned char* read_all(const char* path, size_t expected) {
+  FILE* in = (path == NULL || strcmp(path, "-") == 0) ? stdin : fopen(path, "rb");
+  unsigned char* pixels;
   size_t got;
   int extra;
   if (in == NULL) fail("cannot open input", path);
-  pixels = (unsigned char *)malloc(expected ? expected : 1);
+  pixels = (unsigned char*)malloc(expected ? expected : 1);
   if (pixels == NULL) fail("out of memory for pixels", NULL);
   got = fread(pixels, 1, expected, in);
   if (got != expected) fail("input shorter than width*height*components", NULL);
@@ -92,7 +92,8 @@ static unsigned char *read_all(const char *path, size_t expected) {
   return pixels;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
+  /* clang-format off */
   static const struct option options[] = {
       {"width", required_argument, NULL, 'w'},
       {"height", required_argument, NULL, 'h'},
@@ -110,6 +111,7 @@ int main(int argc, char **argv) {
       {"input", required_argument, NULL, 'i'},
       {"output", required_argument, NULL, 'O'},
       {NULL, 0, NULL, 0}};
+  /* clang-format on */
   long width = -1, height = -1, components = -1, quality = 90;
   long restart_interval = 0, restart_rows = 0, jfif = -1, adobe = -1;
   int progressive = 0, arithmetic = 0, optimize = 0, opt;
@@ -120,7 +122,7 @@ int main(int argc, char **argv) {
   unsigned char *pixels, *jpeg = NULL;
   unsigned long jpeg_size = 0;
   size_t row_stride;
-  FILE *out;
+  FILE* out;
 
   while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
     switch (opt) {

@@ -30,8 +30,9 @@ except ModuleNotFoundError:  # run by hand from a checkout that is not installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import custom_op  # noqa: E402
     import custom_op.testing  # noqa: E402
-import fuzz_corpus  # noqa: E402
 import torch  # noqa: E402
+
+import fuzz_corpus  # noqa: E402
 import jpeg_factory  # noqa: E402
 import jpeg_markers as jm  # noqa: E402
 import restart_segments as rs  # noqa: E402
@@ -59,7 +60,7 @@ def base(name: str) -> bytes:
 
 def _remove_marker(rng, data, layout):
     offset, _ = rng.choice(layout.markers)
-    return data[:offset] + data[offset + 2:]
+    return data[:offset] + data[offset + 2 :]
 
 
 def _renumber_marker(rng, data, layout):
@@ -92,26 +93,37 @@ def _zero_segment(rng, data, layout):
 
 
 def _truncate_in_scan(rng, data, layout):
-    return data[:rng.randint(layout.start, layout.end)]
+    return data[: rng.randint(layout.start, layout.end)]
 
 
 def _lying_dri(rng, data, layout):
     interval = rs.restart_interval(data)
-    return rs.with_restart_interval(data, rng.choice((0, 1, 2, 3, interval + 1, 2 * interval, max(1, interval - 1),
-                                                      rng.randrange(65536))))
+    return rs.with_restart_interval(
+        data, rng.choice((0, 1, 2, 3, interval + 1, 2 * interval, max(1, interval - 1), rng.randrange(65536)))
+    )
 
 
 def _lying_sof(rng, data, layout):
     _, height, width, _ = jm.sof_info(data)
-    pick = lambda v: max(1, min(65535, rng.choice((v - 1, v + 1, v - 8, v + 8, v + 16, 2 * v, v // 2 + 1))))
-    return jm.patch_sof(data, height=pick(height) if rng.random() < 0.6 else height,
-                        width=pick(width) if rng.random() < 0.6 else width)
+
+    def pick(v):
+        return max(1, min(65535, rng.choice((v - 1, v + 1, v - 8, v + 8, v + 16, 2 * v, v // 2 + 1))))
+
+    return jm.patch_sof(
+        data, height=pick(height) if rng.random() < 0.6 else height, width=pick(width) if rng.random() < 0.6 else width
+    )
 
 
 _TARGETED = {
-    "remove_rst": _remove_marker, "renumber_rst": _renumber_marker, "extra_rst": _extra_marker,
-    "swap_segments": _swap_segments, "empty_segment": _empty_segment, "zero_segment": _zero_segment,
-    "truncate_in_scan": _truncate_in_scan, "lying_dri": _lying_dri, "lying_sof": _lying_sof,
+    "remove_rst": _remove_marker,
+    "renumber_rst": _renumber_marker,
+    "extra_rst": _extra_marker,
+    "swap_segments": _swap_segments,
+    "empty_segment": _empty_segment,
+    "zero_segment": _zero_segment,
+    "truncate_in_scan": _truncate_in_scan,
+    "lying_dri": _lying_dri,
+    "lying_sof": _lying_sof,
 }
 MUTATIONS = tuple(_TARGETED) + fuzz_corpus.MUTATIONS[:-2] + ("stacked",)
 
@@ -163,15 +175,23 @@ def check_sub_image(case, data: bytes) -> None:
         if sub.numel() == 0:
             continue
         window = (top - where[0], left - where[1], h, w)
-        got, got_error = case.call("sub_image_window", lambda: custom_op.decode_and_crop_jpeg(
-            sub.numpy().tobytes(), *window, on_warning="ignore", max_pixels=None))
-        want, want_error = case.call("file_window", lambda: custom_op.decode_and_crop_jpeg(
-            data, top, left, h, w, on_warning="ignore", max_pixels=None))
+        got, got_error = case.call(
+            "sub_image_window",
+            lambda: custom_op.decode_and_crop_jpeg(
+                sub.numpy().tobytes(), *window, on_warning="ignore", max_pixels=None
+            ),
+        )
+        want, want_error = case.call(
+            "file_window",
+            lambda: custom_op.decode_and_crop_jpeg(data, top, left, h, w, on_warning="ignore", max_pixels=None),
+        )
         if (got is None) != (want is None) or (got is not None and not torch.equal(got, want)):
-            case.fail(f"sub-image window {window} of ({top}, {left}, {h}, {w}): "
-                      f"{'error ' + repr(got_error) if got is None else 'tensor'} against the file's "
-                      f"{'error ' + repr(want_error) if want is None else 'tensor'}"
-                      + (" (different pixels)" if got is not None and want is not None else ""))
+            case.fail(
+                f"sub-image window {window} of ({top}, {left}, {h}, {w}): "
+                f"{'error ' + repr(got_error) if got is None else 'tensor'} against the file's "
+                f"{'error ' + repr(want_error) if want is None else 'tensor'}"
+                + (" (different pixels)" if got is not None and want is not None else "")
+            )
 
 
 _cache: dict = {}
@@ -190,14 +210,28 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=200, help="variants per base")
     args = parser.parse_args()
     faulthandler.enable()
-    summary = {"cases": 0, "bad": 0, "notes": 0, "outcomes": {}, "max_case_s": 0.0, "slowest": "",
-               "random_access_decodes_before": custom_op.testing.random_access_decodes()}
+    summary = {
+        "cases": 0,
+        "bad": 0,
+        "notes": 0,
+        "outcomes": {},
+        "max_case_s": 0.0,
+        "slowest": "",
+        "random_access_decodes_before": custom_op.testing.random_access_decodes(),
+    }
     for name in [b for b in args.bases.split(",") if b]:
         todo = [(-1, "base", base_cached(name))]
         todo += [(i, *variant(name, args.seed, i)) for i in range(args.count)]
         for index, kind, data in todo:
-            case = Case(name, args.seed, index, kind, data, random.Random(f"ra-calls/{name}/{args.seed}/{index}"),
-                        summary["outcomes"])
+            case = Case(
+                name,
+                args.seed,
+                index,
+                kind,
+                data,
+                random.Random(f"ra-calls/{name}/{args.seed}/{index}"),
+                summary["outcomes"],
+            )
             print(f"CASE {case.tag}", flush=True)
             faulthandler.dump_traceback_later(PER_CASE_TIMEOUT, exit=True)
             start = time.perf_counter()
@@ -215,7 +249,8 @@ def main() -> int:
                 print(f"NOTE {note}", flush=True)
             summary["notes"] += len(case.notes)
     summary["random_access_decodes"] = custom_op.testing.random_access_decodes() - summary.pop(
-        "random_access_decodes_before")
+        "random_access_decodes_before"
+    )
     print("SUMMARY " + json.dumps(summary), flush=True)
     return 0
 

@@ -49,7 +49,7 @@ def restart_interval(data: bytes) -> int:
         if segment.marker == jm.SOS:
             break
         if segment.marker == jm.DRI:
-            (value,) = struct.unpack(">H", data[segment.offset + 4:segment.offset + 6])
+            (value,) = struct.unpack(">H", data[segment.offset + 4 : segment.offset + 6])
     return value
 
 
@@ -60,5 +60,5 @@ def with_restart_interval(data: bytes, interval: int) -> bytes:
         if segment.marker == jm.SOS:
             break
         if segment.marker == jm.DRI:
-            out[segment.offset + 4:segment.offset + 6] = struct.pack(">H", interval)
+            out[segment.offset + 4 : segment.offset + 6] = struct.pack(">H", interval)
     return bytes(out)

@@ -93,9 +93,11 @@ def test_window_outside_image_is_value_error_naming_window_and_size(valid, windo
 @pytest.mark.parametrize("window", EMPTY_WINDOWS, ids=str)
 def test_empty_window_is_value_error_saying_at_least_1(valid, window):
     data, _ = valid
-    for call in (lambda: custom_op.decode_and_crop_jpeg(data, *window),
-                 lambda: custom_op.decode_and_crop_jpegs([data, data], 0, 0, [10, window[2]], [10, window[3]]),
-                 lambda: custom_op.decode_and_resized_crop_jpeg(data, *window, 8)):
+    for call in (
+        lambda: custom_op.decode_and_crop_jpeg(data, *window),
+        lambda: custom_op.decode_and_crop_jpegs([data, data], 0, 0, [10, window[2]], [10, window[3]]),
+        lambda: custom_op.decode_and_resized_crop_jpeg(data, *window, 8),
+    ):
         with pytest.raises(ValueError, match="must be at least 1") as info:
             call()
         assert f"height={window[2]}" in str(info.value) and f"width={window[3]}" in str(info.value)
@@ -549,7 +551,7 @@ def test_real_odd_files_cut_anywhere():
 
 def test_ignore_prints_nothing_about_corrupt_data(tmp_path):
     """on_warning="ignore" is silent: no Python warning and nothing on stderr (from the C++ side)."""
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import sys, warnings
         sys.path.insert(0, sys.argv[1])
         import custom_op, jpeg_factory
@@ -561,10 +563,15 @@ def test_ignore_prints_nothing_about_corrupt_data(tmp_path):
             custom_op.decode_jpeg(cut, on_warning="ignore")
             custom_op.decode_and_crop_jpeg(cut, 40, 40, 8, 8, on_warning="ignore")
         print("ok")
-    ''')
+    """)
     tests_dir = str(Path(__file__).resolve().parent)
-    done = subprocess.run([sys.executable, "-c", code, tests_dir], capture_output=True, text=True, timeout=300,
-                          cwd=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run(
+        [sys.executable, "-c", code, tests_dir],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     noise = [line for line in done.stderr.splitlines() if "corrupt" in line.lower() or "warning" in line.lower()]

@@ -12,6 +12,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -43,6 +44,7 @@ build_config = load_package_module("_build_config")
 
 # ---------------------------------------------------------------- helpers
 
+
 @pytest.fixture(scope="module")
 def jpeg_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("jpeg") / "gradient.jpg"
@@ -55,7 +57,7 @@ def jpeg_file(tmp_path_factory):
 def reference_window(jpeg_path):
     top, left, height, width = WINDOW
     rgb = np.asarray(Image.open(jpeg_path).convert("RGB"))
-    return torch.from_numpy(rgb[top:top + height, left:left + width].copy()).permute(2, 0, 1)
+    return torch.from_numpy(rgb[top : top + height, left : left + width].copy()).permute(2, 0, 1)
 
 
 def child_env(cache, pythonpath=ROOT, **extra):
@@ -78,7 +80,11 @@ def build_count(cache):
 def run_workers(args, env, cwd):
     return subprocess.run(
         [sys.executable, str(WORKERS), *map(str, args)],
-        env=env, cwd=cwd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
     )
 
 
@@ -109,6 +115,7 @@ def dirs(tmp_path, *names):
 
 # ---------------------------------------------------------------- concurrency
 
+
 @pytest.mark.slow
 def test_many_processes_first_import_at_once_build_once(tmp_path, jpeg_file):
     cache, out, barrier = dirs(tmp_path, "cache", "out", "barrier")
@@ -129,7 +136,11 @@ def test_builder_killed_mid_build_does_not_block_the_next(tmp_path, jpeg_file):
     env = child_env(cache)
     victim = subprocess.Popen(
         [sys.executable, str(WORKERS), "child", *map(str, [jpeg_file, out_killed, barrier_killed, 1])],
-        env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=env,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     started = threading.Event()
     victim_err = []
@@ -187,6 +198,7 @@ def test_dataloader_workers_build_once(tmp_path, jpeg_file, method):
 
 
 # ---------------------------------------------------------------- cache root choice
+
 
 def test_cache_root_precedence(tmp_path):
     a, b, c = (str(p) for p in dirs(tmp_path, "a", "b", "c"))
@@ -280,7 +292,7 @@ def test_rejects_plain_libjpeg_and_old_turbo(tmp_path, monkeypatch):
 
 
 def test_finds_custom_prefix_with_rpath(tmp_path, monkeypatch):
-    prefix = fake_prefix(tmp_path / "p", '#define LIBJPEG_TURBO_VERSION  3.0.1\n')
+    prefix = fake_prefix(tmp_path / "p", "#define LIBJPEG_TURBO_VERSION  3.0.1\n")
     monkeypatch.setenv("CUSTOM_OP_JPEG_PREFIX", str(prefix))
     found = jpeg_paths.find_libjpeg_turbo(search_system=False)
     assert found.version == "3.0.1"
@@ -304,8 +316,9 @@ def test_system_libjpeg_turbo_is_found():
 def test_import_without_headers_fails_with_instructions(tmp_path):
     cache, empty = dirs(tmp_path, "cache", "empty")
     env = child_env(cache, CUSTOM_OP_JPEG_PREFIX=empty)
-    r = subprocess.run([sys.executable, "-c", "import custom_op"], env=env, cwd=tmp_path,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", "import custom_op"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode != 0
     for hint in INSTALL_HINTS:
         assert hint in r.stderr
@@ -326,8 +339,10 @@ def test_source_hash_covers_headers_but_not_cuda_dir(tmp_path):
     (csrc / "cuda" / "test_only_kernels.cpp").write_text("// another library's source\n")
     (csrc / "cuda" / "test_only_kernels.h").write_text("// another library's header\n")
     assert source_hash() == before
-    assert all("cuda" not in os.path.relpath(p, csrc).split(os.sep)
-               for p in build_config.cpu_sources(str(csrc)) + build_config.cpu_headers(str(csrc)))
+    assert all(
+        "cuda" not in os.path.relpath(p, csrc).split(os.sep)
+        for p in build_config.cpu_sources(str(csrc)) + build_config.cpu_headers(str(csrc))
+    )
     headers = build_config.cpu_headers(str(csrc))
     assert headers, "expected headers under csrc"
     with open(headers[0], "a") as f:
@@ -337,9 +352,11 @@ def test_source_hash_covers_headers_but_not_cuda_dir(tmp_path):
 
 # ---------------------------------------------------------------- installed, read-only package
 
+
 def copy_package(dest_site):
     shutil.copytree(
-        PACKAGE, dest_site / "custom_op",
+        PACKAGE,
+        dest_site / "custom_op",
         ignore=shutil.ignore_patterns("__pycache__", "*.so", build_config.PREBUILT_INFO),
     )
 
@@ -397,8 +414,15 @@ def readonly_install(tmp_path_factory, jpeg_file):
     before = snapshot(site)
     env = child_env(cache, pythonpath=site)
     result, run = run_info(env, base, jpeg_file, wrap=lambda argv: read_only_command(site, argv)[0])
-    yield {"site": site, "cache": cache, "env": env, "base": base, "before": before,
-           "result": result, "stderr": run.stderr}
+    yield {
+        "site": site,
+        "cache": cache,
+        "env": env,
+        "base": base,
+        "before": before,
+        "result": result,
+        "stderr": run.stderr,
+    }
     for p in [site, *site.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
 
@@ -413,6 +437,10 @@ def test_read_only_package_builds_into_cache_root(readonly_install):
     assert snapshot(ro["site"]) == ro["before"], "something was written into the package dir"
     assert build_count(ro["cache"]) == 1
     assert "building the C++ library custom_op_cpu" in ro["stderr"]
+    # The hint is honest: no more than twice what the build took (a busy machine only makes the build slower).
+    claimed = int(re.search(r"takes about (\d+) s", ro["stderr"]).group(1))
+    took = float(re.search(r"seconds=([\d.]+)", (ro["cache"] / "custom_op" / "builds.log").read_text()).group(1))
+    assert claimed <= 2 * took + 5, (claimed, took)
 
 
 @pytest.mark.slow
@@ -427,8 +455,14 @@ def test_warm_cache_import_takes_no_lock(readonly_install, jpeg_file):
         "        raise AssertionError('FileLock used although the cache was warm')\n"
         "filelock.FileLock = NoLock\n" + INFO_SCRIPT
     )
-    r = subprocess.run([sys.executable, "-c", code, str(jpeg_file)], env=ro["env"], cwd=ro["base"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(jpeg_file)],
+        env=ro["env"],
+        cwd=ro["base"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert result["info"]["built"] == "no" and result["shape"] == [3, WINDOW[2], WINDOW[3]]
@@ -482,8 +516,14 @@ def test_lock_timeout_names_the_lock(readonly_install, jpeg_file, tmp_path):
     lock_path = cache / "custom_op" / f"{key}.lock"
     env = dict(ro["env"], CUSTOM_OP_CACHE_DIR=str(cache), CUSTOM_OP_BUILD_LOCK_TIMEOUT="2")
     with FileLock(str(lock_path)):  # another "builder" holds it
-        r = subprocess.run([sys.executable, "-c", INFO_SCRIPT, str(jpeg_file)], env=env, cwd=tmp_path,
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", INFO_SCRIPT, str(jpeg_file)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert r.returncode != 0
     assert "TimeoutError" in r.stderr and str(lock_path) in r.stderr
     assert "CUSTOM_OP_BUILD_LOCK_TIMEOUT" in r.stderr
@@ -493,12 +533,24 @@ def test_lock_timeout_names_the_lock(readonly_install, jpeg_file, tmp_path):
 @pytest.mark.slow
 def test_cli_build_and_info(readonly_install, tmp_path):
     ro = readonly_install
-    r = subprocess.run([sys.executable, "-m", "custom_op", "build"], env=ro["env"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "custom_op", "build"],
+        env=ro["env"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("already built: ") and ro["result"]["info"]["path"] in r.stdout
-    r = subprocess.run([sys.executable, "-m", "custom_op", "info"], env=ro["env"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "custom_op", "info"],
+        env=ro["env"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "kind:           jit" in r.stdout and "libjpeg-turbo:  " in r.stdout
     assert build_count(ro["cache"]) == 1

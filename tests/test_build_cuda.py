@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from conftest import load_package_module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,14 +27,33 @@ PACKAGE = ROOT / "custom_op"
 config = load_package_module("_build_config")
 nvjpeg_paths = load_package_module("_nvjpeg_paths")
 
-GOOD_FACTS = dict(torch_version="2.11.0+cu130", torch_cuda="13.0", nvcc="/usr/local/cuda/bin/nvcc",
-                  nvjpeg_error=None, arch_list=None, visible_gpus=1)
+GOOD_FACTS = dict(
+    torch_version="2.11.0+cu130",
+    torch_cuda="13.0",
+    nvcc="/usr/local/cuda/bin/nvcc",
+    nvjpeg_error=None,
+    arch_list=None,
+    visible_gpus=1,
+)
 
 
 # ---------------------------------------------------------------- the decision, from given facts
 
-@pytest.mark.parametrize("raw, mode", [(None, "auto"), ("", "auto"), (" AUTO ", "auto"), ("0", "0"), ("off", "0"),
-                                       ("false", "0"), ("1", "1"), ("yes", "1"), ("ON", "1")])
+
+@pytest.mark.parametrize(
+    "raw, mode",
+    [
+        (None, "auto"),
+        ("", "auto"),
+        (" AUTO ", "auto"),
+        ("0", "0"),
+        ("off", "0"),
+        ("false", "0"),
+        ("1", "1"),
+        ("yes", "1"),
+        ("ON", "1"),
+    ],
+)
 def test_build_mode_values(raw, mode):
     assert config.parse_build_mode(raw) == mode
 
@@ -51,14 +71,26 @@ def test_builds_when_every_fact_allows_it():
     assert config.decide_cuda_build("1", None) == ("build", None)
 
 
-@pytest.mark.parametrize("facts, says", [
-    ({"torch_version": None, "torch_cuda": None}, "torch is not importable"),
-    ({"torch_version": "2.13.0+cpu", "torch_cuda": None}, "torch 2.13.0+cpu in the build environment is built without CUDA"),
-    ({"nvcc": None}, "nvcc was not found (set CUDA_HOME"),
-    ({"nvjpeg_error": "custom_op: nvJPEG (nvjpeg.h and libnvjpeg.so) was not found. Searched:\n  - /x: no include"},
-     "nvJPEG (nvjpeg.h and libnvjpeg.so) was not found (python custom_op/_nvjpeg_paths.py shows where it looked)"),
-    ({"visible_gpus": 0}, "set TORCH_CUDA_ARCH_LIST"),
-])
+@pytest.mark.parametrize(
+    "facts, says",
+    [
+        ({"torch_version": None, "torch_cuda": None}, "torch is not importable"),
+        (
+            {"torch_version": "2.13.0+cpu", "torch_cuda": None},
+            "torch 2.13.0+cpu in the build environment is built without CUDA",
+        ),
+        ({"nvcc": None}, "nvcc was not found (set CUDA_HOME"),
+        (
+            {
+                "nvjpeg_error": "custom_op: nvJPEG (nvjpeg.h and libnvjpeg.so) was not found. "
+                "Searched:\n  - /x: no include"
+            },
+            "nvJPEG (nvjpeg.h and libnvjpeg.so) was not found "
+            "(python custom_op/_nvjpeg_paths.py shows where it looked)",
+        ),
+        ({"visible_gpus": 0}, "set TORCH_CUDA_ARCH_LIST"),
+    ],
+)
 def test_each_missing_fact_is_the_reason(facts, says):
     reason = config.cuda_unbuildable_reason(**{**GOOD_FACTS, **facts})
     assert reason is not None and says in reason and "\n" not in reason
@@ -87,6 +119,7 @@ def test_a_real_nvjpeg_search_failure_makes_a_one_line_reason(tmp_path, monkeypa
 
 # ---------------------------------------------------------------- what the GPU library is built from
 
+
 class _Nvjpeg:
     include_dir, library_dir, library_file, version = "/nv/include", "/nv/lib", "libnvjpeg.so.13", "13.0.1"
 
@@ -100,8 +133,9 @@ def test_cuda_sources_are_the_cuda_and_common_dirs(tmp_path):
     csrc = tmp_path / "csrc"
     shutil.copytree(PACKAGE / "csrc", csrc)
     rel = {os.path.relpath(p, csrc) for p in config.cuda_sources(str(csrc))}
-    expected = {os.path.join(d, f.name) for d in ("cuda", "common") for f in (csrc / d).iterdir()
-                if f.suffix in (".cpp", ".cu")}
+    expected = {
+        os.path.join(d, f.name) for d in ("cuda", "common") for f in (csrc / d).iterdir() if f.suffix in (".cpp", ".cu")
+    }
     assert rel == expected and os.path.join("common", "exif_orientation.cpp") in rel
     headers = {os.path.relpath(p, csrc) for p in config.cuda_headers(str(csrc))}
     assert os.path.join("common", "region.h") in headers and os.path.join("cuda", "nvjpeg_context.h") in headers
@@ -117,8 +151,11 @@ def test_cuda_sources_are_the_cuda_and_common_dirs(tmp_path):
     with open(csrc / "cpu" / "decode_cpu.cpp", "a") as f:  # the CPU library's own source
         f.write("\n// edited\n")
     assert source_hash() == before
-    for shared in (csrc / "common" / "region.h", csrc / "common" / "exif_orientation.cpp",
-                   csrc / "cuda" / "window_copy.cu"):
+    for shared in (
+        csrc / "common" / "region.h",
+        csrc / "common" / "exif_orientation.cpp",
+        csrc / "cuda" / "window_copy.cu",
+    ):
         with open(shared, "a") as f:
             f.write("\n// edited\n")
         after = source_hash()
@@ -140,24 +177,28 @@ def test_flags_and_buildinfo():
 
 
 # torch's -gencode flags for TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX" and the like.
-@pytest.mark.parametrize("flags, capability, runs", [
-    (["-gencode=arch=compute_90,code=sm_90"], (9, 0), True),
-    (["-gencode=arch=compute_90,code=sm_90"], (8, 0), False),
-    (["-gencode=arch=compute_90,code=sm_90"], (10, 0), False),  # a cubin does not cross major versions
-    (["-gencode=arch=compute_80,code=sm_80"], (8, 6), True),
-    (["-gencode=arch=compute_86,code=sm_86"], (8, 0), False),
-    (["-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=compute_90"], (10, 0), True),  # PTX
-    (["-gencode=arch=compute_90,code=compute_90"], (8, 9), False),
-    (["-gencode=arch=compute_90a,code=sm_90a"], (9, 0), True),
-    (["-gencode=arch=compute_100a,code=sm_100a"], (10, 3), False),  # arch-specific: exactly that one
-    (["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_120,code=sm_120"], (12, 0), True),
-    ([], (9, 0), False),
-])
+@pytest.mark.parametrize(
+    "flags, capability, runs",
+    [
+        (["-gencode=arch=compute_90,code=sm_90"], (9, 0), True),
+        (["-gencode=arch=compute_90,code=sm_90"], (8, 0), False),
+        (["-gencode=arch=compute_90,code=sm_90"], (10, 0), False),  # a cubin does not cross major versions
+        (["-gencode=arch=compute_80,code=sm_80"], (8, 6), True),
+        (["-gencode=arch=compute_86,code=sm_86"], (8, 0), False),
+        (["-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=compute_90"], (10, 0), True),  # PTX
+        (["-gencode=arch=compute_90,code=compute_90"], (8, 9), False),
+        (["-gencode=arch=compute_90a,code=sm_90a"], (9, 0), True),
+        (["-gencode=arch=compute_100a,code=sm_100a"], (10, 3), False),  # arch-specific: exactly that one
+        (["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_120,code=sm_120"], (12, 0), True),
+        ([], (9, 0), False),
+    ],
+)
 def test_arch_flags_cover(flags, capability, runs):
     assert config.arch_flags_cover(flags, capability) is runs
 
 
 # ---------------------------------------------------------------- when a prebuilt library is current
+
 
 def _place(package_dir, name, info_file, info):
     (package_dir / (name + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"not loaded by this test")
@@ -168,8 +209,12 @@ def _place(package_dir, name, info_file, info):
 def test_prebuilt_library_is_taken_only_when_its_buildinfo_matches(tmp_path):
     current = {"source_hash": "abc", "torch_version": "2.11.0+cu130", "torch_cuda": "13.0", "python": "cp311"}
     logged = []
-    find = lambda: config.find_prebuilt(config.CUDA_PREBUILT_NAME, config.CUDA_PREBUILT_INFO, current,  # noqa: E731
-                                        package_dir=str(tmp_path), log=logged.append)
+
+    def find():
+        return config.find_prebuilt(
+            config.CUDA_PREBUILT_NAME, config.CUDA_PREBUILT_INFO, current, package_dir=str(tmp_path), log=logged.append
+        )
+
     assert find() is None and logged == []  # nothing there
     _place(tmp_path, config.CUDA_PREBUILT_NAME, config.CUDA_PREBUILT_INFO, None)
     assert find() is None and "no readable" in logged[-1]
@@ -187,17 +232,21 @@ def test_prebuilt_library_is_taken_only_when_its_buildinfo_matches(tmp_path):
 
 # ---------------------------------------------------------------- setup.py's configuration step
 
+
 def _setup_version(**env):
     """`python setup.py --version`: runs setup.py's decisions (and prints them), builds nothing."""
     full = {k: v for k, v in os.environ.items() if k not in ("CUSTOM_OP_BUILD_CUDA", "CUSTOM_OP_BUILD_EXT")}
     full.update(env)
-    return subprocess.run([sys.executable, "setup.py", "--version"], cwd=ROOT, env=full, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "setup.py", "--version"], cwd=ROOT, env=full, capture_output=True, text=True, timeout=300
+    )
 
 
-needs_cpu_torch = pytest.mark.skipif(torch.version.cuda is not None,
-                                     reason=f"torch {torch.__version__} has CUDA here: setup.py may build the "
-                                            "GPU library (bench/device_aot_check.sh checks that case)")
+needs_cpu_torch = pytest.mark.skipif(
+    torch.version.cuda is not None,
+    reason=f"torch {torch.__version__} has CUDA here: setup.py may build the "
+    "GPU library (bench/device_aot_check.sh checks that case)",
+)
 
 
 @needs_cpu_torch
@@ -206,9 +255,11 @@ def test_setup_without_cuda_torch_warns_once_and_still_configures_the_cpu_librar
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "0.1.0"
     warnings = [line for line in r.stderr.splitlines() if "CUDA (nvJPEG) library is not prebuilt" in line]
-    assert warnings == [f"WARNING: custom_op: the CUDA (nvJPEG) library is not prebuilt: torch {torch.__version__} "
-                        "in the build environment is built without CUDA. It is built on first use with "
-                        "device='cuda' instead (CUSTOM_OP_BUILD_CUDA=0 skips it without this warning)."]
+    assert warnings == [
+        f"WARNING: custom_op: the CUDA (nvJPEG) library is not prebuilt: torch {torch.__version__} "
+        "in the build environment is built without CUDA. It is built on first use with "
+        "device='cuda' instead (CUSTOM_OP_BUILD_CUDA=0 skips it without this warning)."
+    ]
 
 
 @needs_cpu_torch

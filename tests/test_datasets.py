@@ -41,8 +41,9 @@ CROP, OUT = 64, 48
 
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
-    return make_synthetic_set(12, H, W, seed=1, num_classes=3, cache_dir=tmp_path_factory.mktemp("cache"),
-                              show_progress=False)
+    return make_synthetic_set(
+        12, H, W, seed=1, num_classes=3, cache_dir=tmp_path_factory.mktemp("cache"), show_progress=False
+    )
 
 
 def make_ds(root, pipeline, **kw):
@@ -62,6 +63,7 @@ def write_folder(root: Path, n: int = 4, size=(H, W)) -> list[Path]:
 
 
 # ----------------------------------------------------------------------------- synthetic set
+
 
 def test_photo_like_is_deterministic_and_seed_dependent():
     a = photo_like(H, W, seed=3)
@@ -170,6 +172,7 @@ def test_default_cache_dir_follows_env(monkeypatch, tmp_path):
 
 # ----------------------------------------------------------------------------- folder listing
 
+
 def test_flat_folder(tmp_path):
     write_folder(tmp_path, 3)
     (tmp_path / "b.JPEG").write_bytes((tmp_path / "img_0.jpg").read_bytes())
@@ -277,12 +280,15 @@ def test_gpu_pipeline_says_the_backend_is_missing(synth):
 
     if callable(getattr(custom_op, "cuda_available", None)) and custom_op.cuda_available():
         pytest.skip("this build has the GPU backend")
-    with pytest.raises(GpuBackendUnavailableError,
-                       match=r"needs the GPU \(nvJPEG\) backend of custom_op, which is not available here: .+"):
+    with pytest.raises(
+        GpuBackendUnavailableError,
+        match=r"needs the GPU \(nvJPEG\) backend of custom_op, which is not available here: .+",
+    ):
         JpegCropDataset(synth, "gpu")
 
 
 # ----------------------------------------------------------------------------- samples
+
 
 @pytest.mark.parametrize("pipeline", ["pil", "roi"])
 def test_sample_shapes_dtypes_and_timings(synth, pipeline):
@@ -321,7 +327,7 @@ def test_same_seed_same_windows_and_pixels_in_pil_and_roi(synth):
         assert torch.equal(a, b), f"sample {i}: pil and roi windows differ"
         # and they are the pixels of that window of the whole decoded image
         full = np.asarray(Image.open(pil.paths[i]).convert("RGB"))
-        assert np.array_equal(a.permute(1, 2, 0).numpy(), full[top:top + h, left:left + w])
+        assert np.array_equal(a.permute(1, 2, 0).numpy(), full[top : top + h, left : left + w])
     # the further transforms draw the same random values in both pipelines too
     pil_t, roi_t = make_ds(synth, "pil", seed=7), make_ds(synth, "roi", seed=7)
     assert all(torch.equal(pil_t[i][0], roi_t[i][0]) for i in range(len(pil_t)))
@@ -405,6 +411,7 @@ def test_odd_jpegs_agree_or_fail_alike_in_pil_and_roi():
 
 # ----------------------------------------------------------------------------- corrupt files
 
+
 @pytest.fixture()
 def corrupt_folder(tmp_path):
     """img_0..img_3 valid; img_1 truncated, img_2 is a PNG under a .jpg name."""
@@ -453,7 +460,7 @@ def test_corrupt_file_skipped_and_reported(corrupt_folder, pipeline):
 def test_corrupt_file_skipped_inside_workers(corrupt_folder, recwarn):
     root, paths = corrupt_folder
     loader = DataLoader(make_ds(root, "roi", on_error="skip"), batch_size=4, num_workers=2)
-    (images, labels, info), = list(loader)
+    ((images, labels, info),) = list(loader)
     assert images.shape == (4, 3, OUT, OUT)
     assert info["index"].tolist() == [0, 3, 3, 3]
     reported = {p for s in info["skipped"] for p in s.split("\n") if p}
@@ -472,9 +479,17 @@ def test_all_files_corrupt_with_skip_is_an_error(tmp_path):
 
 # ----------------------------------------------------------------------------- gpu batch path
 
+
 def test_collate_encoded_keeps_variable_length_bytes():
-    items = [(torch.arange(n, dtype=torch.uint8), torch.tensor([0, 0, 4, 4]), 1,
-              {"read": 0.1, "decode": 0.0, "transform": 0.0, "index": n, "skipped": ""}) for n in (5, 9)]
+    items = [
+        (
+            torch.arange(n, dtype=torch.uint8),
+            torch.tensor([0, 0, 4, 4]),
+            1,
+            {"read": 0.1, "decode": 0.0, "transform": 0.0, "index": n, "skipped": ""},
+        )
+        for n in (5, 9)
+    ]
     data, windows, labels, info = collate_encoded(items)
     assert [len(d) for d in data] == [5, 9]
     assert windows.shape == (2, 4) and labels.tolist() == [1, 1] and info["index"].tolist() == [5, 9]
@@ -493,11 +508,10 @@ def test_gpu_batch_path_matches_roi_when_decoded_on_the_cpu(synth, monkeypatch):
     assert tuple(window.tolist()) == tuple(roi.window(3)) and label == roi.labels[3]
     loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
     for b, (data, windows, labels, info) in enumerate(loader):
-        images = datasets.decode_batch(data, windows, info["index"], seed=4, epoch=0, device="cpu",
-                                       output_size=OUT)
+        images = datasets.decode_batch(data, windows, info["index"], seed=4, epoch=0, device="cpu", output_size=OUT)
         expected = torch.stack([roi[i][0] for i in range(4 * b, 4 * b + 4)])
         assert torch.equal(images, expected)
-        assert labels.tolist() == roi.labels[4 * b:4 * b + 4]
+        assert labels.tolist() == roi.labels[4 * b : 4 * b + 4]
 
 
 def _gpu_skip_reason():
@@ -512,9 +526,8 @@ def test_gpu_pipeline_on_cuda_is_close_to_roi(synth):
     gpu = make_ds(synth, "gpu", seed=6)
     roi = make_ds(synth, "roi", seed=6)
     loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
-    for b, (data, windows, labels, info) in enumerate(loader):
-        images = datasets.decode_batch(data, windows, info["index"], seed=6, epoch=0, device="cuda",
-                                       output_size=OUT)
+    for b, (data, windows, _labels, info) in enumerate(loader):
+        images = datasets.decode_batch(data, windows, info["index"], seed=6, epoch=0, device="cuda", output_size=OUT)
         assert images.device.type == "cuda" and images.dtype == torch.uint8 and images.shape == (4, 3, OUT, OUT)
         expected = torch.stack([roi[i][0] for i in range(4 * b, 4 * b + 4)])
         diff = (images.cpu().int() - expected.int()).abs()
@@ -531,7 +544,7 @@ def test_rrc_pipelines_same_windows_and_pixels_where_decoded_at_full_scale(synth
     assert windows == [rrc.window(i) for i in range(len(rrc))]
     assert len({(w.height, w.width) for w in windows}) > 1  # random areas and aspects
     full_scale = 0
-    for i, (top, left, h, w) in enumerate(windows):
+    for i, (_top, _left, h, w) in enumerate(windows):
         a, b = pil[i][0], rrc[i][0]
         assert a.shape == b.shape == (3, OUT, OUT) and b.dtype == torch.uint8
         if choose_scale(h, w, OUT) == 8:

@@ -7,7 +7,7 @@ equal, byte for byte.
 
 import io
 import struct
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -15,9 +15,9 @@ import torch
 from PIL import Image, ImageOps
 
 import custom_op
-from jpeg_factory import with_exif_orientation
 from conftest import shared_dir
 from custom_op import ImageReadMode
+from jpeg_factory import with_exif_orientation
 
 MODES = {"RGB": ImageReadMode.RGB, "L": ImageReadMode.GRAY, "UNCHANGED": ImageReadMode.UNCHANGED}
 
@@ -37,8 +37,18 @@ def windows(height: int, width: int, rng: np.random.Generator, n_random: int = 1
     """Windows that touch every edge and corner, 1x1 ones, the whole image, windows starting off the
     iMCU grid (offsets around multiples of 8, 16 and 32), single rows and columns, and random ones."""
     H, W = height, width
-    out = {(0, 0, H, W), (0, 0, 1, 1), (0, W - 1, 1, 1), (H - 1, 0, 1, 1), (H - 1, W - 1, 1, 1),
-           (H // 2, W // 2, 1, 1), (0, 0, 1, W), (H - 1, 0, 1, W), (0, 0, H, 1), (0, W - 1, H, 1)}
+    out = {
+        (0, 0, H, W),
+        (0, 0, 1, 1),
+        (0, W - 1, 1, 1),
+        (H - 1, 0, 1, 1),
+        (H - 1, W - 1, 1, 1),
+        (H // 2, W // 2, 1, 1),
+        (0, 0, 1, W),
+        (H - 1, 0, 1, W),
+        (0, 0, H, 1),
+        (0, W - 1, H, 1),
+    }
     for _ in range(3):
         h, w = int(rng.integers(1, H + 1)), int(rng.integers(1, W + 1))
         t, l = int(rng.integers(0, H - h + 1)), int(rng.integers(0, W - w + 1))
@@ -54,18 +64,19 @@ def windows(height: int, width: int, rng: np.random.Generator, n_random: int = 1
     return sorted(out)
 
 
-def assert_crops_exact(data: bytes, reference: np.ndarray, rng, mode=ImageReadMode.RGB, exif=False,
-                       n_random=12):
+def assert_crops_exact(data: bytes, reference: np.ndarray, rng, mode=ImageReadMode.RGB, exif=False, n_random=12):
     _, H, W = reference.shape
     for top, left, h, w in windows(H, W, rng, n_random):
         out = custom_op.decode_and_crop_jpeg(data, top, left, h, w, mode=mode, apply_exif_orientation=exif)
         assert out.dtype == torch.uint8 and out.is_contiguous()
-        expected = reference[:, top:top + h, left:left + w]
+        expected = reference[:, top : top + h, left : left + w]
         assert out.shape == expected.shape, (top, left, h, w)
         if not np.array_equal(out.numpy(), expected):
             diff = np.argwhere(out.numpy() != expected)
-            pytest.fail(f"window (top={top}, left={left}, height={h}, width={w}) of a {H}x{W} image "
-                        f"differs from Pillow at {len(diff)} values, first at [c, y, x] = {diff[0]}")
+            pytest.fail(
+                f"window (top={top}, left={left}, height={h}, width={w}) of a {H}x{W} image "
+                f"differs from Pillow at {len(diff)} values, first at [c, y, x] = {diff[0]}"
+            )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -93,9 +104,18 @@ def test_imagenet_sample_other_modes(mode):
         assert_crops_exact(data, pillow_reference(data, mode), rng, mode=MODES[mode], n_random=4)
 
 
-ODD_FILES = ["exif_gps.jpg", "flower.jpg", "hopper.jpg", "hopper_gray.jpg", "hopper_orientation_3.jpg",
-             "hopper_orientation_6.jpg", "icc-after-SOF.jpg", "pil_sample_cmyk.jpg", "testimgint.jpg",
-             "testorig.jpg"]
+ODD_FILES = [
+    "exif_gps.jpg",
+    "flower.jpg",
+    "hopper.jpg",
+    "hopper_gray.jpg",
+    "hopper_orientation_3.jpg",
+    "hopper_orientation_6.jpg",
+    "icc-after-SOF.jpg",
+    "pil_sample_cmyk.jpg",
+    "testimgint.jpg",
+    "testorig.jpg",
+]
 
 
 @pytest.mark.parametrize("name", ODD_FILES)
@@ -134,7 +154,7 @@ CODINGS = {
 SIZES = [(1, 1), (17, 9), (9, 17), (61, 47), (200, 333)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def generated(writer, height, width, channels=3, seed=0, **options):
     return writer.encode(writer.photo_like(height, width, channels, seed=seed), **options)
 
@@ -159,8 +179,11 @@ def test_generated_long_thin_images(jpeg_writer, height, width, subsampling):
     data = generated(jpeg_writer, height, width, sampling=subsampling)
     assert_crops_exact(data, pillow_reference(data), np.random.default_rng(4))
 
-@pytest.mark.parametrize("subsampling,widths", [("4:2:0", (129, 130, 131, 132, 133)), ("4:2:2", (130, 132)),
-                                                 ("4:1:1", (161, 164, 166, 168, 169))])
+
+@pytest.mark.parametrize(
+    "subsampling,widths",
+    [("4:2:0", (129, 130, 131, 132, 133)), ("4:2:2", (130, 132)), ("4:1:1", (161, 164, 166, 168, 169))],
+)
 def test_windows_in_a_narrow_last_imcu(jpeg_writer, subsampling, widths):
     # Widths just past a multiple of the iMCU: a crop of the last columns alone would hand libjpeg a
     # chroma plane of 1 or 2 samples, which it upsamples without the fancy filter.
@@ -170,8 +193,7 @@ def test_windows_in_a_narrow_last_imcu(jpeg_writer, subsampling, widths):
         for k in (1, 2, 3, 4, 5, 9):
             for top, height in ((0, 83), (40, 1), (17, 66)):
                 out = custom_op.decode_and_crop_jpeg(data, top, width - k, height, k)
-                assert np.array_equal(out.numpy(), reference[:, top:top + height, width - k:]), (width, k, top)
-
+                assert np.array_equal(out.numpy(), reference[:, top : top + height, width - k :]), (width, k, top)
 
 
 def test_generated_large_image_window_far_from_the_top(jpeg_writer):
@@ -180,7 +202,7 @@ def test_generated_large_image_window_far_from_the_top(jpeg_writer):
     for window in [(1200, 1700, 300, 300), (1499, 1999, 1, 1), (733, 917, 241, 303)]:
         top, left, h, w = window
         out = custom_op.decode_and_crop_jpeg(data, *window)
-        assert np.array_equal(out.numpy(), reference[:, top:top + h, left:left + w]), window
+        assert np.array_equal(out.numpy(), reference[:, top : top + h, left : left + w]), window
 
 
 @pytest.mark.parametrize("color_space,channels", [("gray", 1), ("rgb", 3), ("cmyk", 4), ("ycck", 4)])
@@ -188,8 +210,7 @@ def test_generated_large_image_window_far_from_the_top(jpeg_writer):
 def test_generated_color_spaces(jpeg_writer, color_space, channels, mode):
     rng = np.random.default_rng(6)
     for coding in ("baseline", "progressive"):
-        data = generated(jpeg_writer, 61, 47, channels, color_space=color_space, sampling="4:4:4",
-                         **CODINGS[coding])
+        data = generated(jpeg_writer, 61, 47, channels, color_space=color_space, sampling="4:4:4", **CODINGS[coding])
         assert custom_op.read_jpeg_header(data).color_space == color_space
         reference = pillow_reference(data, mode)
         expected_channels = {"RGB": 3, "L": 1, "UNCHANGED": 1 if channels == 1 else 3 if channels == 3 else 4}
@@ -205,8 +226,6 @@ def test_generated_subsampled_cmyk(jpeg_writer):
 
 # ---------------------------------------------------------------------------------------------------
 # EXIF orientation
-
-
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))
@@ -242,8 +261,13 @@ def test_every_input_type_gives_the_same_pixels(jpeg_writer):
     data = generated(jpeg_writer, 61, 47)
     expected = custom_op.decode_and_crop_jpeg(data, 3, 5, 40, 30)
     as_numpy = np.frombuffer(data, dtype=np.uint8)
-    for value in (bytearray(data), memoryview(data), as_numpy, torch.from_numpy(as_numpy.copy()),
-                  torch.frombuffer(bytearray(data), dtype=torch.uint8)):
+    for value in (
+        bytearray(data),
+        memoryview(data),
+        as_numpy,
+        torch.from_numpy(as_numpy.copy()),
+        torch.frombuffer(bytearray(data), dtype=torch.uint8),
+    ):
         assert torch.equal(custom_op.decode_and_crop_jpeg(value, 3, 5, 40, 30), expected)
     # numpy integers and 0-d tensors are integers too
     out = custom_op.decode_and_crop_jpeg(data, np.int64(3), torch.tensor(5), 40, 30)
@@ -264,7 +288,7 @@ def test_header_reads_no_pixels_and_reports_format(jpeg_writer):
     assert info == custom_op.JpegInfo(61, 47, 3, "ycbcr", "4:2:2", True, 1)
     # The header is all it needs: the scans can be missing.
     sos = data.index(b"\xff\xda")
-    sos_end = sos + 2 + struct.unpack(">H", data[sos + 2:sos + 4])[0]
+    sos_end = sos + 2 + struct.unpack(">H", data[sos + 2 : sos + 4])[0]
     assert custom_op.read_jpeg_header(data[:sos_end]) == info
 
 

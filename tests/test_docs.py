@@ -61,10 +61,25 @@ def test_docs_build_strict(tmp_path):
         try:
             importlib.import_module(module)
         except ImportError:
-            pytest.skip(f"{package} is not installed: pip install --no-build-isolation '.[docs]' to build the "
-                        "documentation")
-    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-E", "-q", "-b", "html",
-               "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")]
+            pytest.skip(
+                f"{package} is not installed: pip install --no-build-isolation '.[docs]' to build the documentation"
+            )
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-n",
+        "-E",
+        "-q",
+        "-b",
+        "html",
+        "-d",
+        str(tmp_path / "doctrees"),
+        str(DOCS),
+        str(tmp_path / "html"),
+    ]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"{' '.join(command)} failed:\n{run.stdout}\n{run.stderr}"
     assert (tmp_path / "html" / "reference" / "api.html").is_file()
@@ -81,13 +96,14 @@ def test_every_code_block_is_python_shell_or_output(path):
         language = info.split()[0] if info else ""
         assert language == "python" or language in SHOWN_ONLY or language in DIRECTIVES, (
             f"{rel(path)}:{line}: a code block marked {info!r}; mark it python (run by the tests), "
-            f"bash (shell commands) or text (output)")
+            f"bash (shell commands) or text (output)"
+        )
 
 
 def python_blocks(path: Path) -> list[tuple[int, str]]:
     """(line, source) of each Python block of a Markdown file, in order."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    blocks, start = [], None
+    blocks = []
     for number, info in fences(path):
         if info.split()[:1] == ["python"]:
             body = []
@@ -133,8 +149,9 @@ def _sybil():
     try:
         import sybil  # noqa: F401
     except ImportError:
-        pytest.skip("Sybil is not installed: pip install --no-build-isolation '.[docs]' to run the documentation's "
-                    "examples")
+        pytest.skip(
+            "Sybil is not installed: pip install --no-build-isolation '.[docs]' to run the documentation's examples"
+        )
     spec = importlib.util.spec_from_file_location("_custom_op_docs_conftest", ROOT / "conftest.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

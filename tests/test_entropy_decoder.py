@@ -15,11 +15,10 @@ import pytest
 import torch
 
 import custom_op
-from custom_op import testing
 import jpeg_factory
 import restart_segments
 from conftest import shared_dir
-from custom_op import ImageReadMode
+from custom_op import ImageReadMode, testing
 from test_decode import assert_crops_exact, pillow_reference
 
 pytestmark = pytest.mark.skipif(
@@ -59,8 +58,14 @@ def assert_same_outcome(data: bytes, window, **options):
 
 
 def windows(height: int, width: int, rng: np.random.Generator, n: int = 10):
-    out = {(0, 0, height, width), (0, 0, 1, 1), (height - 1, width - 1, 1, 1), (height // 2, 0, height - height // 2, 1),
-           (0, width - 1, height, 1), (height - 1, 0, 1, width)}
+    out = {
+        (0, 0, height, width),
+        (0, 0, 1, 1),
+        (height - 1, width - 1, 1, 1),
+        (height // 2, 0, height - height // 2, 1),
+        (0, width - 1, height, 1),
+        (height - 1, 0, 1, width),
+    }
     for _ in range(n):
         h, w = int(rng.integers(1, height + 1)), int(rng.integers(1, width + 1))
         out.add((int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w))
@@ -73,8 +78,9 @@ SAMPLINGS = ["4:2:0", "4:4:4", "4:2:2", "4:4:0", "4:1:1", "1x2,2x1,1x1"]
 @pytest.mark.parametrize("restart", [0, 1, 3, 7], ids=lambda r: f"restart{r}")
 @pytest.mark.parametrize("sampling", SAMPLINGS)
 def test_equals_libjpegs_decoder_without_giving_up(sampling, restart):
-    data = jpeg_factory.encode(jpeg_factory.photo_like(75, 133, seed=restart), sampling=sampling,
-                               restart_interval=restart)
+    data = jpeg_factory.encode(
+        jpeg_factory.photo_like(75, 133, seed=restart), sampling=sampling, restart_interval=restart
+    )
     before = give_ups()
     rng = np.random.default_rng(restart)
     for window in windows(75, 133, rng):
@@ -84,9 +90,17 @@ def test_equals_libjpegs_decoder_without_giving_up(sampling, restart):
     assert_crops_exact(data, pillow_reference(data), rng)
 
 
-@pytest.mark.parametrize("options", [{"restart_rows": 1}, {"optimize": True}, {"quality": 100}, {"quality": 5},
-                                     {"optimize": True, "restart_interval": 2, "quality": 97}],
-                         ids=["restart per row", "optimized", "q100", "q5", "optimized restart q97"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"restart_rows": 1},
+        {"optimize": True},
+        {"quality": 100},
+        {"quality": 5},
+        {"optimize": True, "restart_interval": 2, "quality": 97},
+    ],
+    ids=["restart per row", "optimized", "q100", "q5", "optimized restart q97"],
+)
 def test_tables_and_restart_layouts(options):
     data = jpeg_factory.encode(jpeg_factory.photo_like(130, 211, seed=4), **options)
     before = give_ups()
@@ -132,12 +146,12 @@ def test_random_access_path():
 
 def _entropy_start(data: bytes) -> int:
     sos = data.index(b"\xff\xda")
-    return sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
+    return sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
 
 
 def _damaged_cases(data: bytes, rng: np.random.Generator, flips: int = 30):
     start = _entropy_start(data)
-    cases = [data[:start + n] for n in (0, 1, 37, 500, len(data) - start - 2)]
+    cases = [data[: start + n] for n in (0, 1, 37, 500, len(data) - start - 2)]
     for _ in range(flips):
         damaged = bytearray(data)
         for position in rng.integers(start, len(data) - 2, size=int(rng.integers(1, 4))):
@@ -163,11 +177,11 @@ def test_restart_markers_out_of_place_are_left_to_libjpeg():
     assert len(markers) > 4
     i = markers[2][0]
     cases = []
-    cases.append(data[:i + 1] + bytes([0xD0 + ((data[i + 1] - 0xD0 + 3) & 7)]) + data[i + 2:])
-    cases.append(data[:i] + data[i + 2:])
+    cases.append(data[: i + 1] + bytes([0xD0 + ((data[i + 1] - 0xD0 + 3) & 7)]) + data[i + 2 :])
+    cases.append(data[:i] + data[i + 2 :])
     cases.append(data[:i] + b"\xff" + bytes([data[i + 1]]) + data[i:])
     cases.append(data[:i] + b"\x12\x34" + data[i:])
-    cases.append(data[:i] + b"\xff\xff" + data[i + 1:])  # fill bytes before the marker
+    cases.append(data[:i] + b"\xff\xff" + data[i + 1 :])  # fill bytes before the marker
     before = give_ups()
     for case in cases:
         for policy in POLICIES.values():
@@ -178,7 +192,7 @@ def test_restart_markers_out_of_place_are_left_to_libjpeg():
 
 def test_the_process_stays_healthy_after_giving_up():
     data = jpeg_factory.encode(jpeg_factory.photo_like(64, 64, seed=1))
-    truncated = data[:len(data) // 2]
+    truncated = data[: len(data) // 2]
     for _ in range(200):
         with pytest.raises(RuntimeError, match="Premature end|JPEG"):
             custom_op.decode_and_crop_jpeg(truncated, 0, 0, 64, 64)
@@ -188,8 +202,15 @@ def test_the_process_stays_healthy_after_giving_up():
 
 
 def test_threads():
-    files = [jpeg_factory.encode(jpeg_factory.photo_like(100 + 7 * i, 90 + 5 * i, seed=i), quality=50 + 10 * i,
-                                 restart_interval=i % 3, optimize=bool(i % 2)) for i in range(4)]
+    files = [
+        jpeg_factory.encode(
+            jpeg_factory.photo_like(100 + 7 * i, 90 + 5 * i, seed=i),
+            quality=50 + 10 * i,
+            restart_interval=i % 3,
+            optimize=bool(i % 2),
+        )
+        for i in range(4)
+    ]
     references = [pillow_reference(f) for f in files]
     failures = []
 
@@ -243,8 +264,12 @@ def test_odd_jpegs():
         for mode in MODES:
             for policy in POLICIES.values():
                 assert_same_outcome(data, (0, 0, info.height, info.width), mode=mode, policy=policy)
-                assert_same_outcome(data, (info.height // 3, info.width // 4, info.height // 2, info.width // 2),
-                                    mode=mode, policy=policy)
+                assert_same_outcome(
+                    data,
+                    (info.height // 3, info.width // 4, info.height // 2, info.width // 2),
+                    mode=mode,
+                    policy=policy,
+                )
 
 
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*.jpg"))
@@ -266,15 +291,15 @@ def _oversubscribed(data: bytes, table_class: int, counts) -> bytes:
     out = bytearray(data)
     i = 2
     while i + 4 <= len(out):
-        marker, length = out[i + 1], int.from_bytes(out[i + 2:i + 4], "big")
+        marker, length = out[i + 1], int.from_bytes(out[i + 2 : i + 4], "big")
         if marker == 0xC4:
             j = i + 4
             while j < i + 2 + length:
-                n = sum(out[j + 1:j + 17])
+                n = sum(out[j + 1 : j + 17])
                 if out[j] >> 4 == table_class:
                     new = list(counts(n))
                     assert sum(new) == n and len(new) == 16
-                    out[j + 1:j + 17] = bytes(new)
+                    out[j + 1 : j + 17] = bytes(new)
                     return bytes(out)
                 j += 17 + n
         i += 2 + length
@@ -287,9 +312,11 @@ def test_oversubscribed_huffman_tables_are_refused(table_class, shape):
     # libjpeg accepts such a table while reading the header and refuses it only when decoding starts,
     # with its own error; our table derivation (huffman_tables.cpp) must refuse it too, writing nothing
     # out of bounds, and not leave a broken table in the per-thread cache.
-    counts = {"all length 1": lambda n: [n] + [0] * 15,
-              "three of length 1": lambda n: [3] + [0] * 14 + [n - 3],
-              "full at 2 bits then more": lambda n: [0, 4] + [0] * 13 + [n - 4]}[shape]
+    counts = {
+        "all length 1": lambda n: [n] + [0] * 15,
+        "three of length 1": lambda n: [3] + [0] * 14 + [n - 3],
+        "full at 2 bits then more": lambda n: [0, 4] + [0] * 13 + [n - 4],
+    }[shape]
     data = jpeg_factory.encode(jpeg_factory.photo_like(256, 256, seed=8), quality=90)
     hostile = _oversubscribed(data, table_class, counts)
     for _ in range(3):

@@ -38,7 +38,9 @@ def _child_env() -> dict:
     # The child must import the same custom_op as this process, installed or from the checkout.
     package_parent = str(Path(custom_op.__file__).resolve().parent.parent)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     return env
 
 
@@ -62,7 +64,7 @@ def _base_groups():
 def test_fuzz_outcomes_are_tensor_or_value_or_runtime_error(bases, tmp_path):
     result = _run_worker(["fuzz", "--bases", ",".join(bases), "--seed", str(SEED), "--count", str(COUNT)])
     lines = result.stdout.splitlines()
-    summary = [json.loads(line[len("SUMMARY "):]) for line in lines if line.startswith("SUMMARY ")]
+    summary = [json.loads(line[len("SUMMARY ") :]) for line in lines if line.startswith("SUMMARY ")]
     if result.returncode != 0 or not summary:
         cases = [line for line in lines if line.startswith("CASE ")]
         detail = f"exit status {result.returncode}"
@@ -102,4 +104,3 @@ def test_resident_memory_stays_flat_over_many_calls(kind):
     summary = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("SUMMARY "))[8:])
     growth = summary["growth_mb"]
     assert max(growth) < LEAK_BOUND_MB, f"RSS grew by {growth} MB over {LEAK_CALLS} {kind} calls"
-

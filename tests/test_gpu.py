@@ -93,11 +93,17 @@ class Stats:
     @property
     def psnr(self):
         mse = self.sq / max(self.n, 1)
-        return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+        return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
 
     def as_dict(self):
-        return {"max_abs": self.max, "mean_abs": round(self.mean, 4), "psnr_db": round(self.psnr, 2),
-                "values": self.n, "windows": self.windows, "first_differing": self.first_bad}
+        return {
+            "max_abs": self.max,
+            "mean_abs": round(self.mean, 4),
+            "psnr_db": round(self.psnr, 2),
+            "values": self.n,
+            "windows": self.windows,
+            "first_differing": self.first_bad,
+        }
 
 
 class AgainstCpu:
@@ -161,10 +167,12 @@ def small_jpeg() -> bytes:
 def test_import_does_not_load_the_gpu_backend():
     """The operator's schema and fake kernel exist from import; its kernel, CUDA and nvJPEG only come
     with the first device="cuda" call."""
-    code = ("import torch, custom_op; from custom_op import gpu; "
-            "has = torch._C._dispatch_has_kernel_for_dispatch_key; op = 'custom_op::decode_jpegs_cuda'; "
-            "print(hasattr(torch.ops.custom_op, 'decode_jpegs_cuda'), has(op, 'Meta'), "
-            "has(op, 'CompositeExplicitAutograd'), bool(gpu._loaded), torch.cuda.is_initialized())")
+    code = (
+        "import torch, custom_op; from custom_op import gpu; "
+        "has = torch._C._dispatch_has_kernel_for_dispatch_key; op = 'custom_op::decode_jpegs_cuda'; "
+        "print(hasattr(torch.ops.custom_op, 'decode_jpegs_cuda'), has(op, 'Meta'), "
+        "has(op, 'CompositeExplicitAutograd'), bool(gpu._loaded), torch.cuda.is_initialized())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True", "False", "False", "False"]
 
@@ -262,8 +270,7 @@ def test_fake_kernel_rejects_what_the_operator_rejects():
 
 def _op_args(datas, wins, mode, stack=False, whole=False):
     windows = ([], [], [], []) if whole else tuple(list(v) for v in zip(*wins))
-    return ([as_tensor(d) for d in datas], *windows, whole, int(mode), False, 0, 0, stack,
-            torch.cuda.current_device())
+    return ([as_tensor(d) for d in datas], *windows, whole, int(mode), False, 0, 0, stack, torch.cuda.current_device())
 
 
 # test_aot_dispatch_dynamic is left out: AOTAutograd (like Dynamo) cannot carry the operator's str[]
@@ -275,8 +282,10 @@ OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor")
 @pytest.mark.parametrize("mode", list(ImageReadMode))
 @pytest.mark.parametrize("form", ["list", "stack", "whole"])
 def test_opcheck_batched_op(jpeg_writer, mode, form):
-    color = [jpeg_writer.encode(jpeg_writer.photo_like(64 + 8 * i, 80, seed=i), sampling=s)
-             for i, s in enumerate(["4:2:0", "4:4:4", "4:1:1"])]  # 4:1:1 takes the CPU path
+    color = [
+        jpeg_writer.encode(jpeg_writer.photo_like(64 + 8 * i, 80, seed=i), sampling=s)
+        for i, s in enumerate(["4:2:0", "4:4:4", "4:1:1"])
+    ]  # 4:1:1 takes the CPU path
     gray = jpeg_writer.encode(jpeg_writer.photo_like(72, 96, 1, seed=3))
     if form == "stack":  # one size and, for UNCHANGED, one channel count
         datas, wins = color, [(0, 0, 48, 64), (5, 7, 48, 64), (9, 3, 48, 64)]
@@ -294,7 +303,8 @@ def test_opcheck_batched_op(jpeg_writer, mode, form):
 def test_empty_batches_match_the_fake_kernel():
     dev = torch.cuda.current_device()
     (stacked,), statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
-        [], [], [], [], [], False, int(ImageReadMode.RGB), False, 0, 0, True, dev)
+        [], [], [], [], [], False, int(ImageReadMode.RGB), False, 0, 0, True, dev
+    )
     assert stacked.numel() == 0 and stacked.device == torch.device("cuda", dev)
     assert statuses == messages == paths == []
     assert torch.ops.custom_op.decode_jpegs_cuda([], [], [], [], [], False, 2, False, 0, 0, False, dev)[0] == []
@@ -355,18 +365,28 @@ def test_imagenet_sample_against_cpu():
         info = custom_op.read_jpeg_header(data)
         windows.append(random_window(rng, info.height, info.width))
     for start in range(0, len(datas), 64):
-        chunk = datas[start:start + 64]
-        wins = windows[start:start + 64]
+        chunk = datas[start : start + 64]
+        wins = windows[start : start + 64]
         outs, used = testing.decode_with_paths(chunk, *zip(*wins), device="cuda")
         for k, (data, win, out, path) in enumerate(zip(chunk, wins, outs, used)):
-            against.add(out, custom_op.decode_and_crop_jpeg(data, *win), path, subsampling_name(data),
-                        label=(files[start + k].name, win))
+            against.add(
+                out,
+                custom_op.decode_and_crop_jpeg(data, *win),
+                path,
+                subsampling_name(data),
+                label=(files[start + k].name, win),
+            )
             paths[path] += 1
     # Whole images too: every edge of the image is a window edge.
     for k in range(0, len(datas), 10):
         out, path = whole_on_gpu(datas[k])
-        against.add(out, custom_op.decode_jpeg(datas[k]), path, subsampling_name(datas[k]) + " (whole image)",
-                    label=files[k].name)
+        against.add(
+            out,
+            custom_op.decode_jpeg(datas[k]),
+            path,
+            subsampling_name(datas[k]) + " (whole image)",
+            label=files[k].name,
+        )
     REPORT["imagenet_sample_224_windows"] = against.as_dict()
     REPORT["imagenet_sample_paths"] = dict(paths)
     against.check()
@@ -433,13 +453,13 @@ def test_modes_give_the_cpu_channels(jpeg_writer, mode):
 @needs_gpu
 @pytest.mark.parametrize("orientation", range(1, 9))
 def test_every_exif_orientation(jpeg_writer, orientation):
-    data = with_exif_orientation(jpeg_writer.encode(jpeg_writer.photo_like(37, 61, seed=7), sampling="4:2:0"),
-                                 orientation)
+    data = with_exif_orientation(
+        jpeg_writer.encode(jpeg_writer.photo_like(37, 61, seed=7), sampling="4:2:0"), orientation
+    )
     info = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
     rng = np.random.default_rng(orientation)
     wins = [random_window(rng, info.height, info.width, s) for s in (1, 5, 20, 64) for _ in range(4)]
-    outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), apply_exif_orientation=True,
-                                           device="cuda")
+    outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), apply_exif_orientation=True, device="cuda")
     against = AgainstCpu()
     for win, out, path in zip(wins, outs, used):
         against.add(out, custom_op.decode_and_crop_jpeg(data, *win, apply_exif_orientation=True), path, label=win)
@@ -468,16 +488,22 @@ def test_each_forced_path_against_cpu(jpeg_writer, force_path):
     """testing.gpu_options(force_path=...) sends every item nvJPEG may take to that decoder (an
     absent one passes its items on); each decoder's pixels against the CPU path; the settings are
     restored after the block."""
-    datas = [jpeg_writer.encode(jpeg_writer.photo_like(120 + 8 * i, 150, seed=40 + i), sampling=s)
-             for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:4:0"])]
+    datas = [
+        jpeg_writer.encode(jpeg_writer.photo_like(120 + 8 * i, 150, seed=40 + i), sampling=s)
+        for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:4:0"])
+    ]
     datas.append(jpeg_writer.encode(jpeg_writer.photo_like(1100, 1000, seed=44), sampling="4:2:0"))  # > 1 Mpixel
     datas.append(jpeg_writer.encode(jpeg_writer.photo_like(100, 140, 1, seed=45)))
     wins = [(7, 9, 60, 70)] * len(datas)
     with testing.gpu_options(force_path=force_path):
         outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
-    allowed = {"hardware-roi": {"hardware-roi", "hardware-full", "gpu-hybrid", "hybrid"},
-               "hardware-full": {"hardware-full", "gpu-hybrid", "hybrid"},
-               "gpu-hybrid": {"gpu-hybrid", "hybrid"}, "hybrid": {"hybrid"}, "cpu": {"cpu"}}[force_path]
+    allowed = {
+        "hardware-roi": {"hardware-roi", "hardware-full", "gpu-hybrid", "hybrid"},
+        "hardware-full": {"hardware-full", "gpu-hybrid", "hybrid"},
+        "gpu-hybrid": {"gpu-hybrid", "hybrid"},
+        "hybrid": {"hybrid"},
+        "cpu": {"cpu"},
+    }[force_path]
     assert set(used) <= allowed | {"cpu"}, used
     if force_path in ("hybrid", "cpu"):
         assert set(used) == {force_path}, used
@@ -546,8 +572,10 @@ def test_truncated_file_follows_on_warning_like_the_cpu(jpeg_writer):
 
 @needs_gpu
 def test_list_and_stack_agree(jpeg_writer):
-    datas = [jpeg_writer.encode(jpeg_writer.photo_like(80 + i, 90, seed=i), sampling=s)
-             for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:2:0"])]
+    datas = [
+        jpeg_writer.encode(jpeg_writer.photo_like(80 + i, 90, seed=i), sampling=s)
+        for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:2:0"])
+    ]
     tops, lefts = [0, 5, 10, 15], [1, 2, 3, 4]
     listed, used = testing.decode_with_paths(datas, tops, lefts, 64, 48, device="cuda")
     stacked = custom_op.decode_and_crop_jpegs(datas, tops, lefts, 64, 48, device="cuda", stack=True)
@@ -556,8 +584,9 @@ def test_list_and_stack_agree(jpeg_writer):
     for i in range(4):
         assert torch.equal(listed[i], stacked[i])
     # Windows as tensors and arrays, as on the CPU.
-    again = custom_op.decode_and_crop_jpegs(datas, torch.tensor(tops), np.array(lefts), 64, 48, device="cuda",
-                                            stack=True)
+    again = custom_op.decode_and_crop_jpegs(
+        datas, torch.tensor(tops), np.array(lefts), 64, 48, device="cuda", stack=True
+    )
     assert torch.equal(again, stacked)
     with pytest.raises(ValueError, match="one size"):
         custom_op.decode_and_crop_jpegs(datas, 0, 0, [64, 64, 63, 64], 48, device="cuda", stack=True)
@@ -606,13 +635,15 @@ def test_bad_item_is_named_and_the_next_batch_is_fine(jpeg_writer):
 @needs_gpu
 def test_errors_returned_in_place(jpeg_writer):
     good = jpeg_writer.encode(jpeg_writer.photo_like(50, 60, seed=1))
-    out = custom_op.decode_and_crop_jpegs([good, b"\xff\xd8junk", good, b""], 0, 0, 40, 40, device="cuda",
-                                          on_error="return")
+    out = custom_op.decode_and_crop_jpegs(
+        [good, b"\xff\xd8junk", good, b""], 0, 0, 40, 40, device="cuda", on_error="return"
+    )
     assert isinstance(out[0], torch.Tensor) and isinstance(out[2], torch.Tensor)
     assert isinstance(out[1], RuntimeError) and "batch item 1" in str(out[1])
     assert isinstance(out[3], RuntimeError) and "batch item 3" in str(out[3])
-    stacked, errors = custom_op.decode_and_crop_jpegs([good, b"nope", good], 0, 0, 40, 40, device="cuda",
-                                                      stack=True, on_error="return")
+    stacked, errors = custom_op.decode_and_crop_jpegs(
+        [good, b"nope", good], 0, 0, 40, 40, device="cuda", stack=True, on_error="return"
+    )
     assert errors[0] is None and errors[2] is None and isinstance(errors[1], RuntimeError)
     assert stacked.shape == (3, 3, 40, 40) and int(stacked[1].max()) == 0
     assert torch.equal(stacked[0], out[0]) and torch.equal(stacked[2], out[2])
@@ -624,7 +655,7 @@ def test_hostile_batches_leave_no_sticky_error(jpeg_writer):
     good = jpeg_writer.encode(jpeg_writer.photo_like(120, 160, seed=2))
     reference = custom_op.decode_and_crop_jpegs([good] * 4, 8, 8, 100, 100, device="cuda", stack=True).cpu()
     sos = good.index(b"\xff\xda")
-    hostile = [b"", b"\xff\xd8", good[:sos + 20], good[: len(good) // 2] + b"\xff\xd9"]
+    hostile = [b"", b"\xff\xd8", good[: sos + 20], good[: len(good) // 2] + b"\xff\xd9"]
     for _ in range(12):  # flipped bytes in the entropy-coded data, EOI kept
         b = bytearray(good)
         for k in rng.integers(sos + 20, len(good) - 2, size=8):
@@ -711,7 +742,7 @@ def _edge_mismatch(data, height, width, decoder, margin):
         outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
     diff_values, worst = 0, 0
     for (t, l, h, w), out in zip(wins, outs):
-        d = (out.int() - ref[:, t:t + h, l:l + w].int()).abs()
+        d = (out.int() - ref[:, t : t + h, l : l + w].int()).abs()
         diff_values += int((d > 0).sum())
         worst = max(worst, int(d.max()))
     return diff_values, worst, sorted(set(used) | set(ref_used))
@@ -793,14 +824,16 @@ def test_prepared_files_decode_their_segments_exactly(jpeg_writer, sampling, res
 @pytest.mark.parametrize("orientation", [1, 3, 6, 8])
 def test_prepared_files_with_exif_orientation(jpeg_writer, orientation):
     original = with_exif_orientation(
-        jpeg_writer.encode(jpeg_writer.photo_like(200, 260, seed=22), sampling="4:2:0"), orientation)
+        jpeg_writer.encode(jpeg_writer.photo_like(200, 260, seed=22), sampling="4:2:0"), orientation
+    )
     data = custom_op.prepare_jpeg(original, restart_mcus=1)
     info = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
     rng = np.random.default_rng(orientation)
     wins = [random_window(rng, info.height, info.width, s) for s in (5, 40, 90) for _ in range(3)]
     with testing.gpu_options(dedupe=False, segments="always"):
-        outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), apply_exif_orientation=True,
-                                               device="cuda")
+        outs, used = testing.decode_with_paths(
+            [data] * len(wins), *zip(*wins), apply_exif_orientation=True, device="cuda"
+        )
     against = AgainstCpu()
     for win, out, path in zip(wins, outs, used):
         against.add(out, custom_op.decode_and_crop_jpeg(original, *win, apply_exif_orientation=True), path, label=win)
@@ -867,8 +900,16 @@ def test_prepared_file_with_damaged_segments_is_decoded_or_named_like_any_other(
     rst = [i for i in range(len(data) // 2, len(data) - 1) if data[i] == 0xFF and 0xD0 <= data[i + 1] <= 0xD7][0]
     data[rst + 1] = 0xD0 + (data[rst + 1] - 0xD0 + 3) % 8
     with testing.gpu_options(segments="always"):
-        outs, used = testing.decode_with_paths([bytes(data), original], [120, 120], [150, 150], [20, 20], [30, 30],
-                                               on_error="return", on_warning="ignore", device="cuda")
+        outs, used = testing.decode_with_paths(
+            [bytes(data), original],
+            [120, 120],
+            [150, 150],
+            [20, 20],
+            [30, 30],
+            on_error="return",
+            on_warning="ignore",
+            device="cuda",
+        )
     assert not used[0].endswith("+segments")
     assert isinstance(outs[0], (torch.Tensor, RuntimeError)), outs[0]
     against = AgainstCpu()
@@ -888,10 +929,14 @@ def test_fuzzed_prepared_files_through_their_segments(jpeg_writer):
 
     import random_access_fuzz_worker as raw
 
-    bases = [custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(150, 230, seed=31), sampling="4:2:0"),
-                                    restart_mcus=1),
-             custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(90, 170, seed=32), sampling="4:4:4"),
-                                    restart_mcus=3)]
+    bases = [
+        custom_op.prepare_jpeg(
+            jpeg_writer.encode(jpeg_writer.photo_like(150, 230, seed=31), sampling="4:2:0"), restart_mcus=1
+        ),
+        custom_op.prepare_jpeg(
+            jpeg_writer.encode(jpeg_writer.photo_like(90, 170, seed=32), sampling="4:4:4"), restart_mcus=3
+        ),
+    ]
     compared = segments = 0
     against = AgainstCpu()
     with testing.gpu_options(segments="always"):
@@ -904,10 +949,11 @@ def test_fuzzed_prepared_files_through_their_segments(jpeg_writer):
                 h, w = rng.randint(1, info.height // 2), rng.randint(1, info.width // 2)
                 wins.append((rng.randint(info.height // 3, info.height - h), rng.randint(0, info.width - w), h, w))
             for k in range(0, len(datas), 20):
-                outs, used = testing.decode_with_paths(datas[k:k + 20], *zip(*wins[k:k + 20]), on_error="return",
-                                                       on_warning="ignore", device="cuda")
+                outs, used = testing.decode_with_paths(
+                    datas[k : k + 20], *zip(*wins[k : k + 20]), on_error="return", on_warning="ignore", device="cuda"
+                )
                 torch.cuda.synchronize()
-                for data, win, out, path in zip(datas[k:k + 20], wins[k:k + 20], outs, used):
+                for data, win, out, path in zip(datas[k : k + 20], wins[k : k + 20], outs, used):
                     assert isinstance(out, (torch.Tensor, ValueError, RuntimeError)), type(out)
                     segments += path.endswith("+segments")
                     if not isinstance(out, torch.Tensor):
@@ -922,8 +968,11 @@ def test_fuzzed_prepared_files_through_their_segments(jpeg_writer):
         after, used = testing.decode_with_paths([good] * 3, 100, 8, 40, 100, device="cuda")
     for out, path in zip(after, used):
         against.add(out, custom_op.decode_and_crop_jpeg(good, 100, 8, 40, 100), path, "the next batch")
-    REPORT["fuzzed_prepared_files"] = {"compared": compared, "through_segments": segments,
-                                       "against_cpu": against.as_dict()}
+    REPORT["fuzzed_prepared_files"] = {
+        "compared": compared,
+        "through_segments": segments,
+        "against_cpu": against.as_dict(),
+    }
     against.check()
     assert compared >= 40 and segments >= 40, (compared, segments)
 
@@ -961,8 +1010,10 @@ def test_threads_share_nothing(jpeg_writer):
 def test_no_leak_over_10000_batched_calls(jpeg_writer):
     import psutil
 
-    datas = [jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=i), sampling=s)
-             for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:2:0"])]
+    datas = [
+        jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=i), sampling=s)
+        for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:2:0"])
+    ]
     process = psutil.Process()
 
     def run(calls):
@@ -975,7 +1026,10 @@ def test_no_leak_over_10000_batched_calls(jpeg_writer):
     run(10_000)
     torch.cuda.synchronize()
     after = (torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), process.memory_info().rss)
-    REPORT["leak_10000_calls"] = {"allocated": [before[0], after[0]], "reserved": [before[1], after[1]],
-                                  "rss": [before[2], after[2]]}
+    REPORT["leak_10000_calls"] = {
+        "allocated": [before[0], after[0]],
+        "reserved": [before[1], after[1]],
+        "rss": [before[2], after[2]],
+    }
     assert after[0] == before[0] and after[1] == before[1], (before, after)
     assert after[2] - before[2] < 32 * 2**20, (before, after)

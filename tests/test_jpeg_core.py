@@ -31,17 +31,37 @@ import jpeg_core_build as core
 import jpeg_factory
 from conftest import ROOT, shared_dir
 
-pytestmark = pytest.mark.skipif(core.unavailable_reason() is not None,
-                                reason=f"cannot build the jpeg_core harness: {core.unavailable_reason()}")
+pytestmark = pytest.mark.skipif(
+    core.unavailable_reason() is not None, reason=f"cannot build the jpeg_core harness: {core.unavailable_reason()}"
+)
 
 SAMPLINGS = ["4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "gray"]
 # (height, width): 1x1, 1xN, Nx1, 2- and 3-pixel-wide and -high images, sizes that are not multiples of any MCU.
-SIZES = [(1, 1), (1, 37), (29, 1), (2, 2), (2, 9), (9, 2), (3, 3), (3, 17), (17, 3), (16, 16), (17, 33), (31, 47),
-         (64, 48), (97, 83)]
+SIZES = [
+    (1, 1),
+    (1, 37),
+    (29, 1),
+    (2, 2),
+    (2, 9),
+    (9, 2),
+    (3, 3),
+    (3, 17),
+    (17, 3),
+    (16, 16),
+    (17, 33),
+    (31, 47),
+    (64, 48),
+    (97, 83),
+]
 QUALITIES = [50, 90, 100]
 # Restart layouts made from each generated file: the writer's own (3 MCUs), then libjpeg transcodes.
-RESTARTS = [dict(interval=1), dict(interval=2, optimize=True), dict(interval=4), dict(interval=7, optimize=True),
-            dict(rows=1)]
+RESTARTS = [
+    dict(interval=1),
+    dict(interval=2, optimize=True),
+    dict(interval=4),
+    dict(interval=7, optimize=True),
+    dict(rows=1),
+]
 
 UPSAMPLE_FULL, FANCY_H2V1, FANCY_H1V2, FANCY_H2V2, REPLICATE = 0, 1, 2, 3, 4
 
@@ -77,7 +97,9 @@ def assert_exact(files, *, expect_methods=None):
     methods = set()
     values = 0
     for i, d in enumerate(dumped):
-        where = f"file {i} ({d.get('height')}x{d.get('width')} {d.get('sampling')}, restart {d.get('restart_interval')})"
+        where = (
+            f"file {i} ({d.get('height')}x{d.get('width')} {d.get('sampling')}, restart {d.get('restart_interval')})"
+        )
         assert d["core_error"] == "", where + ": " + d["core_error"]
         assert d["ref_coef_error"] == "" and d["ref_pixel_error"] == "" and d["ref_warnings"] == 0, where
         assert d["scan_error"] == 0 and d["segments_found"] == d["segments"], where
@@ -88,9 +110,11 @@ def assert_exact(files, *, expect_methods=None):
         if not np.array_equal(d["core_pixels"], d["ref_pixels"]):
             diff = np.abs(d["core_pixels"].astype(int) - d["ref_pixels"].astype(int))
             y, x, ch = np.argwhere(diff)[0]
-            pytest.fail(f"{where}: {np.count_nonzero(diff)} pixel values differ (max {diff.max()}), "
-                        f"first at y={y} x={x} channel {ch}: core {d['core_pixels'][y, x, ch]} "
-                        f"libjpeg {d['ref_pixels'][y, x, ch]}")
+            pytest.fail(
+                f"{where}: {np.count_nonzero(diff)} pixel values differ (max {diff.max()}), "
+                f"first at y={y} x={x} channel {ch}: core {d['core_pixels'][y, x, ch]} "
+                f"libjpeg {d['ref_pixels'][y, x, ch]}"
+            )
         methods.update(d["upsample"])
         values += d["core_pixels"].size
     for simd in ("sse2", False):
@@ -113,8 +137,10 @@ def test_selftest(variant):
     real segments against natural-order decoding."""
     if core.unavailable_reason(variant) is not None:
         pytest.skip(core.unavailable_reason(variant))
-    files = [_encode(jpeg_factory.photo_like(40, 56, 3, seed=s), s_name, restart_interval=2)
-             for s, s_name in enumerate(["4:2:0", "4:1:1", "4:4:0"])]
+    files = [
+        _encode(jpeg_factory.photo_like(40, 56, 3, seed=s), s_name, restart_interval=2)
+        for s, s_name in enumerate(["4:2:0", "4:1:1", "4:4:0"])
+    ]
     out = core.run(["selftest"], files, variant=variant).decode()
     assert '"failures": 0' in out and '"files": 3' in out, out
 
@@ -123,23 +149,54 @@ def test_headers_are_plain_cpp17_without_the_standard_library():
     """jpeg_core compiles on its own, without jpeglib.h or any C++ standard header (-nostdinc++), without
     exceptions or RTTI, and with no warning under -Wconversion -Wsign-conversion -Wold-style-cast."""
     compiler = core._compiler()
-    source = ('#include "custom_op/csrc/jpeg_core/jpeg_core.h"\n'
-              "template void custom_op::jpeg_core::islow::transform<int32_t>(const int32_t*, int32_t*);\n"
-              "template void custom_op::jpeg_core::islow::transform<int64_t>(const int64_t*, int64_t*);\n")
-    command = [compiler, "-fsyntax-only", "-x", "c++", "-std=c++17", "-nostdinc++", "-fno-exceptions", "-fno-rtti",
-               "-Wall", "-Wextra", "-Wshadow", "-Wconversion", "-Wsign-conversion", "-Wold-style-cast", "-Werror",
-               f"-I{ROOT}", "-"]
+    source = (
+        '#include "custom_op/csrc/jpeg_core/jpeg_core.h"\n'
+        "template void custom_op::jpeg_core::islow::transform<int32_t>(const int32_t*, int32_t*);\n"
+        "template void custom_op::jpeg_core::islow::transform<int64_t>(const int64_t*, int64_t*);\n"
+    )
+    command = [
+        compiler,
+        "-fsyntax-only",
+        "-x",
+        "c++",
+        "-std=c++17",
+        "-nostdinc++",
+        "-fno-exceptions",
+        "-fno-rtti",
+        "-Wall",
+        "-Wextra",
+        "-Wshadow",
+        "-Wconversion",
+        "-Wsign-conversion",
+        "-Wold-style-cast",
+        "-Werror",
+        f"-I{ROOT}",
+        "-",
+    ]
     result = subprocess.run(command, input=source, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-4000:]
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (the device-code check needs it, not a GPU)")
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None, reason="nvcc is not installed (the device-code check needs it, not a GPU)"
+)
 def test_core_compiles_as_cuda_device_code(tmp_path):
     """Every stage called from a __global__ kernel (tests/jpeg_core_device_check.cu): nvcc must generate device
     code for all of jpeg_core, with warnings as errors."""
-    command = ["nvcc", "-std=c++17", "-c", f"-I{ROOT}", "-arch=sm_90", "-Werror", "all-warnings",
-               "-Xcompiler", "-Wall,-Wextra", str(ROOT / "tests" / "jpeg_core_device_check.cu"),
-               "-o", str(tmp_path / "check.o")]
+    command = [
+        "nvcc",
+        "-std=c++17",
+        "-c",
+        f"-I{ROOT}",
+        "-arch=sm_90",
+        "-Werror",
+        "all-warnings",
+        "-Xcompiler",
+        "-Wall,-Wextra",
+        str(ROOT / "tests" / "jpeg_core_device_check.cu"),
+        "-o",
+        str(tmp_path / "check.o"),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
 
@@ -159,9 +216,22 @@ def test_core_on_gpu_matches_cpu(tmp_path):
     pixel) give bit-identical segment flags, coefficients, SIMD-exactness flags, samples and pixels to the CPU
     build, on valid, hostile and damaged files; so what the CPU tests prove about the core holds on the GPU."""
     binary = tmp_path / "jpeg_core_gpu_check"
-    build = subprocess.run(["nvcc", "-std=c++17", "-O2", "-arch=native", f"-I{ROOT}",
-                            str(ROOT / "tests" / "jpeg_core_gpu_check.cu"), "-o", str(binary), *core._jpeg_flags()],
-                           capture_output=True, text=True, timeout=600)
+    build = subprocess.run(
+        [
+            "nvcc",
+            "-std=c++17",
+            "-O2",
+            "-arch=native",
+            f"-I{ROOT}",
+            str(ROOT / "tests" / "jpeg_core_gpu_check.cu"),
+            "-o",
+            str(binary),
+            *core._jpeg_flags(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stderr[-4000:]
     files = []
     for i, sampling in enumerate(SAMPLINGS):
@@ -204,15 +274,29 @@ def test_generated_files_every_size_quality_and_restart_layout(sampling):
 
 # Per-component factors libjpeg accepts beyond the usual names: every method of jinit_upsampler, chroma
 # subsampled vertically only, luma subsampled against chroma, ratios of 3 and 4 (replication), mixed ratios.
-UNUSUAL_SAMPLINGS = ["2x2,1x2,1x2", "2x2,2x1,2x1", "1x1,2x2,2x2", "4x2,1x1,1x1", "3x1,1x1,1x1", "1x3,1x1,1x1",
-                     "3x2,1x1,1x1", "2x1,1x1,2x1", "4x1,2x1,1x1", "1x4,1x2,1x1", "2x2,1x1,2x2", "1x1,1x2,2x1"]
+UNUSUAL_SAMPLINGS = [
+    "2x2,1x2,1x2",
+    "2x2,2x1,2x1",
+    "1x1,2x2,2x2",
+    "4x2,1x1,1x1",
+    "3x1,1x1,1x1",
+    "1x3,1x1,1x1",
+    "3x2,1x1,1x1",
+    "2x1,1x1,2x1",
+    "4x1,2x1,1x1",
+    "1x4,1x2,1x1",
+    "2x2,1x1,2x2",
+    "1x1,1x2,2x1",
+]
 
 
 def test_unusual_sampling_factors():
     files = []
     for i, spec in enumerate(UNUSUAL_SAMPLINGS):
         for h, w in [(1, 1), (2, 2), (5, 3), (1, 17), (9, 2), (33, 47)]:
-            files.append(_encode(jpeg_factory.photo_like(h, w, 3, seed=i), spec, quality=90, restart_interval=1 + i % 3))
+            files.append(
+                _encode(jpeg_factory.photo_like(h, w, 3, seed=i), spec, quality=90, restart_interval=1 + i % 3)
+            )
     assert_exact(files, expect_methods={UPSAMPLE_FULL, FANCY_H2V1, FANCY_H1V2, FANCY_H2V2, REPLICATE})
 
 
@@ -240,11 +324,14 @@ def test_quality_100_extreme_content():
 def test_matches_pillow():
     """An independent check of the harness's reference: the core's pixels equal Pillow's decode (libjpeg-turbo
     with its defaults: islow, fancy upsampling), for each subsampling."""
-    from PIL import Image
     import io
 
-    files = [_encode(jpeg_factory.photo_like(45, 61, 1 if s == "gray" else 3, seed=3), s, quality=85,
-                     restart_interval=2) for s in SAMPLINGS]
+    from PIL import Image
+
+    files = [
+        _encode(jpeg_factory.photo_like(45, 61, 1 if s == "gray" else 3, seed=3), s, quality=85, restart_interval=2)
+        for s in SAMPLINGS
+    ]
     for sampling, data, d in zip(SAMPLINGS, files, core.dump(files)):
         pil = np.asarray(Image.open(io.BytesIO(data)).convert("L" if sampling == "gray" else "RGB"))
         assert np.array_equal(d["core_pixels"].reshape(pil.shape), pil), sampling
@@ -300,8 +387,10 @@ def test_hostile_coefficients_match_libjpeg_c_code_and_flag_simd_differences():
     """Random coefficients up to libjpeg's encoder limits and quantisers up to 65535 (16-bit DQT, read as a signed
     short as libjpeg does): the core's pixels equal libjpeg's C code (JSIMD_FORCENONE=1) everywhere, and its SIMD
     code on every block the core marks exact. The other blocks are where the two libjpeg builds can differ."""
-    base = [_encode(jpeg_factory.photo_like(40, 56, 1 if s == "gray" else 3, seed=i), s, quality=95)
-            for i, s in enumerate(SAMPLINGS)]
+    base = [
+        _encode(jpeg_factory.photo_like(40, 56, 1 if s == "gray" else 3, seed=i), s, quality=95)
+        for i, s in enumerate(SAMPLINGS)
+    ]
     files = []
     for seed in range(9):
         files += [f for f in core.transcode(base, interval=3, hostile=seed) if f is not None]
@@ -357,12 +446,15 @@ def _replace_segment(data, k, new_bytes):
     return data[:b] + new_bytes + data[e:]
 
 
-@pytest.mark.parametrize("damage, flags", [
-    ("invalid_code", {core.BAD_CODE}),
-    ("short", {core.OVERRUN, core.BAD_CODE}),
-    ("trailing", {core.TRAILING_DATA}),
-    ("fill_inside", {core.EARLY_MARKER, core.TRAILING_DATA, core.BAD_CODE}),
-])
+@pytest.mark.parametrize(
+    "damage, flags",
+    [
+        ("invalid_code", {core.BAD_CODE}),
+        ("short", {core.OVERRUN, core.BAD_CODE}),
+        ("trailing", {core.TRAILING_DATA}),
+        ("fill_inside", {core.EARLY_MARKER, core.TRAILING_DATA, core.BAD_CODE}),
+    ],
+)
 def test_damaged_segment_is_reported_alone(damage_base, damage, flags):
     """One damaged segment is reported with its reason, the others still decode exactly (compared with libjpeg
     around them), and libjpeg does warn about that file."""
@@ -371,9 +463,9 @@ def test_damaged_segment_is_reported_alone(damage_base, damage, flags):
     b, e = segments[k]
     body = damage_base[b:e]
     new = {
-        "invalid_code": b"\xff\x00" * 8,                # all-ones bits: no valid table has an all-ones code
-        "short": body[:1],                               # the segment's MCUs need more bits than it has
-        "trailing": body + b"\x00\x00",                   # two bytes libjpeg would discard with a warning
+        "invalid_code": b"\xff\x00" * 8,  # all-ones bits: no valid table has an all-ones code
+        "short": body[:1],  # the segment's MCUs need more bits than it has
+        "trailing": body + b"\x00\x00",  # two bytes libjpeg would discard with a warning
         "fill_inside": body[:2] + b"\xff\xff\x00" + body[2:],  # FF FF 00: libjpeg reads a data FF, we refuse
     }[damage]
     data = _replace_segment(damage_base, k, new)
@@ -388,8 +480,9 @@ def test_damaged_segment_is_reported_alone(damage_base, damage, flags):
         assert r["ref_warnings"] > 0
 
 
-@pytest.mark.parametrize("damage, error", [
-    ("misnumbered", 2), ("missing", 2), ("extra", 2), ("other_marker", 3), ("no_eoi", 1), ("cut", 1)])
+@pytest.mark.parametrize(
+    "damage, error", [("misnumbered", 2), ("missing", 2), ("extra", 2), ("other_marker", 3), ("no_eoi", 1), ("cut", 1)]
+)
 def test_damaged_markers_refuse_the_scan(damage_base, damage, error):
     segments, eoi = _segments(damage_base)
     _, e = segments[2]  # the RST2 marker is at e, e + 1
@@ -414,8 +507,9 @@ def _fuzz_corpus():
     for i, sampling in enumerate(SAMPLINGS):
         for j, (h, w) in enumerate([(21, 35), (48, 64), (9, 70)]):
             pixels = jpeg_factory.photo_like(h, w, 1 if sampling == "gray" else 3, seed=100 + 10 * i + j)
-            corpus.append(_encode(pixels, sampling, quality=[60, 90, 100][j], restart_interval=[1, 2, 3][j],
-                                  optimize=j == 1))
+            corpus.append(
+                _encode(pixels, sampling, quality=[60, 90, 100][j], restart_interval=[1, 2, 3][j], optimize=j == 1)
+            )
     return corpus
 
 
@@ -437,8 +531,16 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
         return data[:at] + data[at + rng.randint(1, 4) :]
     if kind == 5:  # insert random bytes, stuffed FFs or markers inside a segment
         at = rng.randrange(b, e + 1)
-        junk = rng.choice([bytes(rng.randrange(256) for _ in range(rng.randint(1, 4))), b"\xff\x00", b"\xff\xff\x00",
-                           bytes([0xFF, 0xD0 + rng.randrange(8)]), b"\xff\xd9", b"\xff\xff"])
+        junk = rng.choice(
+            [
+                bytes(rng.randrange(256) for _ in range(rng.randint(1, 4))),
+                b"\xff\x00",
+                b"\xff\xff\x00",
+                bytes([0xFF, 0xD0 + rng.randrange(8)]),
+                b"\xff\xd9",
+                b"\xff\xff",
+            ]
+        )
         return data[:at] + junk + data[at:]
     if kind == 6 and e + 2 <= eoi:  # renumber or remove a restart marker
         if rng.random() < 0.5:
@@ -494,8 +596,18 @@ def test_fuzz_segments_under_sanitizers():
     rng = random.Random(20240601)
     corpus = _fuzz_corpus()
     mutants = [_mutate(rng.choice(corpus), rng) for _ in range(1500)]
-    stats = dict(mutants=len(mutants), refused_header=0, refused_table=0, refused_scan=0, segments_flagged=0,
-                 accepted_whole=0, libjpeg_warned=0, pixels_compared=0, coef_blocks_compared=0, core_stricter=0)
+    stats = dict(
+        mutants=len(mutants),
+        refused_header=0,
+        refused_table=0,
+        refused_scan=0,
+        segments_flagged=0,
+        accepted_whole=0,
+        libjpeg_warned=0,
+        pixels_compared=0,
+        coef_blocks_compared=0,
+        core_stricter=0,
+    )
     c_only = core.check(mutants, simd=False)
     for i, (r, r_c) in enumerate(zip(core.check(mutants, variant=variant), c_only)):
         if r["core_error"] == "Huffman table refused":
@@ -506,8 +618,11 @@ def test_fuzz_segments_under_sanitizers():
         if r["core_error"]:
             # libjpeg's header reader refused, or a selector libjpeg refuses when decoding starts, or one naming
             # an undefined table (libjpeg-turbo then uses the standard table; the core does not: refused).
-            assert r["core_error"].startswith("libjpeg: ") or "selector" in r["core_error"] or \
-                r["core_error"].startswith("no Huffman table"), r["core_error"]
+            assert (
+                r["core_error"].startswith("libjpeg: ")
+                or "selector" in r["core_error"]
+                or r["core_error"].startswith("no Huffman table")
+            ), r["core_error"]
             stats["refused_header"] += 1
             continue
         assert r["coef_mismatch_blocks"] == 0, (i, r["first_coef_mismatch"])

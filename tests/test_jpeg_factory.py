@@ -177,7 +177,9 @@ def test_concurrent_builds_into_a_fresh_cache(tmp_path):
     env = dict(os.environ, CUSTOM_OP_JPEG_WRITER_DIR=str(tmp_path))
     tests_dir = str(Path(__file__).parent)
     procs = [
-        subprocess.Popen([sys.executable, "-c", script, tests_dir], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-c", script, tests_dir], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         for _ in range(4)
     ]
     results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]

@@ -42,8 +42,11 @@ def test_opcheck_batched_decode(jpeg, mode, whole, stack):
     data = [as_tensor(jpeg), as_tensor(jpeg)]
     windows = ([], [], [], []) if whole else ([0, 3], [1, 2], [30, 30], [40, 40])
     args = (data, *windows, whole, int(mode), False, 0, 0, stack)
-    torch.library.opcheck(torch.ops.custom_op.decode_jpegs.default, args,
-                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    torch.library.opcheck(
+        torch.ops.custom_op.decode_jpegs.default,
+        args,
+        test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+    )
 
 
 def test_every_op_with_a_tensor_output_has_a_fake_kernel():
@@ -65,7 +68,8 @@ def test_fake_kernel_shapes(jpeg):
         gray, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, int(ImageReadMode.GRAY), False, 0, 0)
         assert tuple(gray.shape) == (1, 30, 20)
         (stacked,), status, messages = torch.ops.custom_op.decode_jpegs(
-            [data, data], [0, 0], [0, 0], [30, 30], [20, 20], False, int(ImageReadMode.RGB), False, 0, 0, True)
+            [data, data], [0, 0], [0, 0], [30, 30], [20, 20], False, int(ImageReadMode.RGB), False, 0, 0, True
+        )
         assert tuple(stacked.shape) == (2, 3, 30, 20)
 
 
@@ -77,32 +81,37 @@ def test_gpu_op_fake_kernel_without_a_gpu(jpeg):
     with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True) as mode:
         data = [mode.from_tensor(as_tensor(jpeg)) for _ in range(3)]
         outs, status, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
-            data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, int(ImageReadMode.RGB), False, 0, 0, False, 0)
+            data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, int(ImageReadMode.RGB), False, 0, 0, False, 0
+        )
         assert [tuple(o.shape) for o in outs] == [(3, 10, 5), (3, 20, 6), (3, 30, 7)]
         assert all(o.device == torch.device("cuda", 0) for o in outs)
         assert paths == [-1] * 3
         (whole,), _, _, _ = torch.ops.custom_op.decode_jpegs_cuda(
-            data, [], [], [], [], True, int(ImageReadMode.UNCHANGED), False, 0, 0, True, 0)
+            data, [], [], [], [], True, int(ImageReadMode.UNCHANGED), False, 0, 0, True, 0
+        )
         assert whole.dim() == 4 and whole.shape[0] == 3
         with pytest.raises(ValueError, match="one size"):
-            torch.ops.custom_op.decode_jpegs_cuda(data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, 2, False,
-                                                  0, 0, True, 0)
+            torch.ops.custom_op.decode_jpegs_cuda(
+                data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, 2, False, 0, 0, True, 0
+            )
 
 
 def test_torch_compile_keeps_the_op_in_one_graph(jpeg):
     data = as_tensor(jpeg)
 
     def crop_and_normalize(data, top, left):
-        image, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, top, left, 64, 64, int(ImageReadMode.RGB), False, 0,
-                                                            0)
+        image, _ = torch.ops.custom_op.decode_and_crop_jpeg(
+            data, top, left, 64, 64, int(ImageReadMode.RGB), False, 0, 0
+        )
         return image.float().div(255).sub(0.5)
 
     compiled = torch.compile(crop_and_normalize, fullgraph=True, backend="aot_eager")
     expected = crop_and_normalize(data, 3, 9)
     assert torch.equal(compiled(data, 3, 9), expected)
     # The public wrapper is plain Python around the op, so it traces too.
-    compiled_api = torch.compile(lambda d: custom_op.decode_and_crop_jpeg(d, 3, 9, 64, 64).float(),
-                                 fullgraph=True, backend="aot_eager")
+    compiled_api = torch.compile(
+        lambda d: custom_op.decode_and_crop_jpeg(d, 3, 9, 64, 64).float(), fullgraph=True, backend="aot_eager"
+    )
     assert torch.equal(compiled_api(data), expected.add(0.5).mul(255).round())
 
 
@@ -131,8 +140,10 @@ def test_profiler_shows_the_op_by_name(jpeg):
 
 
 def test_many_threads_decode_correctly_at_once(jpeg_writer):
-    files = [jpeg_writer.encode(jpeg_writer.photo_like(120, 160, seed=s), sampling=samp)
-             for s, samp in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:1:1"])]
+    files = [
+        jpeg_writer.encode(jpeg_writer.photo_like(120, 160, seed=s), sampling=samp)
+        for s, samp in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:1:1"])
+    ]
     expected = [custom_op.decode_and_crop_jpeg(f, 10, 20, 90, 100) for f in files]
     errors = []
 
@@ -191,8 +202,10 @@ def test_decoding_releases_the_gil(jpeg_writer):
 def test_batched_call_on_the_intra_op_pool_equals_single_calls(jpeg_writer, threads):
     """However many intra-op threads share the batch, each item gets what a single call gives it,
     errors and warnings included, in its own place (bench/bench_cpu_batch.py measures the speed)."""
-    good = [jpeg_writer.encode(jpeg_writer.photo_like(90 + 7 * i, 130, seed=i), sampling=s)
-            for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:1:1", "4:4:0"] * 4)]
+    good = [
+        jpeg_writer.encode(jpeg_writer.photo_like(90 + 7 * i, 130, seed=i), sampling=s)
+        for i, s in enumerate(["4:2:0", "4:4:4", "4:2:2", "4:1:1", "4:4:0"] * 4)
+    ]
     files = list(good)
     files[3] = good[3][: len(good[3]) // 2]  # truncated: libjpeg warns
     files[7] = b"not a jpeg"
@@ -201,8 +214,9 @@ def test_batched_call_on_the_intra_op_pool_equals_single_calls(jpeg_writer, thre
     try:
         torch.set_num_threads(threads)
         results = custom_op.decode_and_crop_jpegs(files, *zip(*windows), on_error="return", on_warning="ignore")
-        stacked, errors = custom_op.decode_and_crop_jpegs(files, *zip(*windows), on_error="return",
-                                                          on_warning="ignore", stack=True)
+        stacked, errors = custom_op.decode_and_crop_jpegs(
+            files, *zip(*windows), on_error="return", on_warning="ignore", stack=True
+        )
     finally:
         torch.set_num_threads(before)
     for i, (data, window) in enumerate(zip(files, windows)):

@@ -10,7 +10,7 @@ import os
 import struct
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,7 @@ SUBSAMPLINGS = ["4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "1x2,2x1,1x1"]
 SIZES = [(1, 1), (17, 9), (9, 17), (61, 47), (130, 211)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def generated(height, width, channels=3, seed=0, **options):
     return jpeg_factory.encode(jpeg_factory.photo_like(height, width, channels, seed=seed), **options)
 
@@ -49,9 +49,11 @@ def assert_prepared_matches(original: bytes, prepared: bytes, rng, mode=ImageRea
     _, H, W = reference.shape
     for top, left, h, w in windows(H, W, rng, n_random):
         out = custom_op.decode_and_crop_jpeg(prepared, top, left, h, w, mode=mode)
-        if not np.array_equal(out.numpy(), reference[:, top:top + h, left:left + w]):
-            pytest.fail(f"window (top={top}, left={left}, height={h}, width={w}) of a prepared {H}x{W} "
-                        f"file differs from the original's full decode")
+        if not np.array_equal(out.numpy(), reference[:, top : top + h, left : left + w]):
+            pytest.fail(
+                f"window (top={top}, left={left}, height={h}, width={w}) of a prepared {H}x{W} "
+                f"file differs from the original's full decode"
+            )
 
 
 def sof_marker(data: bytes) -> int:
@@ -83,8 +85,10 @@ def test_long_thin_images(height, width):
     assert_prepared_matches(original, prepared, np.random.default_rng(1), n_random=4)
 
 
-@pytest.mark.parametrize("color_space,channels,sampling", [
-    ("gray", 1, "4:4:4"), ("rgb", 3, "4:4:4"), ("cmyk", 4, "4:4:4"), ("ycck", 4, "2x2,1x1,1x1,2x2")])
+@pytest.mark.parametrize(
+    "color_space,channels,sampling",
+    [("gray", 1, "4:4:4"), ("rgb", 3, "4:4:4"), ("cmyk", 4, "4:4:4"), ("ycck", 4, "2x2,1x1,1x1,2x2")],
+)
 def test_color_spaces(color_space, channels, sampling):
     original = generated(61, 47, channels, color_space=color_space, sampling=sampling)
     prepared = custom_op.prepare_jpeg(original, restart_mcus=2)
@@ -93,9 +97,16 @@ def test_color_spaces(color_space, channels, sampling):
         assert_prepared_matches(original, prepared, np.random.default_rng(2), mode=mode, n_random=3)
 
 
-@pytest.mark.parametrize("coding", [{"progressive": True}, {"arithmetic": True},
-                                    {"arithmetic": True, "progressive": True, "restart_interval": 3},
-                                    {"restart_rows": 1, "progressive": True}, {"restart_interval": 7}])
+@pytest.mark.parametrize(
+    "coding",
+    [
+        {"progressive": True},
+        {"arithmetic": True},
+        {"arithmetic": True, "progressive": True, "restart_interval": 3},
+        {"restart_rows": 1, "progressive": True},
+        {"restart_interval": 7},
+    ],
+)
 def test_progressive_and_arithmetic_inputs_become_baseline_huffman(coding):
     original = generated(77, 93, sampling="4:2:0", **coding)
     prepared = custom_op.prepare_jpeg(original)
@@ -134,13 +145,23 @@ def test_imagenet_sample_lossless_small_and_random_access():
             h, w = min(size, H), min(size, W)
             top, left = int(rng.integers(0, H - h + 1)), int(rng.integers(0, W - w + 1))
             out = custom_op.decode_and_crop_jpeg(prepared, top, left, h, w)
-            assert np.array_equal(out.numpy(), reference[:, top:top + h, left:left + w]), (path.name, size)
+            assert np.array_equal(out.numpy(), reference[:, top : top + h, left : left + w]), (path.name, size)
     assert after <= before * 1.015
 
 
-@pytest.mark.parametrize("name", ["exif_gps.jpg", "flower.jpg", "hopper.jpg", "hopper_gray.jpg",
-                                  "hopper_orientation_6.jpg", "icc-after-SOF.jpg", "testimgint.jpg",
-                                  "testorig.jpg"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "exif_gps.jpg",
+        "flower.jpg",
+        "hopper.jpg",
+        "hopper_gray.jpg",
+        "hopper_orientation_6.jpg",
+        "icc-after-SOF.jpg",
+        "testimgint.jpg",
+        "testorig.jpg",
+    ],
+)
 def test_odd_real_files(name):
     original = (shared_dir("odd-jpegs") / name).read_bytes()
     prepared = custom_op.prepare_jpeg(original)
@@ -239,7 +260,7 @@ def test_exif_and_icc_are_kept_by_default_and_dropped_on_request():
 
 def test_bad_input_and_options():
     good = generated(17, 9)
-    for data in (b"", b"not a jpeg", good[:len(good) // 2]):
+    for data in (b"", b"not a jpeg", good[: len(good) // 2]):
         with pytest.raises(RuntimeError):
             custom_op.prepare_jpeg(data)
     with pytest.raises(TypeError):
@@ -254,7 +275,7 @@ def test_bad_input_and_options():
 def test_progressive_file_missing_its_last_scans_is_refused():
     data = generated(64, 64, sampling="4:2:0", progressive=True)
     scans = [s for s in jm.segments(data) if s.marker == jm.SOS]
-    incomplete = data[:scans[3].offset] + b"\xff\xd9"  # DC and a few AC scans, then EOI
+    incomplete = data[: scans[3].offset] + b"\xff\xd9"  # DC and a few AC scans, then EOI
     custom_op.decode_jpeg(incomplete)  # a valid file libjpeg decodes (with block smoothing)
     with pytest.raises(RuntimeError, match="incomplete"):
         custom_op.prepare_jpeg(incomplete)
@@ -267,8 +288,14 @@ def test_progressive_file_missing_its_last_scans_is_refused():
 def run_cli(*args, cwd=None) -> subprocess.CompletedProcess:
     package_parent = str(Path(custom_op.__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "custom_op", "prepare", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "custom_op", "prepare", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture()

@@ -29,8 +29,7 @@ TINY = ["--batch-size", "4", "--steps", "3", "--warmup", "1", "--profile-steps",
 
 @pytest.fixture(scope="module")
 def tiny_set(tmp_path_factory):
-    return make_synthetic_set(8, 72, 96, num_classes=2, cache_dir=tmp_path_factory.mktemp("cache"),
-                              show_progress=False)
+    return make_synthetic_set(8, 72, 96, num_classes=2, cache_dir=tmp_path_factory.mktemp("cache"), show_progress=False)
 
 
 def test_compare_run_writes_traces_events_summary_and_plot(tiny_set, tmp_path, capsys):
@@ -77,7 +76,9 @@ def test_tensorboard_events_hold_per_step_scalars(tiny_set, tmp_path):
     acc = EventAccumulator(str(logdir / "roi"))
     acc.Reload()
     tags = acc.Tags()["scalars"]
-    assert {"step_s/total", "step_s/data_wait", "step_s/compute", "worker_ms_per_sample/decode", "train/loss"} <= set(tags)
+    assert {"step_s/total", "step_s/data_wait", "step_s/compute", "worker_ms_per_sample/decode", "train/loss"} <= set(
+        tags
+    )
     # every step is logged, warm-up and profiled steps included (1 + 3 + 1 + 1)
     assert len(acc.Scalars("step_s/total")) == 6
     # with workers=0 the dataset's ranges are in the trace too
@@ -87,8 +88,9 @@ def test_tensorboard_events_hold_per_step_scalars(tiny_set, tmp_path):
 
 
 def test_module_entry_point_runs_from_repo_root():
-    r = subprocess.run([sys.executable, "-m", "profiling", "--help"], cwd=REPO, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "profiling", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     assert "--compare" in r.stdout and "--on-error" in r.stdout
     # every pipeline there is has its line in the description
@@ -98,8 +100,26 @@ def test_module_entry_point_runs_from_repo_root():
 
 def test_settings_line_counts_the_steps_the_profiler_traces(tiny_set, tmp_path, capsys):
     logdir = tmp_path / "logs"
-    args = ["--data", str(tiny_set), "--pipeline", "roi", "--workers", "0", "--logdir", str(logdir),
-            "--batch-size", "4", "--steps", "3", "--warmup", "1", "--profile-steps", "2", "--device", "cpu"]
+    args = [
+        "--data",
+        str(tiny_set),
+        "--pipeline",
+        "roi",
+        "--workers",
+        "0",
+        "--logdir",
+        str(logdir),
+        "--batch-size",
+        "4",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--profile-steps",
+        "2",
+        "--device",
+        "cpu",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "1 warm-up + 3 measured steps, then 2 profiled steps (after 1 profiler warm-up step)" in out
@@ -121,24 +141,30 @@ def test_marker_filter_passes_every_other_line_on(capfd):
     from profiling.trace import without_kineto_markers
 
     with without_kineto_markers():
-        os.write(2, b"USDT:2026-01-02 03:04:05 11:12 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
-                    b"ERROR:2026-01-02 03:04:05 11:12 CuptiActivityApi.cpp:7] CUPTI is not available\n"
-                    b"STAGE:2026-01-02 03:04:05 11:12 SyncActivityProfilerHandler.cpp:60] Completed Stage\n"
-                    b"another line\n")
+        os.write(
+            2,
+            b"USDT:2026-01-02 03:04:05 11:12 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+            b"ERROR:2026-01-02 03:04:05 11:12 CuptiActivityApi.cpp:7] CUPTI is not available\n"
+            b"STAGE:2026-01-02 03:04:05 11:12 SyncActivityProfilerHandler.cpp:60] Completed Stage\n"
+            b"another line\n",
+        )
     err = capfd.readouterr().err
     assert err == "ERROR:2026-01-02 03:04:05 11:12 CuptiActivityApi.cpp:7] CUPTI is not available\nanother line\n"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--pipeline", "cv2"], "unknown pipeline 'cv2'; choose from pil, roi, gpu"),
-    (["--compare", "pil,nvjpeg"], "unknown pipeline 'nvjpeg'"),
-    (["--compare", "pil,pil"], "lists a pipeline twice"),
-    (["--pipeline", "pil", "--compare", "pil,roi"], "not allowed with argument"),
-    (["--batch-size", "0"], "must be >= 1"),
-    (["--image-size", "big"], "expected HEIGHTxWIDTH"),
-    (["--device", "tpu"], "device"),
-    (["--model", "nope"], "unknown model 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--pipeline", "cv2"], "unknown pipeline 'cv2'; choose from pil, roi, gpu"),
+        (["--compare", "pil,nvjpeg"], "unknown pipeline 'nvjpeg'"),
+        (["--compare", "pil,pil"], "lists a pipeline twice"),
+        (["--pipeline", "pil", "--compare", "pil,roi"], "not allowed with argument"),
+        (["--batch-size", "0"], "must be >= 1"),
+        (["--image-size", "big"], "expected HEIGHTxWIDTH"),
+        (["--device", "tpu"], "device"),
+        (["--model", "nope"], "unknown model 'nope'"),
+    ],
+)
 def test_bad_arguments_exit_with_a_message(args, message, capsys):
     with pytest.raises(SystemExit) as e:
         main(args)
@@ -187,11 +213,11 @@ def folder_with_corrupt_file(tmp_path):
 
 
 @pytest.mark.parametrize("workers", ["1", "0"])
-def test_corrupt_file_stops_the_run_with_one_line_naming_it_and_the_option(folder_with_corrupt_file, tmp_path,
-                                                                          capsys, workers):
+def test_corrupt_file_stops_the_run_with_one_line_naming_it_and_the_option(
+    folder_with_corrupt_file, tmp_path, capsys, workers
+):
     root, bad = folder_with_corrupt_file
-    rc = main(["--data", str(root), "--pipeline", "roi", "--workers", workers, "--logdir", str(tmp_path / "l"),
-               *TINY])
+    rc = main(["--data", str(root), "--pipeline", "roi", "--workers", workers, "--logdir", str(tmp_path / "l"), *TINY])
     assert rc == 1
     err = capsys.readouterr().err
     # one line, not the DataLoader worker's traceback
@@ -205,8 +231,21 @@ def test_every_file_corrupt_with_skip_is_one_line_too(tmp_path, capsys):
     root.mkdir()
     for name in ("a.jpg", "b.jpg"):
         (root / name).write_bytes(b"not a JPEG")
-    rc = main(["--data", str(root), "--pipeline", "roi", "--workers", "1", "--on-error", "skip",
-               "--logdir", str(tmp_path / "l"), *TINY])
+    rc = main(
+        [
+            "--data",
+            str(root),
+            "--pipeline",
+            "roi",
+            "--workers",
+            "1",
+            "--on-error",
+            "skip",
+            "--logdir",
+            str(tmp_path / "l"),
+            *TINY,
+        ]
+    )
     assert rc == 1
     err = capsys.readouterr().err
     assert err.startswith(f"python -m profiling: error: pipeline roi: {root}: every one of the 2 files failed")
@@ -221,7 +260,8 @@ def test_dataset_message_of_an_error_from_a_worker():
         "Caught CorruptImageError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
         '  File "x.py", line 1, in f\n    g()\nValueError: inner\n\nThe above exception was the direct cause '
         'of the following exception:\n\nTraceback (most recent call last):\n  File "x.py", line 2, in h\n'
-        "datasets.errors.CorruptImageError: /data/b.jpg: cannot roi-decode it: ValueError: inner\n")
+        "datasets.errors.CorruptImageError: /data/b.jpg: cannot roi-decode it: ValueError: inner\n"
+    )
     assert dataset_message(wrapped) == "/data/b.jpg: cannot roi-decode it: ValueError: inner"
     assert dataset_message(CorruptImageError("/data/b.jpg: bad")) == "/data/b.jpg: bad"
 
@@ -230,9 +270,30 @@ def test_corrupt_file_skipped_is_reported(folder_with_corrupt_file, tmp_path, ca
     root, bad = folder_with_corrupt_file
     logdir = tmp_path / "l"
     # 6 steps of 4 samples draw every file at least once
-    rc = main(["--data", str(root), "--compare", "pil,roi", "--workers", "1", "--on-error", "skip",
-               "--logdir", str(logdir), "--batch-size", "4", "--steps", "6", "--warmup", "0",
-               "--profile-steps", "0", "--device", "cpu"])
+    rc = main(
+        [
+            "--data",
+            str(root),
+            "--compare",
+            "pil,roi",
+            "--workers",
+            "1",
+            "--on-error",
+            "skip",
+            "--logdir",
+            str(logdir),
+            "--batch-size",
+            "4",
+            "--steps",
+            "6",
+            "--warmup",
+            "0",
+            "--profile-steps",
+            "0",
+            "--device",
+            "cpu",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert f"skipped 1 corrupt file(s): {bad}" in out
@@ -258,8 +319,21 @@ def photos_and_a_damaged_sub_folder(tmp_path):
 def test_run_trains_on_the_files_and_layout_it_reports(photos_and_a_damaged_sub_folder, tmp_path, capsys, layout):
     root = photos_and_a_damaged_sub_folder
     logdir = tmp_path / "l"
-    rc = main(["--data", str(root), "--layout", layout, "--compare", "pil,roi", "--workers", "1",
-               "--logdir", str(logdir), *TINY])
+    rc = main(
+        [
+            "--data",
+            str(root),
+            "--layout",
+            layout,
+            "--compare",
+            "pil,roi",
+            "--workers",
+            "1",
+            "--logdir",
+            str(logdir),
+            *TINY,
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert f"data: {root} (6 JPEGs" in out and "flat layout" in out
@@ -277,8 +351,24 @@ def test_unread_files_are_warned_about_once_per_run(tiny_set, tmp_path, capsys, 
         if class_dir.is_dir():
             (root / class_dir.name).symlink_to(class_dir, target_is_directory=True)
     (root / "stray.JPEG").write_bytes(encode_jpeg(photo_like(72, 96, seed=1)))
-    assert main(["--data", str(root), "--layout", "imagefolder", "--compare", "pil,roi", "--workers", "1",
-                 "--logdir", str(tmp_path / "l"), *TINY]) == 0
+    assert (
+        main(
+            [
+                "--data",
+                str(root),
+                "--layout",
+                "imagefolder",
+                "--compare",
+                "pil,roi",
+                "--workers",
+                "1",
+                "--logdir",
+                str(tmp_path / "l"),
+                *TINY,
+            ]
+        )
+        == 0
+    )
     messages = [str(w.message) for w in recwarn if "are not read" in str(w.message)]
     messages += [line for line in capsys.readouterr().err.splitlines() if "are not read" in line]
     assert len(messages) == 1 and "'stray.JPEG'" in messages[0], messages
@@ -286,6 +376,7 @@ def test_unread_files_are_warned_about_once_per_run(tiny_set, tmp_path, capsys, 
 
 
 # ----------------------------------------------------------------------------- parts
+
 
 def test_small_cnn_trains_on_uint8_batches():
     model = small_cnn(3)
@@ -335,8 +426,9 @@ def test_gpu_pipeline_loop_branch_runs_with_a_stand_in_backend(tiny_set, tmp_pat
 
     monkeypatch.setattr(jd, "gpu_backend_available", lambda: True)
     logdir = tmp_path / "logs"
-    assert main(["--data", str(tiny_set), "--compare", "roi,gpu", "--workers", "1", "--logdir", str(logdir),
-                 *TINY]) == 0
+    assert (
+        main(["--data", str(tiny_set), "--compare", "roi,gpu", "--workers", "1", "--logdir", str(logdir), *TINY]) == 0
+    )
     summary = json.loads((logdir / "summary.json").read_text())
     assert "gpu_decode" in summary["pipelines"]["gpu"]["phases_s"]
     # same samples, same model and seed: the losses match those of roi
@@ -354,8 +446,26 @@ def _cuda_skip_reason():
 @pytest.mark.skipif(_cuda_skip_reason() is not None, reason=str(_cuda_skip_reason()))
 def test_cuda_run_with_gpu_pipeline(tiny_set, tmp_path):
     logdir = tmp_path / "logs"
-    args = ["--data", str(tiny_set), "--compare", "roi,gpu", "--workers", "1", "--logdir", str(logdir),
-            "--batch-size", "4", "--steps", "3", "--warmup", "1", "--profile-steps", "1", "--device", "cuda"]
+    args = [
+        "--data",
+        str(tiny_set),
+        "--compare",
+        "roi,gpu",
+        "--workers",
+        "1",
+        "--logdir",
+        str(logdir),
+        "--batch-size",
+        "4",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--profile-steps",
+        "1",
+        "--device",
+        "cuda",
+    ]
     assert main(args) == 0
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["config"]["device"] == "cuda"

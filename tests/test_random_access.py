@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import warnings
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +33,12 @@ pytestmark = pytest.mark.skipif(
 WORKER = Path(__file__).with_name("random_access_fuzz_worker.py")
 
 
-@lru_cache(maxsize=None)
+@cache
 def generated(height, width, channels=3, seed=0, **options):
     return jpeg_factory.encode(jpeg_factory.photo_like(height, width, channels, seed=seed), **options)
 
 
-@lru_cache(maxsize=None)
+@cache
 def prepared(height, width, channels=3, seed=0, restart_mcus=1, **options):
     return custom_op.prepare_jpeg(generated(height, width, channels, seed, **options), restart_mcus=restart_mcus)
 
@@ -47,20 +47,22 @@ def scaled_full(data: bytes, scale: int, mode=ImageReadMode.RGB) -> np.ndarray:
     """The whole image decoded at scale/8 by the ordinary path (a window covering everything)."""
     info = custom_op.read_jpeg_header(data)
     h, w = -(-info.height * scale // 8), -(-info.width * scale // 8)
-    return torch.ops.custom_op.decode_and_crop_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), 0, 0, h,
-                                                    w, int(mode), False, 0, 0, scale)[0].numpy()
+    return torch.ops.custom_op.decode_and_crop_jpeg(
+        torch.frombuffer(bytearray(data), dtype=torch.uint8), 0, 0, h, w, int(mode), False, 0, 0, scale
+    )[0].numpy()
 
 
 def crop(data: bytes, window, scale=8, mode=ImageReadMode.RGB, exif=False, policy=0) -> np.ndarray:
-    return torch.ops.custom_op.decode_and_crop_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), *window,
-                                                    int(mode), exif, policy, 0, scale)[0].numpy()
+    return torch.ops.custom_op.decode_and_crop_jpeg(
+        torch.frombuffer(bytearray(data), dtype=torch.uint8), *window, int(mode), exif, policy, 0, scale
+    )[0].numpy()
 
 
 def assert_windows_exact(data: bytes, reference: np.ndarray, rng, n_random=8, **kwargs):
     _, H, W = reference.shape
     for top, left, h, w in windows(H, W, rng, n_random):
         out = crop(data, (top, left, h, w), **kwargs)
-        if not np.array_equal(out, reference[:, top:top + h, left:left + w]):
+        if not np.array_equal(out, reference[:, top : top + h, left : left + w]):
             pytest.fail(f"window (top={top}, left={left}, height={h}, width={w}) of {H}x{W} {kwargs} differs")
 
 
@@ -81,7 +83,7 @@ def test_header_says_which_files_are_random_access():
     # The header alone is enough: the field does not look at the scan.
     data = prepared(61, 83)
     sos = jm.find(data, jm.SOS)
-    assert custom_op.read_jpeg_header(data[:sos.offset + sos.length]).random_access
+    assert custom_op.read_jpeg_header(data[: sos.offset + sos.length]).random_access
 
 
 def test_header_info_positional_fields_are_unchanged():
@@ -132,7 +134,7 @@ def test_segments_away_from_the_window_are_never_decoded(sampling):
     damaged = bytes(damaged)
     assert zeroed > 0.8 * len(layout.segments)
     out = custom_op.decode_and_crop_jpeg(damaged, top, left, h, w)
-    assert np.array_equal(out.numpy(), reference[:, top:top + h, left:left + w])
+    assert np.array_equal(out.numpy(), reference[:, top : top + h, left : left + w])
     with pytest.raises(RuntimeError, match="Corrupt JPEG data"):
         custom_op.decode_jpeg(damaged)
 
@@ -151,8 +153,9 @@ def test_every_window_equals_the_full_decode(sampling):
     for height, width in SIZES:
         reference = custom_op.decode_jpeg(generated(height, width, sampling=sampling)).numpy()
         for restart_mcus in (1, 2, 3):
-            assert_windows_exact(prepared(height, width, sampling=sampling, restart_mcus=restart_mcus), reference,
-                                 rng, n_random=6)
+            assert_windows_exact(
+                prepared(height, width, sampling=sampling, restart_mcus=restart_mcus), reference, rng, n_random=6
+            )
 
 
 @pytest.mark.parametrize("scale", [1, 2, 3, 4, 5, 6, 7, 9, 12, 16])
@@ -180,17 +183,25 @@ def test_every_row_and_column_at_every_scale(sampling):
                     if left + w <= W:
                         window = (H // 3, left, max(1, H // 3), w)
                         out = crop(data, window, scale=scale)
-                        assert np.array_equal(out, reference[:, H // 3:H // 3 + window[2], left:left + w]), (
-                            restart_mcus, scale, window)
+                        assert np.array_equal(out, reference[:, H // 3 : H // 3 + window[2], left : left + w]), (
+                            restart_mcus,
+                            scale,
+                            window,
+                        )
             for top in range(H):
                 window = (top, W // 4, 1, max(1, W // 2))
                 out = crop(data, window, scale=scale)
-                assert np.array_equal(out, reference[:, top:top + 1, W // 4:W // 4 + window[3]]), (
-                    restart_mcus, scale, window)
+                assert np.array_equal(out, reference[:, top : top + 1, W // 4 : W // 4 + window[3]]), (
+                    restart_mcus,
+                    scale,
+                    window,
+                )
 
 
-@pytest.mark.parametrize("color_space,channels,sampling", [
-    ("gray", 1, "4:4:4"), ("rgb", 3, "4:4:4"), ("cmyk", 4, "4:4:4"), ("ycck", 4, "2x2,1x1,1x1,2x2")])
+@pytest.mark.parametrize(
+    "color_space,channels,sampling",
+    [("gray", 1, "4:4:4"), ("rgb", 3, "4:4:4"), ("cmyk", 4, "4:4:4"), ("ycck", 4, "2x2,1x1,1x1,2x2")],
+)
 @pytest.mark.parametrize("mode", [ImageReadMode.RGB, ImageReadMode.GRAY, ImageReadMode.UNCHANGED])
 def test_color_spaces_and_modes(color_space, channels, sampling, mode):
     original = generated(61, 47, channels, color_space=color_space, sampling=sampling)
@@ -238,28 +249,33 @@ def damaged_variants(data: bytes):
     segments, markers = layout.segments, layout.markers
     middle = len(markers) // 2
     (m_at, m_n) = markers[middle]
-    yield "missing RST", data[:m_at] + data[m_at + 2:]
-    yield "missing first RST", data[:markers[0][0]] + data[markers[0][0] + 2:]
-    yield "misnumbered RST", data[:m_at + 1] + bytes((0xD0 + (m_n + 3) % 8,)) + data[m_at + 2:]
-    yield "eight RSTs missing", data[:markers[2][0]] + data[markers[10][0]:] if len(markers) > 12 else data
+    yield "missing RST", data[:m_at] + data[m_at + 2 :]
+    yield "missing first RST", data[: markers[0][0]] + data[markers[0][0] + 2 :]
+    yield "misnumbered RST", data[: m_at + 1] + bytes((0xD0 + (m_n + 3) % 8,)) + data[m_at + 2 :]
+    yield "eight RSTs missing", data[: markers[2][0]] + data[markers[10][0] :] if len(markers) > 12 else data
     begin, end = segments[middle]
-    yield "extra RST", data[:begin + (end - begin) // 2] + b"\xff\xd4" + data[begin + (end - begin) // 2:]
+    yield "extra RST", data[: begin + (end - begin) // 2] + b"\xff\xd4" + data[begin + (end - begin) // 2 :]
     yield "empty segment", data[:begin] + data[end:]
     a0, a1 = segments[3]
     b0, b1 = segments[middle]
     yield "swapped segments", data[:a0] + data[b0:b1] + data[a1:b0] + data[a0:a1] + data[b1:]
     for fraction in (0.1, 0.5, 0.9, 0.999):
-        yield f"truncated at {fraction}", data[:layout.start + int((layout.end - layout.start) * fraction)]
-    yield "no EOI", data[:layout.end]
+        yield f"truncated at {fraction}", data[: layout.start + int((layout.end - layout.start) * fraction)]
+    yield "no EOI", data[: layout.end]
     interval = rs.restart_interval(data)
     for lie in (0, 2 * interval, interval + 1, 3):
         yield f"DRI says {lie}", rs.with_restart_interval(data, lie)
     _, height, width, _ = jm.sof_info(data)
-    for h, w in ((height + 16, width), (height - 16, width), (height, width + 16), (height, width - 16),
-                 (height * 2, width * 2)):
+    for h, w in (
+        (height + 16, width),
+        (height - 16, width),
+        (height, width + 16),
+        (height, width - 16),
+        (height * 2, width * 2),
+    ):
         yield f"SOF says {h}x{w}", jm.patch_sof(data, height=h, width=w)
     dqt = jm.find(data, jm.DQT)
-    yield "garbage before DQT", data[:dqt.offset] + b"\x00\x13" + data[dqt.offset:]
+    yield "garbage before DQT", data[: dqt.offset] + b"\x00\x13" + data[dqt.offset :]
 
 
 @pytest.mark.parametrize("sampling", ["4:2:0", "4:4:4"])
@@ -280,26 +296,27 @@ def test_damaged_restart_structure_falls_back_or_raises(sampling):
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        out = custom_op.decode_and_crop_jpeg(bad, top, left, h, w, on_warning=policy,
-                                                             max_pixels=1 << 22)
+                        out = custom_op.decode_and_crop_jpeg(
+                            bad, top, left, h, w, on_warning=policy, max_pixels=1 << 22
+                        )
                 except (RuntimeError, ValueError):
                     continue
                 assert out.shape == (3, h, w), name
                 if policy == "raise" and full is not None:
                     # libjpeg found nothing wrong on either path: the pixels must agree.
-                    assert np.array_equal(out.numpy(), full[:, top:top + h, left:left + w]), (name, top, left, h, w)
+                    assert np.array_equal(out.numpy(), full[:, top : top + h, left : left + w]), (name, top, left, h, w)
 
 
 def test_marker_damage_above_the_window_falls_back_to_the_ordinary_path():
     data = prepared(97, 131, seed=5, sampling="4:2:0")
     layout = rs.scan(data)
     at, _ = layout.markers[2]  # in the first MCU row
-    missing = data[:at] + data[at + 2:]
+    missing = data[:at] + data[at + 2 :]
     before = random_access_decodes()
     with pytest.raises(RuntimeError, match="Corrupt JPEG data"):
         custom_op.decode_and_crop_jpeg(missing, 60, 60, 20, 20)  # the ordinary path's complaint
     assert random_access_decodes() == before
-    truncated = data[:layout.start + (layout.end - layout.start) // 3]
+    truncated = data[: layout.start + (layout.end - layout.start) // 3]
     with pytest.raises(RuntimeError):
         custom_op.decode_and_crop_jpeg(truncated, 80, 60, 10, 10)
     assert random_access_decodes() == before
@@ -313,22 +330,30 @@ def test_fuzzed_prepared_files_in_a_child_process(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")]))
     count = int(os.environ.get("CUSTOM_OP_FUZZ_COUNT_RA", "250"))
     seed = int(os.environ.get("CUSTOM_OP_FUZZ_SEED", "0"))
-    result = subprocess.run([sys.executable, str(WORKER), "--seed", str(seed), "--count", str(count)],
-                            capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, str(WORKER), "--seed", str(seed), "--count", str(count)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     lines = result.stdout.splitlines()
-    summary = [json.loads(line[len("SUMMARY "):]) for line in lines if line.startswith("SUMMARY ")]
+    summary = [json.loads(line[len("SUMMARY ") :]) for line in lines if line.startswith("SUMMARY ")]
     if result.returncode != 0 or not summary:
         cases = [line for line in lines if line.startswith("CASE ")]
-        pytest.fail(f"fuzz child died (exit status {result.returncode}); last case started: "
-                    f"{cases[-1] if cases else '(none)'}\nstderr tail:\n{result.stderr[-3000:]}")
+        pytest.fail(
+            f"fuzz child died (exit status {result.returncode}); last case started: "
+            f"{cases[-1] if cases else '(none)'}\nstderr tail:\n{result.stderr[-3000:]}"
+        )
     bad = [line for line in lines if line.startswith("BAD ")]
     assert not bad, f"{len(bad)} contract violations (first 30):\n" + "\n".join(bad[:30])
     assert summary[0]["random_access_decodes"] > summary[0]["cases"] // 4
 
 
 def sub_image(data: bytes, top, left, height, width):
-    out, where = torch.ops.custom_op._jpeg_sub_image(torch.frombuffer(bytearray(data), dtype=torch.uint8), top, left,
-                                                      height, width)
+    out, where = torch.ops.custom_op._jpeg_sub_image(
+        torch.frombuffer(bytearray(data), dtype=torch.uint8), top, left, height, width
+    )
     return out.numpy().tobytes(), list(where)
 
 
@@ -362,5 +387,5 @@ def test_sub_image_op_declines_what_it_cannot_use():
     assert sub_image(data, -1, 0, 10, 10) == (b"", [])
     assert sub_image(b"\xff\xd8\xff", 0, 0, 1, 1) == (b"", [])  # not a JPEG: never an error here
     damaged = bytearray(data)
-    damaged[len(damaged) // 2:] = bytes(len(damaged) - len(damaged) // 2)  # restart markers gone
+    damaged[len(damaged) // 2 :] = bytes(len(damaged) - len(damaged) // 2)  # restart markers gone
     assert sub_image(bytes(damaged), 100, 100, 10, 10) == (b"", [])

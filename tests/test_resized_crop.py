@@ -10,7 +10,7 @@ import io
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -23,14 +23,21 @@ from conftest import ROOT, shared_dir
 from custom_op import ImageReadMode, decode_and_resized_crop_jpeg
 from custom_op.resized_crop import AUTO_SCALES, INTERPOLATIONS, choose_scale
 
-PIL_FILTERS = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC, "box": Image.BOX,
-               "hamming": Image.HAMMING, "lanczos": Image.LANCZOS}
+PIL_FILTERS = {
+    "nearest": Image.NEAREST,
+    "bilinear": Image.BILINEAR,
+    "bicubic": Image.BICUBIC,
+    "box": Image.BOX,
+    "hamming": Image.HAMMING,
+    "lanczos": Image.LANCZOS,
+}
 # Pillow 13 picks the order of its two resampling passes (vertical first when the height shrinks by more
 # than twice as many pixels as the width); resize_box follows that rule. Older Pillow always went
 # horizontal first, so its uint8 intermediate, and a few output values, can differ.
 PILLOW_ORDER = int(Image.__version__.split(".")[0]) >= 13
-needs_pillow_13 = pytest.mark.skipif(not PILLOW_ORDER, reason=f"Pillow {Image.__version__} < 13 orders its "
-                                     "resampling passes differently from resize_box")
+needs_pillow_13 = pytest.mark.skipif(
+    not PILLOW_ORDER, reason=f"Pillow {Image.__version__} < 13 orders its resampling passes differently from resize_box"
+)
 
 # Per-scale PSNR bounds (dB) against full decode + crop + Pillow resize, with the automatic scale choice.
 MEAN_PSNR_BOUND = 37.0
@@ -44,7 +51,7 @@ def chw(image: Image.Image) -> np.ndarray:
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
 
 
 def pillow_resized_crop(image: Image.Image, window, size, interpolation="bilinear") -> np.ndarray:
@@ -57,8 +64,15 @@ def pillow_resized_crop(image: Image.Image, window, size, interpolation="bilinea
 def resize_box(image: torch.Tensor, size, filter_name="bilinear", antialias=True) -> torch.Tensor:
     """Our resampler on a whole image, as the fused call applies it at scale 8/8."""
     _, h, w = image.shape
-    return torch.ops.custom_op.resize_box(image.contiguous(), [0.0, 0.0, float(h), float(w)], list(size),
-                                          [0, 0, *size], [0, 0], INTERPOLATIONS[filter_name], antialias)
+    return torch.ops.custom_op.resize_box(
+        image.contiguous(),
+        [0.0, 0.0, float(h), float(w)],
+        list(size),
+        [0, 0, *size],
+        [0, 0],
+        INTERPOLATIONS[filter_name],
+        antialias,
+    )
 
 
 def random_windows(height, width, rng, n):
@@ -69,7 +83,7 @@ def random_windows(height, width, rng, n):
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def imagenet_files():
     return tuple(sorted(shared_dir("imagenet-sample").iterdir()))
 
@@ -82,8 +96,18 @@ def imagenet_files():
 @pytest.mark.parametrize("filter_name", list(PIL_FILTERS))
 def test_resize_box_equals_pillow_resize(filter_name):
     rng = np.random.default_rng(0)
-    shapes = [(37, 41, 13, 17), (40, 30, 20, 45), (120, 16, 30, 90), (5, 97, 72, 16), (1, 1, 3, 5),
-              (64, 64, 64, 64), (300, 200, 224, 224), (7, 300, 1, 1), (200, 640, 20, 30), (640, 90, 16, 90)]
+    shapes = [
+        (37, 41, 13, 17),
+        (40, 30, 20, 45),
+        (120, 16, 30, 90),
+        (5, 97, 72, 16),
+        (1, 1, 3, 5),
+        (64, 64, 64, 64),
+        (300, 200, 224, 224),
+        (7, 300, 1, 1),
+        (200, 640, 20, 30),
+        (640, 90, 16, 90),
+    ]
     for height, width, out_h, out_w in shapes:
         pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
         expected = chw(Image.fromarray(pixels).resize((out_w, out_h), PIL_FILTERS[filter_name]))
@@ -103,9 +127,16 @@ def test_resize_box_window_of_the_output_equals_cropping_the_output(filter_name)
         last_row = min(150, int((top + h) * 150 / 97) + 9)
         last_col = min(211, int((left + w) * 211 / 131) + 9)
         part = image[:, first_row:last_row, first_col:last_col].contiguous()
-        out = torch.ops.custom_op.resize_box(part, [0.0, 0.0, 150.0, 211.0], list(size), [top, left, h, w],
-                                             [first_row, first_col], INTERPOLATIONS[filter_name], True)
-        assert torch.equal(out, whole[:, top:top + h, left:left + w]), (top, left, h, w)
+        out = torch.ops.custom_op.resize_box(
+            part,
+            [0.0, 0.0, 150.0, 211.0],
+            list(size),
+            [top, left, h, w],
+            [first_row, first_col],
+            INTERPOLATIONS[filter_name],
+            True,
+        )
+        assert torch.equal(out, whole[:, top : top + h, left : left + w]), (top, left, h, w)
 
 
 def test_resize_box_portable_kernels_give_the_same_bytes(tmp_path):
@@ -123,10 +154,12 @@ def test_resize_box_portable_kernels_give_the_same_bytes(tmp_path):
         "    out = torch.ops.custom_op.resize_box(im, [0.0, 0.0, 301.0, 233.0], list(size), [0, 0, *size],\n"
         "                                         [0, 0], INTERPOLATIONS[f], True)\n"
         "    assert torch.equal(out, expected), (size, f)\n"
-        "print('same')\n")
+        "print('same')\n"
+    )
     env = dict(os.environ, CUSTOM_OP_RESIZE_NO_SIMD="1")
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0 and "same" in result.stdout, result.stderr[-2000:]
 
 
@@ -134,8 +167,9 @@ def test_resize_box_without_antialias_is_plain_bilinear_sampling():
     rng = np.random.default_rng(3)
     image = torch.from_numpy(rng.integers(0, 256, (3, 180, 240), dtype=np.uint8))
     out = resize_box(image, (50, 70), "bilinear", antialias=False)
-    expected = F.interpolate(image[None].float(), size=(50, 70), mode="bilinear", align_corners=False,
-                             antialias=False)[0]
+    expected = F.interpolate(image[None].float(), size=(50, 70), mode="bilinear", align_corners=False, antialias=False)[
+        0
+    ]
     # Same sample positions; fixed point and two uint8-rounded passes against float.
     assert (out.int() - expected.round().int()).abs().max() <= 1
 
@@ -146,18 +180,28 @@ def test_resize_box_fake_kernel_and_schema():
     torch.library.opcheck(torch.ops.custom_op.resize_box, args)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"box": [5.0, 0.0, 5.0, 30.0]}, "empty box"),
-    ({"box": [0.0, 0.0, float("nan"), 30.0]}, "box values"),
-    ({"size": [0, 10]}, "output size"),
-    ({"out_window": [0, 0, 11, 12]}, "out_window"),
-    ({"origin": [-1, 0]}, "origin"),
-    ({"filter": 9}, "filter"),
-    ({"box": [100.0, 0.0, 120.0, 30.0]}, "no input pixel"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"box": [5.0, 0.0, 5.0, 30.0]}, "empty box"),
+        ({"box": [0.0, 0.0, float("nan"), 30.0]}, "box values"),
+        ({"size": [0, 10]}, "output size"),
+        ({"out_window": [0, 0, 11, 12]}, "out_window"),
+        ({"origin": [-1, 0]}, "origin"),
+        ({"filter": 9}, "filter"),
+        ({"box": [100.0, 0.0, 120.0, 30.0]}, "no input pixel"),
+    ],
+)
 def test_resize_box_rejects_bad_arguments(kwargs, message):
-    args = {"image": torch.zeros(3, 20, 30, dtype=torch.uint8), "box": [0.0, 0.0, 20.0, 30.0], "size": [10, 12],
-            "out_window": [0, 0, 10, 12], "origin": [0, 0], "filter": 1, "antialias": True}
+    args = {
+        "image": torch.zeros(3, 20, 30, dtype=torch.uint8),
+        "box": [0.0, 0.0, 20.0, 30.0],
+        "size": [10, 12],
+        "out_window": [0, 0, 10, 12],
+        "origin": [0, 0],
+        "filter": 1,
+        "antialias": True,
+    }
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         torch.ops.custom_op.resize_box(*args.values())
@@ -165,8 +209,9 @@ def test_resize_box_rejects_bad_arguments(kwargs, message):
 
 def test_resize_box_rejects_non_uint8_images():
     with pytest.raises(TypeError):
-        torch.ops.custom_op.resize_box(torch.zeros(3, 4, 4), [0.0, 0.0, 4.0, 4.0], [2, 2], [0, 0, 2, 2], [0, 0], 1,
-                                       True)
+        torch.ops.custom_op.resize_box(
+            torch.zeros(3, 4, 4), [0.0, 0.0, 4.0, 4.0], [2, 2], [0, 0, 2, 2], [0, 0], 1, True
+        )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -206,7 +251,7 @@ def test_scale_8_equals_full_decode_crop_and_the_same_resize():
         for window in random_windows(height, width, rng, 6):
             top, left, h, w = window
             for size in [(224, 224), (96, 160)]:
-                expected = resize_box(full[:, top:top + h, left:left + w], size)
+                expected = resize_box(full[:, top : top + h, left : left + w], size)
                 out = decode_and_resized_crop_jpeg(data, *window, size, scale=8)
                 assert torch.equal(out, expected), (path.name, window, size)
 
@@ -357,8 +402,9 @@ def test_interpolation_accepts_enum_values(valid):
     assert torch.equal(out, decode_and_resized_crop_jpeg(valid, 0, 0, 50, 60, 24, interpolation="bicubic"))
 
 
-@pytest.mark.parametrize("window", [(-1, 0, 10, 10), (0, -1, 10, 10),
-                                    (0, 0, 129, 10), (0, 0, 10, 129), (120, 0, 9, 10), (0, 125, 10, 4)])
+@pytest.mark.parametrize(
+    "window", [(-1, 0, 10, 10), (0, -1, 10, 10), (0, 0, 129, 10), (0, 0, 10, 129), (120, 0, 9, 10), (0, 125, 10, 4)]
+)
 def test_window_outside_the_image_is_value_error(valid, window):
     with pytest.raises(ValueError, match=r"crop window .* does not fit in the image of height 128 and width 128"):
         decode_and_resized_crop_jpeg(valid, *window, 24)
@@ -370,19 +416,39 @@ def test_window_in_the_displayed_frame_with_exif():
         decode_and_resized_crop_jpeg(data, 0, 0, 129, 10, 8, apply_exif_orientation=True)
 
 
-@pytest.mark.parametrize("size,error", [(0, ValueError), (-3, ValueError), ((0, 5), ValueError),
-                                        ((1, 2, 3), ValueError), ((), ValueError), ("24", TypeError),
-                                        (2.5, TypeError), ((2, 2.5), TypeError), (2 ** 25, ValueError)])
+@pytest.mark.parametrize(
+    "size,error",
+    [
+        (0, ValueError),
+        (-3, ValueError),
+        ((0, 5), ValueError),
+        ((1, 2, 3), ValueError),
+        ((), ValueError),
+        ("24", TypeError),
+        (2.5, TypeError),
+        ((2, 2.5), TypeError),
+        (2**25, ValueError),
+    ],
+)
 def test_bad_size(valid, size, error):
     with pytest.raises(error):
         decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, size)
 
 
-@pytest.mark.parametrize("kwargs,error", [({"scale": 0}, ValueError), ({"scale": 17}, ValueError),
-                                          ({"scale": 2.0}, TypeError), ({"interpolation": "cubic"}, ValueError),
-                                          ({"interpolation": 2}, ValueError), ({"mode": "CMYK"}, ValueError),
-                                          ({"on_warning": "loud"}, ValueError), ({"max_pixels": 0}, ValueError),
-                                          ({"device": "tpu"}, ValueError)])
+@pytest.mark.parametrize(
+    "kwargs,error",
+    [
+        ({"scale": 0}, ValueError),
+        ({"scale": 17}, ValueError),
+        ({"scale": 2.0}, TypeError),
+        ({"interpolation": "cubic"}, ValueError),
+        ({"interpolation": 2}, ValueError),
+        ({"mode": "CMYK"}, ValueError),
+        ({"on_warning": "loud"}, ValueError),
+        ({"max_pixels": 0}, ValueError),
+        ({"device": "tpu"}, ValueError),
+    ],
+)
 def test_bad_options(valid, kwargs, error):
     with pytest.raises(error):
         decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, 8, **kwargs)

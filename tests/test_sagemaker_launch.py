@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 sagemaker = pytest.importorskip(
-    "sagemaker", reason="the SageMaker Python SDK is not installed (heavy, not in the test extras): "
-                        "pip install sagemaker (or 'sagemaker<3' for the PyTorch estimator) in a separate venv")
+    "sagemaker",
+    reason="the SageMaker Python SDK is not installed (heavy, not in the test extras): "
+    "pip install sagemaker (or 'sagemaker<3' for the PyTorch estimator) in a separate venv",
+)
 
 from sm_job import hyperparameters, launch, source_dir  # noqa: E402
 from sm_job.env import decode_hyperparameter  # noqa: E402
@@ -28,8 +30,13 @@ TRAIN_S3 = "s3://example-bucket/jpegs/"
 
 @pytest.fixture
 def offline_aws(monkeypatch):
-    for k, v in {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_EC2_METADATA_DISABLED": "true", "SAGEMAKER_SUPPRESS_V2_WARNING": "1"}.items():
+    for k, v in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
@@ -53,8 +60,14 @@ def offline_session(session_cls, uploads: dict, copy_to: Path):
 
 
 def settings(**kw):
-    return launch.JobSettings(role=ROLE, instance_type="ml.g5.12xlarge", instance_count=2, train_s3=TRAIN_S3,
-                              hyperparameters={"steps": "100"}, **kw)
+    return launch.JobSettings(
+        role=ROLE,
+        instance_type="ml.g5.12xlarge",
+        instance_count=2,
+        train_s3=TRAIN_S3,
+        hyperparameters={"steps": "100"},
+        **kw,
+    )
 
 
 def test_the_sdk_is_not_shadowed_by_the_checkout():
@@ -98,7 +111,7 @@ def test_model_trainer_job_definition(tmp_path, offline_aws, monkeypatch):
     args = hyperparameters.parse(cli, {})
     assert (args.pipeline, args.steps) == ("gpu", 100)
 
-    train = getattr(trainer, "train")
+    train = trainer.train
     if "dry_run" in train.__code__.co_varnames:  # SDK v3: the public validation path, nothing submitted
         assert train(input_data_config=inputs, dry_run=True) is None
 

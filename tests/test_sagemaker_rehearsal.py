@@ -27,8 +27,9 @@ HANG_S = 600
 
 def report(r) -> str:
     tail = "\n".join(r.log.splitlines()[-60:])
-    return (f"problems: {r.problems}\nfacts: {r.facts}\nrc={r.returncode} after {r.seconds:.0f} s\n"
-            f"--- output tail:\n{tail}")
+    return (
+        f"problems: {r.problems}\nfacts: {r.facts}\nrc={r.returncode} after {r.seconds:.0f} s\n--- output tail:\n{tail}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +76,28 @@ def test_same_script_runs_as_one_plain_process(tmp_path, build_cache):
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     env.update(CUSTOM_OP_CACHE_DIR=str(build_cache), CUSTOM_OP_FORCE_JIT="1")
-    cmd = [sys.executable, str(ROOT / "sm_job" / "train.py"), "--num-images", "8", "--image-size", "80x96",
-           "--crop-size", "48", "--output-size", "40", "--batch-size", "4", "--steps", "4", "--warmup", "1",
-           "--profile-steps", "0", "--workers", "1"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "sm_job" / "train.py"),
+        "--num-images",
+        "8",
+        "--image-size",
+        "80x96",
+        "--crop-size",
+        "48",
+        "--output-size",
+        "40",
+        "--batch-size",
+        "4",
+        "--steps",
+        "4",
+        "--warmup",
+        "1",
+        "--profile-steps",
+        "0",
+        "--workers",
+        "1",
+    ]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "rank 0/1" in proc.stdout and "backend none (single process)" in proc.stdout
@@ -88,8 +108,9 @@ def test_same_script_runs_as_one_plain_process(tmp_path, build_cache):
 
 @pytest.mark.slow
 def test_rank_failing_at_a_step_fails_the_job_with_its_error(tmp_path, build_cache):
-    r = rehearse.run(tmp_path / "job", nproc=2, workers=2, cache_dir=str(build_cache), inject_failure="1:3",
-                     timeout=HANG_S)
+    r = rehearse.run(
+        tmp_path / "job", nproc=2, workers=2, cache_dir=str(build_cache), inject_failure="1:3", timeout=HANG_S
+    )
     assert r.ok, report(r)
     assert r.returncode not in (0, None)
     assert "InjectedFailure: injected failure on rank 1 at step 3" in r.log
@@ -120,8 +141,9 @@ def test_rank_failing_while_another_compiles_fails_the_job_and_frees_the_lock(tm
     from filelock import FileLock
 
     cache = tmp_path / "empty_cache"
-    r = rehearse.run(tmp_path / "job", nproc=2, workers=2, cache_dir=str(cache), inject_failure="1:start:8",
-                     timeout=HANG_S)
+    r = rehearse.run(
+        tmp_path / "job", nproc=2, workers=2, cache_dir=str(cache), inject_failure="1:start:8", timeout=HANG_S
+    )
     assert r.ok, report(r)
     assert "injected failure on rank 1 at start-up" in r.log
     locks = list((cache / "custom_op").glob("*.lock"))

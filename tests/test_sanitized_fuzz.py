@@ -18,7 +18,7 @@ import jpeg_factory
 
 SCRIPT = Path(__file__).with_name("fuzz") / "run_sanitized.sh"
 SKIP_STATUS = 77  # run_sanitized.sh: no compiler with ASan/UBSan, or no libjpeg-turbo headers
-TIMEOUT_S = 600   # a hang guard only; the run takes well under a minute
+TIMEOUT_S = 600  # a hang guard only; the run takes well under a minute
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("bash") is None, reason="run_sanitized.sh needs bash"),
@@ -37,8 +37,20 @@ def test_entropy_decoder_matches_libjpeg_under_sanitizers(tmp_path):
     env["SANITIZED_BUILD_DIR"] = str(tmp_path / "build")
     # --no-prepared: prepare_jpeg would load (maybe build) the extension in the child; the generated
     # restart layouts already take the random-access path.
-    command = ["bash", str(SCRIPT), "--small", "--no-prepared", "--seed", "1", "--mutants", "12", "--cases", "4",
-               "--corpus", str(tmp_path / "corpus")]
+    command = [
+        "bash",
+        str(SCRIPT),
+        "--small",
+        "--no-prepared",
+        "--seed",
+        "1",
+        "--mutants",
+        "12",
+        "--cases",
+        "4",
+        "--corpus",
+        str(tmp_path / "corpus"),
+    ]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:

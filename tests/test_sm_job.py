@@ -20,9 +20,11 @@ def fake_container(tmp_path, hps=None, resources=None):
     (base / "input" / "data" / "train").mkdir(parents=True)
     # As the SDK v2 writes them: every value JSON-encoded into a string.
     (base / "input" / "config" / "hyperparameters.json").write_text(
-        json.dumps({k: json.dumps(v) for k, v in (hps or {}).items()}))
+        json.dumps({k: json.dumps(v) for k, v in (hps or {}).items()})
+    )
     (base / "input" / "config" / "resourceconfig.json").write_text(
-        json.dumps(resources or {"current_host": "algo-2", "hosts": ["algo-1", "algo-2"]}))
+        json.dumps(resources or {"current_host": "algo-2", "hosts": ["algo-1", "algo-2"]})
+    )
     return base
 
 
@@ -47,10 +49,18 @@ def test_reads_the_container_tree_when_sm_variables_are_missing(tmp_path):
 
 def test_sm_variables_win_over_the_files(tmp_path):
     base = fake_container(tmp_path, hps={"steps": 5})
-    job = sm_env.read_job_env({
-        "SAGEMAKER_BASE_DIR": str(base), "SM_HPS": json.dumps({"steps": 7}), "SM_MODEL_DIR": "/m",
-        "SM_OUTPUT_DATA_DIR": "/o", "SM_CHANNEL_TRAIN": "/d", "SM_NUM_GPUS": "4", "SM_HOSTS": '["h1"]',
-        "SM_CURRENT_HOST": "h1"})
+    job = sm_env.read_job_env(
+        {
+            "SAGEMAKER_BASE_DIR": str(base),
+            "SM_HPS": json.dumps({"steps": 7}),
+            "SM_MODEL_DIR": "/m",
+            "SM_OUTPUT_DATA_DIR": "/o",
+            "SM_CHANNEL_TRAIN": "/d",
+            "SM_NUM_GPUS": "4",
+            "SM_HOSTS": '["h1"]',
+            "SM_CURRENT_HOST": "h1",
+        }
+    )
     assert job.hyperparameters == {"steps": 7}
     assert (job.model_dir, job.output_data_dir, job.train_dir, job.num_gpus) == ("/m", "/o", "/d", 4)
     assert job.hosts == ["h1"] and job.current_host == "h1"
@@ -77,10 +87,16 @@ def test_job_hyperparameters_are_checked_like_options():
         hyperparameters.parse([], {"batch-size": 0})
 
 
-@pytest.mark.parametrize("text, parsed", [
-    ("", None), ("none", None), ("1:3", (1, 3, 0.0)), ("0:start", (0, "start", 0.0)),
-    ("1:start:8", (1, "start", 8.0)),
-])
+@pytest.mark.parametrize(
+    "text, parsed",
+    [
+        ("", None),
+        ("none", None),
+        ("1:3", (1, 3, 0.0)),
+        ("0:start", (0, "start", 0.0)),
+        ("1:start:8", (1, "start", 8.0)),
+    ],
+)
 def test_inject_failure_forms(text, parsed):
     assert hyperparameters.parse_failure(text) == parsed
 
@@ -135,8 +151,7 @@ def test_commands_start_from_the_checkout(command):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage:" in proc.stdout
 
@@ -165,9 +180,18 @@ def test_rehearsal_removes_its_temporary_folder_only_after_a_pass(tmp_path, monk
         layout.tmp.mkdir(parents=True)
         (layout.tmp / "torchelastic_x").mkdir()
         seen.append(layout.root)
-        return rehearse.Rehearsal(command=["torchrun"], returncode=0 if ok else 1, seconds=1.0, timed_out=False,
-                                  log="", layout=layout, cache_dir=layout.default_cache, nproc=2, steps=6,
-                                  problems=[] if ok else ["a rank failed"])
+        return rehearse.Rehearsal(
+            command=["torchrun"],
+            returncode=0 if ok else 1,
+            seconds=1.0,
+            timed_out=False,
+            log="",
+            layout=layout,
+            cache_dir=layout.default_cache,
+            nproc=2,
+            steps=6,
+            problems=[] if ok else ["a rank failed"],
+        )
 
     monkeypatch.setattr(rehearse, "run", fake_run)
     assert rehearse.main(argv) == (0 if ok else 1)

@@ -19,7 +19,7 @@ from PIL import Image, ImageOps
 import custom_op
 from conftest import shared_dir
 from custom_op import RandomResizedCropJpeg, ResizeCenterCropJpeg, decode_and_resized_crop_jpeg
-from test_resized_crop import MEAN_PSNR_BOUND, MIN_PSNR_BOUND, chw, needs_pillow_13, psnr, pillow_resized_crop
+from test_resized_crop import MEAN_PSNR_BOUND, MIN_PSNR_BOUND, chw, needs_pillow_13, pillow_resized_crop, psnr
 
 
 def numpy_rrc_window(height, width, rng, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
@@ -73,8 +73,11 @@ def test_window_distribution_matches_torchvisions_algorithm(height, width):
     assert abs(a_area.mean() - b_area.mean()) < 0.01
     assert abs(a_aspect.mean() - b_aspect.mean()) < 0.01
     assert abs(a_centre.mean() - b_centre.mean()) < 0.01
+
     # The fraction of draws that fell back to the centred crop agrees too.
-    fallback = (lambda ws: np.mean([w[0] == (height - w[2]) // 2 and w[1] == (width - w[3]) // 2 for w in ws]))
+    def fallback(ws):
+        return np.mean([w[0] == (height - w[2]) // 2 and w[1] == (width - w[3]) // 2 for w in ws])
+
     assert abs(fallback(ours) - fallback(reference)) < 0.02
 
 
@@ -83,7 +86,7 @@ def test_area_and_aspect_within_the_ranges_on_a_large_image():
     transform = RandomResizedCropJpeg(224, scale=(0.2, 0.6), ratio=(0.5, 2.0))
     generator = torch.Generator().manual_seed(1)
     windows = [transform.get_params(4000, 4000, generator) for _ in range(5000)]
-    area = np.array([h * w for _, _, h, w in windows]) / 4000 ** 2
+    area = np.array([h * w for _, _, h, w in windows]) / 4000**2
     log_aspect = np.log(np.array([w / h for _, _, h, w in windows]))
     assert 0.195 < area.min() and area.max() < 0.605 and abs(area.mean() - 0.4) < 0.01
     assert abs(log_aspect.min() + math.log(2)) < 0.02 and abs(log_aspect.max() - math.log(2)) < 0.02
@@ -91,12 +94,15 @@ def test_area_and_aspect_within_the_ranges_on_a_large_image():
     assert np.abs(np.histogram(area, bins=8, range=(0.2, 0.6))[0] / 5000 - 1 / 8).max() < 0.025
 
 
-@pytest.mark.parametrize("height,width,expected", [
-    (10, 1000, (0, 493, 10, 13)),  # too wide for any attempt: full height, aspect clamped to 4/3
-    (1000, 10, (493, 0, 13, 10)),  # too tall: full width, aspect clamped to 3/4
-    (50, 1000, (0, 466, 50, 67)),
-    (1, 1, (0, 0, 1, 1)),
-])
+@pytest.mark.parametrize(
+    "height,width,expected",
+    [
+        (10, 1000, (0, 493, 10, 13)),  # too wide for any attempt: full height, aspect clamped to 4/3
+        (1000, 10, (493, 0, 13, 10)),  # too tall: full width, aspect clamped to 3/4
+        (50, 1000, (0, 466, 50, 67)),
+        (1, 1, (0, 0, 1, 1)),
+    ],
+)
 def test_centre_fallback_on_extreme_aspect_ratios(height, width, expected):
     transform = RandomResizedCropJpeg(224)
     generator = torch.Generator().manual_seed(2)
@@ -305,23 +311,41 @@ def test_resize_center_crop_psnr_on_imagenet_sample():
 # Bad arguments and data
 
 
-@pytest.mark.parametrize("kwargs,error", [
-    ({"size": 0}, ValueError), ({"size": (1, 2, 3)}, ValueError), ({"size": "224"}, TypeError),
-    ({"scale": (0.5, 0.1)}, ValueError), ({"scale": (0.0, 1.0)}, ValueError), ({"scale": 0.5}, TypeError),
-    ({"ratio": (2.0, 1.0)}, ValueError), ({"ratio": (-1.0, 1.0)}, ValueError),
-    ({"hflip_p": 1.5}, ValueError), ({"interpolation": "cubic"}, ValueError), ({"mode": "CMYK"}, ValueError),
-    ({"on_warning": "loud"}, ValueError), ({"decode_scale": 0}, ValueError), ({"max_pixels": -1}, ValueError),
-])
+@pytest.mark.parametrize(
+    "kwargs,error",
+    [
+        ({"size": 0}, ValueError),
+        ({"size": (1, 2, 3)}, ValueError),
+        ({"size": "224"}, TypeError),
+        ({"scale": (0.5, 0.1)}, ValueError),
+        ({"scale": (0.0, 1.0)}, ValueError),
+        ({"scale": 0.5}, TypeError),
+        ({"ratio": (2.0, 1.0)}, ValueError),
+        ({"ratio": (-1.0, 1.0)}, ValueError),
+        ({"hflip_p": 1.5}, ValueError),
+        ({"interpolation": "cubic"}, ValueError),
+        ({"mode": "CMYK"}, ValueError),
+        ({"on_warning": "loud"}, ValueError),
+        ({"decode_scale": 0}, ValueError),
+        ({"max_pixels": -1}, ValueError),
+    ],
+)
 def test_random_resized_crop_bad_arguments(kwargs, error):
     args = {"size": 224, **kwargs}
     with pytest.raises(error):
         RandomResizedCropJpeg(**args)
 
 
-@pytest.mark.parametrize("kwargs,error", [
-    ({"resize_size": 0}, ValueError), ({"crop_size": 300}, ValueError), ({"resize_size": 2.5}, TypeError),
-    ({"crop_size": 0}, ValueError), ({"interpolation": "fast"}, ValueError),
-])
+@pytest.mark.parametrize(
+    "kwargs,error",
+    [
+        ({"resize_size": 0}, ValueError),
+        ({"crop_size": 300}, ValueError),
+        ({"resize_size": 2.5}, TypeError),
+        ({"crop_size": 0}, ValueError),
+        ({"interpolation": "fast"}, ValueError),
+    ],
+)
 def test_resize_center_crop_bad_arguments(kwargs, error):
     with pytest.raises(error):
         ResizeCenterCropJpeg(**kwargs)
@@ -343,8 +367,7 @@ def test_get_params_bad_sizes():
         transform.get_params(10, 10, generator="seed")
 
 
-@pytest.mark.parametrize("transform", [RandomResizedCropJpeg(64), ResizeCenterCropJpeg(72, 64)],
-                         ids=["rrc", "eval"])
+@pytest.mark.parametrize("transform", [RandomResizedCropJpeg(64), ResizeCenterCropJpeg(72, 64)], ids=["rrc", "eval"])
 def test_transforms_bad_data(transform):
     for data in ([1, 2], torch.zeros(4), 7):
         with pytest.raises(TypeError):

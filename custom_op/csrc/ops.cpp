@@ -13,7 +13,8 @@ TORCH_LIBRARY(custom_op, m) {
   // (libjpeg's DCT scaling, 1..16); the window is then given in that scaled image.
   m.def(
       "decode_and_crop_jpeg(Tensor data, int top, int left, int height, int width, int mode, "
-      "bool apply_exif_orientation, int on_warning, int max_pixels, int scale_num=8) -> (Tensor image, Tensor warnings)");
+      "bool apply_exif_orientation, int on_warning, int max_pixels, int scale_num=8) "
+      "-> (Tensor image, Tensor warnings)");
   m.def(
       "decode_jpeg(Tensor data, int mode, bool apply_exif_orientation, int on_warning, int max_pixels) "
       "-> (Tensor image, Tensor warnings)");

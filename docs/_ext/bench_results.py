@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from sphinx.util import logging
 
@@ -44,8 +44,8 @@ _HEADING = re.compile(r"^(#{1,6}) ")
 class Report(NamedTuple):
     path: Path
     title: str
-    header: Dict[str, str]  # key -> value, in the file's order
-    body: List[str]  # lines after the header
+    header: dict[str, str]  # key -> value, in the file's order
+    body: list[str]  # lines after the header
     body_line: int  # 0-based line of body[0] in the file
 
 
@@ -59,7 +59,7 @@ def parse(path: Path) -> Report:
         raise ValueError(f"{path.name}: the first line must be the report's title ('# ...')")
     title = lines[i][2:].strip()
     i += 1
-    header: Dict[str, str] = {}
+    header: dict[str, str] = {}
     while i < len(lines) and not lines[i].strip():
         i += 1
     key = None
@@ -79,12 +79,13 @@ def parse(path: Path) -> Report:
     return Report(path, title, header, lines[i:], i)
 
 
-@lru_cache(maxsize=None)
+@cache
 def git_commit(path: Path) -> Optional[str]:
     """The commit that last changed ``path``, or None (no git, not a checkout, not committed)."""
     try:
-        out = subprocess.run(["git", "log", "-1", "--format=%h", "--", str(path)], cwd=ROOT, capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%h", "--", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
@@ -107,7 +108,7 @@ def md_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def shifted(lines: List[str], level: int) -> List[str]:
+def shifted(lines: list[str], level: int) -> list[str]:
     """The body with its headings moved so that the shallowest one is at ``level``; fenced code kept."""
     depths = []
     fence = None
@@ -131,7 +132,7 @@ def shifted(lines: List[str], level: int) -> List[str]:
         elif fence is None:
             match = _HEADING.match(line)
             if match:
-                line = "#" * min(6, len(match.group(1)) + offset) + line[len(match.group(1)):]
+                line = "#" * min(6, len(match.group(1)) + offset) + line[len(match.group(1)) :]
         out.append(line)
     return out
 
@@ -139,7 +140,7 @@ def shifted(lines: List[str], level: int) -> List[str]:
 _DIRECTIVE = re.compile(r"^```\{(bench-results|bench-results-summary)\}[ \t]*(\S*)[ \t]*\n```[ \t]*$", re.MULTILINE)
 
 
-def report_text(path: Path) -> List[str]:
+def report_text(path: Path) -> list[str]:
     """One report as MyST text: a labelled ``##`` section, its header table, its body."""
     report = parse(path)
     rel = path.relative_to(ROOT).as_posix()
@@ -155,19 +156,21 @@ def report_text(path: Path) -> List[str]:
     return text
 
 
-def summary_text() -> List[str]:
+def summary_text() -> list[str]:
     rows = ["| benchmark | machine | date | commit |", "| --- | --- | --- | --- |"]
     for path in sorted(RESULTS.glob("*.md")):
         report = parse(path)
         date = report.header.get("date", "?").split("T")[0]
         commit = (report.header.get("commit") or "not recorded").split(" (")[0]
         title = md_cell(report.title.replace("`", ""))
-        rows.append(f"| {{ref}}`{title} <{label(path)}>` "
-                    f"| {md_cell(report.header.get('machine', '?'))} | {date} | {md_cell(commit)} |")
+        rows.append(
+            f"| {{ref}}`{title} <{label(path)}>` "
+            f"| {md_cell(report.header.get('machine', '?'))} | {date} | {md_cell(commit)} |"
+        )
     return rows
 
 
-def on_source_read(app, docname: str, source: List[str]) -> None:
+def on_source_read(app, docname: str, source: list[str]) -> None:
     """Replaces each ``{bench-results}`` / ``{bench-results-summary}`` block of a page by the text it
     stands for, before the page is parsed (so that the reports' headings are the page's sections)."""
     if "{bench-results" not in source[0]:
@@ -175,7 +178,7 @@ def on_source_read(app, docname: str, source: List[str]) -> None:
     env = app.env
     used = env.bench_results_used = getattr(env, "bench_results_used", {})
 
-    def replace(match: "re.Match[str]") -> str:
+    def replace(match: re.Match[str]) -> str:
         directive, argument = match.group(1), match.group(2)
         try:
             if directive == "bench-results-summary":
@@ -200,8 +203,9 @@ def check_all_used(app, env) -> None:
     used = getattr(env, "bench_results_used", {})
     for path in sorted(RESULTS.glob("*.md")):
         if path.name not in used:
-            logger.warning("bench-results: %s is on no page (add a {bench-results} directive for it)",
-                           path.relative_to(ROOT))
+            logger.warning(
+                "bench-results: %s is on no page (add a {bench-results} directive for it)", path.relative_to(ROOT)
+            )
 
 
 def purge(app, env, docname) -> None:

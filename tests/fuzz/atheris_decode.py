@@ -7,9 +7,8 @@ finding (atheris reports it with the input), and so is a crash or a hang (-timeo
 """
 
 import os
-import sys
-
 import random
+import sys
 
 import atheris
 import torch  # imported before instrumenting, so that only custom_op's own Python is instrumented
@@ -31,7 +30,9 @@ MAX_PIXELS = 1 << 22  # keeps every input cheap; bigger declared sizes must give
 
 def _expect_shape(out, channels, height, width):
     if not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or tuple(out.shape[1:]) != (height, width):
-        raise AssertionError(f"bad result {type(out)} {getattr(out, 'dtype', '')} {getattr(out, 'shape', '')}, wanted {height}x{width}")
+        raise AssertionError(
+            f"bad result {type(out)} {getattr(out, 'dtype', '')} {getattr(out, 'shape', '')}, wanted {height}x{width}"
+        )
     if out.shape[0] not in channels:
         raise AssertionError(f"{out.shape[0]} channels, wanted one of {channels}")
 
@@ -51,10 +52,13 @@ def TestOneInput(raw: bytes) -> None:
     except RuntimeError:
         info = None
     channels = {custom_op.ImageReadMode.RGB: {3}, custom_op.ImageReadMode.GRAY: {1}}.get(
-        mode, {1: {1}, 4: {4}}.get(info.channels, {3}) if info else {1, 3, 4})
+        mode, {1: {1}, 4: {4}}.get(info.channels, {3}) if info else {1, 3, 4}
+    )
 
     try:
-        out = custom_op.decode_jpeg(data, mode=mode, apply_exif_orientation=exif, on_warning=policy, max_pixels=MAX_PIXELS)
+        out = custom_op.decode_jpeg(
+            data, mode=mode, apply_exif_orientation=exif, on_warning=policy, max_pixels=MAX_PIXELS
+        )
         if info is not None:
             _expect_shape(out, channels, info.height, info.width)
     except (ValueError, RuntimeError):
@@ -68,12 +72,21 @@ def TestOneInput(raw: bytes) -> None:
     else:
         top, left, height, width = 0, 0, 8, 8
     try:
-        out = custom_op.decode_and_crop_jpeg(data, top, left, height, width, mode=mode, apply_exif_orientation=exif,
-                                             on_warning=policy, max_pixels=MAX_PIXELS)
+        out = custom_op.decode_and_crop_jpeg(
+            data,
+            top,
+            left,
+            height,
+            width,
+            mode=mode,
+            apply_exif_orientation=exif,
+            on_warning=policy,
+            max_pixels=MAX_PIXELS,
+        )
         _expect_shape(out, channels, height, width)
     except ValueError as error:
         if info is not None and "max_pixels" not in str(error):
-            raise AssertionError(f"ValueError for a window inside {info.height}x{info.width}: {error}")
+            raise AssertionError(f"ValueError for a window inside {info.height}x{info.width}: {error}") from error
     except RuntimeError:
         pass
 

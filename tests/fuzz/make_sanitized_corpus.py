@@ -57,12 +57,16 @@ def generated(small: bool):
             if small and rst not in ("rst0", "rst1", "rstrow"):
                 continue
             yield f"ycc_{tag}_{rst}.jpg", jpeg_factory.encode(pixels, sampling=sampling, **options)
-        yield f"ycc_{tag}_optimized_rst2.jpg", jpeg_factory.encode(pixels, sampling=sampling, optimize=True,
-                                                                   restart_interval=2)
+        yield (
+            f"ycc_{tag}_optimized_rst2.jpg",
+            jpeg_factory.encode(pixels, sampling=sampling, optimize=True, restart_interval=2),
+        )
         if not small:
             yield f"ycc_{tag}_q100.jpg", jpeg_factory.encode(pixels, sampling=sampling, quality=100)
-            yield f"ycc_{tag}_q10_rstrow.jpg", jpeg_factory.encode(pixels, sampling=sampling, quality=10,
-                                                                   restart_rows=1)
+            yield (
+                f"ycc_{tag}_q10_rstrow.jpg",
+                jpeg_factory.encode(pixels, sampling=sampling, quality=10, restart_rows=1),
+            )
     gray = jpeg_factory.photo_like(*size, 1, seed=7)
     for rst, options in restart_options(-(-size[1] // 8)):
         yield f"gray_{rst}.jpg", jpeg_factory.encode(gray, **options)
@@ -84,8 +88,10 @@ def generated(small: bool):
         for sampling in ("4:4:4", "4:2:0", "4:1:1"):
             tag = sampling.replace(":", "")
             yield f"odd_{height}x{width}_{tag}.jpg", jpeg_factory.encode(pixels, sampling=sampling)
-            yield f"odd_{height}x{width}_{tag}_rst1.jpg", jpeg_factory.encode(pixels, sampling=sampling,
-                                                                              restart_interval=1)
+            yield (
+                f"odd_{height}x{width}_{tag}_rst1.jpg",
+                jpeg_factory.encode(pixels, sampling=sampling, restart_interval=1),
+            )
         yield f"odd_{height}x{width}_gray_rstrow.jpg", jpeg_factory.encode(pixels[:, :, 0], restart_rows=1)
     if not small:
         # Big enough that windows at the bottom have hundreds of blocks above them (walked by the skip).
@@ -137,8 +143,12 @@ def main() -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     files = list(generated(args.small))
     if not args.no_prepared:
-        picked = [f for f in files if f[0].endswith("_rst0.jpg") or f[0].startswith(("big_420", "odd_61x47_420.jpg",
-                                                                                       "cmyk_444.jpg", "progressive_420"))]
+        picked = [
+            f
+            for f in files
+            if f[0].endswith("_rst0.jpg")
+            or f[0].startswith(("big_420", "odd_61x47_420.jpg", "cmyk_444.jpg", "progressive_420"))
+        ]
         files += list(prepared(picked[:4] if args.small else picked))
     for name, data in files:
         (args.out_dir / name).write_bytes(data)

@@ -94,7 +94,8 @@ void on_sanitizer_death() {
 
 void on_alarm(int) {
   write_current(g_hang_path);
-  static const char note[] = "sanitized_decode: HANG: one input took longer than --timeout; written to the hang artifact\n";
+  static const char note[] =
+      "sanitized_decode: HANG: one input took longer than --timeout; written to the hang artifact\n";
   (void)!write(2, note, sizeof(note) - 1);
   _exit(3);
 }
@@ -105,8 +106,8 @@ struct Case {
   unsigned int scale_num;
   J_COLOR_SPACE space;
   WarningPolicy policy;
-  bool save_app1;        // read EXIF and apply its orientation, as apply_exif_orientation=True does
-  uint32_t r[5];         // chooses the window once the scaled size is known
+  bool save_app1;  // read EXIF and apply its orientation, as apply_exif_orientation=True does
+  uint32_t r[5];   // chooses the window once the scaled size is known
 };
 
 struct Outcome {
@@ -144,8 +145,7 @@ int components_of(J_COLOR_SPACE s) { return s == JCS_CMYK ? 4 : s == JCS_GRAYSCA
 
 // The displayed-frame window a case asks for, in an image of h x w: mostly random, sometimes the
 // shapes that reach the edges (the whole image, the last rows, the last columns, one pixel).
-void choose_window(const Case& c, int64_t h, int64_t w, int64_t* top, int64_t* left, int64_t* height,
-                   int64_t* width) {
+void choose_window(const Case& c, int64_t h, int64_t w, int64_t* top, int64_t* left, int64_t* height, int64_t* width) {
   switch (c.r[4] % 8) {
     case 0:  // the whole image (decode_jpeg)
       *top = 0, *left = 0, *height = h, *width = w;
@@ -222,10 +222,10 @@ Outcome decode_once(const Bytes& input, const Case& c, bool own_entropy, bool fa
   RowSink sink{o.pixels.data(), row_bytes};
 
   // decode_window's sequence: random access, else the session's own decode.
-  const FastPath fast = fast_paths ? custom_op::decode_region_random_access(session, c.space, region, sink)
-                                   : FastPath::kNotApplicable;
-  const bool ok = fast == FastPath::kNotApplicable ? session.decode_region(c.space, region, sink)
-                                                   : fast == FastPath::kDecoded;
+  const FastPath fast =
+      fast_paths ? custom_op::decode_region_random_access(session, c.space, region, sink) : FastPath::kNotApplicable;
+  const bool ok =
+      fast == FastPath::kNotApplicable ? session.decode_region(c.space, region, sink) : fast == FastPath::kDecoded;
   return finish(ok ? Outcome::kDecoded : Outcome::kFailed);
 }
 
@@ -274,7 +274,8 @@ const char* mutate_once(Rng& rng, Bytes& d) {
   switch (rng() % 15) {
     case 0: {
       const int flips = 1 + static_cast<int>(rng() % 4);
-      for (int i = 0; i < flips && !d.empty(); ++i) d[position(rng, d, scan)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+      for (int i = 0; i < flips && !d.empty(); ++i)
+        d[position(rng, d, scan)] ^= static_cast<uint8_t>(1u << (rng() % 8));
       return "bit flips";
     }
     case 1:
@@ -364,6 +365,7 @@ const char* mutate_once(Rng& rng, Bytes& d) {
       d.resize(d.size() - std::min(d.size(), static_cast<size_t>(rng() % 40)));
       const int pieces = static_cast<int>(rng() % 4);
       for (int i = 0; i < pieces; ++i) {
+        // clang-format off
         switch (rng() % 5) {
           case 0: d.insert(d.end(), 1 + rng() % 12, static_cast<uint8_t>(rng() % 255)); break;
           case 1: d.insert(d.end(), {0xFF, 0x00}); break;
@@ -371,6 +373,7 @@ const char* mutate_once(Rng& rng, Bytes& d) {
           case 3: d.insert(d.end(), {0xFF, static_cast<uint8_t>(0xD0 + rng() % 10)}); break;
           default: d.push_back(0xFF); break;
         }
+        // clang-format on
       }
       return "new ending";
     }
@@ -407,8 +410,8 @@ struct Stats {
 std::string describe(const Outcome& o) {
   char line[1024];
   std::snprintf(line, sizeof(line), "%s, %d warning(s)%s%s%s%s", stage_name(o.stage), o.warnings,
-                o.first_warning.empty() ? "" : " (first: ", o.first_warning.c_str(),
-                o.first_warning.empty() ? "" : ")", o.message.empty() ? "" : (", message: " + o.message).c_str());
+                o.first_warning.empty() ? "" : " (first: ", o.first_warning.c_str(), o.first_warning.empty() ? "" : ")",
+                o.message.empty() ? "" : (", message: " + o.message).c_str());
   return line;
 }
 
@@ -438,10 +441,10 @@ uint64_t fnv1a(const Bytes& d) {
 
 struct Options {
   uint64_t seed = 1;
-  int mutants = 50;         // per input per round
-  int cases = 6;            // windows per input (each decoded three times, see the top of this file)
-  double seconds = 0;       // keep going round after round until this much time has passed
-  int timeout = 120;        // seconds for one input's cases before it counts as a hang
+  int mutants = 50;    // per input per round
+  int cases = 6;       // windows per input (each decoded three times, see the top of this file)
+  double seconds = 0;  // keep going round after round until this much time has passed
+  int timeout = 120;   // seconds for one input's cases before it counts as a hang
   std::string artifacts = ".";
   bool keep_going = false;  // report every mismatch instead of stopping at the first
   bool verbose = false;
@@ -452,7 +455,8 @@ void save_artifact(const Options& opt, const char* kind, const Bytes& d, std::st
   char name[4096];
   std::snprintf(name, sizeof(name), "%s/%s-%016llx.jpg", opt.artifacts.c_str(), kind,
                 static_cast<unsigned long long>(fnv1a(d)));
-  std::ofstream(name, std::ios::binary).write(reinterpret_cast<const char*>(d.data()), static_cast<std::streamsize>(d.size()));
+  std::ofstream(name, std::ios::binary)
+      .write(reinterpret_cast<const char*>(d.data()), static_cast<std::streamsize>(d.size()));
   *path = name;
 }
 
@@ -487,7 +491,8 @@ bool check_input(const Options& opt, const Bytes& input, const std::string& orig
     // What decode_cpu.cpp's output_format asks of libjpeg; other spaces too, now and then, since
     // libjpeg's refusals must also come out alike.
     const J_COLOR_SPACE spaces[] = {JCS_RGB, JCS_GRAYSCALE, JCS_CMYK};
-    c.space = four_components ? (rng() % 6 ? JCS_CMYK : spaces[rng() % 2]) : (rng() % 12 ? spaces[rng() % 2] : JCS_CMYK);
+    c.space =
+        four_components ? (rng() % 6 ? JCS_CMYK : spaces[rng() % 2]) : (rng() % 12 ? spaces[rng() % 2] : JCS_CMYK);
     const WarningPolicy policies[] = {WarningPolicy::kRaise, WarningPolicy::kWarn, WarningPolicy::kIgnore};
     c.policy = policies[rng() % 3];
     c.save_app1 = rng() % 4 == 0;
@@ -521,18 +526,18 @@ bool check_input(const Options& opt, const Bytes& input, const std::string& orig
     stats.compared_bytes += static_cast<int64_t>(off.pixels.size());
     if (opt.verbose || !diff.empty()) {
       std::printf("%s %s: %zu bytes, scale %u/8, %s, policy %d, exif %d, window (%d, %d, %d, %d)\n",
-                  diff.empty() ? "case" : "MISMATCH", origin.c_str(), input.size(), c.scale_num,
-                  space_name(c.space), static_cast<int>(c.policy), c.save_app1 ? 1 : 0,
-                  on.region.top, on.region.left, on.region.height,
+                  diff.empty() ? "case" : "MISMATCH", origin.c_str(), input.size(), c.scale_num, space_name(c.space),
+                  static_cast<int>(c.policy), c.save_app1 ? 1 : 0, on.region.top, on.region.left, on.region.height,
                   on.region.width);
     }
     if (!diff.empty()) {
       std::string path;
       save_artifact(opt, "mismatch", input, &path);
-      std::printf("  differs from %s in: %s\n  ours on:  %s\n  ours off: %s\n  libjpeg alone: %s\n"
-                  "  input saved to %s; replay: sanitized_decode --seed %llu --mutants 0 %s\n",
-                  against, diff.c_str(), describe(on).c_str(), describe(off).c_str(), describe(plain).c_str(), path.c_str(),
-                  static_cast<unsigned long long>(opt.seed), path.c_str());
+      std::printf(
+          "  differs from %s in: %s\n  ours on:  %s\n  ours off: %s\n  libjpeg alone: %s\n"
+          "  input saved to %s; replay: sanitized_decode --seed %llu --mutants 0 %s\n",
+          against, diff.c_str(), describe(on).c_str(), describe(off).c_str(), describe(plain).c_str(), path.c_str(),
+          static_cast<unsigned long long>(opt.seed), path.c_str());
       std::fflush(stdout);
       all_same = false;
       if (!opt.keep_going) break;
@@ -580,8 +585,8 @@ const char kUsage[] =
     "usage: sanitized_decode [--seed N] [--mutants N] [--cases N] [--seconds S] [--timeout S]\n"
     "                        [--artifacts DIR] [--keep-going] [--verbose] FILE_OR_DIR...\n"
     "Each input is checked as it is, then --mutants seeded mutations of it, each with --cases windows\n"
-    "decoded with our entropy decoder on and off (and by libjpeg alone). With --seconds, rounds repeat (new mutations each\n"
-    "round) until that much time has passed. Exit 0: all alike; 1: a mismatch; 2: bad usage;\n"
+    "decoded with our entropy decoder on and off (and by libjpeg alone). With --seconds, rounds repeat\n"
+    "(new mutations each round) until that much time has passed. Exit 0: all alike; 1: a mismatch; 2: bad usage;\n"
     "3: a hang. A sanitizer report ends the process with the sanitizer's own exit code.\n";
 
 Options parse(int argc, char** argv) {
@@ -678,7 +683,7 @@ int main(int argc, char** argv) {
       static_cast<long long>(stats.decoded), static_cast<long long>(stats.failed),
       static_cast<long long>(stats.header_failed), static_cast<long long>(stats.with_warnings),
       static_cast<long long>(custom_op::random_access_decodes() - random_access_before),
-      static_cast<long long>(custom_op::entropy_decoder_give_ups() - give_ups_before),
-      stats.compared_bytes / 1e6, elapsed());
+      static_cast<long long>(custom_op::entropy_decoder_give_ups() - give_ups_before), stats.compared_bytes / 1e6,
+      elapsed());
   return clean ? 0 : 1;
 }

@@ -19,9 +19,8 @@ struct TiffReader {
   bool u32(size_t offset, uint32_t* out) const {
     if (offset > size || size - offset < 4) return false;
     const uint8_t* p = base + offset;
-    *out = little_endian
-        ? (uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24)
-        : (uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]));
+    *out = little_endian ? (uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24)
+                         : (uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]));
     return true;
   }
 };

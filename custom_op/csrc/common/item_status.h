@@ -13,9 +13,9 @@ namespace custom_op {
 constexpr const char* kMessagePrefix = "custom_op: ";
 
 enum class ItemStatus : int64_t {
-  kOk = 0,            // decoded; message empty
-  kWarned = 1,        // decoded with on_warning "warn"; message holds libjpeg's warnings
-  kValueError = 2,    // message: why (window outside the image, over max_pixels, ...)
+  kOk = 0,          // decoded; message empty
+  kWarned = 1,      // decoded with on_warning "warn"; message holds libjpeg's warnings
+  kValueError = 2,  // message: why (window outside the image, over max_pixels, ...)
   kTypeError = 3,
   kRuntimeError = 4,  // not a JPEG this library decodes, or libjpeg's error
 };

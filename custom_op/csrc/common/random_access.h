@@ -15,10 +15,10 @@ struct LayoutFacts {
   bool sequential_huffman;  // baseline or extended sequential, Huffman coding (not progressive, not arithmetic)
   int precision;            // bits per sample
   int components;
-  int scan_components;      // components in the first scan
-  int max_h, max_v;         // largest sampling factors
-  int width, height;        // full-size pixels
-  int restart_interval;     // MCUs per restart segment; 0: no restart markers
+  int scan_components;   // components in the first scan
+  int max_h, max_v;      // largest sampling factors
+  int width, height;     // full-size pixels
+  int restart_interval;  // MCUs per restart segment; 0: no restart markers
 };
 
 // MCUs per row of the first scan: a single-component scan has one block per MCU whatever the

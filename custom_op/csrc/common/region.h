@@ -17,8 +17,8 @@ inline bool swaps_axes(int orientation) { return orientation >= 5; }
 // The stored-frame rectangle holding the displayed window (top, left, height, width) of an image
 // stored as stored_height x stored_width. EXIF numbering: 2 mirror, 3 rotate 180, 4 flip, 5 transpose,
 // 6 rotate 90 clockwise to display, 7 transverse, 8 rotate 90 counter-clockwise to display.
-inline Region stored_region(int orientation, int stored_height, int stored_width, int top, int left,
-                            int height, int width) {
+inline Region stored_region(int orientation, int stored_height, int stored_width, int top, int left, int height,
+                            int width) {
   const int H = stored_height, W = stored_width;
   switch (orientation) {
     case 2: return {top, W - left - width, height, width};

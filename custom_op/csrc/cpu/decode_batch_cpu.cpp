@@ -62,10 +62,9 @@ std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::strin
   const int64_t n = static_cast<int64_t>(data.size());
   const size_t count = data.size();
   if (!whole)
-    TORCH_CHECK_VALUE(tops.size() == count && lefts.size() == count && heights.size() == count &&
-                          widths.size() == count,
-                      kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n,
-                      ")");
+    TORCH_CHECK_VALUE(
+        tops.size() == count && lefts.size() == count && heights.size() == count && widths.size() == count,
+        kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n, ")");
   const ReadMode read_mode = checked_mode(mode);
   const WarningPolicy policy = checked_policy(on_warning);
 
@@ -88,10 +87,10 @@ std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::strin
     std::string warnings;
     outcomes[k] = capture([&] {
       at::Tensor into = stacked.defined() ? stacked[i] : at::Tensor();
-      Decoded decoded = whole ? decode_whole(data[k], read_mode, apply_exif_orientation, policy, max_pixels)
-                              : decode_and_crop(data[k], tops[k], lefts[k], heights[k], widths[k], read_mode,
-                                                apply_exif_orientation, policy, max_pixels, /*scale_num=*/8,
-                                                stacked.defined() ? &into : nullptr);
+      Decoded decoded =
+          whole ? decode_whole(data[k], read_mode, apply_exif_orientation, policy, max_pixels)
+                : decode_and_crop(data[k], tops[k], lefts[k], heights[k], widths[k], read_mode, apply_exif_orientation,
+                                  policy, max_pixels, /*scale_num=*/8, stacked.defined() ? &into : nullptr);
       images[k] = std::move(decoded.image);
       warnings = std::move(decoded.warnings);
     });
@@ -115,8 +114,8 @@ std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::strin
     for (size_t i = 0; i < count; ++i) {
       if (failed(outcomes[i].status)) continue;
       if (first == nullptr) first = &images[i];
-      TORCH_CHECK_VALUE(images[i].sizes() == first->sizes(), kMessagePrefix,
-                        "stack=True needs one output shape; got ", first->sizes(), " and ", images[i].sizes());
+      TORCH_CHECK_VALUE(images[i].sizes() == first->sizes(), kMessagePrefix, "stack=True needs one output shape; got ",
+                        first->sizes(), " and ", images[i].sizes());
     }
     if (first == nullptr) return {{at::empty({0}, at::TensorOptions().dtype(at::kByte))}, status, messages};
     for (size_t i = 0; i < count; ++i)

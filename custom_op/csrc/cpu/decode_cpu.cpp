@@ -118,7 +118,8 @@ struct PlanarSink {
 };
 
 const uint8_t* checked_bytes(const at::Tensor& data, const char* op) {
-  TORCH_CHECK_TYPE(data.device().is_cpu(), kMessagePrefix, op, ": data must be a CPU tensor, got one on ", data.device());
+  TORCH_CHECK_TYPE(data.device().is_cpu(), kMessagePrefix, op, ": data must be a CPU tensor, got one on ",
+                   data.device());
   TORCH_CHECK_TYPE(data.scalar_type() == at::kByte, kMessagePrefix, op, ": data must be a uint8 tensor, got ",
                    data.scalar_type());
   TORCH_CHECK_TYPE(data.dim() == 1, kMessagePrefix, op, ": data must be 1-D, got ", data.dim(), " dimensions");
@@ -133,15 +134,13 @@ const uint8_t* checked_bytes(const at::Tensor& data, const char* op) {
 
 void open(JpegSession& session, const at::Tensor& data, bool save_app1, const char* op) {
   const uint8_t* bytes = checked_bytes(data, op);
-  if (!session.read_header(bytes, static_cast<size_t>(data.numel()), save_app1))
-    fail("header", session);
+  if (!session.read_header(bytes, static_cast<size_t>(data.numel()), save_app1)) fail("header", session);
 }
 
 void check_pixel_limit(const jpeg_decompress_struct& cinfo, int64_t max_pixels) {
   const int64_t pixels = int64_t(cinfo.image_width) * int64_t(cinfo.image_height);
-  TORCH_CHECK_VALUE(max_pixels <= 0 || pixels <= max_pixels, "custom_op: the JPEG header declares ",
-                    cinfo.image_width, "x", cinfo.image_height, " = ", pixels,
-                    " pixels, more than max_pixels=", max_pixels,
+  TORCH_CHECK_VALUE(max_pixels <= 0 || pixels <= max_pixels, "custom_op: the JPEG header declares ", cinfo.image_width,
+                    "x", cinfo.image_height, " = ", pixels, " pixels, more than max_pixels=", max_pixels,
                     " (a decompression bomb guard; pass a larger max_pixels, or None, to decode it)");
 }
 
@@ -161,18 +160,17 @@ at::Tensor output_for(const at::Tensor* out, int channels, int64_t height, int64
 }
 
 // Decodes the displayed-frame window of an opened session into a [C, height, width] tensor.
-Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int64_t top, int64_t left,
-                      int64_t height, int64_t width, const at::Tensor* into) {
+Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int64_t top, int64_t left, int64_t height,
+                      int64_t width, const at::Tensor* into) {
   const jpeg_decompress_struct& cinfo = session.cinfo;
   const int stored_h = static_cast<int>(cinfo.output_height);
   const int stored_w = static_cast<int>(cinfo.output_width);
-  const Region region = stored_region(orientation, stored_h, stored_w, static_cast<int>(top),
-                                      static_cast<int>(left), static_cast<int>(height),
-                                      static_cast<int>(width));
+  const Region region = stored_region(orientation, stored_h, stored_w, static_cast<int>(top), static_cast<int>(left),
+                                      static_cast<int>(height), static_cast<int>(width));
   const OutputFormat format = output_format(cinfo, mode);
   at::Tensor out = output_for(into, format.channels, height, width);
-  PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation,
-                  region, format.conversion, format.channels};
+  PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation, region,
+                  format.conversion,       format.channels};
   // Files prepared for random access decode only the restart segments around the window; the others
   // go through libjpeg's crop + skip, with our entropy decoder in libjpeg's (entropy_decoder.h).
   const FastPath fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
@@ -201,8 +199,9 @@ Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64
                         int64_t scale_num, const at::Tensor* into) {
   TORCH_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, kMessagePrefix, "scale_num must be in 1..16 (eighths), got ",
                     scale_num);
-  TORCH_CHECK_VALUE(height > 0 && width > 0, kMessagePrefix, "the crop window's height and width must be at least 1, got ",
-                    "height=", height, " and width=", width);
+  TORCH_CHECK_VALUE(height > 0 && width > 0, kMessagePrefix,
+                    "the crop window's height and width must be at least 1, got ", "height=", height,
+                    " and width=", width);
   JpegSession session(policy);
   open(session, data, apply_exif_orientation, "decode_and_crop_jpeg");
   if (!session.set_scale(static_cast<unsigned int>(scale_num))) fail("header", session);
@@ -211,11 +210,11 @@ Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64
   const int64_t image_h = swaps_axes(orientation) ? session.cinfo.output_width : session.cinfo.output_height;
   const int64_t image_w = swaps_axes(orientation) ? session.cinfo.output_height : session.cinfo.output_width;
   // Written so that no sum can overflow, whatever the caller passed.
-  TORCH_CHECK_VALUE(top >= 0 && left >= 0 && top < image_h &&
-                        left < image_w && height <= image_h - top && width <= image_w - left,
-                    "custom_op: crop window (top=", top, ", left=", left, ", height=", height,
-                    ", width=", width, ") does not fit in the image of height ", image_h, " and width ",
-                    image_w, apply_exif_orientation && orientation != 1 ? " (after EXIF orientation)" : "");
+  TORCH_CHECK_VALUE(
+      top >= 0 && left >= 0 && top < image_h && left < image_w && height <= image_h - top && width <= image_w - left,
+      "custom_op: crop window (top=", top, ", left=", left, ", height=", height, ", width=", width,
+      ") does not fit in the image of height ", image_h, " and width ", image_w,
+      apply_exif_orientation && orientation != 1 ? " (after EXIF orientation)" : "");
   check_pixel_limit(session.cinfo, max_pixels);
   Decoded decoded = decode_window(session, read_mode, orientation, top, left, height, width, into);
   if (policy != WarningPolicy::kWarn) decoded.warnings.clear();

@@ -23,9 +23,9 @@ WarningPolicy checked_policy(int64_t on_warning);
 // The window [top, top + height) x [left, left + width) of the (scale_num/8-scaled, displayed when
 // apply_exif_orientation) image. Writes into *into when it is a contiguous [C, height, width] uint8
 // CPU tensor of the right channel count, else into a new tensor. max_pixels 0: no limit.
-Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width,
-                        ReadMode mode, bool apply_exif_orientation, WarningPolicy policy, int64_t max_pixels,
-                        int64_t scale_num, const at::Tensor* into);
+Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width, ReadMode mode,
+                        bool apply_exif_orientation, WarningPolicy policy, int64_t max_pixels, int64_t scale_num,
+                        const at::Tensor* into);
 
 // The whole image, in the displayed frame when apply_exif_orientation.
 Decoded decode_whole(const at::Tensor& data, ReadMode mode, bool apply_exif_orientation, WarningPolicy policy,

@@ -5,8 +5,8 @@
 // file prepared for random access does), and fully decodes the MCUs beside a cropped window only to
 // throw their coefficients away. This decoder reads a code together with its coefficient in one
 // lookup, takes restart markers on its fast path, and only walks the MCUs outside the crop (and
-// those jpeg_skip_scanlines discards). Its tables: huffman_tables.h. libjpeg keeps all the rest (IDCT, upsampling, colour
-// conversion), through its entropy-decoder interface.
+// those jpeg_skip_scanlines discards). Its tables: huffman_tables.h. libjpeg keeps all the rest (IDCT, upsampling,
+// colour conversion), through its entropy-decoder interface.
 //
 // It takes no decision about damaged data. On anything a valid scan would not contain (a code the
 // table lacks, a marker inside an MCU, restart markers out of place, the end of the data) it gives
@@ -51,9 +51,9 @@ struct OwnEntropyDecoder {
   // The entropy-coded bits: next..end is the rest of the memory source's buffer.
   const uint8_t* next;
   const uint8_t* end;
-  uint64_t buf;  // unread bits, most significant first
-  int bits;      // bits in buf, never above 63
-  int fake_bits;  // zero bits put in past a marker; consuming one means the scan was damaged
+  uint64_t buf;    // unread bits, most significant first
+  int bits;        // bits in buf, never above 63
+  int fake_bits;   // zero bits put in past a marker; consuming one means the scan was damaged
   bool at_marker;  // next stands on a marker (FF, then neither 00 nor FF)
 };
 

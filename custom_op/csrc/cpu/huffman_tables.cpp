@@ -11,7 +11,7 @@ namespace {
 constexpr int kLook = HuffmanTable::kLookBits;
 
 // ac_whole entries (see huffman_tables.h).
-constexpr uint32_t kAcMiss = 63u << 26;       // not even the first symbol fits
+constexpr uint32_t kAcMiss = 63u << 26;  // not even the first symbol fits
 
 inline uint32_t ac_entry(uint32_t bits1, uint32_t bits2, uint32_t bits, uint32_t covers1, uint32_t covers2,
                          uint32_t covers) {
@@ -54,8 +54,7 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
       const int symbol = table->huffval[k];
       if (is_dc && symbol > 15) return false;
       huffval[k] = static_cast<uint8_t>(symbol);
-      if (length <= kLook)
-        std::fill_n(code + (c << (kLook - length)), 1u << (kLook - length), (length << 8) | symbol);
+      if (length <= kLook) std::fill_n(code + (c << (kLook - length)), 1u << (kLook - length), (length << 8) | symbol);
       if (is_dc) {
         // Each difference whose code and extra bits fit in kDcBits, with its value.
         const int used = length + symbol;
@@ -79,8 +78,7 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
         }
       }
       if (length > P) continue;
-      short_codes[num_short++] = {static_cast<uint16_t>(c), static_cast<uint8_t>(length),
-                                  static_cast<uint8_t>(symbol)};
+      short_codes[num_short++] = {static_cast<uint16_t>(c), static_cast<uint8_t>(length), static_cast<uint8_t>(symbol)};
       const int run = symbol >> 4, size = symbol & 15;
       if (length + size > P) continue;
       const int covered = size != 0 ? run + 1 : (run == 15 ? 16 : 64);

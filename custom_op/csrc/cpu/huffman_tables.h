@@ -66,8 +66,7 @@ constexpr uint32_t kAcFirstBits = 15u << 6;
 
 // The value of `category` extra bits (the JPEG standard's EXTEND); category in 1..15.
 inline int32_t extend(uint32_t bits, int category) {
-  return bits < (1u << (category - 1)) ? static_cast<int32_t>(bits) - (1 << category) + 1
-                                       : static_cast<int32_t>(bits);
+  return bits < (1u << (category - 1)) ? static_cast<int32_t>(bits) - (1 << category) + 1 : static_cast<int32_t>(bits);
 }
 
 // Decodes one symbol; needs at least 16 bits in the reader (anything with peek and drop).
@@ -114,8 +113,8 @@ __attribute__((always_inline)) inline bool walk_ac(Reader& in, const HuffmanTabl
   for (;;) {
     while (open) {
       in.refill();
-      open = ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e) &&
-             ac_step(in, table, k, e);
+      open =
+          ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e) && ac_step(in, table, k, e);
     }
     if (__builtin_expect((e & kAcFirstBits) != 0, 1)) {
       // The block ends after the first symbol of the entry, or the second, or else the third.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-
 #include "common/exif_orientation.h"
 
 namespace custom_op {
@@ -43,8 +42,8 @@ void limit_scans(j_common_ptr cinfo) {
   const auto* dinfo = reinterpret_cast<j_decompress_ptr>(cinfo);
   if (dinfo->input_scan_number <= kMaxScans) return;
   ErrorState* err = state_of(cinfo);
-  std::snprintf(err->message, sizeof(err->message),
-                "the file has more than %d scans; refusing it as hostile", kMaxScans);
+  std::snprintf(err->message, sizeof(err->message), "the file has more than %d scans; refusing it as hostile",
+                kMaxScans);
   std::longjmp(err->jump, 1);
 }
 
@@ -157,8 +156,7 @@ int JpegSession::exif_orientation() const {
 
 void JpegSession::crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const {
   const int image_width = static_cast<int>(cinfo.output_width);
-  const int imcu_width =
-      min_dct_scaled_width(cinfo) * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
+  const int imcu_width = min_dct_scaled_width(cinfo) * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
   // Fancy upsampling of a 2x subsampled plane gets only the outermost output column of a crop wrong
   // (it replicates the crop's edge sample instead of reading its real neighbour): one column suffices.
   // A progressive file whose coefficients are incomplete (scans missing) is block-smoothed, which

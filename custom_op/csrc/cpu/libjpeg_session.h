@@ -142,8 +142,8 @@ bool JpegSession::decode_region_once(J_COLOR_SPACE out_color_space, const Region
   row_buffer_.resize(stride * kRowsPerRead);
   JSAMPROW rows[kRowsPerRead];
   for (int i = 0; i < kRowsPerRead; ++i) rows[i] = row_buffer_.data() + i * stride;
-  const size_t first_column = static_cast<size_t>(region.left - static_cast<int>(xoffset)) *
-      static_cast<size_t>(cinfo.output_components);
+  const size_t first_column =
+      static_cast<size_t>(region.left - static_cast<int>(xoffset)) * static_cast<size_t>(cinfo.output_components);
 
   if (region.top > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(region.top));
   int done = 0;

@@ -52,16 +52,16 @@ void limit_scans(j_common_ptr cinfo) {
   if (!cinfo->is_decompressor) return;
   if (reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number <= kMaxScans) return;
   TranscodeError* err = state_of(cinfo);
-  std::snprintf(err->message, sizeof(err->message),
-                "the file has more than %d scans; refusing it as hostile", kMaxScans);
+  std::snprintf(err->message, sizeof(err->message), "the file has more than %d scans; refusing it as hostile",
+                kMaxScans);
   std::longjmp(err->jump, 1);
 }
 
 struct Options {
   int64_t restart_mcus;  // largest interval allowed; 0 chooses by size (max_growth)
   bool keep_exif, keep_icc, optimize;
-  int64_t max_pixels;    // 0: no limit
-  double max_growth;     // for restart_mcus == 0
+  int64_t max_pixels;  // 0: no limit
+  double max_growth;   // for restart_mcus == 0
 };
 
 struct Transcoder {
@@ -194,8 +194,8 @@ double window_cost(double width) {
 // coded in full), so detailed photos can afford narrower segments than flat ones. The size only falls
 // as the interval grows, so the answer is the cheapest interval or, when it does not fit, the
 // smallest that does. Encodes two to four times.
-bool encode_within_budget(Transcoder* t, const Options& o, size_t input_size, int64_t per_row,
-                          int64_t rows, int mcu_width) {
+bool encode_within_budget(Transcoder* t, const Options& o, size_t input_size, int64_t per_row, int64_t rows,
+                          int mcu_width) {
   std::vector<int64_t> divisors;
   for (int64_t k = 1; k <= per_row; ++k)
     if (per_row % k == 0) divisors.push_back(k);
@@ -231,18 +231,16 @@ bool encode_within_budget(Transcoder* t, const Options& o, size_t input_size, in
   return true;
 }
 
-at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool keep_exif, bool keep_icc,
-                            bool optimize, int64_t max_pixels, double max_growth) {
-  TORCH_CHECK_TYPE(data.device().is_cpu(), "prepare_jpeg: data must be a CPU tensor, got one on ",
-                   data.device());
+at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool keep_exif, bool keep_icc, bool optimize,
+                            int64_t max_pixels, double max_growth) {
+  TORCH_CHECK_TYPE(data.device().is_cpu(), "prepare_jpeg: data must be a CPU tensor, got one on ", data.device());
   TORCH_CHECK_TYPE(data.scalar_type() == at::kByte, "prepare_jpeg: data must be a uint8 tensor, got ",
                    data.scalar_type());
   TORCH_CHECK_TYPE(data.dim() == 1, "prepare_jpeg: data must be 1-D, got ", data.dim(), " dimensions");
   TORCH_CHECK_TYPE(data.is_contiguous(), "prepare_jpeg: data must be contiguous");
   TORCH_CHECK_VALUE(restart_mcus >= 0 && restart_mcus <= 65535,
                     "restart_mcus must be in 1..65535 (or None to choose), got ", restart_mcus);
-  TORCH_CHECK_VALUE(max_growth >= 0.0 && max_growth <= 10.0, "max_growth must be in [0, 10], got ",
-                    max_growth);
+  TORCH_CHECK_VALUE(max_growth >= 0.0 && max_growth <= 10.0, "max_growth must be in [0, 10], got ", max_growth);
   const Options o{restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth};
   const size_t size = static_cast<size_t>(data.numel());
   Transcoder t;

@@ -96,8 +96,8 @@ struct AxisTaps {
 // in0, in1: the box in frame coordinates, mapped onto out_size output pixels; only outputs
 // [out_start, out_start + out_count) are computed; the image holds frame pixels
 // [origin, origin + in_count). Taps are clamped to those pixels.
-AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, int64_t out_start,
-                   int64_t out_count, int64_t origin, int64_t in_count, Filter filter, bool antialias) {
+AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, int64_t out_start, int64_t out_count,
+                   int64_t origin, int64_t in_count, Filter filter, bool antialias) {
   AxisTaps taps;
   const double scale = (in1 - in0) / static_cast<double>(out_size);
   const int64_t lo = origin, hi = origin + in_count;
@@ -176,8 +176,8 @@ void combine_rows_scalar(const uint8_t* __restrict in, std::ptrdiff_t stride, co
 // 32-bit products, as the scalar code: 16-bit tricks would need coefficients with fewer bits, and
 // the results would no longer be Pillow's.
 __attribute__((target("avx2"))) void combine_rows_avx2(const uint8_t* __restrict in, std::ptrdiff_t stride,
-                                                        const int32_t* k, int n, uint8_t* __restrict out,
-                                                        int64_t width) {
+                                                       const int32_t* k, int n, uint8_t* __restrict out,
+                                                       int64_t width) {
   int64_t x = 0;
   for (; x + 16 <= width; x += 16) {
     __m256i lo = _mm256_set1_epi32(kHalf), hi = lo;
@@ -190,8 +190,7 @@ __attribute__((target("avx2"))) void combine_rows_avx2(const uint8_t* __restrict
     // Shift, then saturate to 16 and to 8 bits: the same as clip8. packs works within 128-bit lanes,
     // hence the permute.
     const __m256i w16 = _mm256_permute4x64_epi64(
-        _mm256_packs_epi32(_mm256_srai_epi32(lo, kPrecisionBits), _mm256_srai_epi32(hi, kPrecisionBits)),
-        0xD8);
+        _mm256_packs_epi32(_mm256_srai_epi32(lo, kPrecisionBits), _mm256_srai_epi32(hi, kPrecisionBits)), 0xD8);
     const __m128i w8 = _mm_packus_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + x), w8);
   }
@@ -207,8 +206,7 @@ bool has_avx2() {
 }
 #endif
 
-void combine_rows(const uint8_t* in, std::ptrdiff_t stride, const int32_t* k, int n, uint8_t* out,
-                  int64_t width) {
+void combine_rows(const uint8_t* in, std::ptrdiff_t stride, const int32_t* k, int n, uint8_t* out, int64_t width) {
 #if defined(__x86_64__) || defined(__i386__)
   if (has_avx2()) return combine_rows_avx2(in, stride, k, n, out, width);
 #endif
@@ -261,8 +259,7 @@ constexpr int64_t kStrip = 64;
 // from src column `shift` (src.data points at column `shift` of the image's columns).
 // A row-by-row horizontal filter cannot be vectorised without gathers; on a transposed block of
 // rows it is combine_rows along the block's height, then the block is transposed back.
-void horizontal_pass(const Plane& src, const Plane& dst, int64_t C, int64_t n_rows, const AxisTaps& cols,
-                     int shift) {
+void horizontal_pass(const Plane& src, const Plane& dst, int64_t C, int64_t n_rows, const AxisTaps& cols, int shift) {
   const int64_t width = static_cast<int64_t>(cols.count.size());
   const int c_lo = cols.first[0], c_hi = cols.first[width - 1] + cols.count[width - 1];
   const int64_t n_cols = c_hi - c_lo;
@@ -283,8 +280,7 @@ void horizontal_pass(const Plane& src, const Plane& dst, int64_t C, int64_t n_ro
 }
 
 // dst rows [0, rows.count.size()) of every channel, `width` columns; src row 0 is input row `row0`.
-void vertical_pass(const Plane& src, const Plane& dst, int64_t C, const AxisTaps& rows, int row0,
-                   int64_t width) {
+void vertical_pass(const Plane& src, const Plane& dst, int64_t C, const AxisTaps& rows, int row0, int64_t width) {
   const int64_t n_out = static_cast<int64_t>(rows.count.size());
   at::parallel_for(0, C * n_out, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -301,11 +297,10 @@ void vertical_pass(const Plane& src, const Plane& dst, int64_t C, const AxisTaps
 }
 
 at::Tensor resize_box_cpu(const at::Tensor& image, c10::ArrayRef<double> box, c10::IntArrayRef size,
-                          c10::IntArrayRef out_window, c10::IntArrayRef origin, int64_t filter,
-                          bool antialias) {
+                          c10::IntArrayRef out_window, c10::IntArrayRef origin, int64_t filter, bool antialias) {
   TORCH_CHECK_TYPE(image.device().is_cpu() && image.scalar_type() == at::kByte && image.dim() == 3,
-                   "resize_box: image must be a uint8 CPU tensor [C, H, W], got ", image.scalar_type(),
-                   " of shape ", image.sizes(), " on ", image.device());
+                   "resize_box: image must be a uint8 CPU tensor [C, H, W], got ", image.scalar_type(), " of shape ",
+                   image.sizes(), " on ", image.device());
   TORCH_CHECK_VALUE(box.size() == 4 && size.size() == 2 && out_window.size() == 4 && origin.size() == 2,
                     "resize_box: box needs 4 values, size 2, out_window 4, origin 2");
   TORCH_CHECK_VALUE(filter >= 0 && filter <= 5, "resize_box: unknown filter code ", filter);
@@ -316,8 +311,8 @@ at::Tensor resize_box_cpu(const at::Tensor& image, c10::ArrayRef<double> box, c1
   TORCH_CHECK_VALUE(H < kMaxCoord && W < kMaxCoord, "resize_box: image too large: ", image.sizes());
   for (double v : box)
     TORCH_CHECK_VALUE(std::isfinite(v) && v >= 0 && v <= kMaxCoord, "resize_box: box values must be in [0, 2^30]");
-  TORCH_CHECK_VALUE(box[2] > box[0] && box[3] > box[1], "resize_box: empty box (", box[0], ", ", box[1],
-                    ", ", box[2], ", ", box[3], ")");
+  TORCH_CHECK_VALUE(box[2] > box[0] && box[3] > box[1], "resize_box: empty box (", box[0], ", ", box[1], ", ", box[2],
+                    ", ", box[3], ")");
   TORCH_CHECK_VALUE(origin[0] >= 0 && origin[1] >= 0 && origin[0] < kMaxCoord && origin[1] < kMaxCoord,
                     "resize_box: origin must be in [0, 2^30), got (", origin[0], ", ", origin[1], ")");
   const int64_t out_h = size[0], out_w = size[1];

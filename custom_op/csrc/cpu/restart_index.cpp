@@ -80,8 +80,8 @@ bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout) 
   return true;
 }
 
-bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size,
-                     size_t scan_start, const Region& region, SubImage* sub) {
+bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size, size_t scan_start,
+                     const Region& region, SubImage* sub) {
   RestartLayout L;
   if (!restart_layout(cinfo, &L) || scan_start > size) return false;
   if (cinfo.scale_denom != 8 || cinfo.scale_num < 1 || cinfo.scale_num > 16) return false;
@@ -107,10 +107,8 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   // the image around it: widen it, towards the image's other columns.
   while (L.margin_x > 0 && std::min(W, c1 * L.mcu_width) - c0 * L.mcu_width < 2 * L.mcu_width &&
          (c0 > 0 || c1 < L.mcus_per_row)) {
-    if (c0 > 0)
-      c0 -= k;
-    else
-      c1 = std::min<int64_t>(L.mcus_per_row, c1 + k);
+    if (c0 > 0) c0 -= k;
+    else c1 = std::min<int64_t>(L.mcus_per_row, c1 + k);
   }
   const int64_t r0 = first_y / mcu_out_h;
   const int64_t r1 = std::min<int64_t>(L.mcu_rows, ceil_div(end_y, mcu_out_h));
@@ -119,8 +117,8 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   const int64_t sub_w = std::min(W, c1 * L.mcu_width) - c0 * L.mcu_width;
   const int64_t sub_h = std::min(H, r1 * L.mcu_height) - r0 * L.mcu_height;
   if (sub_w < 1 || sub_h < 1) return false;
-  sub->region = {static_cast<int>(region.top - r0 * mcu_out_h),
-                 static_cast<int>(region.left - c0 * mcu_out_w), region.height, region.width};
+  sub->region = {static_cast<int>(region.top - r0 * mcu_out_h), static_cast<int>(region.left - c0 * mcu_out_w),
+                 region.height, region.width};
   ExpectedFrame& f = sub->frame;
   f.height = static_cast<int>(sub_h);
   f.width = static_cast<int>(sub_w);
@@ -140,8 +138,7 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   const int64_t wanted = (r1 - r0) * (s1 - s0);
   const double share = static_cast<double>(wanted) / static_cast<double>(total);
   out.reserve(1024 + static_cast<size_t>(1.25 * share * static_cast<double>(size - scan_start)));
-  if (!append_sub_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out))
-    return false;
+  if (!append_sub_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out)) return false;
 
   // Walk the segments in file order up to the last one needed, the way libjpeg reads the data:
   // FF 00 is a stuffed FF byte, FF FF.. fill before a marker, FF D0..D7 restart n mod 8, any other

@@ -28,7 +28,7 @@ namespace custom_op {
 struct RestartLayout {
   int mcu_width, mcu_height;  // full-size pixels
   int mcus_per_row, mcu_rows;
-  int interval;               // MCUs per restart segment; divides mcus_per_row
+  int interval;  // MCUs per restart segment; divides mcus_per_row
   // Output pixels around a window that fancy upsampling reads: the largest sampling factor along an
   // axis where some component is subsampled, else 0 (4:4:4 and grayscale need no context).
   int margin_x, margin_y;
@@ -50,8 +50,8 @@ struct SubImage {
 // scale must be n/8) from the file `data`, whose first scan's entropy-coded data starts at
 // scan_start. False when the file is not random-access, its restart markers do not match its header,
 // or the sub-image would not save any work (the ordinary path then reads no more than it would).
-bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size,
-                     size_t scan_start, const Region& region, SubImage* sub);
+bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size, size_t scan_start,
+                     const Region& region, SubImage* sub);
 
 // Number of windows decoded through a sub-image in this process (for tests and benchmarks).
 int64_t random_access_decodes();
@@ -62,8 +62,8 @@ void count_random_access_decode();
 // leaves the session as it was, for the ordinary path; kFailed means the session's error message
 // says what went wrong.
 template <class Sink>
-FastPath decode_region_random_access(JpegSession& session, J_COLOR_SPACE out_color_space,
-                                     const Region& region, Sink& sink) {
+FastPath decode_region_random_access(JpegSession& session, J_COLOR_SPACE out_color_space, const Region& region,
+                                     Sink& sink) {
   const uint8_t* data = session.data();
   const size_t size = session.size();
   size_t scan_start;
@@ -75,8 +75,7 @@ FastPath decode_region_random_access(JpegSession& session, J_COLOR_SPACE out_col
   const bool opened = session.reopen(sub.bytes.data(), sub.bytes.size()) && session.set_scale(scale_num);
   if (!rewritten_frame_ok(session, opened, sub.frame, sub.region, data, size, scale_num, &result)) return result;
   count_random_access_decode();
-  return session.decode_region(out_color_space, sub.region, sink) ? FastPath::kDecoded
-                                                                   : FastPath::kFailed;
+  return session.decode_region(out_color_space, sub.region, sink) ? FastPath::kDecoded : FastPath::kFailed;
 }
 
 }  // namespace custom_op

@@ -9,7 +9,7 @@ constexpr uint8_t kSOI = 0xD8, kSOS = 0xDA;
 }  // namespace
 
 bool append_sub_header(const uint8_t* data, size_t scan_start, int sub_height, int sub_width,
-                   std::vector<uint8_t>* out) {
+                       std::vector<uint8_t>* out) {
   if (scan_start < 4 || data[0] != kFF || data[1] != kSOI) return false;
   out->push_back(kFF);
   out->push_back(kSOI);
@@ -40,9 +40,7 @@ bool append_sub_header(const uint8_t* data, size_t scan_start, int sub_height, i
       case 0xEE:  // APP14: Adobe's colour transform flag
         copy = true;
         break;
-      case kSOS:
-        copy = ended_with_scan = true;
-        break;
+      case kSOS: copy = ended_with_scan = true; break;
       case 0xFE:  // COM
         break;
       default:
@@ -68,10 +66,10 @@ bool append_sub_header(const uint8_t* data, size_t scan_start, int sub_height, i
 }
 
 bool frame_matches(const jpeg_decompress_struct& cinfo, const ExpectedFrame& f, const Region& r) {
-  if (static_cast<int64_t>(cinfo.image_height) != f.height ||
-      static_cast<int64_t>(cinfo.image_width) != f.width || cinfo.num_components != f.num_components ||
-      cinfo.jpeg_color_space != f.color_space || cinfo.restart_interval != f.restart_interval ||
-      cinfo.progressive_mode || cinfo.arith_code || cinfo.comps_in_scan != f.num_components)
+  if (static_cast<int64_t>(cinfo.image_height) != f.height || static_cast<int64_t>(cinfo.image_width) != f.width ||
+      cinfo.num_components != f.num_components || cinfo.jpeg_color_space != f.color_space ||
+      cinfo.restart_interval != f.restart_interval || cinfo.progressive_mode || cinfo.arith_code ||
+      cinfo.comps_in_scan != f.num_components)
     return false;
   for (int i = 0; i < f.num_components; ++i)
     if (cinfo.comp_info[i].h_samp_factor != f.h_samp[i] || cinfo.comp_info[i].v_samp_factor != f.v_samp[i])

@@ -31,11 +31,11 @@ struct Item {
   at::Tensor segments;             // when defined: the sub-image nvJPEG decodes instead of data (planner.h)
   const uint8_t* bytes = nullptr;  // what nvJPEG decodes: the bytes of data, or of segments
   size_t size = 0;
-  JpegHeader header;               // of `bytes`
-  bool shape_known = false;        // our header scan understood the file and the window fits it
+  JpegHeader header;         // of `bytes`
+  bool shape_known = false;  // our header scan understood the file and the window fits it
   int orientation = 1;
   int64_t top = 0, left = 0, height = 0, width = 0;  // the displayed-frame window; with `whole`, the image's
-  Region region{0, 0, 0, 0};   // the same window in the stored frame of `bytes`
+  Region region{0, 0, 0, 0};                         // the same window in the stored frame of `bytes`
   Region decoded{0, 0, 0, 0};  // what the decoder writes to staging: the region with margins, or the whole image
   int channels = 0;            // output channels; 0 while only the CPU path can tell
   DecodePath path = kCpu;

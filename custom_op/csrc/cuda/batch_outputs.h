@@ -19,13 +19,13 @@ namespace custom_op {
 namespace gpu {
 
 struct BatchOutputs {
-  at::Tensor stacked;               // with stack=True, when the shape was known before decoding
-  std::vector<at::Tensor> per_item; // slices of `stacked`, or separate tensors; undefined where the CPU path makes one
+  at::Tensor stacked;                // with stack=True, when the shape was known before decoding
+  std::vector<at::Tensor> per_item;  // slices of `stacked`, or separate tensors; undefined where the CPU path makes one
 };
 
 // images, status, messages, paths
-using BatchResults = std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::string>,
-                                std::vector<int64_t>>;
+using BatchResults =
+    std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::string>, std::vector<int64_t>>;
 
 BatchOutputs allocate_outputs(const std::vector<Item>& items, bool stack, const at::TensorOptions& device);
 

@@ -71,8 +71,8 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   if (!whole)
     TORCH_CHECK_VALUE(tops.size() == n && lefts.size() == n && heights.size() == n && widths.size() == n,
                       kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n, ")");
-  TORCH_CHECK_VALUE(valid_read_mode(mode), kMessagePrefix,
-                    "mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got ", mode);
+  TORCH_CHECK_VALUE(valid_read_mode(mode), kMessagePrefix, "mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got ",
+                    mode);
   TORCH_CHECK_VALUE(valid_warning_policy(on_warning), kMessagePrefix,
                     "on_warning code must be 0 (raise), 1 (warn) or 2 (ignore), got ", on_warning);
   TORCH_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
@@ -97,8 +97,12 @@ std::tuple<std::string, bool, int64_t, int64_t, std::string, bool> gpu_backend_i
   const DeviceContext& c = device_context(static_cast<int>(device_index));
   const std::string version = std::to_string(c.nvjpeg_version[0]) + "." + std::to_string(c.nvjpeg_version[1]) + "." +
                               std::to_string(c.nvjpeg_version[2]);
-  return {version, c.hardware != nullptr, static_cast<int64_t>(c.hardware_engines),
-          static_cast<int64_t>(c.hardware_cores), c.hardware_note, c.torch_allocators};
+  return {version,
+          c.hardware != nullptr,
+          static_cast<int64_t>(c.hardware_engines),
+          static_cast<int64_t>(c.hardware_cores),
+          c.hardware_note,
+          c.torch_allocators};
 }
 
 }  // namespace

@@ -58,8 +58,7 @@ bool parse_jpeg_header(const uint8_t* data, size_t size, JpegHeader* out) {
       return true;
     }
     // Stand-alone markers have no length; none belongs before the first scan.
-    if (marker == 0x00 || marker == 0x01 || marker == 0xD8 || marker == 0xD9 ||
-        (marker >= 0xD0 && marker <= 0xD7))
+    if (marker == 0x00 || marker == 0x01 || marker == 0xD8 || marker == 0xD9 || (marker >= 0xD0 && marker <= 0xD7))
       return false;
     if (size - pos < 2) return false;
     const size_t length = static_cast<size_t>(be16(data + pos));
@@ -74,8 +73,7 @@ bool parse_jpeg_header(const uint8_t* data, size_t size, JpegHeader* out) {
       out->height = be16(seg + 1);
       out->width = be16(seg + 3);
       out->components = seg[5];
-      if (out->components < 1 || out->components > 4 || n != 6 + 3 * static_cast<size_t>(out->components))
-        return false;
+      if (out->components < 1 || out->components > 4 || n != 6 + 3 * static_cast<size_t>(out->components)) return false;
       for (int c = 0; c < out->components; ++c) {
         const uint8_t* comp = seg + 6 + 3 * c;
         out->id[c] = comp[0];
@@ -109,8 +107,7 @@ bool parse_jpeg_header(const uint8_t* data, size_t size, JpegHeader* out) {
 ColorSpace libjpeg_color_space(const JpegHeader& header, bool* unsure) {
   *unsure = false;
   switch (header.components) {
-    case 1:
-      return ColorSpace::kGray;
+    case 1: return ColorSpace::kGray;
     case 3:
       if (header.jfif) return ColorSpace::kYCbCr;
       if (header.adobe) {
@@ -124,8 +121,7 @@ ColorSpace libjpeg_color_space(const JpegHeader& header, bool* unsure) {
       if (!header.adobe || header.adobe_transform == 0) return ColorSpace::kCmyk;
       if (header.adobe_transform != 2) *unsure = true;
       return ColorSpace::kYcck;
-    default:
-      return ColorSpace::kUnknown;
+    default: return ColorSpace::kUnknown;
   }
 }
 

@@ -34,7 +34,7 @@ struct JpegHeader {
   int adobe_transform = -1;
   const uint8_t* exif = nullptr;  // payload of the first APP1 that starts with "Exif\0\0"
   size_t exif_length = 0;
-  bool has_eoi = false;  // an EOI marker in the file's last bytes: the file was not cut short
+  bool has_eoi = false;      // an EOI marker in the file's last bytes: the file was not cut short
   int restart_interval = 0;  // from a DRI before the first scan (MCUs per restart segment; 0: none)
   // The first scan's header: how many components it interleaves, and the offset just past it (where
   // the entropy-coded data starts); 0 when the SOS segment is malformed. nvJPEG's header parse for

@@ -63,7 +63,8 @@ int pinned_malloc(void* /*ctx*/, void** ptr, size_t size, cudaStream_t /*stream*
       *ptr = nullptr;
       return 0;
     }
-    at::Tensor block = at::empty({static_cast<int64_t>(size)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    at::Tensor block =
+        at::empty({static_cast<int64_t>(size)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
     *ptr = block.data_ptr();
     PinnedBlocks& registry = pinned_blocks();
     std::lock_guard<std::mutex> lock(registry.mutex);

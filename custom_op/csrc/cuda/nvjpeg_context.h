@@ -32,11 +32,10 @@ const char* status_name(nvjpegStatus_t status);
 
 [[noreturn]] void fail_nvjpeg(const char* call, nvjpegStatus_t status);
 
-#define CUSTOM_OP_NVJPEG_CHECK(call)                                      \
-  do {                                                                    \
-    const nvjpegStatus_t custom_op_status_ = (call);                      \
-    if (custom_op_status_ != NVJPEG_STATUS_SUCCESS)                       \
-      ::custom_op::gpu::fail_nvjpeg(#call, custom_op_status_);            \
+#define CUSTOM_OP_NVJPEG_CHECK(call)                                                                         \
+  do {                                                                                                       \
+    const nvjpegStatus_t custom_op_status_ = (call);                                                         \
+    if (custom_op_status_ != NVJPEG_STATUS_SUCCESS) ::custom_op::gpu::fail_nvjpeg(#call, custom_op_status_); \
   } while (0)
 
 // Device memory from the caching allocator's pool of the device's tag stream. Released (and

@@ -82,8 +82,8 @@ void prepare(Item& it, const CallOptions& options, const TestingOptions& testing
     it.top = it.left = 0;
     it.height = image_h;
     it.width = image_w;
-  } else if (!(it.height > 0 && it.width > 0 && it.top >= 0 && it.left >= 0 && it.top < image_h &&
-               it.left < image_w && it.height <= image_h - it.top && it.width <= image_w - it.left)) {
+  } else if (!(it.height > 0 && it.width > 0 && it.top >= 0 && it.left >= 0 && it.top < image_h && it.left < image_w &&
+               it.height <= image_h - it.top && it.width <= image_w - it.left)) {
     return;
   }
   if (options.max_pixels > 0 && int64_t(h.width) * int64_t(h.height) > options.max_pixels) return;
@@ -119,10 +119,10 @@ void share_repeated_files(std::vector<Item>& items) {
 // copy-out reads; the sub-image keeps the neighbours chroma upsampling needs, so the pixels are those
 // of the whole file. A file repeated in the batch gets one sub-image around all its windows.
 void use_sub_images(std::vector<Item>& items, SegmentsRule rule) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("custom_op::_jpeg_sub_image", "")
-                       .typed<std::tuple<at::Tensor, std::vector<int64_t>>(const at::Tensor&, int64_t, int64_t,
-                                                                           int64_t, int64_t)>();
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("custom_op::_jpeg_sub_image", "")
+          .typed<std::tuple<at::Tensor, std::vector<int64_t>>(const at::Tensor&, int64_t, int64_t, int64_t, int64_t)>();
   std::vector<std::vector<size_t>> followers(items.size());
   for (size_t i = 0; i < items.size(); ++i)
     if (items[i].leader >= 0) followers[static_cast<size_t>(items[i].leader)].push_back(i);

@@ -10,8 +10,9 @@ constexpr int kMaxImagesPerLaunch = 65535;  // gridDim.y
 
 // Output pixel (y, x) of the displayed window comes from stored pixel (r, s) of the region: the
 // inverse of cpu/window.h's place_row, so that both paths agree on every orientation.
-__device__ __forceinline__ void stored_position(int orientation, int y, int x, int last_row, int last_col,
-                                                int* r, int* s) {
+__device__ __forceinline__ void stored_position(int orientation, int y, int x, int last_row, int last_col, int* r,
+                                                int* s) {
+  // clang-format off
   switch (orientation) {
     case 2: *r = y; *s = last_col - x; break;
     case 3: *r = last_row - y; *s = last_col - x; break;
@@ -22,6 +23,7 @@ __device__ __forceinline__ void stored_position(int orientation, int y, int x, i
     case 8: *r = x; *s = last_col - y; break;
     default: *r = y; *s = x; break;
   }
+  // clang-format on
 }
 
 // libjpeg-turbo's h2v1 / h1v2 / h2v2 "fancy" upsampling (jdsample.c), one output sample: 3/4 of the
@@ -96,8 +98,7 @@ cudaError_t launch_window_copies(const WindowCopy* descs, int count, int64_t max
   if (blocks > kMaxBlocksPerImage) blocks = kMaxBlocksPerImage;
   for (int first = 0; first < count; first += kMaxImagesPerLaunch) {
     const int n = count - first < kMaxImagesPerLaunch ? count - first : kMaxImagesPerLaunch;
-    copy_windows<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n)), kThreads, 0, stream>>>(
-        descs + first);
+    copy_windows<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n)), kThreads, 0, stream>>>(descs + first);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

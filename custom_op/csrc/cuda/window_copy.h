@@ -14,17 +14,17 @@ namespace custom_op {
 namespace gpu {
 
 struct WindowCopy {
-  const uint8_t* src;     // plane 0 (R, or Y) of the decoded region in staging
-  int64_t src_plane;      // bytes from one decoded plane to the next
-  int32_t src_pitch;      // bytes from one decoded row to the next (every plane)
-  int32_t src_top;        // where the stored-frame window starts inside the decoded region
+  const uint8_t* src;  // plane 0 (R, or Y) of the decoded region in staging
+  int64_t src_plane;   // bytes from one decoded plane to the next
+  int32_t src_pitch;   // bytes from one decoded row to the next (every plane)
+  int32_t src_top;     // where the stored-frame window starts inside the decoded region
   int32_t src_left;
   int32_t src_planes;     // planar copy: 1 (Y, fed to every output channel) or 3 decoded planes
   int32_t region_height;  // the stored-frame window
   int32_t region_width;
-  uint8_t* dst;           // output [channels, H, W]; H and W are the region's, swapped for 5..8
+  uint8_t* dst;  // output [channels, H, W]; H and W are the region's, swapped for 5..8
   int32_t channels;
-  int32_t orientation;    // EXIF 1..8
+  int32_t orientation;  // EXIF 1..8
   // ycc = 1: the planes are Y, Cb, Cr as stored (chroma subsampled by h_factor x v_factor); the
   // kernel upsamples and converts to RGB with libjpeg-turbo's integer arithmetic.
   int32_t ycc;

@@ -80,8 +80,8 @@ CUSTOM_OP_HD inline int decode_symbol(BitReader* r, const HuffTable& t) {
 
 // One block: DC difference added to *pred, then the AC coefficients, into `block` (zeroed here).
 // Returns false on a code the table lacks.
-CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const HuffTable& ac,
-                                      const uint8_t* position, int32_t* pred, int16_t* block) {
+CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const HuffTable& ac, const uint8_t* position,
+                                      int32_t* pred, int16_t* block) {
   for (int i = 0; i < kBlockSize; ++i) block[i] = 0;
   reader_fill(r);
   const int s = decode_symbol(r, dc);
@@ -126,8 +126,7 @@ CUSTOM_OP_HD inline uint32_t decode_segment(const uint8_t* begin, const uint8_t*
   // made, can send a block outside the plane_coefficients(f, c) values the caller allocated).
   for (int b = 0; b < f.blocks_in_mcu; ++b) {
     const int c = f.mcu_component[b];
-    if (c >= f.num_components || t.dc[c] == nullptr || t.ac[c] == nullptr || planes[c] == nullptr)
-      return kBadArguments;
+    if (c >= f.num_components || t.dc[c] == nullptr || t.ac[c] == nullptr || planes[c] == nullptr) return kBadArguments;
     if (f.mcu_bx[b] >= f.mcu_blocks_h[c] || f.mcu_by[b] >= f.mcu_blocks_v[c] ||
         static_cast<int64_t>(f.blocks_per_row[c]) < static_cast<int64_t>(f.mcus_per_row) * f.mcu_blocks_h[c] ||
         static_cast<int64_t>(f.block_rows[c]) < static_cast<int64_t>(f.mcu_rows) * f.mcu_blocks_v[c])

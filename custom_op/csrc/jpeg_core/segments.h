@@ -21,22 +21,22 @@ namespace jpeg_core {
 
 enum ScanError : int {
   kScanOk = 0,
-  kScanTruncated = 1,          // the data ends before the last segment's EOI
-  kScanBadRestart = 2,         // a restart marker missing, misnumbered or extra
-  kScanUnexpectedMarker = 3,   // another marker inside the scan, or after it something else than EOI
+  kScanTruncated = 1,         // the data ends before the last segment's EOI
+  kScanBadRestart = 2,        // a restart marker missing, misnumbered or extra
+  kScanUnexpectedMarker = 3,  // another marker inside the scan, or after it something else than EOI
   kScanBadArguments = 4,
 };
 
 struct SegmentScan {
-  int error;          // ScanError
-  int64_t found;      // segments whose both ends were found (their ranges are valid even on error)
-  size_t error_at;    // offset of the byte where the walk stopped with an error
+  int error;        // ScanError
+  int64_t found;    // segments whose both ends were found (their ranges are valid even on error)
+  size_t error_at;  // offset of the byte where the walk stopped with an error
 };
 
 // Walks the entropy-coded data from scan_start for num_segments segments and writes segment i's
 // range to [begin[i], end[i]) (offsets into data) for each one found.
-CUSTOM_OP_HD inline SegmentScan find_segments(const uint8_t* data, size_t size, size_t scan_start,
-                                              int64_t num_segments, size_t* begin, size_t* end) {
+CUSTOM_OP_HD inline SegmentScan find_segments(const uint8_t* data, size_t size, size_t scan_start, int64_t num_segments,
+                                              size_t* begin, size_t* end) {
   SegmentScan result = {kScanOk, 0, 0};
   if (data == nullptr || scan_start > size || num_segments < 1 || begin == nullptr || end == nullptr) {
     result.error = kScanBadArguments;

@@ -19,7 +19,7 @@
 namespace custom_op {
 namespace jpeg_core {
 
-constexpr int kMaxComponents = 4;   // MAX_COMPS_IN_SCAN
+constexpr int kMaxComponents = 4;    // MAX_COMPS_IN_SCAN
 constexpr int kMaxBlocksInMcu = 10;  // D_MAX_BLOCKS_IN_MCU
 constexpr int kMaxSampling = 4;      // MAX_SAMP_FACTOR
 constexpr int kBlockSize = 64;
@@ -66,8 +66,7 @@ CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uin
       if (length <= kHuffLookBits) {
         const uint32_t first = code << (kHuffLookBits - length);
         const uint32_t count = 1u << (kHuffLookBits - length);
-        for (uint32_t j = 0; j < count; ++j)
-          t->lookup[first + j] = static_cast<uint16_t>((length << 8) | symbol);
+        for (uint32_t j = 0; j < count; ++j) t->lookup[first + j] = static_cast<uint16_t>((length << 8) | symbol);
       }
     }
     t->maxcode[length] = n > 0 ? static_cast<int32_t>(code) - 1 : -1;

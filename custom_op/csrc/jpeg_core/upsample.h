@@ -61,15 +61,13 @@ struct SamplePlane {
 // (the image itself is never larger). Reads only samples inside width x height.
 CUSTOM_OP_HD inline int upsampled_sample(const SamplePlane& p, int y, int x) {
   switch (p.method) {
-    case kUpsampleFull:
-      return p.data[y * p.pitch + x];
+    case kUpsampleFull: return p.data[y * p.pitch + x];
     case kUpsampleFancyH2V1: {
       const uint8_t* row = p.data + y * p.pitch;
       const int k = x >> 1;
       const int near = 3 * row[k];
       // Odd outputs lean right (bias 2), even ones left (bias 1): libjpeg's ordered dither.
-      return (x & 1) ? (near + row[min_int(k + 1, p.width - 1)] + 2) >> 2
-                     : (near + row[max_int(k - 1, 0)] + 1) >> 2;
+      return (x & 1) ? (near + row[min_int(k + 1, p.width - 1)] + 2) >> 2 : (near + row[max_int(k - 1, 0)] + 1) >> 2;
     }
     case kUpsampleFancyH1V2: {
       const int j = y >> 1;
@@ -88,10 +86,8 @@ CUSTOM_OP_HD inline int upsampled_sample(const SamplePlane& p, int y, int x) {
       const int beside = 3 * near_row[kn] + far_row[kn];
       return (3 * here + beside + ((x & 1) ? 7 : 8)) >> 4;
     }
-    case kUpsampleReplicate:
-      return p.data[(y / p.v_ratio) * p.pitch + x / p.h_ratio];
-    default:
-      return 0;
+    case kUpsampleReplicate: return p.data[(y / p.v_ratio) * p.pitch + x / p.h_ratio];
+    default: return 0;
   }
 }
 
