@@ -43,7 +43,8 @@ nitpicky = True
 # the other projects' inventories over the network; the build must work offline, so they stay plain text.
 nitpick_ignore_regex = [
     ("py:(class|obj|data)", r"(torch|numpy|np)(\..*)?"),
-    ("py:(class|obj|data)", r"(typing\.)?(Any|Optional|Union|Sequence|Tuple|List|Dict|Iterator|Callable)"),
+    ("py:(class|obj|data)", r"(typing\.|collections\.abc\.)?(Any|Optional|Union|Sequence|Tuple|List|Dict)"),
+    ("py:(class|obj|data)", r"(typing\.|collections\.abc\.)?(Iterator|Callable)"),
     ("py:(class|obj|data)", r"(typing\.)?NamedTuple"),
     ("py:class", r"custom_op\._args\.Data|Data|IntOrInts|Size|GeneratorLike"),
 ]
