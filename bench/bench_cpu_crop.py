@@ -32,7 +32,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import cpu_description, random_windows  # noqa: E402
+from common import commit_description, cpu_description, random_windows  # noqa: E402
 
 import custom_op  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
@@ -137,6 +137,7 @@ def main():
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
         f"- machine: {cpu_description()}",
+        f"- commit: {commit_description(ROOT)}",
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
         f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
         f"{custom_op.library_info().get('libjpeg_turbo_version', '?')}",

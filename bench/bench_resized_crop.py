@@ -43,7 +43,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import cpu_description  # noqa: E402
+from common import commit_description, cpu_description  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op.resized_crop import INTERPOLATIONS, choose_scale  # noqa: E402
@@ -278,6 +278,7 @@ def main():
         f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- command: `python {shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
         f"- machine: {machine(args.machine)}",
+        f"- commit: {commit_description(ROOT)}",
         f"- versions: Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
         f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
         f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image, torch threads = 1",
