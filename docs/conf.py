@@ -32,7 +32,7 @@ extensions = [
 
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_generated"]
 
 # Markdown: `page.md#anchor` links to headings (checked like any reference).
 myst_heading_anchors = 3

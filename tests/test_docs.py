@@ -86,6 +86,10 @@ def test_docs_build_strict(tmp_path):
     benchmarks = (tmp_path / "html" / "benchmarks.html").read_text(encoding="utf-8")
     for report in sorted(RESULTS.glob("*.md")):  # every report's table is on the page
         assert f"bench/results/{report.name}" in benchmarks, report.name
+    # Every report with a time or rate column gets its charts, drawn from its numbers at build time.
+    charted = {p.stem.rsplit("-", 1)[0] for p in (tmp_path / "html" / "_images").glob("*.png")}
+    for name in ("cpu-crop", "cpu-batch", "gpu-h100"):
+        assert name in charted and f"_images/{name}-1.png" in benchmarks, (name, sorted(charted))
 
 
 @pytest.mark.parametrize("path", doc_files(), ids=rel)

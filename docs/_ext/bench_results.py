@@ -18,6 +18,11 @@ never hold a copied number:
 
 Every file in bench/results/ must appear on a page through ``{bench-results}``: one that does not is
 a build warning, so a new benchmark cannot be left out.
+
+Charts: under every table of a report whose columns include a time or a rate (``ms/image``,
+``images/s``), a horizontal bar chart of that column, drawn at build time with matplotlib from the
+table's own numbers into docs/_generated/ (not kept in git), so that the figures and the bars cannot
+disagree.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
+CHARTS = ROOT / "docs" / "_generated"  # relative to the benchmarks page: _generated/<name>.png
+# The column a chart shows: the first whose title names a time per image or a rate.
+_CHART_COLUMN = re.compile(r"ms/image|images/s")
+_NUMBER = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)")
 # The header lines shown first in the table, in this order; any others follow as they come.
 KEYS_FIRST = ("machine", "date", "commit", "command", "versions")
 REQUIRED = ("date", "machine")
@@ -140,6 +149,69 @@ def shifted(lines: list[str], level: int) -> list[str]:
 _DIRECTIVE = re.compile(r"^```\{(bench-results|bench-results-summary)\}[ \t]*(\S*)[ \t]*\n```[ \t]*$", re.MULTILINE)
 
 
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def chart(name: str, title: str, labels: list[str], values: list[float]) -> Optional[str]:
+    """A horizontal bar chart as docs/_generated/<name>.png; its path for the page, or None without
+    matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    CHARTS.mkdir(exist_ok=True)
+    short = [label if len(label) <= 70 else label[:67] + "..." for label in labels]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(values) + 1.0))
+    ax.barh(range(len(values)), values, color="tab:blue")
+    ax.set_yticks(range(len(values)), short, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(title)
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v:,.3f}" if v < 100 else f" {v:,.0f}", va="center", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(CHARTS / f"{name}.png", dpi=100)
+    plt.close(fig)
+    return f"_generated/{name}.png"
+
+
+def with_charts(lines: list[str], stem: str) -> list[str]:
+    """The lines, with a chart after each table that has a time or rate column."""
+    out: list[str] = []
+    i, k = 0, 0
+    while i < len(lines):
+        is_table = lines[i].lstrip().startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: ")
+        if not is_table:
+            out.append(lines[i])
+            i += 1
+            continue
+        start = i
+        while i < len(lines) and lines[i].lstrip().startswith("|"):
+            i += 1
+        table = lines[start:i]
+        out += table
+        header = cells(table[0])
+        column = next((j for j, title in enumerate(header) if _CHART_COLUMN.search(title)), None)
+        if column is None:
+            continue
+        labels, values = [], []
+        for row in table[2:]:
+            row_cells = cells(row)
+            number = _NUMBER.match(row_cells[column]) if column < len(row_cells) else None
+            if number:
+                labels.append(row_cells[0].replace("`", ""))
+                values.append(float(number.group(1).replace(",", "")))
+        if len(values) >= 2:
+            k += 1
+            path = chart(f"{stem}-{k}", header[column], labels, values)
+            if path:
+                out += ["", f"![{header[column]}, the table above as bars]({path})", ""]
+    return out
+
+
 def report_text(path: Path) -> list[str]:
     """One report as MyST text: a labelled ``##`` section, its header table, its body."""
     report = parse(path)
@@ -152,7 +224,7 @@ def report_text(path: Path) -> list[str]:
     keys = [k for k in KEYS_FIRST if k in header] + [k for k in header if k not in KEYS_FIRST]
     text += [f"| {md_cell(k)} | {md_cell(header[k])} |" for k in keys]
     text.append("")
-    text += shifted(report.body, 3)
+    text += with_charts(shifted(report.body, 3), path.stem.replace("_", "-"))
     return text
 
 
