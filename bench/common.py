@@ -42,8 +42,9 @@ def commit_description(root) -> str:
         head = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
+        # The reports being rewritten in bench/results/ do not make the code differ from the commit.
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],
             cwd=root,
             capture_output=True,
             text=True,
