@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from common import commit_description, cpu_description, random_windows  # noqa: E402
 
 import custom_op  # noqa: E402
-from custom_op.prepare import random_access_decodes  # noqa: E402
+from custom_op.testing import random_access_decodes  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 
