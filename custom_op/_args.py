@@ -132,6 +132,11 @@ def mode_code(mode) -> int:
     raise TypeError(f"mode must be an ImageReadMode or its name, got {type(mode).__name__}")
 
 
+def decode_options(mode, apply_exif_orientation, on_warning, max_pixels) -> tuple[int, bool, int, int]:
+    """(mode, apply_exif_orientation, on_warning, max_pixels) as every decoding operator takes them."""
+    return mode_code(mode), bool(apply_exif_orientation), warning_code(on_warning), pixel_limit(max_pixels)
+
+
 def warning_code(on_warning: str) -> int:
     try:
         return ON_WARNING[on_warning]

@@ -77,13 +77,7 @@ def decode_and_crop_jpegs(
             naming the item.
     """
     tensors = _args.tensors(data)
-    n = len(tensors)
-    windows = (
-        _args.int_list("tops", tops, n),
-        _args.int_list("lefts", lefts, n),
-        _args.int_list("heights", heights, n),
-        _args.int_list("widths", widths, n),
-    )
+    windows = _windows(tops, lefts, heights, widths, len(tensors))
     for i, (h, w) in enumerate(zip(windows[2], windows[3])):
         _args.size_check(h, w, where=f"batch item {i}: ")
     return _decode(
@@ -119,14 +113,17 @@ def decode_with_paths(
     """:func:`decode_and_crop_jpegs` and the path code of each item (which decoder took it: see
     custom_op.gpu.PATH_NAMES). For tests and benchmarks; custom_op.testing wraps it."""
     tensors = _args.tensors(data)
-    n = len(tensors)
-    windows = (
+    return _decode(tensors, _windows(tops, lefts, heights, widths, len(tensors)), with_paths=True, **options)
+
+
+def _windows(tops, lefts, heights, widths, n: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The window arguments of a batch of n files as one list of ints each."""
+    return (
         _args.int_list("tops", tops, n),
         _args.int_list("lefts", lefts, n),
         _args.int_list("heights", heights, n),
         _args.int_list("widths", widths, n),
     )
-    return _decode(tensors, windows, with_paths=True, **options)
 
 
 def _decode(
@@ -145,12 +142,7 @@ def _decode(
     _args.on_error_check(on_error)
     dev = _args.device(device)
     _args.stream_check(dev, stream)
-    options = (
-        _args.mode_code(mode),
-        bool(apply_exif_orientation),
-        _args.warning_code(on_warning),
-        _args.pixel_limit(max_pixels),
-    )
+    options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
     if not tensors:
         empty = torch.empty(0, dtype=torch.uint8, device=dev)
         result = (empty, []) if stack and on_error == "return" else empty if stack else []

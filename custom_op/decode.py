@@ -42,26 +42,32 @@ _COLOR_SPACES = {0: "unknown", 1: "gray", 2: "rgb", 3: "ycbcr", 4: "cmyk", 5: "y
 _SUBSAMPLING = {(1, 1): "4:4:4", (2, 1): "4:2:2", (2, 2): "4:2:0", (1, 2): "4:4:0", (4, 1): "4:1:1", (4, 2): "4:1:0"}
 
 
-def _single(
-    dev: torch.device, tensor: torch.Tensor, window, mode: int, exif: bool, on_warning: int, max_pixels: int, stream
+def _decode_one(
+    data, window, batched: str, mode, apply_exif_orientation, on_warning, max_pixels, device, stream
 ) -> torch.Tensor:
-    """One image on a CUDA device: the batched operator with one item, its outcome worded as a single
-    call's."""
-    run = _device.run(
-        [tensor],
-        None if window is None else [[v] for v in window],
-        mode,
-        exif,
-        on_warning,
-        max_pixels,
-        False,
-        dev,
-        stream,
-    )
-    (error,) = _outcomes.settle(run.statuses, run.messages, single=True, stacklevel=5)
-    if error is not None:
-        raise error
-    return run.images[0]
+    """The work of decode_and_crop_jpeg (``window``: its top, left, height, width) and of decode_jpeg
+    (``window`` None), on the CPU or a CUDA device. ``batched`` names the call a list belongs to."""
+    _not_a_list(data, batched)
+    dev = _args.device(device)
+    _args.stream_check(dev, stream)
+    tensor = _args.as_tensor(data)
+    if window is not None:
+        window = _args.window(*window)
+    options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
+    if dev.type == "cuda":
+        # The batched operator with one item, its outcome worded as a single call's.
+        run = _device.run([tensor], None if window is None else [[v] for v in window], *options, False, dev, stream)
+        (error,) = _outcomes.settle(run.statuses, run.messages, single=True, stacklevel=5)
+        if error is not None:
+            raise error
+        return run.images[0]
+    if window is None:
+        image, warnings = torch.ops.custom_op.decode_jpeg(tensor, *options)
+    else:
+        image, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, *options)
+    if options[2] == _args.ON_WARNING["warn"]:
+        _outcomes.warn_text(warnings, stacklevel=4)
+    return image
 
 
 def _not_a_list(data, batched: str) -> None:
@@ -131,23 +137,17 @@ def decode_and_crop_jpeg(
         RuntimeError: the data is not a JPEG libjpeg-turbo can decode (corrupt, truncated, empty,
             12-bit, ...), with libjpeg's message.
     """
-    _not_a_list(data, "decode_and_crop_jpegs")
-    dev = _args.device(device)
-    _args.stream_check(dev, stream)
-    tensor = _args.as_tensor(data)
-    window = _args.window(top, left, height, width)
-    options = (
-        _args.mode_code(mode),
-        bool(apply_exif_orientation),
-        _args.warning_code(on_warning),
-        _args.pixel_limit(max_pixels),
+    return _decode_one(
+        data,
+        (top, left, height, width),
+        "decode_and_crop_jpegs",
+        mode,
+        apply_exif_orientation,
+        on_warning,
+        max_pixels,
+        device,
+        stream,
     )
-    if dev.type == "cuda":
-        return _single(dev, tensor, window, *options, stream)
-    image, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, *options)
-    if options[2] == _args.ON_WARNING["warn"]:
-        _outcomes.warn_text(warnings)
-    return image
 
 
 def decode_jpeg(
@@ -165,22 +165,7 @@ def decode_jpeg(
     The options mean the same as in :func:`decode_and_crop_jpeg`; with ``apply_exif_orientation``,
     H and W are the displayed height and width. Lists of files go to :func:`custom_op.decode_jpegs`.
     """
-    _not_a_list(data, "decode_jpegs")
-    dev = _args.device(device)
-    _args.stream_check(dev, stream)
-    tensor = _args.as_tensor(data)
-    options = (
-        _args.mode_code(mode),
-        bool(apply_exif_orientation),
-        _args.warning_code(on_warning),
-        _args.pixel_limit(max_pixels),
-    )
-    if dev.type == "cuda":
-        return _single(dev, tensor, None, *options, stream)
-    image, warnings = torch.ops.custom_op.decode_jpeg(tensor, *options)
-    if options[2] == _args.ON_WARNING["warn"]:
-        _outcomes.warn_text(warnings)
-    return image
+    return _decode_one(data, None, "decode_jpegs", mode, apply_exif_orientation, on_warning, max_pixels, device, stream)
 
 
 def _subsampling(channels: int, factors: list) -> str:

@@ -99,12 +99,7 @@ def decode_and_resized_crop_jpeg(
     out = _resample.output_size(size)
     code = _resample.filter_code(interpolation)
     forced = _resample.check_scale(scale)
-    options = (
-        _args.mode_code(mode),
-        bool(apply_exif_orientation),
-        _args.warning_code(on_warning),
-        _args.pixel_limit(max_pixels),
-    )
+    options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
     info = read_jpeg_header(tensor, apply_exif_orientation=bool(apply_exif_orientation))
     image = _resample.resized_crop(
         tensor, info.height, info.width, window, out, forced, code, bool(antialias), *options

@@ -60,12 +60,7 @@ class _JpegTransform:
         self.max_pixels = max_pixels
         self.decode_scale = check_scale(decode_scale)
         # Checked once here, so that a bad option fails when the transform is built, not in a worker.
-        self._options = (
-            _args.mode_code(mode),
-            self.apply_exif_orientation,
-            _args.warning_code(on_warning),
-            _args.pixel_limit(max_pixels),
-        )
+        self._options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
 
     def _header(self, data: Data):
         tensor = _args.as_tensor(data)
