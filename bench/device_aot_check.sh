@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: setup.py prebuilds both libraries (CPU _C and CUDA _C_cuda), and an installed
+# On a CUDA machine: setup.py prebuilds both libraries (CPU _C and CUDA _C_cuda), and an installed
 # wheel decodes on cuda without compiling anything. Builds a wheel from a clean copy of the sources
 # (pip wheel --no-build-isolation --no-deps), installs it into a temp dir (pip install --no-deps
 # --target), then, in a fresh python with only that dir on PYTHONPATH and an empty CUSTOM_OP_CACHE_DIR,
@@ -8,8 +8,8 @@
 #
 #   bash bench/device_aot_check.sh [OUTDIR]      # logs go to OUTDIR, else $OUT, else ./aot-check
 #
-# The machine is prepared as in bench/device_run.sh: libjpeg-turbo from .gpu_carry/jpeg/usr, nvJPEG
-# from the CUDA toolkit or .gpu_carry/nvjpeg, CXX=the system g++ (the image's CXX crashes extensions).
+# Prepared as bench/device_run.sh prepares its runs: libjpeg-turbo and nvJPEG from the optional folder
+# .gpu_carry/ when the machine lacks them, CXX=the system g++.
 # No network is used (--no-index).
 set -uo pipefail
 OUTDIR=${1:-${OUT:-aot-check}}

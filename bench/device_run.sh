@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU tests and the GPU benchmark in one command, on any CUDA machine (the device tool runs it in
-# the repository root). Results go to OUTDIR (first argument, else $OUT, else ./gpu-run): env.txt,
+# The GPU tests and the GPU benchmark in one command, on any CUDA machine, run from the repository
+# root. Results go to OUTDIR (first argument, else $OUT, else ./gpu-run): env.txt,
 # tests.log, gpu_test_report.json, gpu_bench.md, bench.log, and with --compare compare_bench.md and
 # compare_bench.log.
 #
@@ -8,19 +8,19 @@
 #
 # --compare runs bench/bench_gpu.py of another checkout too, after ours, on the same machine and data:
 # CHECKOUT is a directory holding one; a REVISION is exported from this repository's git (git archive,
-# which leaves the repository as it is). The device tool sends the working tree without .git, so for a
-# revision export it here first, into the carried folder, and name the folder:
-#     mkdir -p .gpu_carry/before && git archive ad85c22 | tar -x -C .gpu_carry/before
-#     bash bench/device_run.sh $OUT --bench-only --compare .gpu_carry/before
+# which leaves the repository as it is). On a machine that has the working tree without .git, export
+# the revision where git is and copy the folder along:
+#     mkdir -p .gpu_carry/before && git archive REVISION | tar -x -C .gpu_carry/before
+#     bash bench/device_run.sh OUTDIR --bench-only --compare .gpu_carry/before
 #
 # Environment: BENCH_ARGS (more bench_gpu.py arguments for ours), COMPARE_ARGS (for the other
 # checkout's script, whose options may differ), BENCH_COMMIT (the commit line of our report, since
 # the machine has no .git to read it from), TESTS_TIMEOUT / BENCH_TIMEOUT (seconds, default 300 each).
 #
-# Files that machine lacks can travel in .gpu_carry/ (ignored by git, named in the tool's carry):
+# What the machine lacks can be put in the optional folder .gpu_carry/ (ignored by git):
 #   .gpu_carry/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
 #   .gpu_carry/nvjpeg     nvJPEG include/ and lib/ (the nvidia-nvjpeg wheel's nvidia/cu13)
-#   .gpu_carry/data       imagenet-sample/ and odd-jpegs/ (../shared/data does not travel)
+#   .gpu_carry/data       imagenet-sample/ and odd-jpegs/ (else CUSTOM_OP_TEST_DATA or ../shared/data)
 set -o pipefail
 OUTDIR=${OUT:-gpu-run}
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then OUTDIR=$1; shift; fi
@@ -54,9 +54,9 @@ fi
 DATA=${CUSTOM_OP_TEST_DATA:-$ROOT/../shared/data}
 export CUSTOM_OP_CACHE_DIR=${CUSTOM_OP_CACHE_DIR:-/tmp/custom_op_cache}
 export CUSTOM_OP_GPU_REPORT=$OUTDIR/gpu_test_report.json
-# The image sets CXX=/opt/gcc/bin/g++, whose extensions carry their own copy of libstdc++'s stream
-# code: on that machine the libraries built with it crashed (SIGSEGV) formatting their first error
-# message. The system's g++ (same GCC) links libstdc++ normally.
+# The system's g++, whatever CXX says: a CXX that links its own copy of libstdc++'s stream code into
+# extensions (as some CUDA images' /opt/gcc does) makes them crash formatting their first error
+# message. CUSTOM_OP_DEVICE_CXX picks another compiler.
 export CXX=${CUSTOM_OP_DEVICE_CXX:-$(command -v g++)}
 
 {
