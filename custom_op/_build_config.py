@@ -37,6 +37,9 @@ CUDA_DIR = "cuda"
 # Code both libraries compile (the EXIF reader, so both orient images identically) and the types they
 # share; it includes neither jpeglib.h nor nvjpeg.h.
 COMMON_DIR = "common"
+# Our CUDA decoder's arithmetic: header-only __host__ __device__ code that the GPU library's kernels
+# include (and tests/jpeg_core_harness.cpp compiles for the CPU).
+JPEG_CORE_DIR = "jpeg_core"
 BUILD_CUDA_ENV = "CUSTOM_OP_BUILD_CUDA"
 
 CPU_LIBRARY = "custom_op_cpu"
@@ -248,7 +251,7 @@ def cuda_sources(csrc_dir: str = CSRC_DIR) -> list[str]:
 
 def cuda_headers(csrc_dir: str = CSRC_DIR) -> list[str]:
     found = []
-    for sub in (CUDA_DIR, COMMON_DIR):
+    for sub in (CUDA_DIR, COMMON_DIR, JPEG_CORE_DIR):
         d = os.path.join(csrc_dir, sub)
         if os.path.isdir(d):
             found += [os.path.join(d, f) for f in os.listdir(d) if f.endswith(HEADER_SUFFIXES)]

@@ -28,7 +28,15 @@ __all__ = ["BackendInfo", "PATH_NAMES", "backend_info", "cuda_available", "load_
 
 #: Which decoder took an item (the CUDA operator's path codes, csrc/cuda/decode_path.h). Added to a
 #: code: SEGMENTS_FLAG, when nvJPEG decoded the sub-image of a prepared file's restart segments.
-PATH_NAMES = {0: "hardware-roi", 1: "hardware-full", 2: "gpu-hybrid", 3: "hybrid", 4: "cpu", 5: "failed"}
+PATH_NAMES = {
+    0: "hardware-roi",
+    1: "hardware-full",
+    2: "gpu-hybrid",
+    3: "hybrid",
+    4: "cpu",
+    5: "failed",
+    7: "cuda",
+}
 SEGMENTS_FLAG = 16
 
 _load_lock = threading.Lock()

@@ -18,6 +18,7 @@ import torch
 from . import batch, gpu
 
 __all__ = [
+    "cuda_decoder_fallbacks",
     "decode_with_paths",
     "entropy_decoder_give_ups",
     "gpu_options",
@@ -48,9 +49,10 @@ def gpu_options(
     force_path: Optional[str] = None, margin: bool = True, dedupe: bool = True, segments: str = "auto"
 ) -> Iterator[None]:
     """For the block, in this process: every item the GPU decoders can take goes to ``force_path``
-    ("hardware-roi", "hardware-full", "gpu-hybrid", "hybrid" or "cpu"; an unavailable decoder passes
-    its items on as usual); ``margin=False`` decodes exactly the window (no context for chroma
-    upsampling: shows what the margin is for); ``dedupe=False`` decodes a repeated file once per
+    ("cuda": our own CUDA decoder, and the CPU path what it does not take; "hardware-roi": nvJPEG's
+    usual choices without our decoder; "hardware-full", "gpu-hybrid", "hybrid" or "cpu"; an
+    unavailable decoder passes its items on as usual); ``margin=False`` decodes exactly the window (no
+    context for chroma upsampling: shows what the margin is for); ``dedupe=False`` decodes a repeated file once per
     window; ``segments`` "always" / "never" gives nvJPEG the sub-image of a prepared file's restart
     segments whatever the image's size / never ("auto": by size). Loads the GPU library."""
     if force_path is not None and force_path not in _PATH_CODES or force_path == "failed":
@@ -83,6 +85,13 @@ def own_entropy_decoder(on: bool) -> Iterator[None]:
         yield
     finally:
         torch.ops.custom_op._set_own_entropy_decoder(before)
+
+
+def cuda_decoder_fallbacks() -> int:
+    """Items our own CUDA decoder took and then gave to the CPU path (it found something libjpeg
+    warns about or decodes differently) in this process; it only ever grows. Loads the GPU library."""
+    gpu.load_library()
+    return int(torch.ops.custom_op._cuda_decoder_fallbacks())
 
 
 def entropy_decoder_give_ups() -> int:

@@ -38,7 +38,7 @@ REPORT = {}
 # The bound for the hybrid decoders (the issue's accuracy bar); the other paths must be exact.
 MIN_PSNR_DB = 40.0
 MAX_MEAN_ABS = 0.5
-EXACT_PATHS = {"hardware-roi", "hardware-full", "cpu"}
+EXACT_PATHS = {"cuda", "hardware-roi", "hardware-full", "cpu"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -787,7 +787,8 @@ def test_a_repeated_file_is_decoded_once_with_the_same_pixels(jpeg_writer):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Files prepared for random access: nvJPEG decodes the sub-image of the segments around the windows
+# Files prepared for random access, given to nvJPEG (force_path="hardware-roi": our own decoder would
+# take them otherwise): nvJPEG decodes the sub-image of the segments around the windows
 
 
 @needs_gpu
@@ -801,9 +802,9 @@ def test_prepared_files_decode_their_segments_exactly(jpeg_writer, sampling, res
     rng = np.random.default_rng(21)
     wins = [random_window(rng, 301, 403, s) for s in (1, 2, 7, 33, 100, 224) for _ in range(4)]
     wins += [(300, 402, 1, 1), (150, 0, 20, 403), (0, 200, 301, 3)]
-    with testing.gpu_options(dedupe=False, segments="always"):
+    with testing.gpu_options(force_path="hardware-roi", dedupe=False, segments="always"):
         outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
-    with testing.gpu_options(dedupe=False, segments="never"):
+    with testing.gpu_options(force_path="hardware-roi", dedupe=False, segments="never"):
         whole, whole_used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
     against = AgainstCpu()
     for win, out, path, ref_gpu in zip(wins, outs, used, whole):
@@ -830,7 +831,7 @@ def test_prepared_files_with_exif_orientation(jpeg_writer, orientation):
     info = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
     rng = np.random.default_rng(orientation)
     wins = [random_window(rng, info.height, info.width, s) for s in (5, 40, 90) for _ in range(3)]
-    with testing.gpu_options(dedupe=False, segments="always"):
+    with testing.gpu_options(force_path="hardware-roi", dedupe=False, segments="always"):
         outs, used = testing.decode_with_paths(
             [data] * len(wins), *zip(*wins), apply_exif_orientation=True, device="cuda"
         )
@@ -849,7 +850,7 @@ def test_prepared_file_repeated_in_a_batch_and_mixed_with_others(jpeg_writer):
     plain = jpeg_writer.encode(jpeg_writer.photo_like(120, 90, seed=24), sampling="4:4:4")
     batch = [data, plain, data, data]
     wins = [(200, 250, 40, 60), (5, 6, 70, 80), (230, 300, 50, 90), (180, 260, 10, 10)]
-    with testing.gpu_options(segments="always"):
+    with testing.gpu_options(force_path="hardware-roi", segments="always"):
         outs, used = testing.decode_with_paths(batch, *zip(*wins), device="cuda")
     against = AgainstCpu()
     for d, win, out, path in zip([original, plain, original, original], wins, outs, used):
@@ -867,7 +868,7 @@ def test_prepared_files_in_every_mode(jpeg_writer, mode):
     originals = [color, gray]
     prepared = [custom_op.prepare_jpeg(d, restart_mcus=1) for d in originals]
     wins = [(70, 33, 50, 60), (90, 101, 40, 70)]
-    with testing.gpu_options(segments="always"):
+    with testing.gpu_options(force_path="hardware-roi", segments="always"):
         outs, used = testing.decode_with_paths(prepared, *zip(*wins), mode=mode, device="cuda")
     assert all(p.endswith("+segments") for p in used), used
     against = AgainstCpu()
@@ -883,7 +884,8 @@ def test_segments_are_used_by_default_for_large_images_only(jpeg_writer):
     small = custom_op.prepare_jpeg(small_original, restart_mcus=2)
     large = custom_op.prepare_jpeg(large_original, restart_mcus=2)
     wins = [(200, 250, 50, 60), (900, 1300, 224, 224)]
-    outs, used = testing.decode_with_paths([small, large], *zip(*wins), device="cuda")
+    with testing.gpu_options(force_path="hardware-roi"):
+        outs, used = testing.decode_with_paths([small, large], *zip(*wins), device="cuda")
     assert [p.endswith("+segments") for p in used] == [False, True], used
     against = AgainstCpu()
     for original, win, out, path in zip([small_original, large_original], wins, outs, used):
@@ -899,7 +901,7 @@ def test_prepared_file_with_damaged_segments_is_decoded_or_named_like_any_other(
     # whole file (or, if it refuses it, the CPU path decides), as for any file.
     rst = [i for i in range(len(data) // 2, len(data) - 1) if data[i] == 0xFF and 0xD0 <= data[i + 1] <= 0xD7][0]
     data[rst + 1] = 0xD0 + (data[rst + 1] - 0xD0 + 3) % 8
-    with testing.gpu_options(segments="always"):
+    with testing.gpu_options(force_path="hardware-roi", segments="always"):
         outs, used = testing.decode_with_paths(
             [bytes(data), original],
             [120, 120],
@@ -939,7 +941,7 @@ def test_fuzzed_prepared_files_through_their_segments(jpeg_writer):
     ]
     compared = segments = 0
     against = AgainstCpu()
-    with testing.gpu_options(segments="always"):
+    with testing.gpu_options(force_path="hardware-roi", segments="always"):
         for b, base in enumerate(bases):
             rng = random.Random(b)
             datas = [raw.mutate(rng, raw.MUTATIONS[i % len(raw.MUTATIONS)], base) for i in range(80)]
@@ -975,6 +977,195 @@ def test_fuzzed_prepared_files_through_their_segments(jpeg_writer):
     }
     against.check()
     assert compared >= 40 and segments >= 40, (compared, segments)
+
+
+# Our own CUDA decoder ("cuda"): files whose restart segments are short, one GPU thread per segment.
+# It must give the CPU path's pixels exactly, and for a damaged file the CPU path's outcome.
+
+
+def restart_layouts(jpeg_writer, pixels, sampling):
+    """The same photo with restart segments laid out four ways: prepared for random access, every 5
+    MCUs (segments across MCU rows), every MCU row, and every MCU."""
+    options = {} if sampling == "gray" else {"sampling": sampling}
+    original = jpeg_writer.encode(pixels, **options)
+    return {
+        "prepared": custom_op.prepare_jpeg(original),
+        "interval-5": jpeg_writer.encode(pixels, restart_interval=5, **options),
+        "rows": jpeg_writer.encode(pixels, restart_rows=1, **options),
+        "interval-1": jpeg_writer.encode(pixels, restart_interval=1, optimize=True, **options),
+    }
+
+
+def windows_everywhere(rng, height, width):
+    wins = [random_window(rng, height, width, s) for s in (1, 2, 9, 33, 100, 224) for _ in range(3)]
+    wins += [(0, 0, 1, 1), (height - 1, width - 1, 1, 1), (0, width - 17, 17, 17), (height - 16, 0, 16, 40)]
+    wins += [(height // 2, 0, 20, width), (0, width // 3, height, 3), (0, 0, height, width)]
+    return wins
+
+
+@needs_gpu
+@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "gray"])
+def test_cuda_decoder_is_exact_on_every_layout(jpeg_writer, sampling):
+    channels = 1 if sampling == "gray" else 3
+    height, width = 301, 403
+    pixels = jpeg_writer.photo_like(height, width, channels, seed=41)
+    rng = np.random.default_rng(41)
+    wins = windows_everywhere(rng, height, width)
+    fallbacks = testing.cuda_decoder_fallbacks()
+    for layout, data in restart_layouts(jpeg_writer, pixels, sampling).items():
+        refs = [custom_op.decode_and_crop_jpeg(data, *win) for win in wins]
+        for dedupe in (False, True):  # each window on its own, and one decode around them all
+            with testing.gpu_options(dedupe=dedupe):
+                outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
+            assert set(used) == {"cuda"}, (layout, used)
+            for win, out, ref in zip(wins, outs, refs):
+                assert out.shape == ref.shape and torch.equal(out.cpu(), ref), (layout, dedupe, win)
+        whole = custom_op.decode_jpegs([data, data], device="cuda", stack=True)
+        assert torch.equal(whole.cpu(), torch.stack([custom_op.decode_jpeg(data)] * 2)), layout
+    assert testing.cuda_decoder_fallbacks() == fallbacks
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", list(ImageReadMode))
+def test_cuda_decoder_in_every_mode_and_orientation(jpeg_writer, mode):
+    color = jpeg_writer.encode(jpeg_writer.photo_like(140, 190, seed=42), sampling="4:2:0", restart_interval=2)
+    gray = jpeg_writer.encode(jpeg_writer.photo_like(140, 190, 1, seed=43), restart_interval=3)
+    for orientation in range(1, 9):
+        datas = [with_exif_orientation(color, orientation), with_exif_orientation(gray, orientation)]
+        wins = [(7, 13, 50, 60), (90, 101, 40, 70)] if orientation < 5 else [(13, 7, 60, 50), (101, 90, 70, 40)]
+        outs, used = testing.decode_with_paths(
+            datas, *zip(*wins), mode=mode, apply_exif_orientation=True, device="cuda"
+        )
+        assert used == ["cuda", "cuda"], used
+        for data, win, out in zip(datas, wins, outs):
+            ref = custom_op.decode_and_crop_jpeg(data, *win, mode=mode, apply_exif_orientation=True)
+            assert torch.equal(out.cpu(), ref), (orientation, win)
+
+
+@needs_gpu
+def test_cuda_decoder_with_other_files_in_one_batch(jpeg_writer):
+    """Restart files, plain files (the JPEG engines or the CPU path) and a repeated file in one
+    stacked batch."""
+    prepared = custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(200, 300, seed=44)))
+    plain = jpeg_writer.encode(jpeg_writer.photo_like(120, 90, seed=45), sampling="4:4:4")
+    progressive = jpeg_writer.encode(jpeg_writer.photo_like(100, 100, seed=46), progressive=True)
+    batch = [prepared, plain, prepared, progressive, prepared]
+    wins = [(10, 20, 64, 64), (5, 6, 64, 64), (130, 230, 64, 64), (30, 30, 64, 64), (0, 0, 64, 64)]
+    outs, used = testing.decode_with_paths(batch, *zip(*wins), device="cuda", stack=True)
+    assert [used[i] for i in (0, 2, 4)] == ["cuda"] * 3 and used[1] != "cuda", used
+    against = AgainstCpu()
+    for data, win, out, path in zip(batch, wins, outs, used):
+        against.add(out, custom_op.decode_and_crop_jpeg(data, *win), path, label=win)
+    against.check()
+
+
+def damaged_copies(data: bytes, rng, count: int) -> list:
+    """Copies of a restart file with bytes of its entropy-coded data changed: bit flips, restart
+    markers renumbered or removed, bytes inserted or cut, the end cut off."""
+    info = custom_op.read_jpeg_header(data)
+    assert info.width > 0
+    start = data.index(b"\xff\xda")
+    out = []
+    for k in range(count):
+        d = bytearray(data)
+        kind = k % 6
+        at = int(rng.integers(start + 20, len(d) - 4))
+        markers = [i for i in range(start, len(d) - 1) if d[i] == 0xFF and 0xD0 <= d[i + 1] <= 0xD7]
+        if kind == 0:
+            for _ in range(int(rng.integers(1, 4))):
+                d[int(rng.integers(start + 20, len(d) - 4))] ^= 1 << int(rng.integers(0, 8))
+        elif kind == 1 and markers:
+            m = markers[int(rng.integers(0, len(markers)))]
+            d[m + 1] = 0xD0 + (d[m + 1] - 0xD0 + 1 + int(rng.integers(0, 6))) % 8
+        elif kind == 2 and markers:
+            m = markers[int(rng.integers(0, len(markers)))]
+            del d[m : m + 2]
+        elif kind == 3:
+            d[at:at] = bytes(rng.integers(0, 256, int(rng.integers(1, 5)), dtype=np.uint8))
+        elif kind == 4:
+            del d[at : at + int(rng.integers(1, 40))]
+        else:
+            d = d[: int(rng.integers(start + 10, len(d)))]
+        out.append(bytes(d))
+    return out
+
+
+def outcome(item):
+    if isinstance(item, torch.Tensor):
+        return item.cpu()
+    return (type(item), str(item))
+
+
+@needs_gpu
+@pytest.mark.parametrize("on_warning", ["raise", "warn", "ignore"])
+def test_cuda_decoder_gives_damaged_files_the_cpu_paths_outcome(jpeg_writer, on_warning):
+    """A hostile batch through our decoder (and the CPU path, for what it does not take): every item
+    gets exactly what the CPU path gives it, pixels or the same exception; the next batch is clean."""
+    rng = np.random.default_rng({"raise": 1, "warn": 2, "ignore": 3}[on_warning])
+    bases = [
+        custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(150, 230, seed=47), sampling="4:2:0")),
+        jpeg_writer.encode(jpeg_writer.photo_like(90, 170, seed=48), sampling="4:4:4", restart_interval=3),
+        jpeg_writer.encode(jpeg_writer.photo_like(120, 100, 1, seed=49), restart_rows=1),
+    ]
+    datas, wins = [], []
+    for base in bases:
+        info = custom_op.read_jpeg_header(base)
+        for d in damaged_copies(base, rng, 40):
+            h, w = int(rng.integers(1, info.height // 2)), int(rng.integers(1, info.width // 2))
+            datas.append(d)
+            wins.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
+    fallbacks = testing.cuda_decoder_fallbacks()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with testing.gpu_options(force_path="cuda", dedupe=False):
+            outs, used = testing.decode_with_paths(
+                datas, *zip(*wins), on_error="return", on_warning=on_warning, device="cuda"
+            )
+        refs = custom_op.decode_and_crop_jpegs(datas, *zip(*wins), on_error="return", on_warning=on_warning)
+    torch.cuda.synchronize()
+    decoded_on_gpu = 0
+    for win, out, ref, path in zip(wins, outs, refs, used):
+        assert path in ("cuda", "cpu", "failed"), path
+        got, want = outcome(out), outcome(ref)
+        if isinstance(want, torch.Tensor):
+            assert isinstance(got, torch.Tensor) and torch.equal(got, want), (win, path)
+        else:
+            assert got == want, (win, path)
+        decoded_on_gpu += path == "cuda"
+    caught = testing.cuda_decoder_fallbacks() - fallbacks
+    REPORT.setdefault("cuda_decoder_damaged", {})[on_warning] = {
+        "items": len(datas),
+        "decoded_on_gpu": decoded_on_gpu,
+        "sent_to_cpu_by_the_kernels": caught,
+    }
+    assert decoded_on_gpu >= 10 and caught >= 10, (decoded_on_gpu, caught)
+    good = bases[0]
+    after, used = testing.decode_with_paths([good] * 3, 100, 8, 40, 100, device="cuda")
+    assert used == ["cuda"] * 3
+    for out in after:
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(good, 100, 8, 40, 100))
+
+
+@needs_gpu
+def test_cuda_decoder_on_prepared_imagenet_photos():
+    files = sorted(shared_dir("imagenet-sample").iterdir())
+    datas = [custom_op.prepare_jpeg(f.read_bytes()) for f in files]
+    rng = np.random.default_rng(50)
+    wins = []
+    for d in datas:
+        info = custom_op.read_jpeg_header(d)
+        wins.append(random_window(rng, info.height, info.width))
+    outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
+    refs = custom_op.decode_and_crop_jpegs(datas, *zip(*wins))
+    counts = defaultdict(int)
+    for out, ref, path in zip(outs, refs, used):
+        counts[path] += 1
+        assert torch.equal(out.cpu(), ref), path
+    REPORT["cuda_decoder_imagenet"] = dict(counts)
+    # Photos whose windows the kernels cannot vouch for go to the CPU path; valid photos have none.
+    assert counts["cuda"] == len(datas), dict(counts)
 
 
 # ---------------------------------------------------------------------------------------------------

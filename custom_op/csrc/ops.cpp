@@ -73,4 +73,6 @@ TORCH_LIBRARY(custom_op, m) {
   // The GPU backend's testing options (cuda/testing_options.h); returns the ones before.
   // force_path: -1 none, else a path code of cuda/decode_path.h every GPU-capable item must take.
   m.def("_set_gpu_testing(int force_path, bool no_margin, bool no_dedupe, int segments) -> int[]");
+  // Items our own CUDA decoder gave to the CPU path in this process (cuda/executor.h).
+  m.def("_cuda_decoder_fallbacks() -> int");
 }

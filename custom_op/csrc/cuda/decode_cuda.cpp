@@ -1,11 +1,12 @@
 // The GPU library's kernels for the operators ops.cpp declares: decode_jpegs_cuda, gpu_backend_info and
 // _set_gpu_testing.
 //
-// decode_jpegs_cuda: the planner reads every header on the host and decides which items nvJPEG may
-// decode (planner.h); the executors claim those, in order, and queue their decodes into a staging
-// buffer on the decode state's stream (executor.h); one kernel on the caller's stream copies every
-// window into its output (copy_out.h); then the CPU path decodes the rest, including what nvJPEG
-// failed on, while the GPU works (cpu_fallback.h).
+// decode_jpegs_cuda: the planner reads every header on the host and decides which items the GPU
+// decoders may take (planner.h); the executors claim those, in order: our own CUDA decoder writes its
+// windows straight into the outputs, nvJPEG's decoders write into a staging buffer on the decode
+// state's stream, from which one kernel on the caller's stream copies every window into its output
+// (executor.h, copy_out.h); then the CPU path decodes the rest, including what the GPU decoders
+// failed on (cpu_fallback.h).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -46,19 +47,25 @@ void decode_on_gpu(std::vector<Item>& items, const std::vector<at::Tensor>& outp
     slot.inputs.push_back(it.data);
     if (it.segments.defined()) slot.inputs.push_back(it.segments);
   }
-  DecodeCall call{context, *lease, slot, options, testing};
-  const std::unique_ptr<Executor> executors[] = {hardware_executor(), hybrid_executor()};
-  for (const auto& executor : executors) executor->claim(call, items);
+  const cudaStream_t caller = c10::cuda::getCurrentCUDAStream(device).stream();
+  DecodeCall call{context, *lease, slot, options, testing, outputs, caller};
+  const std::unique_ptr<Executor> executors[] = {segment_executor(), hardware_executor(), hybrid_executor()};
+  for (const auto& executor : executors) {
+    executor->claim(call, items);
+    if (testing.nvjpeg_allowed()) continue;
+    for (Item& it : items)
+      if (it.path == kPending && it.leader < 0) it.path = kCpu;
+  }
   slot.staging.reserve(std::max<size_t>(lay_out_staging(items), 1), context.tag_stream);
   for (const auto& executor : executors) executor->decode(call, items);
   share_leader_decodes(items);
 
-  const cudaStream_t caller = c10::cuda::getCurrentCUDAStream(device).stream();
   C10_CUDA_CHECK(cudaEventRecord(lease->decoded, lease->decode_stream));
   C10_CUDA_CHECK(cudaStreamWaitEvent(caller, lease->decoded, 0));
   copy_out(context, slot, items, outputs, caller);
   C10_CUDA_CHECK(cudaEventRecord(slot.done, caller));
   slot.in_flight = true;
+  for (const auto& executor : executors) executor->finish(call, items);
 }
 
 BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
@@ -114,6 +121,7 @@ TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
   m.impl("decode_jpegs_cuda", &decode_jpegs_cuda);
   m.impl("gpu_backend_info", &gpu_backend_info);
   m.impl("_set_gpu_testing", &set_gpu_testing);
+  m.impl("_cuda_decoder_fallbacks", &segment_decoder_fallbacks);
 }
 
 }  // namespace gpu

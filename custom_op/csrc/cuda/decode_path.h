@@ -14,14 +14,17 @@ enum DecodePath : int64_t {
   kCpuHybrid = 3,     // nvJPEG's hybrid decoder (Huffman decoding on the CPU), region of interest
   kCpu = 4,           // the CPU operators (libjpeg-turbo), copied to the device
   kFailed = 5,        // not decoded: the item's status and message say why
-  kPending = 6,       // internal, never returned: nvJPEG may decode it, no decoder has claimed it yet
+  kPending = 6,       // internal, never returned: a GPU decoder may take it, none has claimed it yet
+  kCudaDecoder = 7,   // our own CUDA decoder (segment_decoder.h), one thread per restart segment
 };
 
 // Added to an item's path when nvJPEG decoded the sub-image of its restart segments (planner.h).
 constexpr int64_t kSegmentsFlag = 16;
 
 // An nvJPEG decoder wrote (or shares) the item's decode in the staging buffer.
-inline bool staged(DecodePath path) { return path != kCpu && path != kFailed && path != kPending; }
+inline bool staged(DecodePath path) {
+  return path != kCpu && path != kFailed && path != kPending && path != kCudaDecoder;
+}
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -2,11 +2,13 @@
 //
 // The executors run in a fixed order (decode_cuda.cpp). Each first claims, from the items the planner
 // left pending, those it decodes; the last one (the hybrid decoders) takes all that is left. Once every
-// item has its decoder, the slot's staging buffer is laid out and each executor queues its decodes
-// into it on the decode state's stream; the copy-out kernel then moves every window into its output.
-// An item an executor fails on goes to the CPU path, which decodes it or gives libjpeg's error. A new
-// decoder is one more Executor and one more path code (decode_path.h): staging and copy-out read only
-// an item's `decoded` region and `staged_format`.
+// item has its decoder, the slot's staging buffer is laid out and each executor queues its decodes:
+// nvJPEG's into staging on the decode state's stream, from which the copy-out kernel moves every window
+// into its output; our own CUDA decoder's (segment_decoder.h) straight into the outputs on the caller's
+// stream. An item an executor fails on goes to the CPU path, which decodes it or gives libjpeg's error:
+// nvJPEG's failures are known when decode() returns, our decoder's once its kernels have run
+// (finish()). A new decoder is one more Executor and one more path code (decode_path.h): staging and
+// copy-out read only an item's `decoded` region and `staged_format`.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +31,8 @@ struct DecodeCall {
   Slot& slot;          // the call's staging buffer and hardware decoder objects
   const CallOptions& options;
   const TestingOptions& testing;
+  const std::vector<at::Tensor>& outputs;  // per item (defined for every item a GPU decoder may take)
+  cudaStream_t caller;                     // the caller's current stream
 };
 
 class Executor {
@@ -40,9 +44,13 @@ class Executor {
   // Queues the decodes of the items it claimed into staging, on call.state.decode_stream. Sets the path
   // of those it fails on to kCpu.
   virtual void decode(DecodeCall& call, std::vector<Item>& items) = 0;
+  // After every executor's decode() and the copy-out: sets the path of the items whose decode turned
+  // out to be unusable to kCpu (waiting for the GPU where it must).
+  virtual void finish(DecodeCall& call, std::vector<Item>& items) {}
 };
 
 // The executors, in the order they claim.
+std::unique_ptr<Executor> segment_executor();   // segment_executor.cpp: our own CUDA decoder
 std::unique_ptr<Executor> hardware_executor();  // nvjpeg_hardware.cpp
 std::unique_ptr<Executor> hybrid_executor();    // nvjpeg_hybrid.cpp
 
@@ -51,6 +59,10 @@ size_t lay_out_staging(std::vector<Item>& items);
 
 // Where a decoder writes an item: its planes in the slot's staging buffer.
 nvjpegImage_t staging_image(const Slot& slot, const Item& item);
+
+// Items our own CUDA decoder decoded and then sent to the CPU path (its kernels found something
+// libjpeg would warn about or decode differently), in this process: for tests and benchmarks.
+int64_t segment_decoder_fallbacks();
 
 // After decoding: an item with a leader takes its window from the leader's decode, or goes to the CPU
 // path with it.

@@ -66,7 +66,12 @@ struct Slot {
   DeviceBuffer descriptors;                     // the copy-out kernel's WindowCopy array
   at::Tensor pinned_descriptors;                // host side of the same, pinned for the async copy
   std::vector<at::Tensor> inputs;               // the encoded bytes stay alive while nvJPEG may read them
-  cudaEvent_t done = nullptr;                   // recorded on the caller's stream after the copy-out
+  // Our own CUDA decoder's (segment_executor.cpp): its device buffer, the pinned host side of what it
+  // uploads and of the status words it reads back, and the event after that read-back.
+  DeviceBuffer segments;
+  at::Tensor pinned_segments;
+  cudaEvent_t segments_read = nullptr;
+  cudaEvent_t done = nullptr;  // recorded on the caller's stream after the copy-out
   bool in_flight = false;
 
   void wait();  // host wait until the previous call through this slot has finished with it

@@ -15,17 +15,20 @@ namespace gpu {
 enum class SegmentsRule : int64_t { kBySize = 0, kAlways = 1, kNever = 2 };
 
 struct TestingOptions {
-  // -1: the normal choices. Else the decoder every item nvJPEG may decode is sent to: kCpu the CPU
-  // path; kCpuHybrid neither the JPEG engines nor the GPU-hybrid decoder; kGpuHybrid not the engines
-  // (the hybrid decoders still choose by size); kHardwareFull the engines decode whole images;
-  // kHardwareRoi the normal choices. Where that decoder is absent (no engines on this GPU), the items
-  // go on to the next one as usual.
+  // -1: the normal choices. Else the decoder every item the GPU decoders may take is sent to: kCpu
+  // the CPU path; kCudaDecoder our own decoder, and the CPU path what it does not take; kCpuHybrid
+  // neither our decoder, the JPEG engines nor the GPU-hybrid decoder; kGpuHybrid neither ours nor the
+  // engines (the hybrid decoders still choose by size); kHardwareFull the engines decode whole images;
+  // kHardwareRoi nvJPEG's normal choices, without our decoder. Where that decoder is absent (no
+  // engines on this GPU), the items go on to the next one as usual.
   int64_t force_path = -1;
   bool no_margin = false;  // decode exactly the window: shows nvJPEG's chroma edges at region borders
   bool no_dedupe = false;  // a file repeated in the batch is decoded once per window
   SegmentsRule segments = SegmentsRule::kBySize;
 
   bool cpu_only() const { return force_path == kCpu; }
+  bool own_decoder_allowed() const { return force_path == -1 || force_path == kCudaDecoder; }
+  bool nvjpeg_allowed() const { return force_path != kCudaDecoder; }
   bool engines_allowed() const { return force_path != kGpuHybrid && force_path != kCpuHybrid; }
   bool engine_roi_allowed() const { return force_path != kHardwareFull; }
   bool gpu_hybrid_allowed() const { return force_path != kCpuHybrid; }

@@ -1,5 +1,7 @@
 #include "window_copy.h"
 
+#include "orientation.h"
+
 namespace custom_op {
 namespace gpu {
 namespace {
@@ -7,24 +9,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxBlocksPerImage = 1024;
 constexpr int kMaxImagesPerLaunch = 65535;  // gridDim.y
-
-// Output pixel (y, x) of the displayed window comes from stored pixel (r, s) of the region: the
-// inverse of cpu/window.h's place_row, so that both paths agree on every orientation.
-__device__ __forceinline__ void stored_position(int orientation, int y, int x, int last_row, int last_col, int* r,
-                                                int* s) {
-  // clang-format off
-  switch (orientation) {
-    case 2: *r = y; *s = last_col - x; break;
-    case 3: *r = last_row - y; *s = last_col - x; break;
-    case 4: *r = last_row - y; *s = x; break;
-    case 5: *r = x; *s = y; break;
-    case 6: *r = last_row - x; *s = y; break;
-    case 7: *r = last_row - x; *s = last_col - y; break;
-    case 8: *r = x; *s = last_col - y; break;
-    default: *r = y; *s = x; break;
-  }
-  // clang-format on
-}
 
 // libjpeg-turbo's h2v1 / h1v2 / h2v2 "fancy" upsampling (jdsample.c), one output sample: 3/4 of the
 // nearer chroma sample and 1/4 of the next nearer in each subsampled direction, with its rounding

@@ -112,14 +112,21 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
 }
 
 // Decodes MCUs first_mcu .. first_mcu + mcu_count - 1 (in raster order over the frame) from the
-// segment's bytes [begin, end), whose DC predictors start at zero. Block (row, col) of component c
-// goes to planes[c] + (row * f.blocks_per_row[c] + col) * 64, in the order t.order gives (natural
-// order for the IDCT). Each plane must hold plane_coefficients(f, c) values; `f` should come from
-// make_frame. Returns SegmentFlags.
-CUSTOM_OP_HD inline uint32_t decode_segment(const uint8_t* begin, const uint8_t* end, const Frame& f,
-                                            const SegmentTables& t, int64_t first_mcu, int64_t mcu_count,
-                                            int16_t* const* planes) {
-  if (begin == nullptr || end < begin || t.order == nullptr || planes == nullptr) return kBadArguments;
+// segment's bytes [begin, end), whose DC predictors start at zero, keeping only the blocks of MCU rows
+// first_row .. first_row + num_rows - 1: block (row, col) of component c, counted from the first kept
+// block row, goes to planes[c] + (row * f.blocks_per_row[c] + col) * 64, in the order t.order gives
+// (natural order for the IDCT). The blocks of other MCU rows are decoded (their codes are checked
+// the same) into `scratch` and dropped. Why: a window needs a few MCU rows, but a segment may run
+// across rows, and the GPU decoder keeps the coefficients of those rows only. Each plane must hold
+// num_rows * mcu_blocks_v[c] * blocks_per_row[c] blocks; `f` should come from make_frame. Returns
+// SegmentFlags.
+CUSTOM_OP_HD inline uint32_t decode_segment_rows(const uint8_t* begin, const uint8_t* end, const Frame& f,
+                                                 const SegmentTables& t, int64_t first_mcu, int64_t mcu_count,
+                                                 int16_t* const* planes, int64_t first_row, int64_t num_rows,
+                                                 int16_t* scratch) {
+  if (begin == nullptr || end < begin || t.order == nullptr || planes == nullptr || scratch == nullptr)
+    return kBadArguments;
+  if (first_row < 0 || num_rows < 1 || first_row > f.mcu_rows - num_rows) return kBadArguments;
   if (first_mcu < 0 || mcu_count < 1 || first_mcu > frame_total_mcus(f) - mcu_count) return kBadArguments;
   if (f.blocks_in_mcu < 1 || f.blocks_in_mcu > kMaxBlocksInMcu) return kBadArguments;
   // The frame's own consistency (make_frame guarantees it; checked so that no Frame, however it was
@@ -140,9 +147,10 @@ CUSTOM_OP_HD inline uint32_t decode_segment(const uint8_t* begin, const uint8_t*
   for (int64_t m = 0; m < mcu_count; ++m) {
     for (int b = 0; b < f.blocks_in_mcu; ++b) {
       const int c = f.mcu_component[b];
-      const int64_t block_row = row * f.mcu_blocks_v[c] + f.mcu_by[b];
+      const bool kept = row >= first_row && row < first_row + num_rows;
+      const int64_t block_row = (row - first_row) * f.mcu_blocks_v[c] + f.mcu_by[b];
       const int64_t block_col = col * f.mcu_blocks_h[c] + f.mcu_bx[b];
-      int16_t* block = planes[c] + (block_row * f.blocks_per_row[c] + block_col) * kBlockSize;
+      int16_t* block = kept ? planes[c] + (block_row * f.blocks_per_row[c] + block_col) * kBlockSize : scratch;
       if (!decode_block(&r, *t.dc[c], *t.ac[c], t.order->position, &pred[c], block)) return kBadCode;
       if (reader_overran(&r)) return reader_stopped_early(&r) ? kEarlyMarker : kOverrun;
     }
@@ -152,6 +160,14 @@ CUSTOM_OP_HD inline uint32_t decode_segment(const uint8_t* begin, const uint8_t*
     }
   }
   return reader_unconsumed_bits(&r) >= 8 ? kTrailingData : kSegmentOk;
+}
+
+// The same, keeping every row: each plane holds plane_coefficients(f, c) values.
+CUSTOM_OP_HD inline uint32_t decode_segment(const uint8_t* begin, const uint8_t* end, const Frame& f,
+                                            const SegmentTables& t, int64_t first_mcu, int64_t mcu_count,
+                                            int16_t* const* planes) {
+  int16_t scratch[kBlockSize];
+  return decode_segment_rows(begin, end, f, t, first_mcu, mcu_count, planes, 0, f.mcu_rows, scratch);
 }
 
 }  // namespace jpeg_core

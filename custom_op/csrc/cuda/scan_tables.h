@@ -1,0 +1,45 @@
+// What our CUDA decoder needs from a file's header beyond jpeg_header.h's scan: the first scan's
+// component order and table selectors, and the Huffman and quantisation tables in force when it
+// starts, read on the host without libjpeg.
+//
+// It accepts only what libjpeg-turbo 2.1.5 reads silently and decodes like the decoding core: a
+// baseline or extended sequential Huffman frame (SOF0/SOF1), DQT/DHT/DRI/APPn/COM (and DAC, which
+// such a frame ignores) before one SOS that interleaves every component with Ss=0, Se=63, Ah=Al=0,
+// every table it selects defined (libjpeg would substitute the standard Huffman tables for missing
+// ones: those files are left to the other decoders), and a JFIF marker of major version 1 where there
+// is one (libjpeg warns about any other). Anything else returns false and the file goes to another
+// decoder; a table the core's builder refuses is one libjpeg refuses too, and the CPU path then gives
+// libjpeg's error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "jpeg_core/tables.h"
+
+namespace custom_op {
+namespace gpu {
+
+struct ScanTables {
+  int scan_order[jpeg_core::kMaxComponents];  // frame component indices, in the SOS's order
+  // Per frame component: the raw DHT definitions of its tables (16 counts, then the symbols), the key
+  // under which built tables are shared, and its quantisation table in natural order.
+  std::string dc[jpeg_core::kMaxComponents];
+  std::string ac[jpeg_core::kMaxComponents];
+  jpeg_core::QuantTable quant[jpeg_core::kMaxComponents];
+};
+
+// `header_end`: the offset just past the first SOS segment (jpeg_header.h's header_end).
+bool read_scan_tables(const uint8_t* data, size_t header_end, int components, ScanTables* out);
+
+// The decoding table built from a raw DHT definition, cached per thread by its bytes; null when the
+// core's builder refuses it (as libjpeg's jpeg_make_d_derived_tbl does). The pointer stays valid
+// until the thread's next trim_table_cache().
+const jpeg_core::HuffTable* built_huffman_table(const std::string& definition, bool is_dc);
+
+// Empties the thread's cache when it has grown past its bound; called before a batch looks tables up.
+void trim_table_cache();
+
+}  // namespace gpu
+}  // namespace custom_op

@@ -1,0 +1,233 @@
+#include "cuda/segment_decoder.h"
+
+#include <cstdint>
+
+#include "cuda/orientation.h"
+#include "jpeg_core/jpeg_core.h"
+
+namespace custom_op {
+namespace gpu {
+namespace {
+
+namespace jc = jpeg_core;
+
+constexpr int kScanThreads = 256;
+constexpr int kThreads = 128;
+constexpr int kMaxBlocksPerImage = 1024;
+constexpr int kMaxImagesPerLaunch = 65535;  // gridDim.y
+
+// ---- 1. restart markers -----------------------------------------------------------------------
+
+// The markers a thread sees in its chunk: an FF whose next byte is neither 00 (stuffing) nor FF
+// (fill). The segment before it ends at the first FF of the fill run that precedes the marker.
+__device__ __forceinline__ bool marker_at(const uint8_t* d, int64_t p, int64_t size) {
+  return d[p] == 0xFF && p + 1 < size && d[p + 1] != 0x00 && d[p + 1] != 0xFF;
+}
+
+__global__ void find_segments_kernel(SegmentImage* images) {
+  SegmentImage& im = images[blockIdx.x];
+  const uint8_t* d = im.data;
+  const int64_t begin = im.scan_start, size = im.size;
+  const int64_t length = size - begin;
+  const int64_t chunk = (length + kScanThreads - 1) / kScanThreads;
+  const int64_t a = begin + chunk * threadIdx.x;
+  const int64_t b = a + chunk < size ? a + chunk : size;
+  int count = 0;
+  for (int64_t p = a; p < b; ++p) count += marker_at(d, p, size);
+
+  // Exclusive prefix sum of the counts over the block: each thread's first marker's number.
+  __shared__ int sums[kScanThreads];
+  sums[threadIdx.x] = count;
+  __syncthreads();
+  for (int offset = 1; offset < kScanThreads; offset <<= 1) {
+    const int add = threadIdx.x >= offset ? sums[threadIdx.x - offset] : 0;
+    __syncthreads();
+    sums[threadIdx.x] += add;
+    __syncthreads();
+  }
+  int64_t k = sums[threadIdx.x] - count;
+  const int total = sums[kScanThreads - 1];
+  uint32_t bad = 0;
+  if (threadIdx.x == 0) {
+    im.segment_begin[0] = begin;
+    // Fewer markers than segments: the data ends early (libjpeg: premature end of data).
+    if (total < im.num_segments) bad = kMarkersWrong;
+  }
+  for (int64_t p = a; p < b; ++p) {
+    if (!marker_at(d, p, size)) continue;
+    // Markers past the EOI that ends the last segment are not the scan's (libjpeg stops reading).
+    if (k < im.num_segments) {
+      const uint8_t code = d[p + 1];
+      const bool last = k == im.num_segments - 1;
+      if (last ? code != 0xD9 : code != 0xD0 + (k & 7)) bad = kMarkersWrong;
+      int64_t end = p;
+      while (end > begin && d[end - 1] == 0xFF) --end;
+      im.segment_end[k] = end;
+      if (!last) im.segment_begin[k + 1] = p + 2;
+    }
+    ++k;
+  }
+  if (threadIdx.x == 0) *im.status = 0;
+  __syncthreads();
+  if (bad != 0) atomicOr(im.status, bad);
+}
+
+// ---- 2. Huffman decoding ----------------------------------------------------------------------
+
+__global__ void decode_segments_kernel(const SegmentImage* images, const SegmentTask* tasks, int count) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= count) return;
+  const SegmentTask task = tasks[t];
+  const SegmentImage& im = images[task.image];
+  if (*im.status & kMarkersWrong) return;  // the segment ranges cannot be trusted
+  const jc::Frame& f = im.frame;
+  jc::SegmentTables tables;
+  jc::CoefOrder order;
+  jc::make_natural_order(&order);
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    tables.dc[c] = im.dc[c];
+    tables.ac[c] = im.ac[c];
+  }
+  tables.order = &order;
+  const int64_t first = static_cast<int64_t>(task.segment) * im.mcus_per_segment;
+  const int64_t total = jc::frame_total_mcus(f);
+  const int64_t n = total - first < im.mcus_per_segment ? total - first : im.mcus_per_segment;
+  const int64_t b = im.segment_begin[task.segment], e = im.segment_end[task.segment];
+  if (b < im.scan_start || e < b || e > im.size) {
+    atomicOr(im.status, kMarkersWrong);
+    return;
+  }
+  int16_t scratch[jc::kBlockSize];
+  int16_t* planes[jc::kMaxComponents];
+  for (int c = 0; c < jc::kMaxComponents; ++c) planes[c] = im.coefficients[c];
+  const uint32_t flags = jc::decode_segment_rows(im.data + b, im.data + e, f, tables, first, n, planes, im.mcu_row0,
+                                                 im.mcu_rows, scratch);
+  if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);
+}
+
+// ---- 3. IDCT ----------------------------------------------------------------------------------
+
+__global__ void idct_blocks_kernel(const SegmentImage* images) {
+  const SegmentImage& im = images[blockIdx.y];
+  if (*im.status != 0) return;
+  const jc::Frame& f = im.frame;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < im.blocks;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rest = i;
+    for (int c = 0; c < im.idct_components; ++c) {
+      const int64_t rows = static_cast<int64_t>(im.mcu_rows) * f.mcu_blocks_v[c];
+      const int64_t cols = static_cast<int64_t>(im.mcu_cols) * f.mcu_blocks_h[c];
+      if (rest >= rows * cols) {
+        rest -= rows * cols;
+        continue;
+      }
+      const int64_t r = rest / cols, col = rest - r * cols;
+      const int64_t plane_col = static_cast<int64_t>(im.mcu_col0) * f.mcu_blocks_h[c] + col;
+      const int16_t* coef = im.coefficients[c] + (r * f.blocks_per_row[c] + plane_col) * jc::kBlockSize;
+      uint8_t* out = im.samples[c] + r * 8 * im.sample_pitch[c] + col * 8;
+      if (!jc::idct_islow(coef, im.quant[c], out, im.sample_pitch[c])) atomicOr(im.status, kBlockInexact);
+      break;
+    }
+  }
+}
+
+// ---- 4. Upsampling, colour, orientation ---------------------------------------------------------
+
+// Component c's samples as jpeg_core's upsampler reads them: indexed from the image's first sample,
+// though only the rectangle's are held (the upsampler never reads outside it: the rectangle reaches
+// one MCU beyond every window, or the image's edge, where it clamps).
+__device__ jc::SamplePlane sample_plane(const SegmentImage& im, int c) {
+  const jc::Frame& f = im.frame;
+  const int64_t row0 = static_cast<int64_t>(im.mcu_row0) * f.mcu_blocks_v[c] * 8;
+  const int64_t col0 = static_cast<int64_t>(im.mcu_col0) * f.mcu_blocks_h[c] * 8;
+  const uintptr_t origin = reinterpret_cast<uintptr_t>(im.samples[c]) - static_cast<uintptr_t>(row0 * im.sample_pitch[c] + col0);
+  jc::SamplePlane p;
+  p.data = reinterpret_cast<const uint8_t*>(origin);
+  p.pitch = im.sample_pitch[c];
+  p.width = f.sample_width[c];
+  p.height = f.sample_height[c];
+  const bool single = f.num_components == 1;
+  p.h_ratio = single ? 1 : f.h_ratio[c];
+  p.v_ratio = single ? 1 : f.v_ratio[c];
+  p.method = single ? jc::kUpsampleFull : jc::choose_upsample(f.h_ratio[c], f.v_ratio[c], f.sample_width[c]);
+  return p;
+}
+
+__global__ void write_windows_kernel(const SegmentImage* images, const WindowWrite* windows) {
+  const WindowWrite w = windows[blockIdx.y];
+  const SegmentImage& im = images[w.image];
+  if (*im.status != 0) return;
+  jc::SamplePlane planes[3];
+  const int components = w.color == kWindowRgb ? 3 : 1;
+  for (int c = 0; c < components; ++c) planes[c] = sample_plane(im, c);
+  const bool swap = w.orientation >= 5;
+  const int out_h = swap ? w.region_width : w.region_height;
+  const int out_w = swap ? w.region_height : w.region_width;
+  const int64_t plane = static_cast<int64_t>(out_h) * out_w;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < plane;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int y = static_cast<int>(p / out_w);
+    const int x = static_cast<int>(p - static_cast<int64_t>(y) * out_w);
+    int r, s;
+    stored_position(w.orientation, y, x, w.region_height - 1, w.region_width - 1, &r, &s);
+    const int iy = w.region_top + r, ix = w.region_left + s;
+    if (w.color == kWindowRgb) {
+      uint8_t rgb[3];
+      jc::ycc_to_rgb(jc::upsampled_sample(planes[0], iy, ix), jc::upsampled_sample(planes[1], iy, ix),
+                     jc::upsampled_sample(planes[2], iy, ix), rgb);
+      w.dst[p] = rgb[0];
+      w.dst[plane + p] = rgb[1];
+      w.dst[2 * plane + p] = rgb[2];
+    } else {
+      const uint8_t v = static_cast<uint8_t>(jc::upsampled_sample(planes[0], iy, ix));
+      for (int c = 0; c < w.channels; ++c) w.dst[c * plane + p] = v;
+    }
+  }
+}
+
+int grid_for(int64_t work, int threads) {
+  int64_t blocks = (work + threads - 1) / threads;
+  if (blocks > kMaxBlocksPerImage) blocks = kMaxBlocksPerImage;
+  return static_cast<int>(blocks < 1 ? 1 : blocks);
+}
+
+}  // namespace
+
+cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  find_segments_kernel<<<count, kScanThreads, 0, stream>>>(images);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count,
+                                   cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  decode_segments_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(images, tasks, count);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream) {
+  const int blocks = grid_for(max_blocks, kThreads);
+  for (int first = 0; first < count; first += kMaxImagesPerLaunch) {
+    const int n = count - first < kMaxImagesPerLaunch ? count - first : kMaxImagesPerLaunch;
+    idct_blocks_kernel<<<dim3(blocks, n), kThreads, 0, stream>>>(images + first);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count,
+                                 int64_t max_pixels, cudaStream_t stream) {
+  const int blocks = grid_for(max_pixels, 256);
+  for (int first = 0; first < count; first += kMaxImagesPerLaunch) {
+    const int n = count - first < kMaxImagesPerLaunch ? count - first : kMaxImagesPerLaunch;
+    write_windows_kernel<<<dim3(blocks, n), 256, 0, stream>>>(images, windows + first);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace gpu
+}  // namespace custom_op

@@ -1,0 +1,95 @@
+// Our own CUDA decoder for files with restart markers at short intervals: the descriptors the host
+// writes and the kernels that read them (segment_decoder.cu), in plain CUDA with no torch headers.
+//
+// A restart marker resets the DC predictors and byte-aligns the data, so each restart segment can be
+// Huffman-decoded by its own GPU thread. A batch runs as a fixed number of launches, whatever its
+// size:
+//   1. find_segments: one thread block per image finds every restart marker of its entropy-coded
+//      data and records each segment's byte range, checking that the markers are exactly those of a
+//      valid file (RST0..7 in turn, EOI last) as jpeg_core/segments.h's walk does on the host;
+//   2. decode_segments: one thread per segment the window needs, longest first (a launch lasts as
+//      long as its slowest thread), Huffman-decodes it into coefficient blocks (jpeg_core/huffman.h);
+//   3. idct_blocks: one thread per block of the decoded rectangle: dequantisation and libjpeg's islow
+//      IDCT (jpeg_core/idct_islow.h);
+//   4. write_windows: one thread per output pixel: fancy upsampling and colour conversion
+//      (jpeg_core/upsample.h, color.h), EXIF orientation, straight into the output tensor.
+// Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently
+// (a damaged segment, a misplaced marker, a block where its SIMD IDCT could differ from the C code)
+// sets a bit in it, and the host sends that item to the CPU path, which gives libjpeg's own outcome.
+// The arithmetic is jpeg_core's __host__ __device__ code, which CI tests against libjpeg-turbo on the
+// CPU (tests/test_jpeg_core.py).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "jpeg_core/tables.h"
+
+namespace custom_op {
+namespace gpu {
+
+// Bits of an image's status word.
+enum SegmentDecodeStatus : uint32_t {
+  kSegmentDecodeOk = 0,
+  kMarkersWrong = 1u << 8,   // a restart marker missing, extra or misnumbered, or no EOI after the last
+  kSegmentDamaged = 1u << 9,  // with the jpeg_core::SegmentFlags of the segment in the low bits
+  kBlockInexact = 1u << 10,   // libjpeg's SIMD and C IDCTs could differ on a block
+};
+
+// One image to decode (a batch item, or the decode that several windows of one file share).
+struct SegmentImage {
+  jpeg_core::Frame frame;
+  // Per frame component: its Huffman tables (shared by images whose tables are the same bytes) and
+  // its quantisation table.
+  const jpeg_core::HuffTable* dc[jpeg_core::kMaxComponents];
+  const jpeg_core::HuffTable* ac[jpeg_core::kMaxComponents];
+  jpeg_core::QuantTable quant[jpeg_core::kMaxComponents];
+  const uint8_t* data;  // the file's bytes on the device
+  int64_t size;
+  int64_t scan_start;  // where the first scan's entropy-coded data starts
+  int64_t num_segments;
+  int64_t mcus_per_segment;  // the restart interval
+  int64_t* segment_begin;    // num_segments offsets each, filled by find_segments
+  int64_t* segment_end;
+  // The rectangle of MCUs decoded: rows [mcu_row0, mcu_row0 + mcu_rows), columns
+  // [mcu_col0, mcu_col0 + mcu_cols). Coefficients are kept for its rows, whole width.
+  int32_t mcu_row0, mcu_rows, mcu_col0, mcu_cols;
+  int16_t* coefficients[jpeg_core::kMaxComponents];  // mcu_rows * mcu_blocks_v * blocks_per_row blocks
+  // Samples of the rectangle's blocks: rows from the rectangle's first block row, pitch in bytes.
+  uint8_t* samples[jpeg_core::kMaxComponents];
+  int32_t sample_pitch[jpeg_core::kMaxComponents];
+  int32_t idct_components;  // the components the output needs: 1 for grey output, else all
+  int32_t blocks;           // blocks of those components in the rectangle (idct_blocks' work)
+  uint32_t* status;         // SegmentDecodeStatus bits, zeroed by find_segments
+};
+
+// One segment for decode_segments: which image, and which of its segments.
+struct SegmentTask {
+  int32_t image;
+  int32_t segment;
+};
+
+// One output window, written by write_windows.
+struct WindowWrite {
+  int32_t image;
+  int32_t region_top, region_left, region_height, region_width;  // stored-frame pixels of the image
+  uint8_t* dst;                                                  // [channels, H, W]; swapped for 5..8
+  int32_t channels;     // 1 or 3
+  int32_t orientation;  // EXIF 1..8
+  int32_t color;        // kWindowGray (Y), kWindowRgb (YCbCr -> RGB), kWindowGrayToRgb
+};
+
+enum WindowColor : int32_t { kWindowGray = 0, kWindowRgb = 1, kWindowGrayToRgb = 2 };
+
+// Each launch returns its error code. Counts are those of the arrays (device memory); max_* bound the
+// work of one element, which sizes the grids.
+cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t stream);
+cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count,
+                                   cudaStream_t stream);
+cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);
+cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count,
+                                 int64_t max_pixels, cudaStream_t stream);
+
+}  // namespace gpu
+}  // namespace custom_op
