@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include "cuda/orientation.h"
 #include "jpeg_core/jpeg_core.h"
 
@@ -11,73 +13,114 @@ namespace {
 
 namespace jc = jpeg_core;
 
-constexpr int kScanThreads = 256;
+constexpr int kScanThreads = 512;
+constexpr int kScanBytes = 16;
 constexpr int kThreads = 128;
 constexpr int kMaxBlocksPerImage = 1024;
 constexpr int kMaxImagesPerLaunch = 65535;  // gridDim.y
 
 // ---- 1. restart markers -----------------------------------------------------------------------
 
-// The markers a thread sees in its chunk: an FF whose next byte is neither 00 (stuffing) nor FF
-// (fill). The segment before it ends at the first FF of the fill run that precedes the marker.
+// A marker: an FF whose next byte is neither 00 (stuffing) nor FF (fill). The segment before it ends
+// at the first FF of the fill run that precedes the marker.
 __device__ __forceinline__ bool marker_at(const uint8_t* d, int64_t p, int64_t size) {
   return d[p] == 0xFF && p + 1 < size && d[p + 1] != 0x00 && d[p + 1] != 0xFF;
 }
 
+// The block's exclusive prefix sum of `value`, and the block's total.
+__device__ __forceinline__ int block_exclusive_sum(int value, int* total) {
+  __shared__ int warp_sums[kScanThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int inclusive = value;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int other = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  int before = 0, all = 0;
+  for (int w = 0; w < kScanThreads / 32; ++w) {
+    const int s = warp_sums[w];
+    before += w < warp ? s : 0;
+    all += s;
+  }
+  __syncthreads();  // warp_sums is reused by the next call
+  *total = all;
+  return before + inclusive - value;
+}
+
+// One thread block per image walks its entropy-coded data in tiles, each thread a run of kScanBytes
+// consecutive bytes (neighbouring threads read neighbouring runs: the loads coalesce), numbering the
+// markers in file order with a block-wide prefix sum per tile.
 __global__ void find_segments_kernel(SegmentImage* images) {
   SegmentImage& im = images[blockIdx.x];
   const uint8_t* d = im.data;
   const int64_t begin = im.scan_start, size = im.size;
-  const int64_t length = size - begin;
-  const int64_t chunk = (length + kScanThreads - 1) / kScanThreads;
-  const int64_t a = begin + chunk * threadIdx.x;
-  const int64_t b = a + chunk < size ? a + chunk : size;
-  int count = 0;
-  for (int64_t p = a; p < b; ++p) count += marker_at(d, p, size);
-
-  // Exclusive prefix sum of the counts over the block: each thread's first marker's number.
-  __shared__ int sums[kScanThreads];
-  sums[threadIdx.x] = count;
-  __syncthreads();
-  for (int offset = 1; offset < kScanThreads; offset <<= 1) {
-    const int add = threadIdx.x >= offset ? sums[threadIdx.x - offset] : 0;
-    __syncthreads();
-    sums[threadIdx.x] += add;
-    __syncthreads();
-  }
-  int64_t k = sums[threadIdx.x] - count;
-  const int total = sums[kScanThreads - 1];
   uint32_t bad = 0;
+  int64_t base = 0;  // markers before this tile
+  for (int64_t tile = begin; tile < size; tile += int64_t{kScanThreads} * kScanBytes) {
+    const int64_t a = tile + int64_t{threadIdx.x} * kScanBytes;
+    const int64_t b = a + kScanBytes < size ? a + kScanBytes : size;
+    int count = 0;
+    for (int64_t p = a; p < b; ++p) count += marker_at(d, p, size);
+    int total;
+    int64_t k = base + block_exclusive_sum(count, &total);
+    base += total;
+    for (int64_t p = a; count > 0 && p < b; ++p) {
+      if (!marker_at(d, p, size)) continue;
+      --count;
+      // Markers past the EOI that ends the last segment are not the scan's (libjpeg stops reading).
+      if (k < im.num_segments) {
+        const uint8_t code = d[p + 1];
+        const bool last = k == im.num_segments - 1;
+        if (last ? code != 0xD9 : code != 0xD0 + (k & 7)) bad = kMarkersWrong;
+        int64_t end = p;
+        while (end > begin && d[end - 1] == 0xFF) --end;
+        im.segment_end[k] = end;
+        if (!last) im.segment_begin[k + 1] = p + 2;
+      }
+      ++k;
+    }
+  }
   if (threadIdx.x == 0) {
     im.segment_begin[0] = begin;
     // Fewer markers than segments: the data ends early (libjpeg: premature end of data).
-    if (total < im.num_segments) bad = kMarkersWrong;
+    if (base < im.num_segments) bad = kMarkersWrong;
+    *im.status = 0;
   }
-  for (int64_t p = a; p < b; ++p) {
-    if (!marker_at(d, p, size)) continue;
-    // Markers past the EOI that ends the last segment are not the scan's (libjpeg stops reading).
-    if (k < im.num_segments) {
-      const uint8_t code = d[p + 1];
-      const bool last = k == im.num_segments - 1;
-      if (last ? code != 0xD9 : code != 0xD0 + (k & 7)) bad = kMarkersWrong;
-      int64_t end = p;
-      while (end > begin && d[end - 1] == 0xFF) --end;
-      im.segment_end[k] = end;
-      if (!last) im.segment_begin[k + 1] = p + 2;
-    }
-    ++k;
-  }
-  if (threadIdx.x == 0) *im.status = 0;
   __syncthreads();
   if (bad != 0) atomicOr(im.status, bad);
 }
 
-// ---- 2. Huffman decoding ----------------------------------------------------------------------
-
-__global__ void decode_segments_kernel(const SegmentImage* images, const SegmentTask* tasks, int count) {
+// The sort key of each task: its segment's length in bytes (0 where the markers are wrong, whose
+// tasks return at once).
+__global__ void segment_lengths_kernel(const SegmentImage* images, const SegmentTask* tasks, int count,
+                                       uint32_t* keys, int32_t* order) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= count) return;
   const SegmentTask task = tasks[t];
+  const SegmentImage& im = images[task.image];
+  uint32_t length = 0;
+  if (!(*im.status & kMarkersWrong)) {
+    const int64_t n = im.segment_end[task.segment] - im.segment_begin[task.segment];
+    length = n < 0 ? 0u : (n > 0xFFFFFFF ? 0xFFFFFFFu : static_cast<uint32_t>(n));
+  }
+  keys[t] = length;
+  order[t] = t;
+}
+
+// ---- 2. Huffman decoding ----------------------------------------------------------------------
+
+__global__ void decode_segments_kernel(const SegmentImage* images, const SegmentTask* tasks, const int32_t* sorted,
+                                       int count) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= (count + 31) / 32 * 32) return;
+  // Thread t takes the segment of rank (lane * warps + warp) in decreasing length: the `warps` longest
+  // segments each lead a warp of their own, the next ones are each the second of a warp, and so on.
+  const int warps = (count + 31) / 32;
+  const int rank = (t & 31) * warps + (t >> 5);
+  if (rank >= count) return;
+  const SegmentTask task = tasks[sorted[rank]];
   const SegmentImage& im = images[task.image];
   if (*im.status & kMarkersWrong) return;  // the segment ranges cannot be trusted
   const jc::Frame& f = im.frame;
@@ -199,10 +242,37 @@ cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t s
   return cudaGetLastError();
 }
 
-cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count,
-                                   cudaStream_t stream) {
+size_t segment_sort_bytes(int count) {
+  size_t temp = 0;
+  cub::DeviceRadixSort::SortPairsDescending(nullptr, temp, static_cast<const uint32_t*>(nullptr),
+                                            static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                            static_cast<int32_t*>(nullptr), count, 0, 28);
+  return temp + 4 * sizeof(uint32_t) * static_cast<size_t>(count) + 1024;
+}
+
+cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count, void* sort_space,
+                                   size_t sort_bytes, cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
-  decode_segments_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(images, tasks, count);
+  // A launch lasts as long as its slowest warp, and a warp advances at the pace of the lane with most to
+  // decode in each block: two long segments in one warp slow each other down. So the segments are
+  // sorted by length and dealt out so that the longest each lead a different warp (measured on
+  // prepared ImageNet photos: the decode took 40% less time than in file order, and half the time of
+  // the longest segments packed together into the first warps).
+  auto* keys = static_cast<uint32_t*>(sort_space);
+  uint32_t* sorted_keys = keys + count;
+  auto* order = reinterpret_cast<int32_t*>(sorted_keys + count);
+  int32_t* sorted_order = order + count;
+  void* temp = sorted_order + count;
+  size_t temp_bytes = sort_bytes - 4 * sizeof(uint32_t) * static_cast<size_t>(count) - 1024;
+  const int grid = (count + kThreads - 1) / kThreads;
+  const int decode_grid = ((count + 31) / 32 * 32 + kThreads - 1) / kThreads;
+  segment_lengths_kernel<<<grid, kThreads, 0, stream>>>(images, tasks, count, keys, order);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  err = cub::DeviceRadixSort::SortPairsDescending(temp, temp_bytes, keys, sorted_keys, order, sorted_order, count, 0,
+                                                  28, stream);
+  if (err != cudaSuccess) return err;
+  decode_segments_kernel<<<decode_grid, kThreads, 0, stream>>>(images, tasks, sorted_order, count);
   return cudaGetLastError();
 }
 

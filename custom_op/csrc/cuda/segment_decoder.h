@@ -20,6 +20,7 @@
 // CPU (tests/test_jpeg_core.py).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
@@ -85,8 +86,11 @@ enum WindowColor : int32_t { kWindowGray = 0, kWindowRgb = 1, kWindowGrayToRgb =
 // Each launch returns its error code. Counts are those of the arrays (device memory); max_* bound the
 // work of one element, which sizes the grids.
 cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t stream);
-cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count,
-                                   cudaStream_t stream);
+// decode_segments sorts the tasks by length in `sort_space`, segment_sort_bytes(count) bytes of device
+// memory (aligned to 256).
+size_t segment_sort_bytes(int count);
+cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count, void* sort_space,
+                                   size_t sort_bytes, cudaStream_t stream);
 cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);
 cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count,
                                  int64_t max_pixels, cudaStream_t stream);

@@ -31,6 +31,17 @@ namespace jpeg_core {
 
 static_assert((-7 >> 1) == -4, "jpeg_core needs arithmetic right shifts of negative values");
 
+// A load of memory that stays unchanged while a kernel runs (the tables, the file's bytes): through the
+// GPU's read-only data cache in device code, a plain load elsewhere.
+template <class T>
+CUSTOM_OP_HD inline T load_readonly(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
 CUSTOM_OP_HD inline int min_int(int a, int b) { return a < b ? a : b; }
 CUSTOM_OP_HD inline int max_int(int a, int b) { return a > b ? a : b; }
 CUSTOM_OP_HD inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }

@@ -59,20 +59,20 @@ CUSTOM_OP_HD inline int32_t huff_extend(uint32_t bits, int size) {
 
 // One symbol, or -1 for a code the table lacks. Needs 16 bits buffered.
 CUSTOM_OP_HD inline int decode_symbol(BitReader* r, const HuffTable& t) {
-  const uint16_t e = t.lookup[reader_peek(r, kHuffLookBits)];
+  const uint16_t e = load_readonly(&t.lookup[reader_peek(r, kHuffLookBits)]);
   if (e != 0) {
     reader_drop(r, e >> 8);
     return e & 0xFF;
   }
   for (int length = kHuffLookBits + 1; length <= 16; ++length) {
     const int32_t code = static_cast<int32_t>(reader_peek(r, length));
-    if (code <= t.maxcode[length]) {
-      const int32_t index = code + t.valoffset[length];
+    if (code <= load_readonly(&t.maxcode[length])) {
+      const int32_t index = code + load_readonly(&t.valoffset[length]);
       // Always true for a table build_huffman_table accepted (canonical codes); checked anyway so
       // that no table can send the read outside huffval.
-      if (index < 0 || index >= t.num_symbols) return -1;
+      if (index < 0 || index >= load_readonly(&t.num_symbols)) return -1;
       reader_drop(r, length);
-      return t.huffval[index];
+      return load_readonly(&t.huffval[index]);
     }
   }
   return -1;
