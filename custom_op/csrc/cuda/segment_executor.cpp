@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -86,12 +87,12 @@ class SegmentExecutor : public Executor {
 
     // Huffman tables shared by several images are uploaded once.
     std::vector<const jc::HuffTable*> tables;
+    std::unordered_map<const jc::HuffTable*, int> table_index;
     std::vector<int> dc_index(plans_.size() * jc::kMaxComponents), ac_index(plans_.size() * jc::kMaxComponents);
     auto index_of = [&](const jc::HuffTable* t) {
-      const auto at = std::find(tables.begin(), tables.end(), t);
-      if (at != tables.end()) return static_cast<int>(at - tables.begin());
-      tables.push_back(t);
-      return static_cast<int>(tables.size() - 1);
+      const auto [at, added] = table_index.emplace(t, static_cast<int>(tables.size()));
+      if (added) tables.push_back(t);
+      return at->second;
     };
     for (size_t k = 0; k < plans_.size(); ++k) {
       for (int c = 0; c < plans_[k].image.frame.num_components; ++c) {
