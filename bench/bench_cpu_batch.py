@@ -1,8 +1,8 @@
 """The batched CPU decode on torch's intra-op thread pool: one thread against several, same files and
 windows, in one run.
 
-    python bench/bench_cpu_batch.py                       # prints a markdown table
-    python bench/bench_cpu_batch.py --out bench/results/cpu_batch.md
+    python bench/bench_cpu_batch.py                       # prints the report (Markdown)
+    python bench/bench_cpu_batch.py --out bench/results/cpu_batch.md      # also writes it, and cpu_batch.json
 
 custom_op.decode_and_crop_jpegs decodes the items of a batch in parallel on torch's intra-op pool, in
 the calling process, the GIL released. Cases: batches of 64 ImageNet photos (../shared/data/imagenet-
@@ -17,7 +17,6 @@ Outputs are compared with the loop's: they must be identical.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import platform
 import statistics
@@ -30,7 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import commit_description, cpu_description, random_windows  # noqa: E402
+from common import Report, cpu_description, random_windows  # noqa: E402
 
 import custom_op  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
@@ -78,7 +77,7 @@ def main():
     parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     args = parser.parse_args()
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -88,19 +87,16 @@ def main():
     methods["loop of decode_and_crop_jpeg, 1 thread"] = loop
     base = "decode_and_crop_jpegs, 1 thread"
     before = torch.get_num_threads()
-    lines = [
-        "# Batched CPU decode on the intra-op thread pool",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {cpu_description()}",
-        f"- commit: {commit_description(ROOT)}",
-        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, custom_op linked against "
-        f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
-        f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image; speed-up: one "
-        "thread's time / this method's",
-        "",
-    ]
+    report = Report(
+        "Batched CPU decode on the intra-op thread pool",
+        machine=cpu_description(),
+        details={
+            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, custom_op linked against "
+            f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image; speed-up: one "
+            "thread's time / this method's",
+        },
+    )
     try:
         for title, files in cases(args):
             files = files[: len(files) // BATCH * BATCH]
@@ -112,26 +108,19 @@ def main():
                 for k in range(0, len(files), BATCH)
             )
             result = measure(files, windows, methods, args.rounds)
-            lines += [
-                f"## {title} ({len(files)} files), 224x224 windows",
-                "",
-                f"outputs identical to the loop of single calls: {identical}",
-                "",
-                "| method | ms/image | speed-up |",
-                "| --- | ---: | ---: |",
-            ]
-            for name, (best, median) in result.items():
-                lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {result[base][0] / best:.2f}x |")
-            lines.append("")
-            print("\n".join(lines[-(len(result) + 5) :]), flush=True)
+            report.heading(f"{title} ({len(files)} files), 224x224 windows")
+            report.text(f"outputs identical to the loop of single calls: {identical}")
+            report.table(
+                ["method", "ms/image", "speed-up"],
+                [
+                    [name, f"{best:.3f} ({median:.3f})", f"{result[base][0] / best:.2f}x"]
+                    for name, (best, median) in result.items()
+                ],
+            )
     finally:
         torch.set_num_threads(before)
-    report = "\n".join(lines)
     if args.out:
-        Path(args.out).write_text(report + "\n")
-        print(f"wrote {args.out}")
-    else:
-        print(report)
+        report.write(args.out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Single-thread CPU benchmark: decode a window of a JPEG, every method on the same files and windows.
 
-    python bench/bench_cpu_crop.py                 # all cases, prints a markdown table
-    python bench/bench_cpu_crop.py --out bench/results/cpu_crop.md
+    python bench/bench_cpu_crop.py                 # all cases, prints the report (Markdown)
+    python bench/bench_cpu_crop.py --out bench/results/cpu_crop.md     # also writes it, and cpu_crop.json
 
 Methods: Pillow full decode + slice of the array, Pillow full decode with crop() before the
 conversion (its cheapest path), simplejpeg full decode + slice (when installed), and
@@ -15,10 +15,8 @@ best round of each is reported, with ratios against custom_op.
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib.util
 import io
-import os
 import platform
 import statistics
 import sys
@@ -32,7 +30,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import commit_description, cpu_description, random_windows  # noqa: E402
+from common import Report, cpu_description, random_windows  # noqa: E402
 
 import custom_op  # noqa: E402
 from datasets.synthetic import make_synthetic_set  # noqa: E402
@@ -125,47 +123,36 @@ def main():
     parser.add_argument("--n-large", type=int, default=8, help="number of 4000x3000 files (0: skip the case)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     fns = methods()
     ours = "custom_op.decode_and_crop_jpeg"
-    lines = [
-        "# CPU decode-and-crop benchmark, single thread",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {cpu_description()}",
-        f"- commit: {commit_description(ROOT)}",
-        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
-        f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
-        f"{custom_op.library_info().get('libjpeg_turbo_version', '?')}",
-        f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image",
-        "",
-    ]
+    report = Report(
+        "CPU decode-and-crop benchmark, single thread",
+        machine=cpu_description(),
+        details={
+            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
+            f"custom_op linked against libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image",
+        },
+    )
     for title, files, size in cases(args):
         windows = random_windows(files, size, args.seed)
         exact = check_same_pixels(files, windows)
         result = measure(files, windows, fns, args.rounds)
-        lines += [
-            f"## {title}",
-            "",
-            f"custom_op output equals Pillow's on every window: {exact}",
-            "",
-            "| method | ms/image | time / custom_op time |",
-            "| --- | ---: | ---: |",
-        ]
-        for name, (best, median) in result.items():
-            lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {best / result[ours][0]:.2f}x |")
-        lines.append("")
-        print("\n".join(lines[-(len(result) + 5) :]), flush=True)
-    report = "\n".join(lines)
+        report.heading(title)
+        report.text(f"custom_op output equals Pillow's on every window: {exact}")
+        report.table(
+            ["method", "ms/image", "time / custom_op time"],
+            [
+                [name, f"{best:.3f} ({median:.3f})", f"{best / result[ours][0]:.2f}x"]
+                for name, (best, median) in result.items()
+            ],
+        )
     if args.out:
-        Path(args.out).write_text(report + "\n")
-        print(f"wrote {args.out}")
-    else:
-        print(report)
+        report.write(args.out)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 and the same windows, side by side in one process; images per second, host CPU time per image, and
 each method's largest difference from the CPU path (which equals Pillow's decode + crop).
 
-    python bench/bench_gpu.py --out bench/results/gpu_h100.md        # on a GPU machine
+    python bench/bench_gpu.py --out bench/results/gpu_h100.md        # on a GPU machine; also writes gpu_h100.json
 
 Sections (all by default; --only picks some):
   sample    the ImageNet sample, 224x224 windows (images smaller than 224 give smaller windows, the
@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import io
 import json
 import multiprocessing as mp
 import os
 import platform
-import shlex
 import statistics
 import subprocess
 import sys
@@ -52,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from common import commit_description, cpu_description, random_windows  # noqa: E402
+from common import Report, cpu_description, random_windows  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
@@ -552,7 +550,8 @@ def warmup_section(args):
 # ---------------------------------------------------------------------------------------------------
 
 
-def header(args):
+def header(args) -> Report:
+    """The report, its header filled in: the sections' Markdown is added to it as they finish."""
     import torchvision
 
     info = gpu.backend_info()
@@ -561,21 +560,19 @@ def header(args):
         if info.hardware
         else f"not used: {info.hardware_note}"
     )
-    command = shlex.join([os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:])
-    return [
-        "# GPU decode-and-crop benchmark",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {command}`",
-        f"- machine: {torch.cuda.get_device_name()}; {cpu_description()}",
-        f"- commit: {args.commit or commit_description(ROOT)}",
-        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, torchvision "
-        f"{torchvision.__version__}, nvJPEG {info.nvjpeg_version} (JPEG engines: {engines}), custom_op CPU path on "
-        f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
-        f"- each figure: best of {args.rounds} rounds (median beside it; {args.large_rounds} rounds for the large "
-        "photo); host CPU = process CPU time (all threads; the CPU path adds its workers') per image",
-        "",
-    ]
+    return Report(
+        "GPU decode-and-crop benchmark",
+        machine=f"{torch.cuda.get_device_name()}; {cpu_description()}",
+        commit=args.commit,
+        details={
+            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, torchvision "
+            f"{torchvision.__version__}, nvJPEG {info.nvjpeg_version} (JPEG engines: {engines}), custom_op CPU path "
+            f"on libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "each figure": f"best of {args.rounds} rounds (median beside it; {args.large_rounds} rounds for the "
+            "large photo); host CPU = process CPU time (all threads; the CPU path adds its workers') per image",
+        },
+        echo=False,  # the sections print their own lines
+    )
 
 
 def main():
@@ -605,7 +602,7 @@ def main():
         help="the commit line of the report, for a checkout without .git (the device "
         "machine gets the working tree only)",
     )
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     parser.add_argument("--warmup-probe", choices=WARMUP_METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -614,7 +611,8 @@ def main():
         sys.exit(f"no GPU backend here: {gpu.unavailable_reason()}")
     if args.warmup_probe:
         return warmup_probe(args)
-    lines = emit(header(args))
+    report = header(args)
+    emit(report.to_markdown().splitlines())
     sections = {
         "sample": sample_section,
         "large": large_section,
@@ -623,9 +621,9 @@ def main():
     }
     for name in SECTIONS:
         if name in args.only and sections[name] is not None:
-            lines += sections[name](args)
+            report.markdown(sections[name](args))
             if args.out:  # after each section, so that a run cut short keeps what it measured
-                Path(args.out).write_text("\n".join(lines) + "\n")
+                report.write(args.out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Single-thread benchmark of random-access decoding: the same windows, decoded three ways.
 
-    python bench/bench_random_access.py                      # all cases, prints a markdown report
-    python bench/bench_random_access.py --out bench/results/random_access.md
+    python bench/bench_random_access.py                      # all cases, prints the report (Markdown)
+    python bench/bench_random_access.py --out bench/results/random_access.md   # also writes random_access.json
 
 Methods, on the same files and the same windows:
   - Pillow full decode + slice, on the original files (what a torchvision pipeline does);
@@ -19,12 +19,9 @@ alike; the best round of each is reported (median in parentheses), with ratios a
 from __future__ import annotations
 
 import argparse
-import datetime
 import io
-import os
 import platform
 import random
-import shlex
 import statistics
 import sys
 import time
@@ -37,7 +34,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import commit_description, cpu_description, random_windows  # noqa: E402
+from common import Report, cpu_description, random_windows  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op.testing import random_access_decodes  # noqa: E402
@@ -133,40 +130,33 @@ def main():
         "--max-growth", type=float, default=custom_op.prepare.DEFAULT_MAX_GROWTH, help="prepare_jpeg's size budget"
     )
     parser.add_argument("--note", default="", help="a line about the machine's state, added to the report")
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    lines = [
-        "# Random-access decoding benchmark, single thread",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {cpu_description()}" + (f"; {args.note}" if args.note else ""),
-        f"- commit: {commit_description(ROOT)}",
-        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, "
-        f"Pillow {Image.__version__}, custom_op linked against libjpeg-turbo "
-        f"{custom_op.library_info().get('libjpeg_turbo_version', '?')}",
-        f"- prepared with `custom_op.prepare_jpeg(data, max_growth={args.max_growth})` (restart interval "
-        "chosen per file)",
-        f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image; the same "
-        "random windows (seed {}) for every method".format(args.seed),
-        "",
-    ]
-    print("\n".join(lines), flush=True)
+    report = Report(
+        "Random-access decoding benchmark, single thread",
+        machine=cpu_description() + (f"; {args.note}" if args.note else ""),
+        details={
+            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
+            f"custom_op linked against libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "prepared with": f"`custom_op.prepare_jpeg(data, max_growth={args.max_growth})` (restart interval "
+            "chosen per file)",
+            "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image; the same random "
+            f"windows (seed {args.seed}) for every method",
+        },
+    )
     for title, originals in cases(args):
         prepared, prepare_s = prepare_all(originals, args)
         before, after = sum(map(len, originals)), sum(map(len, prepared))
-        section = [
-            f"## {title}",
-            "",
+        report.heading(title)
+        report.text(
             f"prepared copies: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB "
             f"({100 * (after / before - 1):+.2f}%), largest single-file change "
             f"{100 * max(len(p) / len(o) - 1 for o, p in zip(originals, prepared)):+.2f}%; "
-            f"prepare pass {1e3 * prepare_s / len(originals):.1f} ms/file (one process)",
-            "",
-        ]
+            f"prepare pass {1e3 * prepare_s / len(originals):.1f} ms/file (one process)"
+        )
         for size in sizes:
             windows = random_windows(originals, size, args.seed)
             exact, fast = check_exact(originals, prepared, windows)
@@ -184,24 +174,20 @@ def main():
                 args.rounds,
             )
             pillow = result["Pillow full + slice (originals)"][0]
-            section += [
-                f"### {size}x{size} windows",
-                "",
+            report.heading(f"{size}x{size} windows", level=3)
+            report.text(
                 f"equal to Pillow's pixels: {exact} of {len(windows)} windows; restart-segment path "
-                f"taken on {fast} of {len(windows)} prepared files",
-                "",
-                "| method | ms/image | speed-up over Pillow |",
-                "| --- | ---: | ---: |",
-            ]
-            for name, (best, median) in result.items():
-                section.append(f"| {name} | {best:.3f} ({median:.3f}) | {pillow / best:.2f}x |")
-            section.append("")
-        print("\n".join(section), flush=True)
-        lines += section
-    report = "\n".join(lines)
+                f"taken on {fast} of {len(windows)} prepared files"
+            )
+            report.table(
+                ["method", "ms/image", "speed-up over Pillow"],
+                [
+                    [name, f"{best:.3f} ({median:.3f})", f"{pillow / best:.2f}x"]
+                    for name, (best, median) in result.items()
+                ],
+            )
     if args.out:
-        Path(args.out).write_text(report + "\n")
-        print(f"wrote {args.out}")
+        report.write(args.out)
 
 
 if __name__ == "__main__":

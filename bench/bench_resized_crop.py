@@ -1,7 +1,7 @@
 """Single-thread CPU benchmark of RandomResizedCrop-style decoding to 224x224, every method on the same windows.
 
-    python bench/bench_resized_crop.py                       # prints a markdown report
-    python bench/bench_resized_crop.py --out bench/results/resized_crop.md
+    python bench/bench_resized_crop.py                       # prints the report (Markdown)
+    python bench/bench_resized_crop.py --out bench/results/resized_crop.md     # also writes resized_crop.json
 
 Training (one RandomResizedCrop window per file, drawn once with torchvision's algorithm, seed --seed):
 - Pillow full decode + crop + resize: what torchvision's RandomResizedCrop does to a PIL image
@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import io
 import math
-import os
 import platform
-import shlex
 import statistics
 import sys
 import time
@@ -43,7 +40,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import commit_description, cpu_description  # noqa: E402
+from common import Report, cpu_description  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op.resized_crop import INTERPOLATIONS, choose_scale  # noqa: E402
@@ -169,13 +166,10 @@ EVAL = {
 
 def scale_table(rounds):
     """Fused time for square windows of side L at every DCT scale that keeps them >= 224: the data
-    behind AUTO_SCALES. One generated 1600x1200 4:2:0 file; window at (100, 100)."""
+    behind AUTO_SCALES. One generated 1600x1200 4:2:0 file; window at (100, 100). (columns, rows)."""
     root = make_synthetic_set(1, 1200, 1600, seed=2, show_progress=False)
     data = next(root.rglob("*.jpg")).read_bytes()
-    lines = [
-        "| window side | " + " | ".join(f"s={s}" for s in ALL_SCALES) + " |",
-        "| ---: | " + " | ".join("---:" for _ in ALL_SCALES) + " |",
-    ]
+    rows = []
     for side in (240, 300, 360, 420, 500, 700, 1000):
         cells = []
         for s in ALL_SCALES:
@@ -189,8 +183,8 @@ def scale_table(rounds):
                     custom_op.decode_and_resized_crop_jpeg(data, 100, 100, side, side, SIZE, scale=s)
                 best = min(best, (time.perf_counter() - start) / 5 * 1e3)
             cells.append(f"{best:.2f}")
-        lines.append(f"| {side} | " + " | ".join(cells) + " |")
-    return lines
+        rows.append([str(side)] + cells)
+    return ["window side"] + [f"s={s}" for s in ALL_SCALES], rows
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -245,14 +239,14 @@ def mean_psnr(files, windows, fn, reference):
     return f"{statistics.mean(finite):.1f} (min {min(finite):.1f}; {exact}/{len(values)} identical)"
 
 
-def table(result, baseline, psnrs):
-    lines = [
-        "| method | ms/image, best (median) | Pillow full / method | PSNR vs Pillow full, dB |",
-        "| --- | ---: | ---: | --- |",
+def table_rows(result, baseline, psnrs):
+    return [
+        [name, f"{best:.3f} ({median:.3f})", f"{result[baseline][0] / best:.2f}x", psnrs[name]]
+        for name, (best, median) in result.items()
     ]
-    for name, (best, median) in result.items():
-        lines.append(f"| {name} | {best:.3f} ({median:.3f}) | {result[baseline][0] / best:.2f}x | {psnrs[name]} |")
-    return lines
+
+
+TABLE_COLUMNS = ["method", "ms/image, best (median)", "Pillow full / method", "PSNR vs Pillow full, dB"]
 
 
 def machine(label):
@@ -268,24 +262,20 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--machine", default="2-core CPU VM", help="how to name the machine in the report")
     parser.add_argument("--note", default="", help="a line added under the header (e.g. that the machine was shared)")
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
-    lines = [
-        "# RandomResizedCrop decoding to 224x224, single thread",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {machine(args.machine)}",
-        f"- commit: {commit_description(ROOT)}",
-        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
+    details = {
+        "versions": f"Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
         f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
-        f"- each figure: best of {args.rounds} rounds (median in parentheses), ms per image, torch threads = 1",
-    ]
+        "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image, torch threads = 1",
+    }
     if args.note:
-        lines.append(f"- {args.note}")
-    lines.append("")
+        details["note"] = args.note
+    report = Report(
+        "RandomResizedCrop decoding to 224x224, single thread", machine=machine(args.machine), details=details
+    )
     for title, files in cases(args):
         windows = windows_for(files, args.seed)
         scales = collections.Counter(choose_scale(w[2], w[3], SIZE) for w in windows)
@@ -294,37 +284,23 @@ def main():
         train_psnr = {name: mean_psnr(files, windows, fn, pillow_full) for name, fn in TRAIN.items()}
         evaluation = measure(files, windows, EVAL, args.rounds)
         eval_psnr = {name: mean_psnr(files, windows, fn, eval_pillow_full) for name, fn in EVAL.items()}
-        section = [
-            f"## {title}",
-            "",
+        report.heading(title)
+        report.text(
             f"Scales chosen (eighths: windows), default set: {dict(sorted(scales.items()))}; "
-            f"from 1..8: {dict(sorted(scales_all.items()))}",
-            "",
-            "Training: RandomResizedCrop window -> 224x224 bilinear",
-            "",
-        ]
-        section += table(train, "Pillow full decode + crop + resize", train_psnr)
-        section += ["", "Evaluation: Resize(256) + CenterCrop(224), bilinear", ""]
-        section += table(evaluation, "Pillow full decode + Resize(256) + CenterCrop", eval_psnr)
-        section.append("")
-        print("\n".join(section), flush=True)
-        lines += section
-    section = (
-        [
-            "## Scale set: fused ms per window at each DCT scale (generated 1600x1200, 4:2:0)",
-            "",
-            "Only scales that keep the window >= 224 are timed; the default picks the smallest of {1, 2, 4, 8}.",
-            "",
-        ]
-        + scale_table(args.rounds)
-        + [""]
-    )
-    print("\n".join(section), flush=True)
-    lines += section
-    report = "\n".join(lines)
+            f"from 1..8: {dict(sorted(scales_all.items()))}"
+        )
+        report.text("Training: RandomResizedCrop window -> 224x224 bilinear")
+        report.table(TABLE_COLUMNS, table_rows(train, "Pillow full decode + crop + resize", train_psnr), "lrrl")
+        report.text("Evaluation: Resize(256) + CenterCrop(224), bilinear")
+        report.table(
+            TABLE_COLUMNS, table_rows(evaluation, "Pillow full decode + Resize(256) + CenterCrop", eval_psnr), "lrrl"
+        )
+    report.heading("Scale set: fused ms per window at each DCT scale (generated 1600x1200, 4:2:0)")
+    report.text("Only scales that keep the window >= 224 are timed; the default picks the smallest of {1, 2, 4, 8}.")
+    columns, rows = scale_table(args.rounds)
+    report.table(columns, rows, "r" * len(columns))
     if args.out:
-        Path(args.out).write_text(report + "\n")
-        print(f"wrote {args.out}")
+        report.write(args.out)
 
 
 if __name__ == "__main__":

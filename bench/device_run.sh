@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU tests and the GPU benchmark in one command, on any CUDA machine, run from the repository
 # root. Results go to OUTDIR (first argument, else $OUT, else ./gpu-run): env.txt,
-# tests.log, gpu_test_report.json, gpu_bench.md, bench.log, and with --compare compare_bench.md and
-# compare_bench.log.
+# tests.log, gpu_test_report.json, gpu_bench.md and gpu_bench.json (bench/bench_gpu.py's report and its
+# data), bench.log, and with --compare compare_bench.md (with compare_bench.json where that checkout's
+# script writes one) and compare_bench.log.
 #
 #   bash bench/device_run.sh [OUTDIR] [--tests-only|--bench-only] [--compare CHECKOUT|REVISION] [pytest args...]
 #

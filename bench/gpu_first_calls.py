@@ -1,6 +1,6 @@
 """How fast the first GPU batches of a process are, against the steady state (any CUDA machine).
 
-    python bench/gpu_first_calls.py --data DIR [--out bench/results/gpu_first_calls.md]
+    python bench/gpu_first_calls.py --data DIR [--out bench/results/gpu_first_calls.md]   # and gpu_first_calls.json
 
 Each setting runs in a fresh process: one warm-up call (which loads the GPU library and sets the
 device up), then 16 calls timed one by one, then 64 more as the steady state; batches of 64 random
@@ -12,7 +12,6 @@ whether the first batches pay for loading kernels lazily).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -68,41 +67,45 @@ def run(data: str, env_extra: dict) -> dict:
 
 def main():
     sys.path.insert(0, str(ROOT / "bench"))
-    from common import commit_description, cpu_description
+    from common import Report, cpu_description
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="a folder of JPEG photos")
     parser.add_argument("--repeats", type=int, default=2, help="fresh processes per setting")
     parser.add_argument("--commit", help="the commit line, where the checkout has no .git")
-    parser.add_argument("--out")
+    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     args = parser.parse_args()
     import torch
 
     settings = {"default": {}, "CUDA_MODULE_LOADING=EAGER": {"CUDA_MODULE_LOADING": "EAGER"}}
-    lines = [
-        "# The first GPU batches of a process against the steady state",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {' '.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {torch.cuda.get_device_name()}, host {cpu_description()}",
-        f"- commit: {args.commit or commit_description(ROOT)}",
-        f"- batches of {BATCH} files of {args.data}, 224x224 windows; images/s = {BATCH} / call time",
-        "",
-        "| setting | run | first call (s) | calls 2-17 img/s | calls 18-81 img/s | slowest of 2-17 (ms) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
+    report = Report(
+        "The first GPU batches of a process against the steady state",
+        machine=f"{torch.cuda.get_device_name()}, host {cpu_description()}",
+        commit=args.commit,
+        details={"batches": f"{BATCH} files of {args.data} each, 224x224 windows; images/s = {BATCH} / call time"},
+    )
+    rows = []
     for name, env in settings.items():
         for k in range(args.repeats):
             r = run(args.data, env)
-            lines.append(
-                f"| {name} | {k + 1} | {r['first_call_s']:.2f} | {BATCH * 16 / sum(r['first16']):,.0f} | "
-                f"{BATCH * len(r['steady']) / sum(r['steady']):,.0f} | {1e3 * max(r['first16']):.1f} |"
+            rows.append(
+                [
+                    name,
+                    k + 1,
+                    f"{r['first_call_s']:.2f}",
+                    f"{BATCH * 16 / sum(r['first16']):,.0f}",
+                    f"{BATCH * len(r['steady']) / sum(r['steady']):,.0f}",
+                    f"{1e3 * max(r['first16']):.1f}",
+                ]
             )
-            print(lines[-1], " per-call ms:", [round(1e3 * t, 1) for t in r["first16"]], flush=True)
-    report = "\n".join(lines)
-    print(report)
+            print(
+                " | ".join(map(str, rows[-1])), " per-call ms:", [round(1e3 * t, 1) for t in r["first16"]], flush=True
+            )
+    report.table(
+        ["setting", "run", "first call (s)", "calls 2-17 img/s", "calls 18-81 img/s", "slowest of 2-17 (ms)"], rows
+    )
     if args.out:
-        Path(args.out).write_text(report + "\n")
+        report.write(args.out)
 
 
 if __name__ == "__main__":

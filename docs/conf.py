@@ -27,7 +27,7 @@ extensions = [
     "sphinx.ext.autodoc",  # the API reference, from the docstrings
     "sphinx.ext.napoleon",  # the docstrings' Google-style Args / Returns / Raises sections
     "myst_parser",  # Markdown pages
-    "bench_results",  # docs/_ext/bench_results.py: the benchmark tables, from bench/results/*.md
+    "bench_results",  # docs/_ext/bench_results.py: the benchmark tables and charts, from bench/results/*.json
 ]
 
 source_suffix = {".md": "markdown"}

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import html
 import importlib
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -84,12 +86,118 @@ def test_docs_build_strict(tmp_path):
     assert run.returncode == 0, f"{' '.join(command)} failed:\n{run.stdout}\n{run.stderr}"
     assert (tmp_path / "html" / "reference" / "api.html").is_file()
     benchmarks = (tmp_path / "html" / "benchmarks.html").read_text(encoding="utf-8")
-    for report in sorted(RESULTS.glob("*.md")):  # every report's table is on the page
-        assert f"bench/results/{report.name}" in benchmarks, report.name
+    # Every report has its data beside it, and the page shows each report from its data.
+    assert sorted(p.stem for p in RESULTS.glob("*.md")) == sorted(p.stem for p in RESULTS.glob("*.json"))
+    for data in sorted(RESULTS.glob("*.json")):
+        assert f"bench/results/{data.name}" in benchmarks, data.name
+        report = json.loads(data.read_text(encoding="utf-8"))
+        assert report["commit"] in benchmarks, data.name
+        for block in report["body"]:
+            for row in block.get("rows", []):
+                assert html.escape(row[-1], quote=False) in benchmarks, (data.name, row)
     # Every report with a time or rate column gets its charts, drawn from its numbers at build time.
     charted = {p.stem.rsplit("-", 1)[0] for p in (tmp_path / "html" / "_images").glob("*.png")}
     for name in ("cpu-crop", "cpu-batch", "gpu-h100"):
         assert name in charted and f"_images/{name}-1.png" in benchmarks, (name, sorted(charted))
+
+
+def _bench_results_extension(monkeypatch, tmp_path):
+    """docs/_ext/bench_results.py, reading its reports from tmp_path/bench/results/ instead of the checkout's."""
+    pytest.importorskip("sphinx", reason="pip install --no-build-isolation '.[docs]' to build the documentation")
+    spec = importlib.util.spec_from_file_location("_custom_op_bench_results", DOCS / "_ext" / "bench_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "ROOT", tmp_path)
+    monkeypatch.setattr(module, "RESULTS", tmp_path / "bench" / "results")
+    monkeypatch.setattr(module, "CHARTS", tmp_path / "charts")
+    module.RESULTS.mkdir(parents=True)
+    return module
+
+
+def _a_report() -> dict:
+    return {
+        "title": "A benchmark",
+        "date": "2026-01-02T03:04:05+00:00",
+        "command": "python bench/a.py --out bench/results/a.md",
+        "machine": "a test machine",
+        "commit": "0123abcd",
+        "details": {"versions": "Python 3"},
+        "body": [
+            {"type": "heading", "level": 2, "text": "Case one"},
+            {
+                "type": "table",
+                "columns": ["method", "ms/image", "speed-up"],
+                "align": ["left", "right", "right"],
+                "rows": [["ours", "0.427 (0.434)", "2.75x"], ["Pillow", "1.175 (1.202)", "1.00x"]],
+                "numbers": [[None, 0.427, 2.75], [None, 1.175, 1.0]],
+            },
+        ],
+    }
+
+
+def test_the_benchmarks_page_is_generated_from_the_json_files(monkeypatch, tmp_path):
+    """A report's section, its table and its chart come from its JSON file (bench/common.py's Report
+    writes it beside the Markdown report): no Markdown report is read."""
+    ext = _bench_results_extension(monkeypatch, tmp_path)
+    data = ext.RESULTS / "a.json"
+    data.write_text(json.dumps(_a_report()))
+    text = "\n".join(ext.report_text(data))
+    assert text.startswith("(bench-a)=\n## A benchmark\n")
+    for line in (
+        "| data | `bench/results/a.json` |",
+        "| machine | a test machine |",
+        "| commit | 0123abcd |",
+        "| command | `python bench/a.py --out bench/results/a.md` |",
+        "| versions | Python 3 |",
+        "### Case one",  # the report's headings below its title
+        "| method | ms/image | speed-up |\n| --- | ---: | ---: |\n| ours | 0.427 (0.434) | 2.75x |",
+    ):
+        assert line in text, line
+    assert "| report |" not in text  # there is no Markdown report to name
+    pytest.importorskip("matplotlib", reason="the charts need matplotlib")
+    assert "![ms/image, the table above as bars](_generated/a-1.png)" in text
+    assert (ext.CHARTS / "a-1.png").stat().st_size > 0
+    summary = "\n".join(ext.summary_text())
+    assert "| {ref}`A benchmark <bench-a>` | a test machine | 2026-01-02 | 0123abcd |" in summary
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda r: r.pop("commit"), "does not say its commit"),
+        (lambda r: r.update(machine=""), "does not say its machine"),
+        (lambda r: r["body"].append({"type": "chart"}), "body block 2"),
+        (lambda r: r["body"][1]["rows"][0].pop(), "a row of 2 cells for 3 columns"),
+    ],
+)
+def test_a_report_without_its_facts_or_shape_is_refused(monkeypatch, tmp_path, change, message):
+    """What the strict build turns into an error: a report that does not say where and when it was
+    measured, or whose data is not blocks and tables of rows."""
+    ext = _bench_results_extension(monkeypatch, tmp_path)
+    report = _a_report()
+    change(report)
+    (ext.RESULTS / "a.json").write_text(json.dumps(report))
+    with pytest.raises(ValueError, match=message):
+        ext.load(ext.RESULTS / "a.json")
+
+
+def test_a_markdown_report_without_its_json_file_is_a_warning(monkeypatch, tmp_path):
+    ext = _bench_results_extension(monkeypatch, tmp_path)
+    (ext.RESULTS / "a.json").write_text(json.dumps(_a_report()))
+    (ext.RESULTS / "a.md").write_text("# A benchmark\n")
+    (ext.RESULTS / "by_hand.md").write_text("# A report assembled by hand\n")
+    warnings = []
+    monkeypatch.setattr(ext.logger, "warning", lambda message, *args, **kw: warnings.append(message % args))
+    env = type("Env", (), {"bench_results_used": {"a.json": "benchmarks"}})()
+    ext.check_all_used(None, env)
+    assert warnings == [
+        "bench-results: bench/results/by_hand.md has no by_hand.json beside it (write the report with its "
+        "script: bench/common.py's Report)"
+    ]
+    env.bench_results_used = {}
+    warnings.clear()
+    ext.check_all_used(None, env)
+    assert warnings[0].startswith("bench-results: bench/results/a.json is on no page")
 
 
 @pytest.mark.parametrize("path", doc_files(), ids=rel)

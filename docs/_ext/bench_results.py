@@ -1,37 +1,37 @@
-"""Sphinx extension: the benchmark page's tables, read from bench/results/*.md at build time.
+"""Sphinx extension: the benchmark page's tables and charts, from bench/results/*.json at build time.
 
-Each benchmark script writes one Markdown report into bench/results/ (rewritten by its next run): a
-title, a list of ``- key: value`` lines (date, command, machine, commit, versions, ...) and the
-measurements under ``##`` headings. A page includes them with two blocks, which this extension replaces
-by generated Markdown before the page is parsed (Sphinx's ``source-read`` event), so that the pages
-never hold a copied number:
+Each benchmark script writes its report with bench/common.py's ``Report`` (rewritten by its next run):
+bench/results/<name>.md to read, and <name>.json beside it, the same report as data: its title, where
+and when it was measured (``date``, ``command``, ``machine``, ``commit``), further ``details``
+(versions, what each figure is, ...) and its ``body``, a list of blocks (headings, paragraphs, lists,
+code, and tables as columns and rows, with the number each cell starts with). A page includes the
+reports with two blocks, which this extension replaces by generated Markdown before the page is parsed
+(Sphinx's ``source-read`` event), so that the pages never hold a copied number:
 
-``{bench-results} FILE``
+``{bench-results} NAME.json``
     One report as a section of the page: its title, a table of where and when it was measured
-    (machine, date, commit, command, versions and the other header lines), then its body, headings
-    shifted below the title. A report without a ``commit:`` line gets the commit that last changed the
-    file in git, named as such. A report without ``date:`` or ``machine:`` is a build warning (an
-    error in the strict build).
+    (machine, date, commit, command, then the details), then its body, headings below the title. A
+    report without its date, command, machine or commit, or whose data does not have the shape above,
+    is a build warning (an error in the strict build).
 
 ``{bench-results-summary}``
     A table of every report: benchmark, machine, date, commit, each linking to its section.
 
-Every file in bench/results/ must appear on a page through ``{bench-results}``: one that does not is
-a build warning, so a new benchmark cannot be left out.
+Every JSON file in bench/results/ must appear on a page through ``{bench-results}``, and every
+Markdown report there must have its JSON file beside it: either missing is a build warning, so that a
+new benchmark cannot be left out and a report assembled by hand cannot stand in for a script's.
 
-Charts: under every table of a report whose columns include a time or a rate (``ms/image``,
-``images/s``), a horizontal bar chart of that column, drawn at build time with matplotlib from the
-table's own numbers into docs/_generated/ (not kept in git), so that the figures and the bars cannot
-disagree.
+Charts: under every table whose columns include a time or a rate (``ms/image``, ``images/s``), a
+horizontal bar chart of that column, drawn at build time with matplotlib from the table's numbers into
+docs/_generated/ (not kept in git), so that the figures and the bars cannot disagree.
 """
 
 from __future__ import annotations
 
+import json
 import re
-import subprocess
-from functools import cache
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import Optional
 
 from sphinx.util import logging
 
@@ -42,71 +42,38 @@ RESULTS = ROOT / "bench" / "results"
 CHARTS = ROOT / "docs" / "_generated"  # relative to the benchmarks page: _generated/<name>.png
 # The column a chart shows: the first whose title names a time per image or a rate.
 _CHART_COLUMN = re.compile(r"ms/image|images/s")
-_NUMBER = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)")
-# The header lines shown first in the table, in this order; any others follow as they come.
-KEYS_FIRST = ("machine", "date", "commit", "command", "versions")
-REQUIRED = ("date", "machine")
-_HEADER_LINE = re.compile(r"^- ([A-Za-z][\w ]*?): (.*)$")
-_HEADING = re.compile(r"^(#{1,6}) ")
+# Where and when: every report has them, shown first, in this order; its details follow.
+REQUIRED = ("machine", "date", "commit", "command")
+BLOCKS = {"heading": ("level", "text"), "text": ("text",), "items": ("items",), "code": ("text",), "table": ()}
+_DIRECTIVE = re.compile(r"^```\{(bench-results|bench-results-summary)\}[ \t]*(\S*)[ \t]*\n```[ \t]*$", re.MULTILINE)
 
 
-class Report(NamedTuple):
-    path: Path
-    title: str
-    header: dict[str, str]  # key -> value, in the file's order
-    body: list[str]  # lines after the header
-    body_line: int  # 0-based line of body[0] in the file
-
-
-def parse(path: Path) -> Report:
-    """A report's title, header lines and body."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    i = 0
-    while i < len(lines) and not lines[i].strip():
-        i += 1
-    if i == len(lines) or not lines[i].startswith("# "):
-        raise ValueError(f"{path.name}: the first line must be the report's title ('# ...')")
-    title = lines[i][2:].strip()
-    i += 1
-    header: dict[str, str] = {}
-    while i < len(lines) and not lines[i].strip():
-        i += 1
-    key = None
-    while i < len(lines) and lines[i].strip():
-        match = _HEADER_LINE.match(lines[i])
-        if match:
-            key = match.group(1).strip().lower()
-            header[key] = match.group(2).strip()
-        elif lines[i].startswith("- "):  # a line without a key: a note on the whole report
-            key = "notes"
-            header[key] = (header[key] + "; " if key in header else "") + lines[i][2:].strip()
-        elif key is not None and lines[i].startswith("  "):  # a header line continued
-            header[key] += " " + lines[i].strip()
-        else:
-            break
-        i += 1
-    return Report(path, title, header, lines[i:], i)
-
-
-@cache
-def git_commit(path: Path) -> Optional[str]:
-    """The commit that last changed ``path``, or None (no git, not a checkout, not committed)."""
+def load(path: Path) -> dict:
+    """A report's data, checked for the shape the page needs; ValueError naming the file otherwise."""
+    rel = path.relative_to(ROOT).as_posix()
     try:
-        out = subprocess.run(
-            ["git", "log", "-1", "--format=%h", "--", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
-def commit_of(report: Report) -> str:
-    if report.header.get("commit"):
-        return report.header["commit"]
-    committed = git_commit(report.path)
-    if committed:
-        return f"not recorded by the script; the file was last changed in {committed}"
-    return "not recorded"
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{rel} is not JSON: {e}") from e
+    if not isinstance(report, dict) or not isinstance(report.get("title"), str):
+        raise ValueError(f"{rel} has no title")
+    for key in REQUIRED:
+        if not isinstance(report.get(key), str) or not report[key].strip():
+            raise ValueError(f"{rel} does not say its {key}")
+    if not isinstance(report.get("details", {}), dict) or not isinstance(report.get("body"), list):
+        raise ValueError(f"{rel}: 'details' must be an object and 'body' a list of blocks")
+    for n, block in enumerate(report["body"]):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in BLOCKS or any(key not in block for key in BLOCKS[kind]):
+            raise ValueError(f"{rel}: body block {n} is not one of {sorted(BLOCKS)} with its fields: {block!r}")
+        if kind == "table":
+            columns, rows, numbers = block.get("columns"), block.get("rows"), block.get("numbers")
+            if not columns or not isinstance(rows, list) or not isinstance(numbers, list) or len(numbers) != len(rows):
+                raise ValueError(f"{rel}: table {n} needs columns, and rows with their numbers")
+            for row, values in zip(rows, numbers):
+                if len(row) != len(columns) or len(values) != len(columns):
+                    raise ValueError(f"{rel}: table {n} has a row of {len(row)} cells for {len(columns)} columns")
+    return report
 
 
 def label(path: Path) -> str:
@@ -114,43 +81,7 @@ def label(path: Path) -> str:
 
 
 def md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def shifted(lines: list[str], level: int) -> list[str]:
-    """The body with its headings moved so that the shallowest one is at ``level``; fenced code kept."""
-    depths = []
-    fence = None
-    for line in lines:
-        stripped = line.lstrip()
-        if stripped.startswith(("```", "~~~")):
-            fence = None if fence and stripped.startswith(fence) else (fence or stripped[:3])
-            continue
-        if fence is None:
-            match = _HEADING.match(line)
-            if match:
-                depths.append(len(match.group(1)))
-    if not depths:
-        return list(lines)
-    offset = level - min(depths)
-    out, fence = [], None
-    for line in lines:
-        stripped = line.lstrip()
-        if stripped.startswith(("```", "~~~")):
-            fence = None if fence and stripped.startswith(fence) else (fence or stripped[:3])
-        elif fence is None:
-            match = _HEADING.match(line)
-            if match:
-                line = "#" * min(6, len(match.group(1)) + offset) + line[len(match.group(1)) :]
-        out.append(line)
-    return out
-
-
-_DIRECTIVE = re.compile(r"^```\{(bench-results|bench-results-summary)\}[ \t]*(\S*)[ \t]*\n```[ \t]*$", re.MULTILINE)
-
-
-def cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    return str(text).replace("|", "\\|")
 
 
 def chart(name: str, title: str, labels: list[str], values: list[float]) -> Optional[str]:
@@ -178,66 +109,77 @@ def chart(name: str, title: str, labels: list[str], values: list[float]) -> Opti
     return f"_generated/{name}.png"
 
 
-def with_charts(lines: list[str], stem: str) -> list[str]:
-    """The lines, with a chart after each table that has a time or rate column."""
+def table_text(block: dict, chart_name: str) -> list[str]:
+    """A table as MyST Markdown, with the chart of its time or rate column when it has one."""
+    align = block.get("align") or ["left"] * len(block["columns"])
+    lines = [
+        "| " + " | ".join(md_cell(c) for c in block["columns"]) + " |",
+        "| " + " | ".join("---:" if a == "right" else "---" for a in align) + " |",
+    ]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in block["rows"]]
+    lines.append("")
+    column = next((j for j, title in enumerate(block["columns"]) if _CHART_COLUMN.search(title)), None)
+    if column is None:
+        return lines
+    points = [(row[0].replace("`", ""), values[column]) for row, values in zip(block["rows"], block["numbers"])]
+    points = [(name, value) for name, value in points if isinstance(value, (int, float))]
+    if len(points) >= 2:
+        title = block["columns"][column]
+        path = chart(chart_name, title, [p[0] for p in points], [float(p[1]) for p in points])
+        if path:
+            lines += [f"![{title}, the table above as bars]({path})", ""]
+    return lines
+
+
+def body_text(body: list[dict], level: int, stem: str) -> list[str]:
+    """The report's blocks as MyST Markdown, its shallowest heading at ``level``."""
+    depths = [block["level"] for block in body if block["type"] == "heading"]
+    offset = level - min(depths) if depths else 0
     out: list[str] = []
-    i, k = 0, 0
-    while i < len(lines):
-        is_table = lines[i].lstrip().startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: ")
-        if not is_table:
-            out.append(lines[i])
-            i += 1
-            continue
-        start = i
-        while i < len(lines) and lines[i].lstrip().startswith("|"):
-            i += 1
-        table = lines[start:i]
-        out += table
-        header = cells(table[0])
-        column = next((j for j, title in enumerate(header) if _CHART_COLUMN.search(title)), None)
-        if column is None:
-            continue
-        labels, values = [], []
-        for row in table[2:]:
-            row_cells = cells(row)
-            number = _NUMBER.match(row_cells[column]) if column < len(row_cells) else None
-            if number:
-                labels.append(row_cells[0].replace("`", ""))
-                values.append(float(number.group(1).replace(",", "")))
-        if len(values) >= 2:
-            k += 1
-            path = chart(f"{stem}-{k}", header[column], labels, values)
-            if path:
-                out += ["", f"![{header[column]}, the table above as bars]({path})", ""]
+    tables = 0
+    for block in body:
+        kind = block["type"]
+        if kind == "heading":
+            out += ["#" * min(6, block["level"] + offset) + " " + block["text"], ""]
+        elif kind == "text":
+            out += [block["text"], ""]
+        elif kind == "items":
+            out += [f"- {item}" for item in block["items"]] + [""]
+        elif kind == "code":
+            out += [f"```{block.get('language') or 'text'}", block["text"], "```", ""]
+        else:
+            tables += 1
+            out += table_text(block, f"{stem}-{tables}")
     return out
 
 
 def report_text(path: Path) -> list[str]:
     """One report as MyST text: a labelled ``##`` section, its header table, its body."""
-    report = parse(path)
+    report = load(path)
     rel = path.relative_to(ROOT).as_posix()
-    for key in REQUIRED:
-        if not report.header.get(key):
-            logger.warning("bench-results: %s has no '- %s:' line", rel, key)
-    text = [f"({label(path)})=", "## " + report.title, "", "| | |", "| --- | --- |", f"| results file | `{rel}` |"]
-    header = dict(report.header, commit=commit_of(report))
-    keys = [k for k in KEYS_FIRST if k in header] + [k for k in header if k not in KEYS_FIRST]
-    text += [f"| {md_cell(k)} | {md_cell(header[k])} |" for k in keys]
+    text = [f"({label(path)})=", "## " + report["title"], "", "| | |", "| --- | --- |"]
+    markdown = path.with_suffix(".md")
+    if markdown.is_file():
+        text.append(f"| report | `{markdown.relative_to(ROOT).as_posix()}` |")
+    text.append(f"| data | `{rel}` |")
+    header = {key: report[key] for key in REQUIRED}
+    header["command"] = f"`{header['command']}`"
+    header.update(report.get("details", {}))
+    text += [f"| {md_cell(k)} | {md_cell(v)} |" for k, v in header.items()]
     text.append("")
-    text += with_charts(shifted(report.body, 3), path.stem.replace("_", "-"))
+    text += body_text(report["body"], 3, path.stem.replace("_", "-"))
     return text
 
 
 def summary_text() -> list[str]:
     rows = ["| benchmark | machine | date | commit |", "| --- | --- | --- | --- |"]
-    for path in sorted(RESULTS.glob("*.md")):
-        report = parse(path)
-        date = report.header.get("date", "?").split("T")[0]
-        commit = (report.header.get("commit") or "not recorded").split(" (")[0]
-        title = md_cell(report.title.replace("`", ""))
+    for path in sorted(RESULTS.glob("*.json")):
+        report = load(path)
+        title = md_cell(report["title"].replace("`", ""))
+        commit = report["commit"].split(" (")[0]
         rows.append(
-            f"| {{ref}}`{title} <{label(path)}>` "
-            f"| {md_cell(report.header.get('machine', '?'))} | {date} | {md_cell(commit)} |"
+            f"| {{ref}}`{title} <{label(path)}>` | {md_cell(report['machine'])} | "
+            f"{report['date'].split('T')[0]} | {md_cell(commit)} |"
         )
     return rows
 
@@ -254,12 +196,14 @@ def on_source_read(app, docname: str, source: list[str]) -> None:
         directive, argument = match.group(1), match.group(2)
         try:
             if directive == "bench-results-summary":
-                for path in RESULTS.glob("*.md"):
+                for path in RESULTS.glob("*.json"):
                     env.note_dependency(str(path))
                 return "\n".join(summary_text())
             path = RESULTS / argument
-            if not argument or not path.is_file():
-                logger.warning("bench-results: no file bench/results/%s", argument, location=docname)
+            if not argument.endswith(".json") or not path.is_file():
+                logger.warning(
+                    "bench-results: no file bench/results/%s (name a .json file)", argument, location=docname
+                )
                 return ""
             env.note_dependency(str(path))
             used[path.name] = docname
@@ -273,10 +217,17 @@ def on_source_read(app, docname: str, source: list[str]) -> None:
 
 def check_all_used(app, env) -> None:
     used = getattr(env, "bench_results_used", {})
-    for path in sorted(RESULTS.glob("*.md")):
+    for path in sorted(RESULTS.glob("*.json")):
         if path.name not in used:
             logger.warning(
                 "bench-results: %s is on no page (add a {bench-results} directive for it)", path.relative_to(ROOT)
+            )
+    for path in sorted(RESULTS.glob("*.md")):
+        if not path.with_suffix(".json").is_file():
+            logger.warning(
+                "bench-results: %s has no %s beside it (write the report with its script: bench/common.py's Report)",
+                path.relative_to(ROOT),
+                path.with_suffix(".json").name,
             )
 
 
@@ -296,4 +247,4 @@ def setup(app):
     app.connect("env-check-consistency", check_all_used)
     app.connect("env-purge-doc", purge)
     app.connect("env-merge-info", merge)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
+    return {"version": "2", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
