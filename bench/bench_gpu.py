@@ -9,15 +9,17 @@ Sections (all by default; --only picks some):
             same for every method), batch 64 and 256; the original files and copies prepared for
             random access (custom_op.prepare_jpeg) in one table:
               - torchvision.io.decode_jpeg(list, device="cuda") + slicing (the anchor), on each;
-              - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each; on the prepared
-                copies also with nvJPEG always given the segments around the window, and never;
+              - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each (the prepared
+                copies go to our CUDA decoder); on the prepared copies also with the JPEG engines,
+                given the segments around the window, and given the whole file;
               - ours with a file repeated in a batch decoded once per window (batch 256 from 200
                 files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
                 decoding whole images (what regions of interest buy);
               - the CPU path in one process per core, then one pinned copy of the batch to the GPU.
   large     one generated 4000x3000 photo, 512 random 224x224 windows in one batch.
-  segments  prepared photos of several sizes, one 224x224 window per decode: nvJPEG given the
-            window's segments or the whole file, against the original file.
+  segments  prepared photos of several sizes, one 224x224 window per decode: the JPEG engines given
+            the window's segments or the whole file, against the original file (where nvJPEG's
+            size threshold for segments comes from).
   warmup    the first calls of a fresh process, per method and batch size: after one warm-up call,
             each of the next --warmup-calls calls on its own, against as many calls in steady state.
 
@@ -273,7 +275,9 @@ def sample_section(args):
 
     counts, by_path = paths_and_accuracy(files, originals, windows, refs)
     prepared_counts, prepared_by_path = paths_and_accuracy(files, prepared, windows, refs)
-    always_counts, always_by_path = paths_and_accuracy(files, prepared, windows, refs, segments="always")
+    engine_counts, engine_by_path = paths_and_accuracy(
+        files, prepared, windows, refs, force_path="hardware-roi", segments="always"
+    )
     lines = emit(
         [
             f"## ImageNet sample: {len(files)} photos, 224x224 windows; the same photos prepared for random "
@@ -281,13 +285,14 @@ def sample_section(args):
             "",
             f"- the CPU path against Pillow (Image.convert('RGB') + crop) over these windows: max |diff| {pillow}",
             f"- where our decodes ran, original files: {counts}",
-            f"- where our decodes ran, prepared files: {prepared_counts}; with segments always: {always_counts}",
+            f"- where our decodes ran, prepared files: {prepared_counts}; given to nvJPEG with the segments "
+            f"around the window: {engine_counts}",
         ]
         + [f"- ours, original files, items decoded by {p}: {st.text()}" for p, st in by_path.items()]
         + [f"- ours, prepared files, items decoded by {p}: {st.text()}" for p, st in prepared_by_path.items()]
         + [
-            f"- ours, prepared files, segments always, items decoded by {p}: {st.text()}"
-            for p, st in always_by_path.items()
+            f"- ours, prepared files given to nvJPEG with their segments, items decoded by {p}: {st.text()}"
+            for p, st in engine_by_path.items()
         ]
         + [""]
     )
@@ -299,11 +304,13 @@ def sample_section(args):
             f"{tv_name}, original files": tv,
             f"{tv_name}, prepared files": tv._replace(inputs="prepared"),
             "custom_op.decode_and_crop_jpegs(list, cuda), original files": ours_method(),
-            "custom_op.decode_and_crop_jpegs(list, cuda), prepared files": ours_method("prepared"),
-            "ours, prepared files, nvJPEG always given the segments around the window": ours_method(
-                "prepared", segments="always"
+            "custom_op.decode_and_crop_jpegs(list, cuda), prepared files (our CUDA decoder)": ours_method("prepared"),
+            "ours, prepared files, the JPEG engines given the segments around the window": ours_method(
+                "prepared", force_path="hardware-roi", segments="always"
             ),
-            "ours, prepared files, nvJPEG always given the whole file": ours_method("prepared", segments="never"),
+            "ours, prepared files, the JPEG engines given the whole file": ours_method(
+                "prepared", force_path="hardware-roi", segments="never"
+            ),
             "ours, original files, a repeated file decoded once per window (as torchvision does)": ours_method(
                 dedupe=False
             ),
@@ -372,8 +379,14 @@ def large_section(args):
             "ours (the file is decoded once, over the windows' bounding box)": ours_method(),
             "ours, one region-of-interest decode per window": ours_method(dedupe=False),
             "ours, one whole-image decode per window": ours_method(dedupe=False, force_path="hardware-full"),
-            "ours, the file prepared for random access, one decode per window (its segments)": ours_method(
-                "prepared", dedupe=False, segments="always"
+            "ours, the file prepared for random access, decoded once over the windows (our CUDA decoder)": (
+                ours_method("prepared")
+            ),
+            "ours, the file prepared for random access, one decode per window (our CUDA decoder)": ours_method(
+                "prepared", dedupe=False
+            ),
+            "ours, the file prepared, one decode per window, the JPEG engines given its segments": ours_method(
+                "prepared", dedupe=False, force_path="hardware-roi", segments="always"
             ),
         }
         cpu_name, cpu_method = cpu_pool.method()
@@ -426,8 +439,8 @@ def segments_section(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250
         ]
         methods = {
             "original": ours_method(dedupe=False),
-            "whole": ours_method("prepared", dedupe=False, segments="never"),
-            "segments": ours_method("prepared", dedupe=False, segments="always"),
+            "whole": ours_method("prepared", dedupe=False, force_path="hardware-roi", segments="never"),
+            "segments": ours_method("prepared", dedupe=False, force_path="hardware-roi", segments="always"),
         }
         full = custom_op.decode_jpeg(buf.getvalue())
         diff = max_diff(methods["segments"], batches, [full[:, t : t + h, l : l + w] for t, l, h, w in wins])
