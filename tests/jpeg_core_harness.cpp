@@ -21,7 +21,8 @@
 //   jpeg_core_harness selftest   unit checks of single functions against libjpeg's definitions (its range
 //                                limit table, its colour tables, the IDCT's 32- and 64-bit paths, the
 //                                Huffman table rules, the bit reader), then for each record: zigzag-order
-//                                decoding equals natural-order decoding; prints {"failures": N, ...}
+//                                decoding equals natural-order decoding, and keeping a band of MCU rows
+//                                equals the full decode's rows; prints {"failures": N, ...}
 //   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
 //                                per record: one output record, the same coefficients re-encoded by
 //                                libjpeg (jpeg_read_coefficients + jpeg_write_coefficients, so
@@ -921,6 +922,33 @@ void selftest_orders(const std::vector<uint8_t>& file) {
     for (size_t blk = 0; blk < pn[c].size() / 64; ++blk)
       for (int k = 0; k < 64; ++k)
         expect(pz[c][blk * 64 + k] == pn[c][blk * 64 + natural.position[k]], "zigzag order differs");
+
+  // Keeping only a band of MCU rows (what the GPU decoder does for a window): every segment that
+  // touches the band gives the same flags, and the band's blocks equal the full decode's.
+  const int64_t first_row = f.mcu_rows / 3, num_rows = std::max<int64_t>(1, f.mcu_rows / 3);
+  std::vector<int16_t> band[4];
+  int16_t* planes_b[4] = {nullptr, nullptr, nullptr, nullptr};
+  for (int c = 0; c < f.num_components; ++c) {
+    band[c].assign(static_cast<size_t>(num_rows * f.mcu_blocks_v[c] * f.blocks_per_row[c] * 64), 0);
+    planes_b[c] = band[c].data();
+  }
+  int16_t scratch[64];
+  for (int64_t s = 0; s < scan.found; ++s) {
+    const int64_t first = s * per, count = std::min<int64_t>(per, total - first);
+    const int64_t row_a = first / f.mcus_per_row, row_b = (first + count - 1) / f.mcus_per_row;
+    if (row_b < first_row || row_a >= first_row + num_rows) continue;
+    const uint8_t* begin = file.data() + b[static_cast<size_t>(s)];
+    const uint8_t* end = file.data() + e[static_cast<size_t>(s)];
+    const uint32_t fb =
+        jc::decode_segment_rows(begin, end, f, tn, first, count, planes_b, first_row, num_rows, scratch);
+    const uint32_t fn = jc::decode_segment(begin, end, f, tn, first, count, planes_n);
+    expect(fb == fn, "flags depend on the rows kept");
+  }
+  for (int c = 0; c < f.num_components; ++c) {
+    const size_t offset = static_cast<size_t>(first_row * f.mcu_blocks_v[c] * f.blocks_per_row[c] * 64);
+    for (size_t i = 0; i < band[c].size(); ++i)
+      expect(band[c][i] == pn[c][offset + i], "rows kept differ from the full decode");
+  }
 }
 
 void run_selftest() {
