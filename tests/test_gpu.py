@@ -1059,6 +1059,24 @@ def test_cuda_decoder_with_other_files_in_one_batch(jpeg_writer):
     against.check()
 
 
+@needs_gpu
+def test_cuda_decoder_reads_pinned_inputs_itself(jpeg_writer):
+    """Files in pinned memory (a DataLoader with pin_memory=True) are copied by the GPU: the same
+    pixels as from ordinary memory, mixed in one batch."""
+    datas = [
+        custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(150 + 7 * i, 200 + 5 * i, seed=60 + i)))
+        for i in range(6)
+    ]
+    tensors = [as_tensor(d) for d in datas]
+    pinned = [t.pin_memory() if i % 2 == 0 else t for i, t in enumerate(tensors)]
+    assert [t.is_pinned() for t in pinned] == [True, False] * 3
+    wins = [(3 + i, 5 + 2 * i, 100, 120) for i in range(6)]
+    outs, used = testing.decode_with_paths(pinned, *zip(*wins), device="cuda")
+    assert used == ["cuda"] * 6, used
+    for data, win, out in zip(datas, wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), win
+
+
 def damaged_copies(data: bytes, rng, count: int) -> list:
     """Copies of a restart file with bytes of its entropy-coded data changed: bit flips, restart
     markers renumbered or removed, bytes inserted or cut, the end cut off."""

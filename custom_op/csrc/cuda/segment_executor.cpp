@@ -37,6 +37,7 @@ struct Plan {
   const jc::HuffTable* ac[jc::kMaxComponents];
   int32_t color;
   size_t first_task, tasks;  // its segments in tasks_
+  bool pinned;               // its bytes are in pinned host memory: the GPU copies them itself
 };
 
 int32_t window_color(const Item& it) {
@@ -114,9 +115,20 @@ class SegmentExecutor : public Executor {
     const size_t tasks_at = take(tasks_.size() * sizeof(SegmentTask));
     const size_t windows_at = take(windows.size() * sizeof(WindowWrite));
     const size_t tables_at = take(tables.size() * sizeof(jc::HuffTable));
+    size_t pinned_files = 0;
+    int64_t max_pinned = 0;
+    for (const Plan& p : plans_) {
+      if (!p.pinned) continue;
+      ++pinned_files;
+      max_pinned = std::max<int64_t>(max_pinned, static_cast<int64_t>(items[p.item].size));
+    }
+    const size_t copies_at = take(pinned_files * sizeof(ByteCopy));
     std::vector<size_t> bytes_at(n);
-    for (size_t k = 0; k < n; ++k) bytes_at[k] = take(items[plans_[k].item].size);
+    for (size_t k = 0; k < n; ++k)
+      if (!plans_[k].pinned) bytes_at[k] = take(items[plans_[k].item].size);
     const size_t upload = at;
+    for (size_t k = 0; k < n; ++k)
+      if (plans_[k].pinned) bytes_at[k] = take(items[plans_[k].item].size);
     std::vector<size_t> ranges_at(n), coef_at(n * jc::kMaxComponents), samples_at(n * jc::kMaxComponents);
     for (size_t k = 0; k < n; ++k) ranges_at[k] = take(2 * sizeof(int64_t) * plans_[k].image.num_segments);
     const size_t status_at = take(n * sizeof(uint32_t));
@@ -172,8 +184,11 @@ class SegmentExecutor : public Executor {
       im.segment_end = im.segment_begin + im.num_segments;
       im.status = reinterpret_cast<uint32_t*>(device + status_at) + k;
       std::memcpy(images + k, &im, sizeof(im));
-      std::memcpy(host + bytes_at[k], it.bytes, it.size);
+      if (!plans_[k].pinned) std::memcpy(host + bytes_at[k], it.bytes, it.size);
     }
+    auto* copies = reinterpret_cast<ByteCopy*>(host + copies_at);
+    for (size_t k = 0, j = 0; k < n; ++k)
+      if (plans_[k].pinned) copies[j++] = {items[plans_[k].item].bytes, device + bytes_at[k], plans_[k].image.size};
     std::memcpy(host + tasks_at, tasks_.data(), tasks_.size() * sizeof(SegmentTask));
     std::memcpy(host + windows_at, windows.data(), windows.size() * sizeof(WindowWrite));
     for (size_t t = 0; t < tables.size(); ++t)
@@ -182,6 +197,8 @@ class SegmentExecutor : public Executor {
     const cudaStream_t stream = call.caller;
     auto* d_images = reinterpret_cast<SegmentImage*>(device + images_at);
     C10_CUDA_CHECK(cudaMemcpyAsync(device, host, upload, cudaMemcpyHostToDevice, stream));
+    C10_CUDA_CHECK(launch_copy_bytes(reinterpret_cast<const ByteCopy*>(device + copies_at),
+                                     static_cast<int>(pinned_files), max_pinned, stream));
     C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(n), stream));
     C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const SegmentTask*>(device + tasks_at),
                                           static_cast<int>(tasks_.size()), device + sort_at, sort_bytes, stream));
@@ -240,6 +257,9 @@ class SegmentExecutor : public Executor {
       im.quant[c] = st.quant[c];
     }
     im.size = static_cast<int64_t>(it.size);
+    // A sub-image the planner built (it.segments) lives in ordinary memory; the caller's tensor may be
+    // pinned.
+    p->pinned = !it.segments.defined() && it.data.is_pinned();
     im.scan_start = static_cast<int64_t>(h.header_end);
     im.mcus_per_segment = interval;
     p->color = window_color(it);
