@@ -64,7 +64,7 @@ void decode_on_gpu(std::vector<Item>& items, const std::vector<at::Tensor>& outp
 BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
                                c10::IntArrayRef heights, c10::IntArrayRef widths, bool whole, int64_t mode,
                                bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels, bool stack,
-                               int64_t device_index) {
+                               int64_t device_index, bool check_entropy) {
   // The call's checks and messages are those of the CPU operator (decode_jpegs); with whole=True the
   // window lists are ignored.
   const size_t n = data.size();
@@ -76,7 +76,8 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   TORCH_CHECK_VALUE(valid_warning_policy(on_warning), kMessagePrefix,
                     "on_warning code must be 0 (raise), 1 (warn) or 2 (ignore), got ", on_warning);
   TORCH_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
-  const CallOptions options{whole, static_cast<ReadMode>(mode), apply_exif_orientation, on_warning, max_pixels};
+  const CallOptions options{whole,      static_cast<ReadMode>(mode), apply_exif_orientation, on_warning,
+                            max_pixels, check_entropy};
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard guard(device);

@@ -5,8 +5,11 @@
 // on files we do not fully understand, and the CPU operator's error on items that fail a check); the
 // region nvJPEG decodes, with margins.
 // Then, across items: a file repeated in the batch is decoded once, and files prepared for random
-// access give nvJPEG the sub-image of their windows' restart segments. Which nvJPEG decoder takes an
-// item is left to the executors (executor.h).
+// access give nvJPEG the sub-image of their windows' restart segments. With options.check_entropy,
+// last, the bytes nvJPEG would decode are checked on the CPU (the CPU library's _check_entropy_data),
+// and a file found wrong in any way goes to the CPU path with all its windows: nvJPEG reports no
+// damage, the CPU path reports all of it. Which nvJPEG decoder takes an item is left to the executors
+// (executor.h).
 #pragma once
 
 #include <vector>
