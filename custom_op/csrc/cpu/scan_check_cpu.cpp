@@ -47,8 +47,6 @@ std::vector<int64_t> check_entropy_data_cpu(at::TensorList data) {
 }  // namespace
 
 // CompositeExplicitAutograd rather than CPU: an empty list has no tensor to dispatch on.
-TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
-  m.impl("_check_entropy_data", &check_entropy_data_cpu);
-}
+TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) { m.impl("_check_entropy_data", &check_entropy_data_cpu); }
 
 }  // namespace custom_op

@@ -76,8 +76,8 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   TORCH_CHECK_VALUE(valid_warning_policy(on_warning), kMessagePrefix,
                     "on_warning code must be 0 (raise), 1 (warn) or 2 (ignore), got ", on_warning);
   TORCH_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
-  const CallOptions options{whole,      static_cast<ReadMode>(mode), apply_exif_orientation, on_warning,
-                            max_pixels, check_entropy};
+  const ReadMode read_mode = static_cast<ReadMode>(mode);
+  const CallOptions options{whole, read_mode, apply_exif_orientation, on_warning, max_pixels, check_entropy};
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard guard(device);
