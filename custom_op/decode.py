@@ -117,43 +117,47 @@ def decode_and_crop_jpeg(
             "Premature end of JPEG file", after which it fills missing data with gray): ``"raise"``
             (default) raises RuntimeError; ``"warn"`` returns the image and emits a UserWarning;
             ``"ignore"`` returns the image silently. Only the part of the file that is read is
-            checked: corruption below the window goes unnoticed. With ``device="cuda"`` this holds
-            for the files the GPU backend hands to the CPU path (formats nvJPEG does not get, files
-            without an end-of-image marker in their last 64 bytes, markers its own header scan does
-            not fully understand, files nvJPEG fails on), not for those nvJPEG decodes: nvJPEG
-            reports no damage, so a file whose entropy-coded data is damaged (a bad Huffman code, a
-            missing or misnumbered restart marker, stray bytes, data cut short and then closed with
-            an end-of-image marker), or whose Huffman tables or scan header libjpeg refuses, may
-            decode there with no warning and no error, to other pixels than the CPU path's.
-            ``check_entropy=True`` gives such files the CPU path's outcome.
+            checked: corruption below the window goes unnoticed. With ``device="cuda"``, this holds
+            for the files the GPU backend hands to the CPU path: formats nvJPEG does not get, files
+            without an end-of-image marker in their last 64 bytes (cut short), markers before the
+            first scan that the backend's own header scan does not fully understand, and files
+            nvJPEG fails on. It does not hold for the files nvJPEG decodes, since nvJPEG reports no
+            damage: a file whose entropy-coded data is damaged (a bad Huffman code, a missing or
+            misnumbered restart marker, stray bytes, data cut short and then closed with an
+            end-of-image marker), or whose tables or scan header libjpeg refuses, may then
+            decode with no warning and no error, whatever ``on_warning``, to other pixels than the
+            CPU path's. ``check_entropy=True`` gives such files the CPU path's outcome.
         max_pixels: refuse (ValueError) files whose header declares more than this many pixels,
             before allocating anything for them. ``None`` disables the check.
         device: ``"cpu"`` (default) or ``"cuda"`` / ``"cuda:N"``: decode with the GPU backend
             (nvJPEG, on the GPU's JPEG engines where it has them) and return a CUDA tensor with the
-            same pixels as the CPU path. Files the GPU decoders cannot take (CMYK, arithmetic
-            coding, ...) are decoded by the CPU path and copied over. See the GPU backend guide.
+            same pixels as the CPU path (for damaged files, see ``on_warning``). Files the GPU
+            decoders cannot take (CMYK, arithmetic coding, ...) are decoded by the CPU path and
+            copied over. See the GPU backend guide.
         stream: device="cuda" only: the torch.cuda.Stream the output is ordered on (default: the
             current stream).
         check_entropy: True or False (default). With ``device="cuda"``, True checks each file on
             the CPU before nvJPEG gets it: libjpeg reads its headers and sets the decode up, and the
-            library's own Huffman decoder walks all of its entropy-coded data without decoding
-            pixels. A file with anything wrong (a libjpeg warning or error, a code its Huffman table
-            lacks, a restart marker missing, misnumbered or after stray bytes, fill bytes, data
-            ending inside the scan or followed by anything but the end-of-image marker), and a file
-            the walk does not take (progressive, arithmetic-coded, several scans), is decoded by the
-            CPU path instead: its exception, warning or pixels are then the CPU path's, whatever
-            ``on_warning``. Files that pass are decoded by nvJPEG as without the check. The walk
-            costs host CPU time in proportion to the file's size (bench/bench_gpu_check.py measures
-            it). On the CPU (``device="cpu"``) it is accepted and changes nothing: the CPU path
-            gives libjpeg's outcome already.
+            library's own Huffman decoder walks all of its entropy-coded data, to the end-of-image
+            marker, decoding no pixel. The CPU path decodes instead every file in which the check
+            finds anything wrong (a libjpeg warning or error, a code missing from its Huffman table,
+            a restart marker missing, misnumbered or after stray bytes, fill bytes, data that ends
+            inside the scan or is followed by anything but the end-of-image marker), and every file
+            the walk does not take (progressive, arithmetic-coded, several scans): their
+            exceptions, warnings and pixels are then the CPU path's, under every ``on_warning``.
+            Files that pass go to nvJPEG as without the check. Damage that leaves a valid scan (a
+            coefficient's value changed) is invisible to libjpeg and to the check alike, and gives
+            no warning on either path. The check costs host CPU time in proportion to each file's
+            size (``bench/bench_gpu_check.py`` measures it). With ``device="cpu"`` the option is
+            accepted and changes nothing: the CPU path gives libjpeg's outcome already.
 
     Returns:
         A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.
 
     Raises:
         TypeError: ``data`` is not bytes-like or not a 1-D contiguous uint8 CPU tensor/array (a list
-            of files goes to :func:`custom_op.decode_and_crop_jpegs`), or a window argument is not an
-            integer.
+            of files goes to :func:`custom_op.decode_and_crop_jpegs`), a window argument is not an
+            integer, or ``check_entropy`` is not True or False.
         ValueError: the window's height or width is below 1, the window does not fit in the image
             (the message gives both), the header exceeds ``max_pixels``, or an option has an unknown
             value.
