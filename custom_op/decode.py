@@ -124,7 +124,8 @@ def decode_and_crop_jpeg(
             nvJPEG fails on. It does not hold for the files nvJPEG decodes, since nvJPEG reports no
             damage: a file whose entropy-coded data is damaged (a bad Huffman code, a missing or
             misnumbered restart marker, stray bytes, data cut short and then closed with an
-            end-of-image marker), or whose tables or scan header libjpeg refuses, may then
+            end-of-image marker), or whose headers libjpeg warns about or refuses (an unknown JFIF
+            revision, a bad Huffman table, a scan header naming an unknown component), may then
             decode with no warning and no error, whatever ``on_warning``, to other pixels than the
             CPU path's. ``check_entropy=True`` gives such files the CPU path's outcome.
         max_pixels: refuse (ValueError) files whose header declares more than this many pixels,
