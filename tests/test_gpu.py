@@ -772,7 +772,7 @@ def _hostile_batch(jpeg_writer, rng):
 
 @needs_gpu
 @pytest.mark.parametrize("on_warning", ["raise", "warn", "ignore"])
-@pytest.mark.parametrize("whole", [False, True], ids=["windows", "whole images"])
+@pytest.mark.parametrize("whole", [False, True], ids=["windows", "whole"])
 def test_check_entropy_gives_every_item_the_cpu_paths_outcome(jpeg_writer, on_warning, whole):
     """A hostile batch with check_entropy=True and on_error="return": every item's exception (type
     and message) or pixels, and the warnings, are the CPU path's; the files the check passes still go
