@@ -137,6 +137,13 @@ def decode_options(mode, apply_exif_orientation, on_warning, max_pixels) -> tupl
     return mode_code(mode), bool(apply_exif_orientation), warning_code(on_warning), pixel_limit(max_pixels)
 
 
+def flag(name: str, value) -> bool:
+    """A switch given as True or False: anything else (a string such as "false" is truthy) is refused."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def warning_code(on_warning: str) -> int:
     try:
         return ON_WARNING[on_warning]

@@ -48,8 +48,10 @@ def run(
     stack: bool,
     dev: torch.device,
     stream=None,
+    check_entropy: bool = False,
 ) -> BatchRun:
-    """Decodes ``tensors`` (whole images when ``windows`` is None, else (tops, lefts, heights, widths))."""
+    """Decodes ``tensors`` (whole images when ``windows`` is None, else (tops, lefts, heights, widths)).
+    ``check_entropy`` reaches the CUDA operator only: the CPU path needs no check."""
     whole = windows is None
     tops, lefts, heights, widths = ([], [], [], []) if whole else windows
     if dev.type == "cpu":
@@ -63,7 +65,6 @@ def run(
     # No stream context without a stream: the current one is the default, and torch.compile cannot
     # trace torch.cuda.stream(None).
     with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-        images, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
-            tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack, index
-        )
+        args = (tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack, index)
+        images, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(*args, check_entropy)
     return BatchRun(list(images), list(statuses), list(messages), list(paths))

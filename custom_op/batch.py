@@ -37,6 +37,7 @@ def decode_and_crop_jpegs(
     stream: Optional[torch.cuda.Stream] = None,
     stack: bool = False,
     on_error: str = "raise",
+    check_entropy: bool = False,
 ):
     """Decodes one window of each JPEG in ``data``: the batched :func:`custom_op.decode_and_crop_jpeg`.
 
@@ -46,7 +47,11 @@ def decode_and_crop_jpegs(
             then decodes it once.
         tops, lefts, heights, widths: one int for every file, or one per file (a list, tuple, 1-D
             tensor or array).
-        mode, apply_exif_orientation, on_warning, max_pixels: as for one image, applied to all.
+        mode, apply_exif_orientation, on_warning, max_pixels, check_entropy: as for one image,
+            applied to all. With ``device="cuda"``, ``check_entropy=True`` checks every file on the
+            CPU (on torch's intra-op thread pool) before nvJPEG gets it, and hands those it finds
+            anything wrong with to the CPU path, with all their windows: each item's exception or
+            pixels are then the CPU path's. See :func:`custom_op.decode_and_crop_jpeg`.
         device: ``"cpu"`` (default): the items are decoded in parallel on torch's intra-op thread
             pool (``torch.set_num_threads`` sets its size), the GIL released. ``"cuda"`` /
             ``"cuda:N"``: one call into the GPU backend; the results are CUDA tensors.
@@ -81,7 +86,17 @@ def decode_and_crop_jpegs(
     for i, (h, w) in enumerate(zip(windows[2], windows[3])):
         _args.size_check(h, w, where=f"batch item {i}: ")
     return _decode(
-        tensors, windows, mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error
+        tensors,
+        windows,
+        mode,
+        apply_exif_orientation,
+        on_warning,
+        max_pixels,
+        device,
+        stream,
+        stack,
+        on_error,
+        check_entropy=check_entropy,
     )
 
 
@@ -96,6 +111,7 @@ def decode_jpegs(
     stream: Optional[torch.cuda.Stream] = None,
     stack: bool = False,
     on_error: str = "raise",
+    check_entropy: bool = False,
 ):
     """Decodes each whole JPEG in ``data``: the batched :func:`custom_op.decode_jpeg`.
 
@@ -103,7 +119,17 @@ def decode_jpegs(
     images of one size (and, with ``apply_exif_orientation``, one displayed orientation of it).
     """
     return _decode(
-        _args.tensors(data), None, mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error
+        _args.tensors(data),
+        None,
+        mode,
+        apply_exif_orientation,
+        on_warning,
+        max_pixels,
+        device,
+        stream,
+        stack,
+        on_error,
+        check_entropy=check_entropy,
     )
 
 
@@ -138,16 +164,18 @@ def _decode(
     stack=False,
     on_error="raise",
     with_paths=False,
+    check_entropy=False,
 ):
     _args.on_error_check(on_error)
     dev = _args.device(device)
     _args.stream_check(dev, stream)
+    check_entropy = _args.flag("check_entropy", check_entropy)
     options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
     if not tensors:
         empty = torch.empty(0, dtype=torch.uint8, device=dev)
         result = (empty, []) if stack and on_error == "return" else empty if stack else []
         return (result, []) if with_paths else result
-    run = _device.run(tensors, windows, *options, bool(stack), dev, stream)
+    run = _device.run(tensors, windows, *options, bool(stack), dev, stream, check_entropy=check_entropy)
     errors = _outcomes.settle(run.statuses, run.messages, stacklevel=5)
     if on_error == "raise":
         first = next((e for e in errors if e is not None), None)

@@ -43,20 +43,22 @@ _SUBSAMPLING = {(1, 1): "4:4:4", (2, 1): "4:2:2", (2, 2): "4:2:0", (1, 2): "4:4:
 
 
 def _decode_one(
-    data, window, batched: str, mode, apply_exif_orientation, on_warning, max_pixels, device, stream
+    data, window, batched: str, mode, apply_exif_orientation, on_warning, max_pixels, device, stream, check_entropy
 ) -> torch.Tensor:
     """The work of decode_and_crop_jpeg (``window``: its top, left, height, width) and of decode_jpeg
     (``window`` None), on the CPU or a CUDA device. ``batched`` names the call a list belongs to."""
     _not_a_list(data, batched)
     dev = _args.device(device)
     _args.stream_check(dev, stream)
+    check_entropy = _args.flag("check_entropy", check_entropy)
     tensor = _args.as_tensor(data)
     if window is not None:
         window = _args.window(*window)
     options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
     if dev.type == "cuda":
         # The batched operator with one item, its outcome worded as a single call's.
-        run = _device.run([tensor], None if window is None else [[v] for v in window], *options, False, dev, stream)
+        windows = None if window is None else [[v] for v in window]
+        run = _device.run([tensor], windows, *options, False, dev, stream, check_entropy=check_entropy)
         (error,) = _outcomes.settle(run.statuses, run.messages, single=True, stacklevel=5)
         if error is not None:
             raise error
@@ -91,6 +93,7 @@ def decode_and_crop_jpeg(
     max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
     device: Union[str, torch.device] = "cpu",
     stream=None,
+    check_entropy: bool = False,
 ) -> torch.Tensor:
     """Decodes only the window ``[top:top+height, left:left+width]`` of a JPEG.
 
@@ -114,23 +117,48 @@ def decode_and_crop_jpeg(
             "Premature end of JPEG file", after which it fills missing data with gray): ``"raise"``
             (default) raises RuntimeError; ``"warn"`` returns the image and emits a UserWarning;
             ``"ignore"`` returns the image silently. Only the part of the file that is read is
-            checked: corruption below the window goes unnoticed.
+            checked: corruption below the window goes unnoticed. With ``device="cuda"``, this holds
+            for the files the GPU backend hands to the CPU path: formats nvJPEG does not get, files
+            without an end-of-image marker in their last 64 bytes (cut short), markers before the
+            first scan that the backend's own header scan does not fully understand, and files
+            nvJPEG fails on. It does not hold for the files nvJPEG decodes, since nvJPEG reports no
+            damage: a file whose entropy-coded data is damaged (a bad Huffman code, a missing or
+            misnumbered restart marker, stray bytes, data cut short and then closed with an
+            end-of-image marker), or whose headers libjpeg warns about or refuses (an unknown JFIF
+            revision, a bad Huffman table, a scan header naming an unknown component), may then
+            decode with no warning and no error, whatever ``on_warning``, to other pixels than the
+            CPU path's. ``check_entropy=True`` gives such files the CPU path's outcome.
         max_pixels: refuse (ValueError) files whose header declares more than this many pixels,
             before allocating anything for them. ``None`` disables the check.
         device: ``"cpu"`` (default) or ``"cuda"`` / ``"cuda:N"``: decode with the GPU backend
             (nvJPEG, on the GPU's JPEG engines where it has them) and return a CUDA tensor with the
-            same pixels as the CPU path. Files the GPU decoders cannot take (CMYK, arithmetic
-            coding, ...) are decoded by the CPU path and copied over. See the GPU backend guide.
+            same pixels as the CPU path (for damaged files, see ``on_warning``). Files the GPU
+            decoders cannot take (CMYK, arithmetic coding, ...) are decoded by the CPU path and
+            copied over. See the GPU backend guide.
         stream: device="cuda" only: the torch.cuda.Stream the output is ordered on (default: the
             current stream).
+        check_entropy: True or False (default). With ``device="cuda"``, True checks each file on
+            the CPU before nvJPEG gets it: libjpeg reads its headers and sets the decode up, and the
+            library's own Huffman decoder walks all of its entropy-coded data, to the end-of-image
+            marker, decoding no pixel. The CPU path decodes instead every file in which the check
+            finds anything wrong (a libjpeg warning or error, a code missing from its Huffman table,
+            a restart marker missing, misnumbered or after stray bytes, fill bytes, data that ends
+            inside the scan or is followed by anything but the end-of-image marker), and every file
+            the walk does not take (progressive, arithmetic-coded, several scans): their
+            exceptions, warnings and pixels are then the CPU path's, under every ``on_warning``.
+            Files that pass go to nvJPEG as without the check. Damage that leaves a valid scan (a
+            coefficient's value changed) is invisible to libjpeg and to the check alike, and gives
+            no warning on either path. The check costs host CPU time in proportion to each file's
+            size (``bench/bench_gpu_check.py`` measures it). With ``device="cpu"`` the option is
+            accepted and changes nothing: the CPU path gives libjpeg's outcome already.
 
     Returns:
         A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.
 
     Raises:
         TypeError: ``data`` is not bytes-like or not a 1-D contiguous uint8 CPU tensor/array (a list
-            of files goes to :func:`custom_op.decode_and_crop_jpegs`), or a window argument is not an
-            integer.
+            of files goes to :func:`custom_op.decode_and_crop_jpegs`), a window argument is not an
+            integer, or ``check_entropy`` is not True or False.
         ValueError: the window's height or width is below 1, the window does not fit in the image
             (the message gives both), the header exceeds ``max_pixels``, or an option has an unknown
             value.
@@ -147,6 +175,7 @@ def decode_and_crop_jpeg(
         max_pixels,
         device,
         stream,
+        check_entropy,
     )
 
 
@@ -159,13 +188,16 @@ def decode_jpeg(
     max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
     device: Union[str, torch.device] = "cpu",
     stream=None,
+    check_entropy: bool = False,
 ) -> torch.Tensor:
     """Decodes a whole JPEG into a uint8 tensor ``[C, H, W]``.
 
     The options mean the same as in :func:`decode_and_crop_jpeg`; with ``apply_exif_orientation``,
     H and W are the displayed height and width. Lists of files go to :func:`custom_op.decode_jpegs`.
     """
-    return _decode_one(data, None, "decode_jpegs", mode, apply_exif_orientation, on_warning, max_pixels, device, stream)
+    return _decode_one(
+        data, None, "decode_jpegs", mode, apply_exif_orientation, on_warning, max_pixels, device, stream, check_entropy
+    )
 
 
 def _subsampling(channels: int, factors: list) -> str:

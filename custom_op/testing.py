@@ -15,9 +15,10 @@ from typing import Optional
 
 import torch
 
-from . import batch, gpu
+from . import _args, batch, gpu
 
 __all__ = [
+    "check_entropy_data",
     "cuda_decoder_fallbacks",
     "decode_with_paths",
     "entropy_decoder_give_ups",
@@ -69,6 +70,21 @@ def gpu_options(
         yield
     finally:
         torch.ops.custom_op._set_gpu_testing(before[0], bool(before[1]), bool(before[2]), before[3])
+
+
+# What check_entropy_data finds in a file, by the operator's code (csrc/ops.cpp).
+_ENTROPY_CHECK_NAMES = {0: "ok", 1: "refused", 2: "not walked", 3: "damaged"}
+
+
+def check_entropy_data(data: Sequence) -> list[str]:
+    """The check that ``check_entropy=True`` runs on each file before nvJPEG gets it, on its own: per
+    file, "ok" (libjpeg reads the headers without a warning and our Huffman decoder walks the whole
+    scan to the end-of-image marker), "refused" (libjpeg warns or raises while setting the decode up),
+    "not walked" (a progressive, arithmetic-coded or multi-scan file) or "damaged" (the walk met what a
+    valid scan does not hold). Anything but "ok" sends the file to the CPU path. On the CPU, in
+    parallel on torch's intra-op thread pool."""
+    codes = torch.ops.custom_op._check_entropy_data(_args.tensors(data))
+    return [_ENTROPY_CHECK_NAMES.get(c, str(c)) for c in codes]
 
 
 def random_access_decodes() -> int:

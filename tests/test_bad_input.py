@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 from PIL import Image
 
 import custom_op
+import damaged_jpegs
 import jpeg_factory
 import jpeg_markers as jm
 from conftest import shared_dir
@@ -457,6 +459,58 @@ def test_invalid_on_warning_is_value_error(valid, op, value):
             custom_op.decode_jpeg(data, on_warning=value)
         else:
             custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 8, on_warning=value)
+
+
+DECODES = {
+    "decode_and_crop_jpeg": lambda data, **options: custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 8, **options),
+    "decode_jpeg": lambda data, **options: custom_op.decode_jpeg(data, **options),
+    "decode_and_crop_jpegs": lambda data, **options: custom_op.decode_and_crop_jpegs([data], 0, 0, 8, 8, **options),
+    "decode_jpegs": lambda data, **options: custom_op.decode_jpegs([data], **options),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("value", ["yes", "false", 1, 0, None])
+@pytest.mark.parametrize("decode", DECODES)
+def test_check_entropy_must_be_true_or_false(valid, decode, value, device):
+    # A string such as "false" would be true as a bool; checked before the device is, so the same
+    # TypeError comes on a machine without a GPU.
+    with pytest.raises(TypeError, match="check_entropy must be True or False"):
+        DECODES[decode](valid[0], check_entropy=value, device=device)
+
+
+@pytest.mark.parametrize("on_warning", ["raise", "warn", "ignore"])
+def test_check_entropy_changes_nothing_on_the_cpu(valid, on_warning):
+    """The CPU path gives libjpeg's outcome already: with check_entropy=True every item's pixels,
+    exception and warnings are the same."""
+    data, reference = valid
+    files = [data] + [case for _, case in damaged_jpegs.damaged(data, np.random.default_rng(3), flips=10)]
+
+    def outcomes(check_entropy):
+        """Each file's tensor or exception, batched then one by one, and the warnings, as text."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            options = {"on_warning": on_warning, "check_entropy": check_entropy}
+            results = custom_op.decode_and_crop_jpegs(files, 8, 8, 40, 60, on_error="return", **options)
+            for f in files:
+                try:
+                    results.append(custom_op.decode_jpeg(f, **options))
+                except RuntimeError as error:
+                    results.append(error)
+        shown = [r if isinstance(r, torch.Tensor) else f"{type(r).__name__}: {r}" for r in results]
+        return shown, [str(w.message) for w in caught]
+
+    checked, checked_warnings = outcomes(True)
+    plain, plain_warnings = outcomes(False)
+    assert checked_warnings == plain_warnings
+    assert len(checked) == len(plain) == 2 * len(files)
+    for a, b in zip(checked, plain):
+        assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    # The damage shows: errors or warnings, or with "ignore" other pixels.
+    if on_warning == "ignore":
+        assert any(isinstance(r, str) or not torch.equal(r, reference) for r in plain[len(files) + 1 :])
+    else:
+        assert any(isinstance(r, str) for r in plain) or len(plain_warnings) > 0
 
 
 # ----------------------------------------------------------------------------- decompression bombs

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import custom_op
+import damaged_jpegs
 import jpeg_factory
 import restart_segments
 from conftest import shared_dir
@@ -323,3 +324,130 @@ def test_oversubscribed_huffman_tables_are_refused(table_class, shape):
         with pytest.raises(RuntimeError, match="Huffman table"):
             custom_op.decode_and_crop_jpeg(hostile, 200, 0, 16, 16)
     assert_same_outcome(data, (200, 0, 16, 16))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The whole-scan walk: the check that check_entropy=True runs on the CPU before nvJPEG gets a file
+# (ops._check_entropy_data, testing.check_entropy_data). It must find every file whose decode libjpeg
+# warns about or refuses; it may find more (damage a decode stops before reading), never less.
+
+
+def libjpeg_outcome(data: bytes) -> str:
+    """What libjpeg's own decoder says of the whole image: "clean", or its warning or error."""
+    with testing.own_entropy_decoder(False):
+        try:
+            custom_op.decode_jpeg(data, on_warning="raise")
+        except RuntimeError as error:
+            return str(error)
+    return "clean"
+
+
+@pytest.mark.parametrize("restart", [0, 1, 3], ids=lambda r: f"restart{r}")
+@pytest.mark.parametrize("sampling", ["4:2:0", "4:4:4", "4:2:2", "4:4:0", "4:1:1", "gray"])
+def test_the_check_finds_every_file_libjpeg_warns_about(sampling, restart):
+    channels = 1 if sampling == "gray" else 3
+    data = jpeg_factory.encode(
+        jpeg_factory.photo_like(72, 104, channels, seed=restart),
+        sampling="4:4:4" if sampling == "gray" else sampling,
+        restart_interval=restart,
+    )
+    cases = damaged_jpegs.damaged(data, np.random.default_rng(restart), flips=40)
+    found = testing.check_entropy_data([data] + [case for _, case in cases])
+    assert found[0] == "ok"
+    warned = missed = 0
+    for (name, case), check in zip(cases, found[1:]):
+        outcome = libjpeg_outcome(case)
+        if outcome != "clean":
+            warned += 1
+            missed += check == "ok"
+            assert check == "damaged", (name, outcome, check)
+    assert missed == 0
+    # The cases exercise the check both ways: libjpeg warns about some of them (the cuts, a flipped
+    # bit in a Huffman code that ends in a bad code or runs into a marker), and a flipped bit in a
+    # coefficient's extra bits leaves a valid scan, which passes.
+    assert warned >= 5 and found.count("ok") >= 5, (warned, found)
+
+
+def test_the_check_finds_damage_a_decode_never_reads():
+    # libjpeg's decode stops after the last row, so stray bytes before the end-of-image marker and
+    # fill bytes before a restart marker decode cleanly on the CPU; the check, which walks to the
+    # end-of-image marker and takes only what a valid encoder writes, finds them. They then go to the
+    # CPU path, which gives its clean decode.
+    data = jpeg_factory.encode(jpeg_factory.photo_like(64, 80, seed=3), restart_interval=2)
+    cases = dict(damaged_jpegs.damaged(data, np.random.default_rng(0), flips=0))
+    for name in ("two stray bytes before the end-of-image marker", "fill bytes before a restart marker"):
+        assert libjpeg_outcome(cases[name]) == "clean", name
+        assert testing.check_entropy_data([cases[name]]) == ["damaged"], name
+
+
+def test_the_check_refuses_what_libjpeg_refuses_or_warns_about_in_the_headers():
+    # The corruptions of the header and tables that test_bad_input.py reports: libjpeg raises or warns
+    # while reading the markers or setting the decode up, and the check says so before walking.
+    from test_bad_input import HEADER, _corruptions
+
+    data = jpeg_factory.encode(jpeg_factory.photo_like(64, 96, seed=11), quality=90)
+    corruptions = _corruptions(data)
+    found = testing.check_entropy_data([bad for bad, _ in corruptions.values()])
+    for (name, (bad, kind)), check in zip(corruptions.items(), found):
+        assert libjpeg_outcome(bad) != "clean", name
+        assert check != "ok", (name, check)
+        if kind == HEADER:
+            assert check == "refused", (name, check)
+    assert found.count("refused") >= 20, found
+
+
+def test_the_check_passes_valid_files_and_leaves_other_codings_to_the_cpu_path():
+    pixels = jpeg_factory.photo_like(90, 120, seed=4)
+    valid = [
+        jpeg_factory.encode(pixels, sampling=s, restart_interval=r, quality=q, optimize=o)
+        for s, r, q, o in [("4:2:0", 0, 90, False), ("4:4:4", 5, 100, True), ("1x2,2x1,1x1", 1, 5, False)]
+    ]
+    valid += [
+        jpeg_factory.encode(jpeg_factory.photo_like(90, 120, 4, seed=4), restart_interval=2),  # CMYK
+        jpeg_factory.encode(pixels, color_space="rgb", sampling="4:4:4"),
+        jpeg_factory.encode(pixels, restart_rows=1),
+    ]
+    not_walked = [jpeg_factory.encode(pixels, progressive=True), jpeg_factory.encode(pixels, arithmetic=True)]
+    assert testing.check_entropy_data(valid + not_walked) == ["ok"] * len(valid) + ["not walked"] * 2
+    assert testing.check_entropy_data([]) == []
+
+
+def test_the_check_passes_the_sub_images_of_prepared_files():
+    # nvJPEG gets the sub-image of a prepared file's restart segments; the check walks that, so it
+    # must pass the sub-images of valid files.
+    prepared = custom_op.prepare_jpeg(jpeg_factory.encode(jpeg_factory.photo_like(300, 260, seed=6)), restart_mcus=1)
+    tensor = torch.frombuffer(bytearray(prepared), dtype=torch.uint8)
+    subs = [ops._jpeg_sub_image(tensor, *window)[0] for window in windows(300, 260, np.random.default_rng(5))]
+    subs = [s for s in subs if s.numel() > 0]
+    assert len(subs) >= 5
+    assert testing.check_entropy_data(subs + [prepared]) == ["ok"] * (len(subs) + 1)
+
+
+def test_the_check_gives_nothing_back_and_ignores_the_decoder_switch():
+    # It counts no give-up (it hands no scan to libjpeg's decoder), and it walks with our decoder
+    # whether or not that is switched on for decoding.
+    data = jpeg_factory.encode(jpeg_factory.photo_like(64, 64, seed=5))
+    cut = data[: len(data) // 2] + b"\xff\xd9"
+    before = give_ups()
+    assert testing.check_entropy_data([data, cut]) == ["ok", "damaged"]
+    with testing.own_entropy_decoder(False):
+        assert testing.check_entropy_data([data, cut]) == ["ok", "damaged"]
+    assert give_ups() == before
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_check_on_the_intra_op_pool_equals_one_file_at_a_time(threads):
+    data = jpeg_factory.encode(jpeg_factory.photo_like(80, 120, seed=7), restart_interval=3)
+    files = [data] + [case for _, case in damaged_jpegs.damaged(data, np.random.default_rng(7))]
+    one_by_one = [testing.check_entropy_data([f])[0] for f in files]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        assert testing.check_entropy_data(files) == one_by_one
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_check_passes_the_imagenet_sample():
+    files = [p.read_bytes() for p in sorted(shared_dir("imagenet-sample").glob("*.JPEG"))]
+    assert set(testing.check_entropy_data(files)) == {"ok"}

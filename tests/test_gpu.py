@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from collections import defaultdict
 
 import numpy as np
@@ -27,6 +28,7 @@ import torch
 from PIL import Image
 
 import custom_op
+import damaged_jpegs
 from conftest import SHARED_DATA, shared_dir
 from custom_op import ImageReadMode, gpu, testing
 from jpeg_factory import with_exif_orientation
@@ -297,6 +299,7 @@ def test_opcheck_batched_op(jpeg_writer, mode, form):
     assert len(outs) == (1 if form == "stack" else len(datas))
     assert paths[2] == custom_op._device.CPU_PATH and all(p >= 0 for p in paths)
     torch.library.opcheck(torch.ops.custom_op.decode_jpegs_cuda.default, args, test_utils=OPCHECK_UTILS)
+    torch.library.opcheck(torch.ops.custom_op.decode_jpegs_cuda.default, (*args, True), test_utils=OPCHECK_UTILS)
 
 
 @needs_gpu
@@ -671,6 +674,186 @@ def test_hostile_batches_leave_no_sticky_error(jpeg_writer):
     after = custom_op.decode_and_crop_jpegs([good] * 4, 8, 8, 100, 100, device="cuda", stack=True)
     torch.cuda.synchronize()
     assert torch.equal(after.cpu(), reference)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Damaged files: what nvJPEG makes of them, and check_entropy=True, which gives them the CPU path's
+# outcome
+
+
+def _recorded(call, *args, **kwargs):
+    """call(*args, **kwargs)'s result and the messages of the warnings it emitted."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call(*args, **kwargs)
+    return result, [str(w.message) for w in caught]
+
+
+def _shown(results):
+    """Each item as a tensor, or its exception as "Type: message"."""
+    return [r if isinstance(r, torch.Tensor) else f"{type(r).__name__}: {r}" for r in results]
+
+
+@needs_gpu
+def test_the_engines_report_no_damage(jpeg_writer):
+    """Pinned, as the on_warning documentation says of device="cuda" without check_entropy: files
+    whose entropy-coded data is damaged, which the CPU path raises on, decode on the JPEG engines with
+    no error and no warning, whatever on_warning (those nvJPEG fails on get the CPU path's outcome).
+    With check_entropy=True every one of them raises as on the CPU. If nvJPEG comes to report such
+    damage, this fails, and the documentation must follow."""
+    if not has_engines():
+        pytest.skip("this GPU has no JPEG engines (nvJPEG's hybrid decoders take these files)")
+    data = jpeg_writer.encode(jpeg_writer.photo_like(120, 160, seed=2), sampling="4:2:0")
+    window = (0, 0, 120, 160)
+    names, files = [], []  # the CPU path raises on them, and their end-of-image marker is in place
+    for name, case in damaged_jpegs.damaged(data, np.random.default_rng(2), flips=60):
+        if not case.endswith(damaged_jpegs.EOI):
+            continue  # cut short: the GPU backend hands these to the CPU path
+        try:
+            custom_op.decode_and_crop_jpeg(case, *window)
+        except RuntimeError:
+            names.append(name)
+            files.append(case)
+    assert len(files) >= 5, names
+    windows = [[v] * len(files) for v in window]
+    report = REPORT.setdefault("damaged_files_on_the_engines", {})
+    for on_warning in ("raise", "warn"):
+        options = {"on_error": "return", "on_warning": on_warning}
+        (outs, used), caught = _recorded(testing.decode_with_paths, files, *windows, device="cuda", **options)
+        expected = _shown(custom_op.decode_and_crop_jpegs(files, *windows, **options))
+        on_engines = [i for i, path in enumerate(used) if base_path(path) in ("hardware-roi", "hardware-full")]
+        report[on_warning] = {"files": len(files), "paths": used, "decoded": [names[i] for i in on_engines]}
+        assert on_engines, used
+        for i, (out, path) in enumerate(zip(outs, used)):
+            if base_path(path) in ("cpu", "failed"):  # nvJPEG failed on it: the CPU path's outcome
+                (shown,) = _shown([out])
+                same = (
+                    torch.equal(shown.cpu(), expected[i]) if isinstance(shown, torch.Tensor) else shown == expected[i]
+                )
+                assert same, (names[i], shown, expected[i])
+            else:  # decoded by nvJPEG, damage unreported
+                assert isinstance(out, torch.Tensor) and out.shape == (3, 120, 160), (names[i], path, out)
+                assert not any(f"batch item {i}:" in message for message in caught), (names[i], caught)
+    expected = _shown(custom_op.decode_and_crop_jpegs(files, *windows, on_error="return"))
+    checked = custom_op.decode_and_crop_jpegs(files, *windows, device="cuda", on_error="return", check_entropy=True)
+    assert _shown(checked) == expected
+
+
+def _hostile_batch(jpeg_writer, rng):
+    """64 files, 40% of them damaged copies of the others, with one window each. The valid ones: the
+    usual samplings, gray, restart markers, progressive, and a file prepared for random access. The
+    damage: in the entropy-coded data (damaged_jpegs), and in headers the GPU backend's own header
+    scan passes but libjpeg warns about or refuses."""
+    from test_bad_input import _corruptions
+
+    photo = jpeg_writer.photo_like
+    bases = [
+        jpeg_writer.encode(photo(120, 160, seed=51), sampling="4:2:0"),
+        jpeg_writer.encode(photo(96, 128, seed=52), sampling="4:4:4", restart_interval=2),
+        jpeg_writer.encode(photo(100, 140, seed=53), sampling="4:2:2", restart_rows=1),
+        jpeg_writer.encode(photo(90, 120, 1, seed=54), restart_interval=3),
+        jpeg_writer.encode(photo(110, 150, seed=55), sampling="4:2:0", progressive=True),
+        custom_op.prepare_jpeg(jpeg_writer.encode(photo(300, 260, seed=56), sampling="4:2:0"), restart_mcus=1),
+    ]
+    sizes = [(120, 160), (96, 128), (100, 140), (90, 120), (110, 150), (300, 260)]
+    damaged = [
+        (case, size) for base, size in zip(bases, sizes) for _, case in damaged_jpegs.damaged(base, rng, flips=8)
+    ]
+    files = [(bases[i % len(bases)], sizes[i % len(bases)]) for i in range(38)]
+    files += [damaged[i] for i in rng.choice(len(damaged), size=22, replace=False)]
+    headers = _corruptions(bases[0])
+    for name in ("SOS unknown component", "three 1-bit Huffman codes", "Huffman counts over 256"):
+        files.append((headers[name][0], sizes[0]))
+    jfif = bytearray(bases[0])
+    jfif[jfif.index(b"JFIF\x00") + 5] = 2  # "Warning: unknown JFIF revision number 2.01"
+    files.append((bytes(jfif), sizes[0]))
+    files = [files[i] for i in rng.permutation(len(files))]
+    windows = [random_window(rng, h, w, int(rng.choice([16, 64, 224]))) for _, (h, w) in files]
+    return [data for data, _ in files], windows
+
+
+@needs_gpu
+@pytest.mark.parametrize("on_warning", ["raise", "warn", "ignore"])
+@pytest.mark.parametrize("whole", [False, True], ids=["windows", "whole"])
+def test_check_entropy_gives_every_item_the_cpu_paths_outcome(jpeg_writer, on_warning, whole):
+    """A hostile batch with check_entropy=True and on_error="return": every item's exception (type
+    and message) or pixels, and the warnings, are the CPU path's; the files the check passes still go
+    to nvJPEG (to the JPEG engines, where the GPU has them)."""
+    files, windows = _hostile_batch(jpeg_writer, np.random.default_rng(5))
+    options = {"on_warning": on_warning, "on_error": "return"}
+    checks = testing.check_entropy_data(files)
+    used = None  # whole images: the paths are not reported
+    if whole:
+        expected, expected_warnings = _recorded(custom_op.decode_jpegs, files, **options)
+        got, got_warnings = _recorded(custom_op.decode_jpegs, files, device="cuda", check_entropy=True, **options)
+    else:
+        expected, expected_warnings = _recorded(custom_op.decode_and_crop_jpegs, files, *zip(*windows), **options)
+        with testing.gpu_options(segments="always"):  # the prepared file's window through its segments
+            (got, used), got_warnings = _recorded(
+                testing.decode_with_paths, files, *zip(*windows), device="cuda", check_entropy=True, **options
+            )
+    assert got_warnings == expected_warnings
+    expected, got = _shown(expected), _shown(got)
+    assert len(got) == len(expected) == len(files)
+    against = AgainstCpu()
+    for i, (out, ref) in enumerate(zip(got, expected)):
+        label = (i, checks[i], None if used is None else used[i])
+        if isinstance(ref, str):
+            assert out == ref, label
+            continue
+        assert isinstance(out, torch.Tensor), (label, out)
+        # Whole images: with the engines, every file that passes the check goes to them.
+        path = used[i] if used is not None else ("hardware-full" if has_engines() else "gpu-hybrid")
+        against.add(out, ref, path, label=label)
+    REPORT.setdefault("check_entropy_hostile_batch", {})[f"{on_warning} {'whole' if whole else 'windows'}"] = {
+        "checks": {c: checks.count(c) for c in sorted(set(checks))},
+        "paths": None if used is None else {p: used.count(p) for p in sorted(set(used))},
+        "against_cpu": against.as_dict(),
+    }
+    against.check()
+    # Not a vacuous comparison: the batch holds files the CPU path raises on or warns about, files
+    # the check sends to the CPU path, and files it passes, which nvJPEG decodes.
+    if on_warning == "raise":
+        assert sum(isinstance(r, str) for r in expected) >= 5, expected
+    if on_warning == "warn":
+        assert len(expected_warnings) >= 5, expected_warnings
+    assert checks.count("ok") >= 30 and checks.count("damaged") >= 8 and checks.count("refused") >= 4, checks
+    if used is not None:
+        for path, check in zip(used, checks):
+            assert (base_path(path) in ("cpu", "failed")) == (check != "ok"), (path, check)
+        assert any(p.endswith("+segments") for p in used), used
+        if has_engines():
+            engines = {base_path(p) for p, c in zip(used, checks) if c == "ok"}
+            assert engines <= {"hardware-roi", "hardware-full"}, engines
+
+
+@needs_gpu
+@pytest.mark.parametrize("on_warning", ["raise", "warn", "ignore"])
+def test_check_entropy_on_single_images(jpeg_writer, on_warning):
+    data = jpeg_writer.encode(jpeg_writer.photo_like(80, 112, seed=6), sampling="4:2:0", restart_interval=4)
+    cases = [data] + [case for _, case in damaged_jpegs.damaged(data, np.random.default_rng(6), flips=10)]
+
+    def each(decode, **options):
+        out = []
+        for case in cases:
+            try:
+                out.append(decode(case, on_warning=on_warning, **options))
+            except RuntimeError as error:
+                out.append(error)
+        return _shown(out)
+
+    for decode in (
+        lambda d, **o: custom_op.decode_jpeg(d, **o),
+        lambda d, **o: custom_op.decode_and_crop_jpeg(d, 30, 20, 40, 60, **o),
+    ):
+        expected, expected_warnings = _recorded(each, decode)
+        got, got_warnings = _recorded(each, decode, device="cuda", check_entropy=True)
+        assert got_warnings == expected_warnings
+        for k, (out, ref) in enumerate(zip(got, expected)):
+            if isinstance(ref, str):
+                assert out == ref, k
+            else:
+                assert isinstance(out, torch.Tensor) and out.is_cuda and torch.equal(out.cpu(), ref), k
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -36,11 +36,13 @@ TORCH_LIBRARY(custom_op, m) {
       "bool apply_exif_orientation, int on_warning, int max_pixels, bool stack) "
       "-> (Tensor[] images, int[] status, str[] messages)");
   // The same on CUDA device `device` (the encoded bytes stay on the CPU), ordered on its current
-  // stream. paths: which decoder took each item (cuda/decode_path.h).
+  // stream. paths: which decoder took each item (cuda/decode_path.h). check_entropy: before nvJPEG
+  // gets a file, _check_entropy_data checks it on the CPU, and a file it finds anything wrong with
+  // goes to the CPU path.
   m.def(
       "decode_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, bool whole, "
-      "int mode, bool apply_exif_orientation, int on_warning, int max_pixels, bool stack, int device) "
-      "-> (Tensor[] images, int[] status, str[] messages, int[] paths)");
+      "int mode, bool apply_exif_orientation, int on_warning, int max_pixels, bool stack, int device, "
+      "bool check_entropy=False) -> (Tensor[] images, int[] status, str[] messages, int[] paths)");
   m.def(
       "gpu_backend_info(int device) -> (str nvjpeg_version, bool hardware, int hardware_engines, "
       "int hardware_cores, str hardware_note, bool torch_allocators)");
@@ -64,6 +66,12 @@ TORCH_LIBRARY(custom_op, m) {
   // The random-access path's sub-image of a window's restart segments (cpu/restart_index.h) and where
   // it lies, [top, left, height, width]; an empty tensor when the file has no such layout.
   m.def("_jpeg_sub_image(Tensor data, int top, int left, int height, int width) -> (Tensor, int[])");
+  // Per file, what the GPU path's check_entropy found (cpu/libjpeg_session.h, ScanWalk): 0 nothing
+  // wrong (libjpeg read the headers without a warning, and our entropy decoder walked the whole scan
+  // to the end-of-image marker), 1 libjpeg warned or refused while setting the decode up, 2 a file
+  // the walk does not take (progressive, arithmetic-coded, several scans), 3 the walk met something a
+  // valid scan does not hold. The files are checked in parallel on torch's intra-op thread pool.
+  m.def("_check_entropy_data(Tensor[] data) -> int[]");
   // Windows decoded through restart segments in this process.
   m.def("_random_access_decodes() -> int");
   // Our baseline Huffman decoder on or off (returns the old setting), and the scans it gave back to

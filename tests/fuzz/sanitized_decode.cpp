@@ -7,6 +7,8 @@
 // same warnings, same pixels (pixels only after a success: a failed decode's rows are thrown away).
 // A third decode, by libjpeg alone (no sub-image), checks the random-access path too: where it
 // decodes the window without a warning, the first must give the same pixels and no warning either.
+// And the whole-scan walk of the GPU path's check must fail every input that libjpeg, decoding the
+// whole image, warns about or refuses.
 // The sanitizers catch what the comparisons cannot (a read one byte past the caller's buffer gives
 // the same pixels); every input is copied into a heap block of exactly its size so that such a read
 // lands in ASan's red zone.
@@ -227,6 +229,16 @@ Outcome decode_once(const Bytes& input, const Case& c, bool own_entropy, bool fa
   const bool ok =
       fast == FastPath::kNotApplicable ? session.decode_region(c.space, region, sink) : fast == FastPath::kDecoded;
   return finish(ok ? Outcome::kDecoded : Outcome::kFailed);
+}
+
+// What the GPU path's check (check_entropy=True) finds in the input: libjpeg's header read and our
+// walk over the whole scan, on a copy of exactly the input's size.
+custom_op::ScanWalk walk_once(const Bytes& input) {
+  std::unique_ptr<uint8_t[]> data(new uint8_t[input.size()]);
+  if (!input.empty()) std::memcpy(data.get(), input.data(), input.size());
+  JpegSession session(WarningPolicy::kRaise);
+  if (!session.read_header(data.get(), input.size(), /*save_app1=*/false)) return custom_op::ScanWalk::kRefused;
+  return session.walk_scan();
 }
 
 // ---- Mutations --------------------------------------------------------------------------------------
@@ -517,6 +529,14 @@ bool check_input(const Options& opt, const Bytes& input, const std::string& orig
     if (diff.empty() && plain.stage == Outcome::kDecoded && plain.warnings == 0 && !path_dependent) {
       diff = difference(on, plain);
       against = "libjpeg alone";
+    }
+    // The first case decodes the whole image with libjpeg alone: a file the check passes must decode
+    // there without a warning (the check must find everything libjpeg warns about, or nvJPEG would
+    // decode it silently).
+    if (k == 0 && diff.empty() && off.stage != Outcome::kTooLarge &&
+        (off.stage != Outcome::kDecoded || off.warnings > 0) && walk_once(input) == custom_op::ScanWalk::kClean) {
+      diff = "the whole-scan check passes it";
+      against = "the GPU path's check";
     }
     ++stats.cases;
     stats.header_failed += off.stage == Outcome::kHeaderFailed;

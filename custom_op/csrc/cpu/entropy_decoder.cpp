@@ -14,6 +14,7 @@ std::atomic<bool> g_enabled{true};
 std::atomic<int64_t> g_give_ups{0};
 
 constexpr uint8_t kRST0 = 0xD0;
+constexpr uint8_t kEOI = 0xD9;
 
 // libjpeg keeps up to 64 bits loaded ahead of the bits it has decoded (an FF FF .. FF 00 run counts
 // as one byte), and asks its source for more (a warning, on a memory source) when that read-ahead
@@ -42,7 +43,6 @@ static_assert(kNatural.at[1] == 1 && kNatural.at[2] == 8 && kNatural.at[3] == 16
               "zigzag order");
 
 [[noreturn]] void give_up(j_decompress_ptr cinfo) {
-  g_give_ups.fetch_add(1, std::memory_order_relaxed);
   ErrorState* err = reinterpret_cast<ErrorState*>(cinfo->err);
   err->entropy_gave_up = true;
   std::longjmp(err->jump, 1);
@@ -247,17 +247,22 @@ bool walk_blocks(Reader& in, OwnEntropyDecoder& d) {
   return true;
 }
 
-// The restart marker that must follow the segment just decoded, right after its last byte.
-void take_restart(j_decompress_ptr cinfo, OwnEntropyDecoder& d) {
+// The marker that must follow the data decoded so far, right after its last byte.
+void take_marker(j_decompress_ptr cinfo, OwnEntropyDecoder& d, uint8_t marker) {
   if (!d.at_marker) load_bytes(cinfo, d);
   // Whole bytes left unread before the marker are data libjpeg would discard with a warning.
   if (!d.at_marker || d.bits - d.fake_bits >= 8 || d.fake_bits > d.bits) give_up(cinfo);
-  if (d.next[1] != kRST0 + d.next_restart) give_up(cinfo);
+  if (d.next[1] != marker) give_up(cinfo);
   d.next += 2;
   d.at_marker = false;
   d.buf = 0;
   d.bits = 0;
   d.fake_bits = 0;
+}
+
+// The restart marker that must follow the segment just decoded.
+void take_restart(j_decompress_ptr cinfo, OwnEntropyDecoder& d) {
+  take_marker(cinfo, d, static_cast<uint8_t>(kRST0 + d.next_restart));
   for (int32_t& p : d.pred) p = 0;
   d.restarts_to_go = d.restart_interval;
   d.next_restart = (d.next_restart + 1) & 7;
@@ -284,11 +289,8 @@ boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* MCU_data) {
 // Called by libjpeg at the start of another scan, which a single-scan decode never has.
 void start_another_scan(j_decompress_ptr cinfo) { give_up(cinfo); }
 
-}  // namespace
-
-bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* d, JDIMENSION first_column,
-                             JDIMENSION last_column) {
-  if (!g_enabled.load(std::memory_order_relaxed)) return false;
+// install_entropy_decoder without the process-wide switch.
+bool set_up(j_decompress_ptr cinfo, OwnEntropyDecoder* d, JDIMENSION first_column, JDIMENSION last_column) {
   if (cinfo->progressive_mode || cinfo->arith_code || cinfo->data_precision != 8) return false;
   if (cinfo->comps_in_scan != cinfo->num_components || cinfo->comps_in_scan > MAX_COMPS_IN_SCAN) return false;
   if (cinfo->blocks_in_MCU < 1 || cinfo->blocks_in_MCU > D_MAX_BLOCKS_IN_MCU) return false;
@@ -336,6 +338,22 @@ bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* d, JDIME
   return true;
 }
 
+}  // namespace
+
+bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* d, JDIMENSION first_column,
+                             JDIMENSION last_column) {
+  return g_enabled.load(std::memory_order_relaxed) && set_up(cinfo, d, first_column, last_column);
+}
+
+bool walk_whole_scan(j_decompress_ptr cinfo, OwnEntropyDecoder* d) {
+  // No MCU column is stored: decode_mcu gets no blocks to store into, and walks every one.
+  if (!set_up(cinfo, d, 1, 0)) return false;
+  const uint64_t mcus = uint64_t{cinfo->MCUs_per_row} * uint64_t{cinfo->MCU_rows_in_scan};
+  for (uint64_t i = 0; i < mcus; ++i) decode_mcu(cinfo, nullptr);
+  take_marker(cinfo, *d, kEOI);
+  return true;
+}
+
 void check_entropy_read_ahead(j_decompress_ptr cinfo) {
   const OwnEntropyDecoder& d = *reinterpret_cast<const OwnEntropyDecoder*>(cinfo->entropy);
   if (d.at_marker) return;  // libjpeg stops at a marker too
@@ -357,6 +375,8 @@ void check_entropy_read_ahead(j_decompress_ptr cinfo) {
 }
 
 bool set_own_entropy_decoder(bool on) { return g_enabled.exchange(on, std::memory_order_relaxed); }
+
+void count_entropy_give_up() { g_give_ups.fetch_add(1, std::memory_order_relaxed); }
 
 int64_t entropy_decoder_give_ups() { return g_give_ups.load(std::memory_order_relaxed); }
 

@@ -11,7 +11,9 @@
 // It takes no decision about damaged data. On anything a valid scan would not contain (a code the
 // table lacks, a marker inside an MCU, restart markers out of place, the end of the data) it gives
 // up, and the session decodes the window again with libjpeg's own decoder: warnings, errors and the
-// pixels of damaged files stay exactly libjpeg's.
+// pixels of damaged files stay exactly libjpeg's. The same walk over a whole scan is the GPU path's
+// check of a file before nvJPEG gets it (walk_whole_scan): there, giving up sends the file to the CPU
+// path.
 #pragma once
 
 #include <cstddef>
@@ -65,6 +67,15 @@ struct OwnEntropyDecoder {
 bool install_entropy_decoder(j_decompress_ptr cinfo, OwnEntropyDecoder* decoder, JDIMENSION first_column,
                              JDIMENSION last_column);
 
+// Walks every MCU of the scan jpeg_start_decompress just started, storing no coefficient, then takes
+// the end-of-image marker, which must follow the last MCU's byte directly. Gives up, as a decode does,
+// on anything a valid scan would not contain: a code the table lacks, a marker inside an MCU, a
+// restart marker missing, misnumbered or preceded by stray bytes, fill bytes (FF FF), the end of the
+// data, or anything but end-of-image after the last MCU. That is everything libjpeg's decoder warns
+// about in entropy-coded data, wherever a decode would stop reading. False, having read nothing,
+// for scans install_entropy_decoder does not take (whether or not the decoder is switched off).
+bool walk_whole_scan(j_decompress_ptr cinfo, OwnEntropyDecoder* decoder);
+
 // After the last row a decode needs: whether libjpeg's own decoder, which reads a few bytes ahead of
 // the bits it decodes, would have met the end of the data by then (it warns there: "Premature end of
 // JPEG file"). If so, gives up (the decode is redone with libjpeg's decoder, which says what it says).
@@ -75,7 +86,9 @@ void check_entropy_read_ahead(j_decompress_ptr cinfo);
 // benchmarks compare it with libjpeg's own).
 bool set_own_entropy_decoder(bool on);
 
-// How many times, in this process, it gave a scan back to libjpeg's decoder.
+// How many times, in this process, it gave a scan back to libjpeg's decoder: the session counts
+// each time it does (walk_whole_scan gives nothing back, and counts nothing).
 int64_t entropy_decoder_give_ups();
+void count_entropy_give_up();
 
 }  // namespace custom_op

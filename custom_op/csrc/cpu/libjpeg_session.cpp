@@ -145,6 +145,21 @@ bool JpegSession::set_scale(unsigned int scale_num) {
   return true;
 }
 
+ScanWalk JpegSession::walk_scan() {
+  err_.entropy_gave_up = false;
+  if (setjmp(err_.jump)) return err_.entropy_gave_up ? ScanWalk::kDamaged : ScanWalk::kRefused;
+  if (cinfo.progressive_mode || cinfo.arith_code || cinfo.comps_in_scan != cinfo.num_components)
+    return ScanWalk::kNotWalked;
+  // The smallest output: jpeg_start_decompress then only derives the tables and lays the scan out
+  // (a file with a single scan is not read any further), with row buffers of an eighth of the size.
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = 8;
+  jpeg_start_decompress(&cinfo);
+  if (!walk_whole_scan(&cinfo, &entropy_)) return ScanWalk::kNotWalked;
+  jpeg_abort_decompress(&cinfo);
+  return ScanWalk::kClean;
+}
+
 int JpegSession::exif_orientation() const {
   for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
     if (m->marker != JPEG_APP0 + 1 || m->data_length < 6) continue;

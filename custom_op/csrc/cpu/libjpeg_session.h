@@ -24,6 +24,14 @@ namespace custom_op {
 // No real encoder writes more than a few dozen; TurboJPEG suggests a limit of 500 for untrusted input.
 constexpr int kMaxScans = 500;
 
+// What walk_scan found.
+enum class ScanWalk : int64_t {
+  kClean = 0,      // libjpeg read the headers without a warning, and the scan is what a valid one holds
+  kRefused = 1,    // libjpeg warned or raised an error while setting the decode up (headers, tables)
+  kNotWalked = 2,  // a scan our decoder does not walk (progressive, arithmetic, several scans, ...)
+  kDamaged = 3,    // the walk gave up: the entropy-coded data holds what a valid scan does not
+};
+
 struct ErrorState {
   jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr* that we cast back
   jpeg_progress_mgr progress;
@@ -63,6 +71,11 @@ class JpegSession {
 
   // Decode at scale_num/8 of the full size; output_height/output_width become the scaled size.
   bool set_scale(unsigned int scale_num);
+
+  // After read_header: sets the decode up and walks the whole scan with our entropy decoder
+  // (walk_whole_scan), decoding no pixel. A session made with WarningPolicy::kRaise turns any libjpeg
+  // warning into kRefused.
+  ScanWalk walk_scan();
 
   // Decodes `region` with out_color_space and hands each of its rows to sink(row_pixels, row_index):
   // row_pixels points at the region's first pixel, interleaved. Stops reading the file once the
@@ -115,6 +128,7 @@ bool JpegSession::decode_region(J_COLOR_SPACE out_color_space, const Region& reg
   if (!err_.entropy_gave_up) return false;
   // Our entropy decoder met something a valid scan does not contain. libjpeg's own decoder does it
   // all again, so that damaged data gives libjpeg's warnings, errors and pixels, whatever the path.
+  count_entropy_give_up();
   err_.entropy_gave_up = false;
   forget_warnings_after(warnings);
   return rewind(scale_num, scale_denom) && decode_region_once(out_color_space, region, sink, false);

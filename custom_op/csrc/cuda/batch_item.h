@@ -24,6 +24,7 @@ struct CallOptions {
   bool apply_exif_orientation;
   int64_t on_warning;  // a WarningPolicy code, for the CPU operators
   int64_t max_pixels;
+  bool check_entropy;  // nvJPEG gets only files the CPU-side check finds nothing wrong with (planner.h)
 };
 
 struct Item {

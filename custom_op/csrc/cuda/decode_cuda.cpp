@@ -55,6 +55,7 @@ void decode_on_gpu(std::vector<Item>& items, const std::vector<at::Tensor>& outp
     RECORD_FUNCTION("custom_op::gpu_claim", std::vector<c10::IValue>());
     for (const auto& executor : executors) {
       executor->claim(call, items);
+      if (executor == executors[0] && options.check_entropy) send_unchecked_files_to_cpu(items);
       if (testing.nvjpeg_allowed()) continue;
       for (Item& it : items)
         if (it.path == kPending && it.leader < 0) it.path = kCpu;
@@ -78,7 +79,7 @@ void decode_on_gpu(std::vector<Item>& items, const std::vector<at::Tensor>& outp
 BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
                                c10::IntArrayRef heights, c10::IntArrayRef widths, bool whole, int64_t mode,
                                bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels, bool stack,
-                               int64_t device_index) {
+                               int64_t device_index, bool check_entropy) {
   // The call's checks and messages are those of the CPU operator (decode_jpegs); with whole=True the
   // window lists are ignored.
   const size_t n = data.size();
@@ -90,7 +91,8 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   TORCH_CHECK_VALUE(valid_warning_policy(on_warning), kMessagePrefix,
                     "on_warning code must be 0 (raise), 1 (warn) or 2 (ignore), got ", on_warning);
   TORCH_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
-  const CallOptions options{whole, static_cast<ReadMode>(mode), apply_exif_orientation, on_warning, max_pixels};
+  const ReadMode read_mode = static_cast<ReadMode>(mode);
+  const CallOptions options{whole, read_mode, apply_exif_orientation, on_warning, max_pixels, check_entropy};
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard device_guard(device);

@@ -182,5 +182,35 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
   return items;
 }
 
+// nvJPEG decodes damaged entropy-coded data without a word (a bad code, a missing restart marker, a
+// file cut short and ended with an end-of-image marker...), where libjpeg warns or raises. So each
+// file nvJPEG would get (its sub-image, where it has one) is walked on the CPU first, in one call
+// through the dispatcher, in parallel on the intra-op pool; any file the check does not pass (damage,
+// a libjpeg warning or error in its headers, or a scan the walk does not take, such as a progressive
+// one) goes to the CPU path, with the other windows of that file.
+void send_unchecked_files_to_cpu(std::vector<Item>& items) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("custom_op::_check_entropy_data", "")
+                       .typed<std::vector<int64_t>(at::TensorList)>();
+  std::vector<size_t> leaders;
+  std::vector<at::Tensor> files;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    if (it.path != kPending || it.leader >= 0) continue;
+    leaders.push_back(i);
+    files.push_back(it.segments.defined() ? it.segments : it.data);
+  }
+  if (files.empty()) return;
+  const std::vector<int64_t> found = op.call(files);
+  std::vector<bool> to_cpu(items.size(), false);
+  for (size_t k = 0; k < leaders.size(); ++k) to_cpu[leaders[k]] = found[k] != 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Item& it = items[i];
+    if (it.path != kPending || !to_cpu[it.leader >= 0 ? static_cast<size_t>(it.leader) : i]) continue;
+    it.path = kCpu;
+    it.leader = -1;
+  }
+}
+
 }  // namespace gpu
 }  // namespace custom_op

@@ -5,8 +5,9 @@
 // on files we do not fully understand, and the CPU operator's error on items that fail a check); the
 // region nvJPEG decodes, with margins.
 // Then, across items: a file repeated in the batch is decoded once, and files prepared for random
-// access give nvJPEG the sub-image of their windows' restart segments. Which nvJPEG decoder takes an
-// item is left to the executors (executor.h).
+// access give the GPU decoders the sub-image of their windows' restart segments. Which decoder takes
+// an item is left to the executors (executor.h). With options.check_entropy, the files left to nvJPEG
+// once our own CUDA decoder has claimed its own are checked first (send_unchecked_files_to_cpu).
 #pragma once
 
 #include <vector>
@@ -25,6 +26,12 @@ namespace gpu {
 std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
                              c10::IntArrayRef heights, c10::IntArrayRef widths, const CallOptions& options,
                              const TestingOptions& testing);
+
+// The bytes nvJPEG would decode of each pending item (its sub-image, where it has one) are checked on
+// the CPU (the CPU library's _check_entropy_data), and a file found wrong in any way goes to the CPU
+// path with all its windows: nvJPEG reports no damage, the CPU path reports all of it. Our own CUDA
+// decoder needs no such check (it reports damage itself), so this runs after it has claimed its items.
+void send_unchecked_files_to_cpu(std::vector<Item>& items);
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -94,8 +94,8 @@ __global__ void find_segments_kernel(SegmentImage* images) {
 
 // The sort key of each task: its segment's length in bytes (0 where the markers are wrong, whose
 // tasks return at once).
-__global__ void segment_lengths_kernel(const SegmentImage* images, const SegmentTask* tasks, int count,
-                                       uint32_t* keys, int32_t* order) {
+__global__ void segment_lengths_kernel(const SegmentImage* images, const SegmentTask* tasks, int count, uint32_t* keys,
+                                       int32_t* order) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= count) return;
   const SegmentTask task = tasks[t];
@@ -143,8 +143,8 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const Segment
   int16_t scratch[jc::kBlockSize];
   int16_t* planes[jc::kMaxComponents];
   for (int c = 0; c < jc::kMaxComponents; ++c) planes[c] = im.coefficients[c];
-  const uint32_t flags = jc::decode_segment_rows(im.data + b, im.data + e, f, tables, first, n, planes, im.mcu_row0,
-                                                 im.mcu_rows, scratch);
+  const uint32_t flags =
+      jc::decode_segment_rows(im.data + b, im.data + e, f, tables, first, n, planes, im.mcu_row0, im.mcu_rows, scratch);
   if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);
 }
 
@@ -183,7 +183,8 @@ __device__ jc::SamplePlane sample_plane(const SegmentImage& im, int c) {
   const jc::Frame& f = im.frame;
   const int64_t row0 = static_cast<int64_t>(im.mcu_row0) * f.mcu_blocks_v[c] * 8;
   const int64_t col0 = static_cast<int64_t>(im.mcu_col0) * f.mcu_blocks_h[c] * 8;
-  const uintptr_t origin = reinterpret_cast<uintptr_t>(im.samples[c]) - static_cast<uintptr_t>(row0 * im.sample_pitch[c] + col0);
+  const uintptr_t origin =
+      reinterpret_cast<uintptr_t>(im.samples[c]) - static_cast<uintptr_t>(row0 * im.sample_pitch[c] + col0);
   jc::SamplePlane p;
   p.data = reinterpret_cast<const uint8_t*>(origin);
   p.pitch = im.sample_pitch[c];
@@ -315,8 +316,8 @@ cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_bl
   return cudaSuccess;
 }
 
-cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count,
-                                 int64_t max_pixels, cudaStream_t stream) {
+cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count, int64_t max_pixels,
+                                 cudaStream_t stream) {
   const int blocks = grid_for(max_pixels, 256);
   for (int first = 0; first < count; first += kMaxImagesPerLaunch) {
     const int n = count - first < kMaxImagesPerLaunch ? count - first : kMaxImagesPerLaunch;

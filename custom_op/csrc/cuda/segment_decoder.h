@@ -33,7 +33,7 @@ namespace gpu {
 // Bits of an image's status word.
 enum SegmentDecodeStatus : uint32_t {
   kSegmentDecodeOk = 0,
-  kMarkersWrong = 1u << 8,   // a restart marker missing, extra or misnumbered, or no EOI after the last
+  kMarkersWrong = 1u << 8,    // a restart marker missing, extra or misnumbered, or no EOI after the last
   kSegmentDamaged = 1u << 9,  // with the jpeg_core::SegmentFlags of the segment in the low bits
   kBlockInexact = 1u << 10,   // libjpeg's SIMD and C IDCTs could differ on a block
 };
@@ -76,9 +76,9 @@ struct WindowWrite {
   int32_t image;
   int32_t region_top, region_left, region_height, region_width;  // stored-frame pixels of the image
   uint8_t* dst;                                                  // [channels, H, W]; swapped for 5..8
-  int32_t channels;     // 1 or 3
-  int32_t orientation;  // EXIF 1..8
-  int32_t color;        // kWindowGray (Y), kWindowRgb (YCbCr -> RGB), kWindowGrayToRgb
+  int32_t channels;                                              // 1 or 3
+  int32_t orientation;                                           // EXIF 1..8
+  int32_t color;  // kWindowGray (Y), kWindowRgb (YCbCr -> RGB), kWindowGrayToRgb
 };
 
 enum WindowColor : int32_t { kWindowGray = 0, kWindowRgb = 1, kWindowGrayToRgb = 2 };
@@ -103,8 +103,8 @@ size_t segment_sort_bytes(int count);
 cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count, void* sort_space,
                                    size_t sort_bytes, cudaStream_t stream);
 cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);
-cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count,
-                                 int64_t max_pixels, cudaStream_t stream);
+cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count, int64_t max_pixels,
+                                 cudaStream_t stream);
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -170,13 +170,14 @@ class SegmentExecutor : public Executor {
       const Item& it = items[plans_[k].item];
       for (int c = 0; c < jc::kMaxComponents; ++c) {
         const bool present = c < im.frame.num_components;
-        im.dc[c] = present ? reinterpret_cast<const jc::HuffTable*>(device + tables_at) +
-                                 dc_index[k * jc::kMaxComponents + c]
-                           : nullptr;
-        im.ac[c] = present ? reinterpret_cast<const jc::HuffTable*>(device + tables_at) +
-                                 ac_index[k * jc::kMaxComponents + c]
-                           : nullptr;
-        im.coefficients[c] = present ? reinterpret_cast<int16_t*>(device + coef_at[k * jc::kMaxComponents + c]) : nullptr;
+        im.dc[c] =
+            present ? reinterpret_cast<const jc::HuffTable*>(device + tables_at) + dc_index[k * jc::kMaxComponents + c]
+                    : nullptr;
+        im.ac[c] =
+            present ? reinterpret_cast<const jc::HuffTable*>(device + tables_at) + ac_index[k * jc::kMaxComponents + c]
+                    : nullptr;
+        im.coefficients[c] =
+            present ? reinterpret_cast<int16_t*>(device + coef_at[k * jc::kMaxComponents + c]) : nullptr;
         im.samples[c] = c < im.idct_components ? device + samples_at[k * jc::kMaxComponents + c] : nullptr;
       }
       im.data = device + bytes_at[k];

@@ -1,0 +1,52 @@
+// CPU kernel of custom_op::_check_entropy_data, the check that the GPU path's check_entropy option runs
+// before nvJPEG gets a file (cuda/planner.cpp): libjpeg reads the headers and sets the decode up, and
+// our entropy decoder walks the whole scan (libjpeg_session.h: walk_scan). nvJPEG reports no damage,
+// so a file gets to it only when nothing here found any.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "common/item_status.h"
+#include "libjpeg_session.h"
+
+namespace custom_op {
+namespace {
+
+int64_t check_one(const at::Tensor& data) {
+  // kRaise: the first warning libjpeg gives while reading the headers or setting the decode up ends
+  // the check (kRefused).
+  JpegSession session(WarningPolicy::kRaise);
+  if (!session.read_header(data.data_ptr<uint8_t>(), static_cast<size_t>(data.numel()), /*save_app1=*/false))
+    return static_cast<int64_t>(ScanWalk::kRefused);
+  return static_cast<int64_t>(session.walk_scan());
+}
+
+std::vector<int64_t> check_entropy_data_cpu(at::TensorList data) {
+  const int64_t n = static_cast<int64_t>(data.size());
+  for (const at::Tensor& d : data)
+    TORCH_CHECK_TYPE(d.device().is_cpu() && d.scalar_type() == at::kByte && d.dim() == 1 && d.is_contiguous(),
+                     kMessagePrefix, "_check_entropy_data: each file must be a 1-D contiguous uint8 CPU tensor");
+  std::vector<int64_t> found(data.size());
+  // On torch's intra-op pool, files handed out one at a time: a walk takes time in proportion to the
+  // file, and a static split would leave threads idle behind one with the large files.
+  std::atomic<int64_t> next{0};
+  const int64_t threads = std::min<int64_t>(n, at::get_num_threads());
+  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1))
+      found[static_cast<size_t>(i)] = check_one(data[static_cast<size_t>(i)]);
+  });
+  return found;
+}
+
+}  // namespace
+
+// CompositeExplicitAutograd rather than CPU: an empty list has no tensor to dispatch on.
+TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) { m.impl("_check_entropy_data", &check_entropy_data_cpu); }
+
+}  // namespace custom_op
