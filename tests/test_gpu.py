@@ -783,12 +783,15 @@ def test_check_entropy_gives_every_item_the_cpu_paths_outcome(jpeg_writer, on_wa
     options = {"on_warning": on_warning, "on_error": "return"}
     checks = testing.check_entropy_data(files)
     used = None  # whole images: the paths are not reported
+    # nvJPEG's choices: our own CUDA decoder (which would take the restart files) reports damage itself.
     if whole:
         expected, expected_warnings = _recorded(custom_op.decode_jpegs, files, **options)
-        got, got_warnings = _recorded(custom_op.decode_jpegs, files, device="cuda", check_entropy=True, **options)
+        with testing.gpu_options(force_path="hardware-roi"):
+            got, got_warnings = _recorded(custom_op.decode_jpegs, files, device="cuda", check_entropy=True, **options)
     else:
         expected, expected_warnings = _recorded(custom_op.decode_and_crop_jpegs, files, *zip(*windows), **options)
-        with testing.gpu_options(segments="always"):  # the prepared file's window through its segments
+        # The prepared file's window through its segments.
+        with testing.gpu_options(force_path="hardware-roi", segments="always"):
             (got, used), got_warnings = _recorded(
                 testing.decode_with_paths, files, *zip(*windows), device="cuda", check_entropy=True, **options
             )
@@ -825,6 +828,29 @@ def test_check_entropy_gives_every_item_the_cpu_paths_outcome(jpeg_writer, on_wa
         if has_engines():
             engines = {base_path(p) for p, c in zip(used, checks) if c == "ok"}
             assert engines <= {"hardware-roi", "hardware-full"}, engines
+
+
+@needs_gpu
+@pytest.mark.parametrize("on_warning", ["raise", "warn", "ignore"])
+def test_cuda_decoder_on_the_hostile_batch(jpeg_writer, on_warning):
+    """The same hostile batch (damaged data and headers libjpeg warns about or refuses) with our own
+    CUDA decoder taking what it can and the CPU path the rest: every item's outcome and the warnings
+    are the CPU path's, without check_entropy."""
+    files, windows = _hostile_batch(jpeg_writer, np.random.default_rng(7))
+    options = {"on_warning": on_warning, "on_error": "return"}
+    expected, expected_warnings = _recorded(custom_op.decode_and_crop_jpegs, files, *zip(*windows), **options)
+    with testing.gpu_options(force_path="cuda"):
+        (got, used), got_warnings = _recorded(
+            testing.decode_with_paths, files, *zip(*windows), device="cuda", **options
+        )
+    assert got_warnings == expected_warnings
+    expected, got = _shown(expected), _shown(got)
+    for i, (out, ref, path) in enumerate(zip(got, expected, used)):
+        if isinstance(ref, str):
+            assert out == ref, (i, path)
+        else:
+            assert isinstance(out, torch.Tensor) and torch.equal(out.cpu(), ref), (i, path)
+    assert used.count("cuda") >= 20, used
 
 
 @needs_gpu
