@@ -22,6 +22,7 @@
 #   .gpu_carry/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
 #   .gpu_carry/nvjpeg     nvJPEG include/ and lib/ (the nvidia-nvjpeg wheel's nvidia/cu13)
 #   .gpu_carry/data       imagenet-sample/ and odd-jpegs/ (else CUSTOM_OP_TEST_DATA or ../shared/data)
+# bench/device_env.sh sets the environment from it (also CUSTOM_OP_CACHE_DIR and CXX).
 set -o pipefail
 OUTDIR=${OUT:-gpu-run}
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then OUTDIR=$1; shift; fi
@@ -37,28 +38,9 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
-ROOT=$(pwd)
-CARRY=$ROOT/.gpu_carry
-export PYTHONUNBUFFERED=1
-
-# libjpeg-turbo: the carried one when present (the development machine's libjpeg62-turbo API; the GPU
-# machine's own headers are libjpeg-turbo8's, with the libjpeg 8 API), else the system's.
-# (The tests' JPEG writer, a separate program, keeps the system's libjpeg.)
-if [ -d "$CARRY/jpeg/usr" ]; then
-  export CUSTOM_OP_JPEG_PREFIX=$CARRY/jpeg/usr
-fi
-# nvJPEG: the CUDA toolkit's when present, else the carried one.
-if ! python3 custom_op/_nvjpeg_paths.py >/dev/null 2>&1 && [ -d "$CARRY/nvjpeg" ]; then
-  export CUSTOM_OP_NVJPEG_PREFIX=$CARRY/nvjpeg
-fi
-[ -d "$CARRY/data" ] && export CUSTOM_OP_TEST_DATA=$CARRY/data
-DATA=${CUSTOM_OP_TEST_DATA:-$ROOT/../shared/data}
-export CUSTOM_OP_CACHE_DIR=${CUSTOM_OP_CACHE_DIR:-/tmp/custom_op_cache}
+# shellcheck source=bench/device_env.sh
+. "$(dirname "$0")/device_env.sh"
 export CUSTOM_OP_GPU_REPORT=$OUTDIR/gpu_test_report.json
-# The system's g++, whatever CXX says: a CXX that links its own copy of libstdc++'s stream code into
-# extensions (as some CUDA images' /opt/gcc does) makes them crash formatting their first error
-# message. CUSTOM_OP_DEVICE_CXX picks another compiler.
-export CXX=${CUSTOM_OP_DEVICE_CXX:-$(command -v g++)}
 
 {
   date -Is

@@ -1288,37 +1288,6 @@ def test_cuda_decoder_reads_pinned_inputs_itself(jpeg_writer):
         assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), win
 
 
-def damaged_copies(data: bytes, rng, count: int) -> list:
-    """Copies of a restart file with bytes of its entropy-coded data changed: bit flips, restart
-    markers renumbered or removed, bytes inserted or cut, the end cut off."""
-    info = custom_op.read_jpeg_header(data)
-    assert info.width > 0
-    start = data.index(b"\xff\xda")
-    out = []
-    for k in range(count):
-        d = bytearray(data)
-        kind = k % 6
-        at = int(rng.integers(start + 20, len(d) - 4))
-        markers = [i for i in range(start, len(d) - 1) if d[i] == 0xFF and 0xD0 <= d[i + 1] <= 0xD7]
-        if kind == 0:
-            for _ in range(int(rng.integers(1, 4))):
-                d[int(rng.integers(start + 20, len(d) - 4))] ^= 1 << int(rng.integers(0, 8))
-        elif kind == 1 and markers:
-            m = markers[int(rng.integers(0, len(markers)))]
-            d[m + 1] = 0xD0 + (d[m + 1] - 0xD0 + 1 + int(rng.integers(0, 6))) % 8
-        elif kind == 2 and markers:
-            m = markers[int(rng.integers(0, len(markers)))]
-            del d[m : m + 2]
-        elif kind == 3:
-            d[at:at] = bytes(rng.integers(0, 256, int(rng.integers(1, 5)), dtype=np.uint8))
-        elif kind == 4:
-            del d[at : at + int(rng.integers(1, 40))]
-        else:
-            d = d[: int(rng.integers(start + 10, len(d)))]
-        out.append(bytes(d))
-    return out
-
-
 def outcome(item):
     if isinstance(item, torch.Tensor):
         return item.cpu()
@@ -1339,7 +1308,7 @@ def test_cuda_decoder_gives_damaged_files_the_cpu_paths_outcome(jpeg_writer, on_
     datas, wins = [], []
     for base in bases:
         info = custom_op.read_jpeg_header(base)
-        for d in damaged_copies(base, rng, 40):
+        for d in damaged_jpegs.damaged_copies(base, rng, 40):
             h, w = int(rng.integers(1, info.height // 2)), int(rng.integers(1, info.width // 2))
             datas.append(d)
             wins.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
