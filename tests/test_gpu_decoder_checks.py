@@ -1,10 +1,15 @@
 """What of bench/gpu_decoder_checks.sh runs without a GPU: the damaged copies it decodes
 (tests/damaged_jpegs.py, which tests/test_gpu.py uses too), its worker's files and batches
-(bench/gpu_decoder_soak.py soak --dry-run), and its report, written from what the script leaves in its
-output folder (here made by hand, as a GPU machine would leave it)."""
+(bench/gpu_decoder_soak.py soak --dry-run), the soak's counting and checking with the CPU path standing
+in for the GPU (so that a run on a GPU machine is not spent on a bug of the script), and its report,
+written from what the script leaves in its output folder (here made by hand, as a GPU machine would
+leave it)."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -102,6 +107,90 @@ def test_soak_refuses_to_run_without_cuda_but_names_the_dry_run():
         timeout=300,
     )
     assert done.returncode == 2 and "--dry-run" in done.stderr, done.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# The soak's bookkeeping, with the CPU path standing in for the GPU
+
+
+def load_soak():
+    spec = importlib.util.spec_from_file_location("gpu_decoder_soak", SOAK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_gpu(monkeypatch, soak, damage_item_0: bool = False):
+    """testing.decode_with_paths decoding on the CPU (path "cuda" for what it decodes), and the CUDA
+    calls the soak makes answered here; with damage_item_0, the first item's pixels come out wrong."""
+    import torch
+
+    def decode_with_paths(data, tops, lefts, heights, widths, device, **options):
+        assert device == "cuda"
+        data = [bytes(d.numpy()) if isinstance(d, torch.Tensor) else d for d in data]
+        result = custom_op.decode_and_crop_jpegs(data, tops, lefts, heights, widths, **options)
+        if options.get("stack") and options.get("on_error") == "return":
+            images, errors = result
+            items = [images[i] if e is None else e for i, e in enumerate(errors)]
+        else:
+            items = list(result)
+        if damage_item_0 and isinstance(items[0], torch.Tensor):
+            items[0].view(-1)[0] ^= 1  # in place: the stacked tensor's first slice too
+        return result, ["failed" if isinstance(x, Exception) else "cuda" for x in items]
+
+    monkeypatch.setattr(soak.testing, "decode_with_paths", decode_with_paths)
+    monkeypatch.setattr(soak.testing, "gpu_options", lambda **options: contextlib.nullcontext())
+    monkeypatch.setattr(soak.testing, "cuda_decoder_fallbacks", lambda: 0)
+    monkeypatch.setattr(soak.Sentinel, "to_gpu", lambda self: None)
+    monkeypatch.setattr(soak, "machine", lambda: "a fake GPU")
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: self)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: 2**20)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda: 2**21)
+
+
+def soak_args(**changes) -> argparse.Namespace:
+    args = argparse.Namespace(
+        batches=6,
+        batch_size=16,
+        damaged=0.4,
+        pinned=0.25,
+        compare_every=2,
+        warmup=2,
+        allocated_tolerance_mib=1.0,
+        reserved_tolerance_mib=48.0,
+        rss_tolerance_mib=48.0,
+        seed=0,
+        short=False,
+    )
+    vars(args).update(changes)
+    return args
+
+
+def test_soak_counts_compares_and_samples(monkeypatch):
+    soak = load_soak()
+    fake_gpu(monkeypatch, soak)
+    result = soak.soak(soak_args())
+    assert result["ok"], result["failures"]
+    counts = result["counts"]
+    assert counts["batches"] == 6 and counts["items"] == 96 and counts["damaged copies"] == 6 * 6
+    assert counts["batches compared with the CPU path"] == 3 and counts["items compared"] == 48
+    assert counts["clean batches after a batch"] == 6 and counts["mismatches"] == 0
+    assert counts["decoded by our decoder (path cuda)"] + counts["errors returned (path failed)"] == 96
+    by_damage = result["by damage"]
+    assert sum(sum(c.values()) for c in by_damage.values()) == 96 and by_damage[soak.CLEAN]["cuda"] > 0
+    assert [m["growth"] for m in result["memory"][:2]] == [0, 0] and all(m["ok"] for m in result["memory"])
+    assert json.loads(json.dumps(result)) == result
+
+
+def test_soak_finds_wrong_pixels(monkeypatch):
+    soak = load_soak()
+    fake_gpu(monkeypatch, soak, damage_item_0=True)
+    result = soak.soak(soak_args())
+    assert not result["ok"] and result["counts"]["mismatches"] >= 1
+    assert any(f.startswith("the clean batch after batch 0: pixels differ") for f in result["failures"])
+    assert any("mismatches with the CPU path" in f for f in result["failures"])
+    assert result["mismatch examples"][0].startswith("batch 0 item 0 (")
 
 
 # ---------------------------------------------------------------------------------------------------
