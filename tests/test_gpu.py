@@ -823,7 +823,11 @@ def test_check_entropy_gives_every_item_the_cpu_paths_outcome(jpeg_writer, on_wa
     assert checks.count("ok") >= 30 and checks.count("damaged") >= 8 and checks.count("refused") >= 4, checks
     if used is not None:
         for path, check in zip(used, checks):
-            assert (base_path(path) in ("cpu", "failed")) == (check != "ok"), (path, check)
+            # A prepared file's window is checked on the sub-image of its segments, which may leave
+            # out damage elsewhere in the file (the CPU path, which decodes that sub-image too,
+            # reports none either): `checks` walked the whole file.
+            if not path.endswith("+segments"):
+                assert (base_path(path) in ("cpu", "failed")) == (check != "ok"), (path, check)
         assert any(p.endswith("+segments") for p in used), used
         if has_engines():
             engines = {base_path(p) for p, c in zip(used, checks) if c == "ok"}
