@@ -140,7 +140,7 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const Segment
     atomicOr(im.status, kMarkersWrong);
     return;
   }
-  int16_t scratch[jc::kBlockSize];
+  alignas(16) int16_t scratch[jc::kBlockSize];
   int16_t* planes[jc::kMaxComponents];
   for (int c = 0; c < jc::kMaxComponents; ++c) planes[c] = im.coefficients[c];
   const uint32_t flags =
