@@ -173,7 +173,7 @@ CUSTOM_OP_HD inline uint32_t decode_segment_rows(const uint8_t* begin, const uin
 CUSTOM_OP_HD inline uint32_t decode_segment(const uint8_t* begin, const uint8_t* end, const Frame& f,
                                             const SegmentTables& t, int64_t first_mcu, int64_t mcu_count,
                                             int16_t* const* planes) {
-  int16_t scratch[kBlockSize];
+  alignas(16) int16_t scratch[kBlockSize];
   return decode_segment_rows(begin, end, f, t, first_mcu, mcu_count, planes, 0, f.mcu_rows, scratch);
 }
 
