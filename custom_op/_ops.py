@@ -108,7 +108,7 @@ def _decode_jpegs_cuda_fake(
     return images, [0] * len(data), [""] * len(data), [-1] * len(data)
 
 
-def _prepare_jpeg_fake(data, restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth):
+def _prepare_jpeg_fake(data, restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth, max_segment_bytes):
     _check_bytes(data)
     return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=2),))
 

@@ -31,10 +31,10 @@ class JpegInfo(NamedTuple):
     progressive: bool  #: True for a progressive JPEG (all of it is read before the first row comes out).
     orientation: int  #: The EXIF orientation, 1 (none) to 8, whatever ``apply_exif_orientation`` says.
     #: True when the header declares a random-access layout (:func:`custom_op.prepare_jpeg` writes one),
-    #: sequential Huffman coding, all components in one scan, a restart interval dividing the MCUs per
-    #: row. :func:`custom_op.decode_and_crop_jpeg` then decodes only the restart segments around the
-    #: window (after checking the markers; other files, and files whose markers do not match, take the
-    #: ordinary path).
+    #: sequential Huffman coding, all components in one scan, a restart interval of at most the MCUs per
+    #: row (a marker at least once per MCU row). :func:`custom_op.decode_and_crop_jpeg` then decodes
+    #: only the restart segments holding the window (after checking the markers; other files, and files
+    #: whose markers do not match, take the ordinary path).
     random_access: bool = False
 
 

@@ -2,10 +2,11 @@
 
 An ordinary JPEG is one stream of Huffman codes: to decode a window, everything above it and everything
 beside it in its rows must be entropy-decoded first, and that is most of a decode's time. A restart
-marker resets the decoder's state, so when the file has one every k MCUs (k dividing the MCUs per row),
-the rows and columns of segments around a window decode on their own. ``decode_and_crop_jpeg`` notices
-such a layout by itself (``read_jpeg_header(data).random_access``) and reads only those segments; other
-files take the ordinary path.
+marker resets the decoder's state, so when the file has one every few MCUs, the segments holding a
+window's MCUs decode on their own. ``decode_and_crop_jpeg`` notices such a layout by itself
+(``read_jpeg_header(data).random_access``) and reads only those segments; other files take the
+ordinary path. Short segments serve a GPU decoder too, which Huffman-decodes one segment per thread
+and so takes as long as the longest segment.
 
 ``prepare_jpeg`` produces that layout through libjpeg-turbo's coefficient API: the quantized DCT
 coefficients and the quantization tables are copied unchanged (so every decoder gives exactly the same
@@ -24,11 +25,15 @@ import torch
 
 from ._args import DEFAULT_MAX_PIXELS, Data, as_int, as_tensor, pixel_limit
 
-__all__ = ["DEFAULT_MAX_GROWTH", "prepare_jpeg"]
+__all__ = ["DEFAULT_MAX_GROWTH", "DEFAULT_MAX_SEGMENT_BYTES", "prepare_jpeg"]
 
 #: The size budget of the restart interval's choice with ``restart_mcus=None``, as a fraction of the
 #: input's size by which the file may grow (see :func:`custom_op.prepare_jpeg`).
 DEFAULT_MAX_GROWTH = 0.02
+
+#: The bound on every restart segment's entropy-coded data, in bytes, of the restart interval's choice
+#: with ``restart_mcus=None`` (see :func:`custom_op.prepare_jpeg`).
+DEFAULT_MAX_SEGMENT_BYTES = 2048
 
 
 def prepare_jpeg(
@@ -36,6 +41,7 @@ def prepare_jpeg(
     *,
     restart_mcus: Optional[int] = None,
     max_growth: float = DEFAULT_MAX_GROWTH,
+    max_segment_bytes: Optional[int] = DEFAULT_MAX_SEGMENT_BYTES,
     keep_exif: bool = True,
     keep_icc: bool = True,
     optimize: bool = True,
@@ -45,17 +51,26 @@ def prepare_jpeg(
 
     Args:
         data: the JPEG's bytes (any input ``decode_jpeg`` takes).
-        restart_mcus: the largest restart interval allowed, in MCUs (an MCU is 8x8 pixels for 4:4:4
-            and grayscale, 16x16 for 4:2:0, 16x8 for 4:2:2). The interval used is the largest divisor
-            of the MCUs per row not above it, so 1 always works and gives the finest random access
-            (and the largest file). ``None`` (default) chooses by size, see ``max_growth``.
+        restart_mcus: the restart interval, in MCUs (an MCU is 8x8 pixels for 4:4:4 and grayscale,
+            16x16 for 4:2:0, 16x8 for 4:2:2): a restart marker every ``restart_mcus`` MCUs, counted
+            across rows, so that a segment may run from the end of one MCU row into the next. Values
+            above the MCUs per row give one segment per row. 1 gives the finest random access and the
+            largest file. ``None`` (default) chooses per file, see ``max_growth`` and
+            ``max_segment_bytes``.
         max_growth: with ``restart_mcus=None``, the interval is chosen among those whose file is at
             most this fraction larger than the input (default 0.02, 2%), or than the coarsest layout
             (one segment per MCU row) when that one is already larger, as it is for most progressive
-            inputs: the one giving segments closest to about 13 pixels wide, which decode windows
-            fastest (narrower ones gain nothing; wider ones decode more columns beside the window).
-            Each restart marker costs about 4 bytes, so detailed photos get narrower segments than
-            flat ones. On the ImageNet sample the files grow by 1.1% in all.
+            inputs: the one that decodes windows fastest, with segments closest to about 13 pixels
+            wide (narrower ones gain nothing; wider ones decode more columns beside the window), and
+            preferably dividing the MCUs per row. Each restart marker costs about 4 bytes, so
+            detailed photos get shorter segments than flat ones. On the ImageNet sample the files
+            grow by about 1.2% in all.
+        max_segment_bytes: with ``restart_mcus=None``, no restart segment holds more than this many
+            bytes of entropy-coded data (default 2048; ``None``: no bound). This bound comes before
+            ``max_growth``: when no interval within it fits the size budget, the coarsest one within
+            it is used, and the file grows by more than ``max_growth`` (a marker every 2 KB costs
+            about 0.2%, so only files with a few very detailed MCUs among flat ones get there). When
+            a single MCU is longer than the bound, every MCU gets a segment of its own.
         keep_exif: copy the APP1 segments (EXIF, with its orientation, and XMP). Default True.
         keep_icc: copy the ICC profile (APP2 ``ICC_PROFILE``). Default True. Other APPn and COM
             segments are dropped; the JFIF / Adobe segments are rewritten by libjpeg.
@@ -84,7 +99,20 @@ def prepare_jpeg(
         raise TypeError(f"max_growth must be a number, got {type(max_growth).__name__}") from None
     if not 0.0 <= growth <= 10.0:
         raise ValueError(f"max_growth must be in [0, 10], got {max_growth}")
+    if max_segment_bytes is None:
+        segment_bound = 0
+    else:
+        segment_bound = as_int("max_segment_bytes", max_segment_bytes)
+        if segment_bound < 1:
+            raise ValueError(f"max_segment_bytes must be at least 1 or None, got {max_segment_bytes}")
     out = torch.ops.custom_op.prepare_jpeg(
-        as_tensor(data), interval, bool(keep_exif), bool(keep_icc), bool(optimize), pixel_limit(max_pixels), growth
+        as_tensor(data),
+        interval,
+        bool(keep_exif),
+        bool(keep_icc),
+        bool(optimize),
+        pixel_limit(max_pixels),
+        growth,
+        segment_bound,
     )
     return out.numpy().tobytes()

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .prepare import DEFAULT_MAX_GROWTH
+from .prepare import DEFAULT_MAX_GROWTH, DEFAULT_MAX_SEGMENT_BYTES
 
 TEMP_MARK = ".custom_op-tmp-"
 
@@ -38,6 +38,7 @@ class Options:
     in_place: bool = False
     restart_mcus: Optional[int] = None
     max_growth: float = DEFAULT_MAX_GROWTH
+    max_segment_bytes: Optional[int] = DEFAULT_MAX_SEGMENT_BYTES  # None: no bound
     keep_exif: bool = True
     keep_icc: bool = True
     optimize: bool = True
@@ -120,6 +121,7 @@ def prepare_file(src: Path, dst: Path, rel: str, options: Options) -> Result:
             data,
             restart_mcus=options.restart_mcus,
             max_growth=options.max_growth,
+            max_segment_bytes=options.max_segment_bytes,
             keep_exif=options.keep_exif,
             keep_icc=options.keep_icc,
             optimize=options.optimize,
@@ -313,7 +315,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="K",
-        help="largest restart interval in MCUs (default: chosen per file by size)",
+        help="restart interval in MCUs, at most one segment per MCU row (default: chosen per file)",
     )
     parser.add_argument(
         "--max-growth",
@@ -321,6 +323,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         default=DEFAULT_MAX_GROWTH,
         metavar="F",
         help=f"size budget of the automatic interval, a fraction (default {DEFAULT_MAX_GROWTH})",
+    )
+    parser.add_argument(
+        "--max-segment-bytes",
+        type=int,
+        default=DEFAULT_MAX_SEGMENT_BYTES,
+        metavar="N",
+        help="bound on each restart segment's entropy-coded bytes of the automatic interval, before the size "
+        f"budget; 0: no bound (default {DEFAULT_MAX_SEGMENT_BYTES})",
     )
     parser.add_argument(
         "--verify",
@@ -360,10 +370,14 @@ def run(args) -> int:
     if args.restart_mcus is not None and not 1 <= args.restart_mcus <= 65535:
         print("error: --restart-mcus must be in 1..65535", file=sys.stderr)
         return 2
+    if args.max_segment_bytes < 0:
+        print("error: --max-segment-bytes must be at least 0 (0: no bound)", file=sys.stderr)
+        return 2
     options = Options(
         in_place=args.in_place,
         restart_mcus=args.restart_mcus,
         max_growth=args.max_growth,
+        max_segment_bytes=args.max_segment_bytes or None,
         keep_exif=args.keep_exif,
         keep_icc=args.keep_icc,
         optimize=args.optimize,

@@ -49,6 +49,10 @@ _BASES = {
     "ra_gray_k2": ((50, 77, 1), {}, {"restart_mcus": 2}),
     "ra_from_progressive": ((61, 83, 3), {"progressive": True}, {"restart_mcus": 1}),
     "ra_cmyk": ((33, 45, 4), {"sampling": "4:4:4"}, {"restart_mcus": 1}),
+    # Segments running from one MCU row into the next: intervals that do not divide the MCUs per row.
+    "ra_420_k4_crossing": ((67, 91, 3), {}, {"restart_mcus": 4}),
+    "ra_444_k4_crossing": ((45, 70, 3), {"sampling": "4:4:4"}, {"restart_mcus": 4}),
+    "ra_422_k5_crossing": ((50, 130, 3), {"sampling": "4:2:2"}, {"restart_mcus": 5}),
 }
 
 

@@ -48,12 +48,13 @@ TORCH_LIBRARY(custom_op, m) {
       "int hardware_cores, str hardware_note, bool torch_allocators)");
 
   // prepare_jpeg (cpu/prepare_cpu.cpp): a lossless rewrite into the random-access layout.
-  // restart_mcus: the largest restart interval allowed, in MCUs (the largest divisor of the MCUs per
-  // row up to it is used); 0 chooses one for decoding speed within a size budget of max_growth (a
-  // fraction of the input's size).
+  // restart_mcus: the restart interval, in MCUs (at most the MCUs per row: larger values give one
+  // segment per row); 0 chooses one for decoding speed, with every segment's data within
+  // max_segment_bytes (0: no bound) and the file within a size budget of max_growth (a fraction of
+  // the input's size).
   m.def(
       "prepare_jpeg(Tensor data, int restart_mcus, bool keep_exif, bool keep_icc, bool optimize, int max_pixels, "
-      "float max_growth) -> Tensor");
+      "float max_growth, int max_segment_bytes) -> Tensor");
   // resize_box (cpu/resize_cpu.cpp): the fused resized crop's resampling. image [C, H, W] uint8 whose
   // pixel (0, 0) is frame pixel (origin[0], origin[1]); box (top, left, bottom, right) in frame
   // coordinates is mapped onto an output of `size` (h, w), of which the window out_window (top, left,

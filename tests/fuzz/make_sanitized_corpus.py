@@ -32,14 +32,16 @@ ODD_SIZES = ((1, 1), (7, 300), (300, 7), (61, 47))
 
 
 def restart_options(mcus_per_row: int):
-    """Restart settings: none, 1, 2, 3 MCUs, one MCU row (the random-access layouts are those whose
-    interval divides the MCUs per row; the others must be left to the ordinary path)."""
+    """Restart settings: none, 1, 2, 3 MCUs, one MCU row, and a little more than a row (the random-access
+    layouts are those with an interval of at most the MCUs per row, segments running from one row into
+    the next where it does not divide them; the others must be left to the ordinary path)."""
     yield "rst0", {}
     for interval in (1, 2, 3):
         yield f"rst{interval}", {"restart_interval": interval}
     yield "rstrow", {"restart_rows": 1}
     if mcus_per_row > 4 and mcus_per_row % 2 == 0:
         yield "rsthalfrow", {"restart_interval": mcus_per_row // 2}
+    yield "rstrowplus", {"restart_interval": mcus_per_row + 1}
 
 
 def mcu_columns(width: int, sampling: str) -> int:

@@ -2,9 +2,12 @@
 // libjpeg's parsed header) and the GPU library (from its own header scan) alike.
 //
 // A file has that layout (custom_op.prepare_jpeg writes it) when it is sequential Huffman-coded with
-// 8-bit samples, its first scan holds every component, and its restart interval divides the MCUs per
-// row: then the restart segments tile the image in rows of whole segments, and the segments around a
-// window decode on their own.
+// 8-bit samples, its first scan holds every component, and it has a restart marker at least once
+// per MCU row (a restart interval of 1 to mcus_per_row MCUs). Each restart segment then covers at
+// most one MCU row's worth of MCUs and decodes on its own. When the interval divides the MCUs per
+// row the segments tile the image in rows of whole segments; otherwise a segment may run from the
+// end of one MCU row into the next, and the segments around a window are still the ones holding its
+// MCUs (restart_index.h says how such a window is decoded).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +35,7 @@ inline bool random_access_layout(const LayoutFacts& f) {
   if (!f.sequential_huffman || f.precision != 8 || f.restart_interval <= 0) return false;
   if (f.components < 1 || f.scan_components != f.components || f.width <= 0 || f.height <= 0) return false;
   if (f.max_h < 1 || f.max_h > 4 || f.max_v < 1 || f.max_v > 4) return false;
-  return mcus_per_row(f) % f.restart_interval == 0;
+  return f.restart_interval <= mcus_per_row(f);
 }
 
 }  // namespace custom_op

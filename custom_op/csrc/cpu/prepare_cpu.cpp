@@ -2,7 +2,7 @@
 // libjpeg's coefficient API. The DCT coefficients and quantization tables are copied unchanged, so any
 // decoder gives the same pixels as from the original; only the entropy coding is rewritten: one
 // sequential scan with all components interleaved, optimized Huffman tables, and a restart marker
-// every k MCUs with k dividing the MCUs per row.
+// every k MCUs, k at most the MCUs per row.
 //
 // As in JpegSession, each function that calls libjpeg (read_input, encode) sets its own jump point and
 // holds no object with a destructor, so a libjpeg error longjmps back into it and no C++ frame is
@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csetjmp>
 #include <cstdio>
 #include <cstdlib>
@@ -58,10 +59,11 @@ void limit_scans(j_common_ptr cinfo) {
 }
 
 struct Options {
-  int64_t restart_mcus;  // largest interval allowed; 0 chooses by size (max_growth)
+  int64_t restart_mcus;  // the interval (capped at the MCUs per row); 0 chooses one
   bool keep_exif, keep_icc, optimize;
-  int64_t max_pixels;  // 0: no limit
-  double max_growth;   // for restart_mcus == 0
+  int64_t max_pixels;         // 0: no limit
+  double max_growth;          // for restart_mcus == 0
+  int64_t max_segment_bytes;  // for restart_mcus == 0; 0: no bound
 };
 
 struct Transcoder {
@@ -170,69 +172,155 @@ bool encode(Transcoder* t, const Options& o, int64_t interval) {
   return true;
 }
 
-// The largest divisor of n not above `limit`.
-int64_t largest_divisor_up_to(int64_t n, int64_t limit) {
-  for (int64_t k = std::min(n, limit); k > 1; --k)
-    if (n % k == 0) return k;
-  return 1;
+// The length in bytes of each restart segment's entropy-coded data in a file libjpeg just wrote (so
+// its structure is trusted): from the end of the SOS segment, or of a restart marker, to the next
+// marker. Stuffed zero bytes count; the markers do not.
+std::vector<int64_t> segment_lengths(const uint8_t* data, size_t size) {
+  std::vector<int64_t> out;
+  size_t p = 2;  // after SOI
+  while (p + 4 <= size && data[p] == 0xFF) {
+    const uint8_t marker = data[p + 1];
+    const size_t length = (size_t(data[p + 2]) << 8) | data[p + 3];
+    p += 2 + length;
+    if (marker == 0xDA) break;
+  }
+  size_t begin = p;
+  for (; p + 1 < size; ++p) {
+    if (data[p] != 0xFF || data[p + 1] == 0x00) continue;
+    out.push_back(static_cast<int64_t>(p - begin));
+    if (data[p + 1] < 0xD0 || data[p + 1] > 0xD7) break;
+    begin = p + 2;
+    ++p;
+  }
+  return out;
+}
+
+int64_t longest(const std::vector<int64_t>& lengths) {
+  return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
 }
 
 // How long, in units of one decoded pixel column, decoding a window of a typical width (176 pixels)
-// takes with segments `width` pixels wide: the columns beside the window up to the segment edges (half
-// a segment on average each side), plus about one column's worth of time per restart marker crossed
-// (libjpeg-turbo reads the marker and decodes the segment's last MCU slowly). Smallest at about 13
-// pixels and flat around it: 8- to 24-pixel segments decode 224x224 windows of photos equally fast,
-// wider ones more slowly, one segment per row much more slowly.
-double window_cost(double width) {
+// takes with a restart interval of k MCUs: the columns decoded beside the window, plus about one
+// column's worth of time per restart marker crossed (libjpeg-turbo reads the marker and decodes the
+// segment's last MCU slowly). When k divides the MCUs per row, the columns beside the window are
+// those of the segments it touches (half a segment on average each side). Otherwise the sub-image is
+// a little wider: a segment that also holds MCUs of the next row is decoded beside the window, about
+// half a segment more. Smallest at segments of about 13 pixels and flat around it: 8- to 24-pixel
+// segments decode 224x224 windows of photos equally fast, wider ones more slowly, whole rows much
+// more slowly.
+double window_cost(int64_t k, int64_t per_row, int mcu_width) {
   constexpr double kWindow = 176.0, kPerMarker = 1.0;
-  return width + kPerMarker * (kWindow + width) / width;
+  const double beside = (per_row % k == 0 ? double(k) : 1.5 * double(k) - 0.5) * mcu_width;
+  return beside + kPerMarker * (kWindow + beside) / double(k * mcu_width);
 }
 
-// Chooses the restart interval: the one with the lowest window_cost among those whose file is within
-// max_growth of the input (or of the one-segment-per-row layout, when that is larger already, as for
-// most progressive inputs). Each marker costs about 4 bytes (the marker, padding to a byte, DC values
-// coded in full), so detailed photos can afford narrower segments than flat ones. The size only falls
-// as the interval grows, so the answer is the cheapest interval or, when it does not fit, the
-// smallest that does. Encodes two to four times.
-bool encode_within_budget(Transcoder* t, const Options& o, size_t input_size, int64_t per_row, int64_t rows,
-                          int mcu_width) {
-  std::vector<int64_t> divisors;
-  for (int64_t k = 1; k <= per_row; ++k)
-    if (per_row % k == 0) divisors.push_back(k);
-  auto segments = [&](int64_t k) { return static_cast<double>(per_row / k * rows); };
+// What an interval is predicted to give, from the encodes with one segment per row and one per MCU.
+struct Prediction {
+  double size;     // bytes of the file
+  double longest;  // bytes of its longest segment
+};
 
+// Chooses the restart interval and writes the file with it (into t->kept). Among the intervals of 1
+// to per_row MCUs whose longest segment is within max_segment_bytes, the one with the lowest
+// window_cost whose file is within max_growth of the input (or of the one-segment-per-row layout,
+// when that is larger already, as for most progressive inputs); when none is, the coarsest interval
+// within max_segment_bytes (the smallest file); when no interval is, one MCU per segment.
+//
+// The sizes and segment lengths of every interval are predicted from two encodes: one segment per
+// row, and one per MCU, whose segments give each MCU's bytes (a segment of k MCUs is their sum, plus
+// the byte padding and the DC values coded in full that every segment has), and whose size gives
+// what each marker costs (about 4 bytes: the marker, the padding, the DC values; optimized Huffman
+// tables pay some of it back). The choice is then encoded and measured; when it misses the budget or
+// the bound, the predictions are corrected by what was measured and the choice made again (twice at
+// most). Three to five encodes in all.
+bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_t per_row, int64_t rows,
+                      int mcu_width) {
+  const double bound = o.max_segment_bytes > 0 ? double(o.max_segment_bytes) : HUGE_VAL;
   if (!encode(t, o, per_row)) return false;
   const double row_size = static_cast<double>(t->out_size);
+  const int64_t row_longest = longest(segment_lengths(t->out, t->out_size));
   t->keep_output();
   const double target = std::max(static_cast<double>(input_size), row_size) * (1.0 + o.max_growth);
+  if (per_row == 1) return true;  // one MCU per row: the only interval there is
 
-  int64_t pick = per_row;
-  for (int64_t k : divisors)
-    if (window_cost(double(k * mcu_width)) < window_cost(double(pick * mcu_width))) pick = k;
-  for (int attempt = 0; attempt < 4 && pick < per_row; ++attempt) {
-    if (!encode(t, o, pick)) return false;
-    const double size = static_cast<double>(t->out_size);
-    if (size <= target) {
+  if (!encode(t, o, 1)) return false;
+  const std::vector<int64_t> per_mcu = segment_lengths(t->out, t->out_size);
+  const int64_t mcus = per_row * rows;
+  if (static_cast<int64_t>(per_mcu.size()) != mcus) return true;  // not expected: keep one segment per row
+  const double one_size = static_cast<double>(t->out_size);
+  const double per_marker = (one_size - row_size) / static_cast<double>(mcus - rows);
+  // Each one-MCU segment's own share of the bytes; a segment adds per_marker - 2 to its MCUs'.
+  const double overhead = per_marker - 2.0;
+  std::vector<double> sums(static_cast<size_t>(mcus) + 1, 0.0);
+  for (int64_t i = 0; i < mcus; ++i) sums[size_t(i) + 1] = sums[size_t(i)] + double(per_mcu[size_t(i)]) - overhead;
+
+  std::vector<Prediction> predicted(static_cast<size_t>(per_row) + 1);
+  for (int64_t k = 1; k <= per_row; ++k) {
+    double most = 0.0;
+    for (int64_t a = 0; a < mcus; a += k) most = std::max(most, sums[size_t(std::min(mcus, a + k))] - sums[size_t(a)]);
+    const double markers = static_cast<double>((mcus + k - 1) / k - rows);
+    predicted[size_t(k)] = {row_size + per_marker * markers, most + overhead};
+  }
+  predicted[1] = {one_size, static_cast<double>(longest(per_mcu))};
+  predicted[size_t(per_row)] = {row_size, static_cast<double>(row_longest)};
+
+  // Outputs measured so far: interval 1 is in t->out, one segment per row in t->kept.
+  struct Measured {
+    int64_t k;
+    double size, longest;
+  };
+  std::vector<Measured> measured = {{per_row, row_size, double(row_longest)}, {1, one_size, predicted[1].longest}};
+  auto choose = [&]() {
+    int64_t best = 0, coarsest = 0;
+    for (int64_t k = 1; k <= per_row; ++k) {
+      const Prediction& p = predicted[size_t(k)];
+      if (p.longest > bound) continue;
+      if (coarsest == 0 || p.size < predicted[size_t(coarsest)].size) coarsest = k;
+      if (p.size <= target && (best == 0 || window_cost(k, per_row, mcu_width) < window_cost(best, per_row, mcu_width)))
+        best = k;
+    }
+    return best != 0 ? best : coarsest != 0 ? coarsest : int64_t(1);
+  };
+  // The better of two measured outputs: within the bound first (or else the shorter segments), then
+  // within the budget (or else the smaller), then the lower window cost.
+  auto better = [&](const Measured& a, const Measured& b) {
+    if ((a.longest <= bound) != (b.longest <= bound)) return a.longest <= bound;
+    if (a.longest > bound && a.longest != b.longest) return a.longest < b.longest;
+    if ((a.size <= target) != (b.size <= target)) return a.size <= target;
+    if (a.size > target) return a.size < b.size;
+    return window_cost(a.k, per_row, mcu_width) < window_cost(b.k, per_row, mcu_width);
+  };
+  Measured kept = measured[0];
+  if (better(measured[1], kept)) {
+    t->keep_output();
+    kept = measured[1];
+  }
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int64_t k = choose();
+    const bool seen = std::any_of(measured.begin(), measured.end(), [&](const Measured& m) { return m.k == k; });
+    if (seen) break;
+    if (!encode(t, o, k)) return false;
+    const Measured now{k, static_cast<double>(t->out_size), double(longest(segment_lengths(t->out, t->out_size)))};
+    measured.push_back(now);
+    if (better(now, kept)) {
       t->keep_output();
-      return true;
+      kept = now;
     }
-    // Too large: the next try is the smallest coarser interval predicted to fit at this image's cost
-    // per marker.
-    const double per_marker = (size - row_size) / (segments(pick) - static_cast<double>(rows));
-    int64_t next = per_row;
-    for (int64_t k : divisors) {
-      if (k > pick && row_size + per_marker * (segments(k) - static_cast<double>(rows)) <= target) {
-        next = k;
-        break;
-      }
+    if (now.longest <= bound && now.size <= target) break;
+    // Off the prediction: shift the sizes and scale the segment lengths by what this encode measured.
+    const double size_error = now.size - predicted[size_t(k)].size;
+    const double length_ratio = predicted[size_t(k)].longest > 0 ? now.longest / predicted[size_t(k)].longest : 1.0;
+    for (int64_t j = 2; j < per_row; ++j) {
+      predicted[size_t(j)].size += size_error;
+      predicted[size_t(j)].longest *= length_ratio;
     }
-    pick = next;
+    for (const Measured& m : measured) predicted[size_t(m.k)] = {m.size, m.longest};
   }
   return true;
 }
 
 at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool keep_exif, bool keep_icc, bool optimize,
-                            int64_t max_pixels, double max_growth) {
+                            int64_t max_pixels, double max_growth, int64_t max_segment_bytes) {
   TORCH_CHECK_TYPE(data.device().is_cpu(), "prepare_jpeg: data must be a CPU tensor, got one on ", data.device());
   TORCH_CHECK_TYPE(data.scalar_type() == at::kByte, "prepare_jpeg: data must be a uint8 tensor, got ",
                    data.scalar_type());
@@ -241,7 +329,9 @@ at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool k
   TORCH_CHECK_VALUE(restart_mcus >= 0 && restart_mcus <= 65535,
                     "restart_mcus must be in 1..65535 (or None to choose), got ", restart_mcus);
   TORCH_CHECK_VALUE(max_growth >= 0.0 && max_growth <= 10.0, "max_growth must be in [0, 10], got ", max_growth);
-  const Options o{restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth};
+  TORCH_CHECK_VALUE(max_segment_bytes >= 0, "max_segment_bytes must be at least 1 (or None for no bound), got ",
+                    max_segment_bytes);
+  const Options o{restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth, max_segment_bytes};
   const size_t size = static_cast<size_t>(data.numel());
   Transcoder t;
   bool ok = read_input(&t, data.data_ptr<uint8_t>(), size, o);
@@ -259,10 +349,10 @@ at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool k
     const int64_t per_row = (int64_t(t.dst.image_width) + mcu_width - 1) / mcu_width;
     const int64_t rows = (int64_t(t.dst.image_height) + mcu_height - 1) / mcu_height;
     if (restart_mcus > 0) {
-      ok = encode(&t, o, largest_divisor_up_to(per_row, restart_mcus));
+      ok = encode(&t, o, std::min(per_row, restart_mcus));
       if (ok) t.keep_output();
     } else {
-      ok = encode_within_budget(&t, o, size, per_row, rows, mcu_width);
+      ok = encode_by_choice(&t, o, size, per_row, rows, mcu_width);
     }
   }
   TORCH_CHECK(ok, "custom_op: cannot prepare JPEG: ", t.err.message);

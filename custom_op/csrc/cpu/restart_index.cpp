@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <numeric>
+#include <utility>
 
 #include "common/random_access.h"
 
@@ -80,6 +82,76 @@ bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout) 
   return true;
 }
 
+namespace {
+
+// Where a sub-image lies in the original's MCU grid: sub-image MCU row i, column j is the original's
+// MCU row r0 + i, column c_base + j (past the row's end: the next row's first MCUs; past the image's
+// last row: nothing). Its MCUs are handed to libjpeg as the original's restart segments, segment
+// plan[s] in the sub-image's s-th slot of k MCUs.
+struct SubLayout {
+  int64_t r0, rows;
+  int64_t c_base, cols;
+  std::vector<int64_t> plan;
+};
+
+// Plans the restart slots of a sub-image whose grid is set in *sub, or says it cannot be made. The
+// sub-image declares the original's restart interval k, so its MCU stream, in its own raster order,
+// is cut every k MCUs; each slot must hold a whole segment of the original with exactly the slot's
+// number of MCUs. Sub-image MCU t of row i is original MCU t + d(i), d(i) = (r0 + i) * P + c_base -
+// i * cols; the grids build_sub_image tries make every d(i) a multiple of k, so each slot lines up
+// with an original segment for each row it touches. A slot holding needed MCUs (columns x0..x1 of
+// rows y0..y1) takes that segment, and its needed MCUs must all come from one row's alignment. Any
+// other slot is filler: decoded, but no pixel of the window depends on it. Before the last needed
+// slot it takes the segment its first row lines up with; after it, the segment of the slot before
+// again (nothing more of the data is read), or for a last slot shorter than k, the original's last
+// segment when that has its length.
+bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int64_t y1, SubLayout* sub) {
+  const int64_t P = L.mcus_per_row, k = L.interval;
+  const int64_t total = P * L.mcu_rows;
+  const int64_t segments = ceil_div(total, k);
+  const int64_t last_size = total - (segments - 1) * k;
+  const int64_t T = sub->rows * sub->cols;
+  const int64_t slots = ceil_div(T, k);
+  const int64_t last_needed = ((y1 - 1 - sub->r0) * sub->cols + (x1 - 1 - sub->c_base)) / k;
+  auto offset = [&](int64_t i) { return (sub->r0 + i) * P + sub->c_base - i * sub->cols; };
+  if (offset(0) % k != 0 || (P - sub->cols) % k != 0) return false;
+  auto size_of = [&](int64_t g) { return g == segments - 1 ? last_size : k; };
+  std::vector<int64_t>& plan = sub->plan;
+  plan.clear();
+  plan.reserve(static_cast<size_t>(slots));
+  for (int64_t s = 0; s < slots; ++s) {
+    const int64_t a = s * k, b = std::min(T, a + k);
+    bool needed = false;
+    int64_t d = offset(a / sub->cols);
+    for (int64_t i = a / sub->cols; s <= last_needed && i <= (b - 1) / sub->cols; ++i) {
+      const int64_t row = sub->r0 + i;
+      if (row < y0 || row >= y1) continue;
+      const int64_t ja = std::max(a, i * sub->cols) - i * sub->cols + sub->c_base;
+      const int64_t jb = std::min(b, (i + 1) * sub->cols) - i * sub->cols + sub->c_base;
+      if (jb <= x0 || ja >= x1) continue;
+      if (needed && offset(i) != d) return false;  // needed MCUs of two rows that do not line up alike
+      needed = true;
+      d = offset(i);
+    }
+    int64_t g = (a + d) / k;
+    if (s > last_needed || g < 0 || g >= segments || size_of(g) != b - a) {
+      if (needed) return false;
+      if (b - a == k && !plan.empty()) {
+        g = plan.back();
+      } else if (last_size == b - a) {
+        g = segments - 1;
+      } else {
+        return false;
+      }
+    }
+    if (!plan.empty() && g < plan.back()) return false;  // the data is read front to back, once
+    plan.push_back(g);
+  }
+  return true;
+}
+
+}  // namespace
+
 bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size, size_t scan_start,
                      const Region& region, SubImage* sub) {
   RestartLayout L;
@@ -93,32 +165,96 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
       region.height > out_h - region.top || region.width > out_w - region.left)
     return false;
 
-  // An MCU is a whole number of blocks, so it covers a whole number of scaled output pixels.
+  // The MCUs the window's pixels depend on: its own, and those holding the neighbours that chroma
+  // upsampling reads. An MCU is a whole number of blocks, so it covers a whole number of scaled
+  // output pixels.
   const int64_t mcu_out_w = L.mcu_width * s / 8, mcu_out_h = L.mcu_height * s / 8;
-  const int64_t k = L.interval;
-  const int64_t first_x = std::max<int64_t>(0, region.left - L.margin_x);
-  const int64_t end_x = std::min<int64_t>(out_w, int64_t(region.left) + region.width + L.margin_x);
-  const int64_t first_y = std::max<int64_t>(0, region.top - L.margin_y);
-  const int64_t end_y = std::min<int64_t>(out_h, int64_t(region.top) + region.height + L.margin_y);
-  int64_t c0 = first_x / mcu_out_w / k * k;
-  int64_t c1 = std::min<int64_t>(L.mcus_per_row, ceil_div(ceil_div(end_x, mcu_out_w), k) * k);
-  // libjpeg upsamples a plane of 2 samples or fewer without the fancy filter (at 2/8 scale one MCU
-  // of 4:2:2 chroma is 2 samples), so a sub-image narrower than two whole MCUs would not decode like
-  // the image around it: widen it, towards the image's other columns.
-  while (L.margin_x > 0 && std::min(W, c1 * L.mcu_width) - c0 * L.mcu_width < 2 * L.mcu_width &&
-         (c0 > 0 || c1 < L.mcus_per_row)) {
-    if (c0 > 0) c0 -= k;
-    else c1 = std::min<int64_t>(L.mcus_per_row, c1 + k);
-  }
-  const int64_t r0 = first_y / mcu_out_h;
-  const int64_t r1 = std::min<int64_t>(L.mcu_rows, ceil_div(end_y, mcu_out_h));
-  if (r0 == 0 && c0 == 0 && c1 == L.mcus_per_row) return false;
+  const int64_t P = L.mcus_per_row, k = L.interval;
+  const int64_t x0 = std::max<int64_t>(0, region.left - L.margin_x) / mcu_out_w;
+  const int64_t x1 = std::min<int64_t>(
+      P, ceil_div(std::min<int64_t>(out_w, int64_t(region.left) + region.width + L.margin_x), mcu_out_w));
+  const int64_t y0 = std::max<int64_t>(0, region.top - L.margin_y) / mcu_out_h;
+  const int64_t y1 = std::min<int64_t>(
+      L.mcu_rows, ceil_div(std::min<int64_t>(out_h, int64_t(region.top) + region.height + L.margin_y), mcu_out_h));
 
-  const int64_t sub_w = std::min(W, c1 * L.mcu_width) - c0 * L.mcu_width;
-  const int64_t sub_h = std::min(H, r1 * L.mcu_height) - r0 * L.mcu_height;
-  if (sub_w < 1 || sub_h < 1) return false;
-  sub->region = {static_cast<int>(region.top - r0 * mcu_out_h), static_cast<int>(region.left - c0 * mcu_out_w),
-                 region.height, region.width};
+  // A valid scan has at least a byte of data and a two-byte marker per segment: a header declaring
+  // more segments than the data could hold is refused before any planning.
+  if (ceil_div(P * L.mcu_rows, k) > static_cast<int64_t>((size - scan_start) / 3) + 1) return false;
+
+  // The sub-image's grid. Its first MCU starts a segment: c_base = x0 less x0's place in its segment
+  // on row r0 (c_base = -r0 * P modulo k). Its width is P modulo k, so that every row lines up alike
+  // (d(i) a multiple of k), and it holds a whole number of segments: a multiple of the q rows after
+  // which the segment boundaries repeat, rows past the window being filler (never decoded here). Or,
+  // where the window reaches the image's bottom and chroma is subsampled down the rows (libjpeg
+  // replicates the edge samples there), it ends with the image, whose last segment then ends it: r0
+  // is a multiple of q, which costs up to q - 1 rows above the window, decoded and skipped. Across
+  // the columns: where chroma is subsampled across them, an image edge among the needed MCUs must be
+  // the sub-image's too, and the sub-image is at least two whole MCUs wide (libjpeg upsamples a plane
+  // of two samples or fewer without the fancy filter). The columns beside the window may need to
+  // grow by up to two segments so that no slot mixes needed MCUs of two rows (plan_slots checks).
+  const int64_t q = k / std::gcd(P, k);
+  const bool edge_x = L.margin_x > 0, edge_y = L.margin_y > 0 && y1 == L.mcu_rows;
+  auto pixel_width = [&](int64_t c_base, int64_t cols) {
+    return c_base + cols == P ? W - c_base * L.mcu_width : cols * L.mcu_width;
+  };
+  auto pixel_height = [&](int64_t r0, int64_t rows) {
+    return r0 + rows == L.mcu_rows ? H - r0 * L.mcu_height : rows * L.mcu_height;
+  };
+  struct Candidate {
+    int64_t cost;  // MCUs libjpeg decodes: the rows from r0 to the window's last
+    int64_t r0, rows, c_base, cols;
+    bool operator<(const Candidate& o) const { return cost != o.cost ? cost < o.cost : rows * cols < o.rows * o.cols; }
+  };
+  Candidate candidates[2 * 3 * 3 + 1];
+  int count = 0;
+  for (int choice = 0; choice < 2; ++choice) {
+    int64_t r0, rows;
+    if (choice == 0) {  // from the window's first row, filler below
+      if (edge_y && (y1 - y0) % q != 0) continue;
+      r0 = y0;
+      rows = ceil_div(y1 - y0, q) * q;
+    } else {  // from a row where the segments start in column 0
+      r0 = y0 / q * q;
+      rows = std::min<int64_t>(L.mcu_rows, r0 + ceil_div(y1 - r0, q) * q) - r0;
+      if (r0 == y0 && rows == ceil_div(y1 - y0, q) * q) continue;  // the first choice again
+    }
+    if (rows > 65535 / L.mcu_height) continue;
+    const int64_t start = x0 - (r0 * P + x0) % k;
+    for (int64_t c_base = start, n = 0; n < 3 && c_base >= 0; ++n, c_base -= k) {
+      if (edge_x && x0 == 0 && c_base != 0) break;
+      const int64_t need = x1 - c_base;
+      const int64_t fewest = need + ((P - need) % k + k) % k;
+      for (int64_t extra = 0; extra < 3; ++extra) {
+        const int64_t cols = edge_x && x1 == P ? P - c_base : fewest + extra * k;
+        if (cols >= 1 && cols <= P && (P - cols) % k == 0 && pixel_width(c_base, cols) <= 65535 &&
+            (!edge_x || (x1 < P || c_base + cols == P)) &&
+            (!edge_x || pixel_width(c_base, cols) >= 2 * L.mcu_width || (c_base == 0 && cols == P)))
+          candidates[count++] = {(y1 - r0) * cols, r0, rows, c_base, cols};
+        if (edge_x && x1 == P) break;
+      }
+    }
+  }
+  // Whole rows from a row where the segments start in column 0 always line up.
+  const int64_t r0 = y0 / q * q, rows = std::min<int64_t>(L.mcu_rows, r0 + ceil_div(y1 - r0, q) * q) - r0;
+  if (rows <= 65535 / L.mcu_height && W <= 65535) candidates[count++] = {(y1 - r0) * P, r0, rows, 0, P};
+  std::sort(candidates, candidates + count);
+  SubLayout plan;
+  bool found = false;
+  for (int i = 0; i < count && !found; ++i) {
+    plan.r0 = candidates[i].r0;
+    plan.rows = candidates[i].rows;
+    plan.c_base = candidates[i].c_base;
+    plan.cols = candidates[i].cols;
+    found = plan_slots(L, x0, x1, y0, y1, &plan);
+  }
+  if (!found) return false;
+  if (plan.r0 == 0 && plan.cols >= P) return false;  // the ordinary path reads no more than that
+
+  const int64_t sub_w = pixel_width(plan.c_base, plan.cols);
+  const int64_t sub_h = pixel_height(plan.r0, plan.rows);
+  if (sub_w < 1 || sub_h < 1 || sub_w > 65535 || sub_h > 65535) return false;
+  sub->region = {static_cast<int>(region.top - plan.r0 * mcu_out_h),
+                 static_cast<int>(region.left - plan.c_base * mcu_out_w), region.height, region.width};
   ExpectedFrame& f = sub->frame;
   f.height = static_cast<int>(sub_h);
   f.width = static_cast<int>(sub_w);
@@ -131,23 +267,18 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   }
 
   std::vector<uint8_t>& out = sub->bytes;
-  const int64_t per_row = L.mcus_per_row / k;  // segments per MCU row
-  const int64_t total = per_row * L.mcu_rows;
-  const int64_t s0 = c0 / k, s1 = c1 / k;
-  const int64_t last = (r1 - 1) * per_row + s1 - 1;
-  const int64_t wanted = (r1 - r0) * (s1 - s0);
-  const double share = static_cast<double>(wanted) / static_cast<double>(total);
+  const int64_t total = ceil_div(P * L.mcu_rows, k);
+  const std::vector<int64_t>& slots = plan.plan;
+  const double share = static_cast<double>(slots.size()) / static_cast<double>(total);
   out.reserve(1024 + static_cast<size_t>(1.25 * share * static_cast<double>(size - scan_start)));
   if (!append_sub_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out)) return false;
 
   // Walk the segments in file order up to the last one needed, the way libjpeg reads the data:
   // FF 00 is a stuffed FF byte, FF FF.. fill before a marker, FF D0..D7 restart n mod 8, any other
-  // marker ends the scan.
+  // marker ends the scan. Each segment goes into the slots planned for it, in order.
   size_t pos = scan_start;
-  int64_t emitted = 0;
-  // Row and column of segment `seg`, counted as the walk goes.
-  int64_t row = 0, column = 0;
-  for (int64_t seg = 0;; ++seg) {
+  size_t next = 0;  // the next slot to fill
+  for (int64_t seg = 0; next < slots.size(); ++seg) {
     size_t p = pos;
     uint8_t code;
     size_t after;
@@ -170,19 +301,15 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
     } else if (seg != total - 1) {
       return false;  // the scan ends before its last segment
     }
-    if (row >= r0 && column >= s0 && column < s1) {
+    for (; next < slots.size() && slots[next] == seg; ++next) {
       out.insert(out.end(), data + pos, data + p);
-      if (seg == last) break;
-      out.push_back(kFF);
-      out.push_back(static_cast<uint8_t>(kRST0 + (emitted & 7)));
-      ++emitted;
+      if (next + 1 < slots.size()) {
+        out.push_back(kFF);
+        out.push_back(static_cast<uint8_t>(kRST0 + (next & 7)));
+      }
     }
-    if (!is_rst(code)) return false;  // not reached: the last segment is always wanted
+    if (next < slots.size() && !is_rst(code)) return false;  // not reached: no slot is planned past the scan
     pos = after;
-    if (++column == per_row) {
-      column = 0;
-      ++row;
-    }
   }
   out.push_back(kFF);
   out.push_back(kEOI);

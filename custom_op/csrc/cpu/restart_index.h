@@ -1,13 +1,22 @@
-// Random access into JPEGs whose restart segments tile the image.
+// Random access into JPEGs with short restart segments.
 //
 // A restart marker resets the DC predictors and byte-aligns the entropy-coded data, so the segment
-// after it decodes without anything before it. When every segment is a run of k MCUs inside one MCU
-// row (k divides the MCUs per row), the MCU rows and segment columns covering a window make a smaller
-// JPEG of their own: the original tables, a frame header with the smaller size, those segments with
-// their markers renumbered, and EOI. Decoding that sub-image and taking the window out of it gives
-// exactly the pixels of the full decode, provided the sub-image keeps the neighbours that chroma
-// upsampling reads around the window. Huffman decoding, most of a decode's time, then costs in
+// after it decodes without anything before it. When every segment holds at most an MCU row's worth of
+// MCUs (restart interval k <= MCUs per row), the segments holding the MCUs around a window make a
+// smaller JPEG of their own: the original tables, a frame header with the smaller size, those
+// segments with their markers renumbered, and EOI. Decoding that sub-image and taking the window out
+// of it gives exactly the pixels of the full decode, provided the sub-image keeps the neighbours that
+// chroma upsampling reads around the window. Huffman decoding, most of a decode's time, then costs in
 // proportion to the window instead of to everything above and beside it.
+//
+// When k divides the MCUs per row, the segments tile the image and the sub-image is a rectangle of
+// them. Otherwise a segment may run from the end of one MCU row into the next, and where segments
+// start moves from row to row. The sub-image declares the same interval k, so libjpeg expects a
+// marker after every k of its MCUs counted in its own raster order: for its MCU t to be the
+// original's MCU o, both must lie at the same place in their segments (t = o modulo k). A sub-image
+// that starts at a segment boundary and whose width is the MCUs per row modulo k keeps that true on
+// every row. The MCUs beside the window whose segment also holds MCUs of another sub-image row are
+// decoded and not used; build_sub_image plans which segment fills each k-MCU slot of the sub-image.
 //
 // The segment boundaries come from untrusted bytes. Anything that does not match the header's layout
 // (a marker missing, extra or misnumbered, data ending early, a header this code does not expect)
@@ -28,15 +37,15 @@ namespace custom_op {
 struct RestartLayout {
   int mcu_width, mcu_height;  // full-size pixels
   int mcus_per_row, mcu_rows;
-  int interval;  // MCUs per restart segment; divides mcus_per_row
+  int interval;  // MCUs per restart segment, 1 .. mcus_per_row
   // Output pixels around a window that fancy upsampling reads: the largest sampling factor along an
   // axis where some component is subsampled, else 0 (4:4:4 and grayscale need no context).
   int margin_x, margin_y;
 };
 
 // True (and *layout filled) when a parsed header declares a random-access layout: sequential
-// Huffman coding, 8-bit samples, every component in the first scan, and a restart interval that
-// divides the MCUs per row. Reads header fields only; the entropy-coded data is checked when used.
+// Huffman coding, 8-bit samples, every component in the first scan, and a restart interval of at most
+// the MCUs per row. Reads header fields only; the entropy-coded data is checked when used.
 bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout);
 
 // The rewritten file: its bytes, and where the window lies in its (scaled) output.
