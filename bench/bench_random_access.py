@@ -11,7 +11,8 @@ Methods, on the same files and the same windows:
 Cases: ../shared/data/imagenet-sample (when present) and generated 800x533 and 4000x3000 sets
 (datasets.synthetic), each at 224x224 and 128x128 windows. Every window is first checked: both custom_op
 results must equal Pillow's on the original, pixel for pixel. The report gives the size change of the
-prepared copies, how many windows took the restart-segment path, and the time of the prepare pass.
+prepared copies and the length of their restart segments (bench_segments.py gives more), how many
+windows took the restart-segment path, and the time of the prepare pass.
 The methods take turns file by file, so that a slow moment of the (shared) machine hits all of them
 alike; the best round of each is reported (median in parentheses), with ratios against Pillow.
 """
@@ -34,7 +35,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import Report, cpu_description, random_windows  # noqa: E402
+from common import Report, cpu_description, random_windows, scan_facts  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op.testing import random_access_decodes  # noqa: E402
@@ -77,7 +78,10 @@ def cases(args):
 
 def prepare_all(files, args):
     start = time.perf_counter()
-    prepared = [custom_op.prepare_jpeg(data, max_growth=args.max_growth) for data in files]
+    prepared = [
+        custom_op.prepare_jpeg(data, max_growth=args.max_growth, max_segment_bytes=args.max_segment_bytes or None)
+        for data in files
+    ]
     return prepared, time.perf_counter() - start
 
 
@@ -129,6 +133,12 @@ def main():
     parser.add_argument(
         "--max-growth", type=float, default=custom_op.prepare.DEFAULT_MAX_GROWTH, help="prepare_jpeg's size budget"
     )
+    parser.add_argument(
+        "--max-segment-bytes",
+        type=int,
+        default=custom_op.prepare.DEFAULT_MAX_SEGMENT_BYTES,
+        help="prepare_jpeg's bound on segment lengths (0: no bound)",
+    )
     parser.add_argument("--note", default="", help="a line about the machine's state, added to the report")
     parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     args = parser.parse_args()
@@ -141,8 +151,8 @@ def main():
         details={
             "versions": f"Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
             f"custom_op linked against libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
-            "prepared with": f"`custom_op.prepare_jpeg(data, max_growth={args.max_growth})` (restart interval "
-            "chosen per file)",
+            "prepared with": f"`custom_op.prepare_jpeg(data, max_growth={args.max_growth}, "
+            f"max_segment_bytes={args.max_segment_bytes or None})` (restart interval chosen per file)",
             "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image; the same random "
             f"windows (seed {args.seed}) for every method",
         },
@@ -150,11 +160,13 @@ def main():
     for title, originals in cases(args):
         prepared, prepare_s = prepare_all(originals, args)
         before, after = sum(map(len, originals)), sum(map(len, prepared))
+        lengths = [n for data in prepared for n in scan_facts(data)[2]]
         report.heading(title)
         report.text(
             f"prepared copies: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB "
             f"({100 * (after / before - 1):+.2f}%), largest single-file change "
-            f"{100 * max(len(p) / len(o) - 1 for o, p in zip(originals, prepared)):+.2f}%; "
+            f"{100 * max(len(p) / len(o) - 1 for o, p in zip(originals, prepared)):+.2f}%; restart segments "
+            f"{statistics.median(lengths):.0f} bytes (median), {max(lengths)} at most; "
             f"prepare pass {1e3 * prepare_s / len(originals):.1f} ms/file (one process)"
         )
         for size in sizes:

@@ -1,7 +1,7 @@
 """The restart segments of prepared files: their lengths and what the layout costs in bytes, for a folder.
 
     python bench/bench_segments.py                                  # the ImageNet sample, default layout
-    python bench/bench_segments.py --out bench/results/segments.md
+    python bench/bench_segments.py --out bench/results/segments.md   # also writes segments.json
     python bench/bench_segments.py ~/data/train --max-segment-bytes 1024
     python bench/bench_segments.py ~/data/train-ra --prepared       # files prepared already: measure only
 
@@ -18,10 +18,7 @@ prepared files against the originals (in all and per file), and the files with t
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import platform
-import shlex
 import statistics
 import sys
 import time
@@ -33,48 +30,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import commit_description, cpu_description  # noqa: E402
+from common import Report, cpu_description, scan_facts  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op.prepare import DEFAULT_MAX_GROWTH, DEFAULT_MAX_SEGMENT_BYTES  # noqa: E402
-
-SOS, DRI, SOFS = 0xDA, 0xDD, (0xC0, 0xC1, 0xC2, 0xC3, 0xC9, 0xCA, 0xCB)
-
-
-def scan_facts(data: bytes) -> tuple[int, int, list[int]]:
-    """(restart interval, MCUs per row, the length of every segment of the first scan) of a JPEG."""
-    pos, interval, per_row = 2, 0, 0
-    while pos + 4 <= len(data) and data[pos] == 0xFF:
-        marker = data[pos + 1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-            continue
-        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
-        if marker == DRI:
-            interval = int.from_bytes(data[pos + 4 : pos + 6], "big")
-        elif marker in SOFS:
-            width, components = int.from_bytes(data[pos + 7 : pos + 9], "big"), data[pos + 9]
-            max_h = max(data[pos + 11 + 3 * i] >> 4 for i in range(components))
-            per_row = -(-width // (8 * (1 if components == 1 else max_h)))
-        pos += 2 + length
-        if marker == SOS:
-            break
-    lengths, begin = [], pos
-    while True:
-        ff = data.find(b"\xff", pos)
-        if ff < 0 or ff + 1 >= len(data):
-            raise ValueError("the scan has no end marker")
-        code = data[ff + 1]
-        if code == 0x00:
-            pos = ff + 2
-            continue
-        if code == 0xFF:
-            pos = ff + 1
-            continue
-        lengths.append(ff - begin)
-        if not 0xD0 <= code <= 0xD7:
-            return interval, per_row, lengths
-        begin = pos = ff + 2
 
 
 def jpegs(folder: Path):
@@ -102,7 +61,7 @@ def main():
     )
     parser.add_argument("--top", type=int, default=8, help="files listed with their longest segment")
     parser.add_argument("--note", default="", help="a line about the machine's state, added to the report")
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -158,63 +117,80 @@ def main():
         + ")`"
         + f", {1e3 * seconds / len(rows):.1f} ms per file (one thread)"
     )
-    lines = [
-        "# Restart segments of prepared files",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {shlex.join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])}`",
-        f"- machine: {cpu_description()}" + (f"; {args.note}" if args.note else ""),
-        f"- commit: {commit_description(ROOT)}",
-        f"- versions: Python {platform.python_version()}, torch {torch.__version__}, custom_op linked against "
-        f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
-        f"- files: {len(rows)} JPEGs under `{folder.name}/`, {what}"
-        + (f"; {len(skipped)} left out (not preparable)" if skipped else ""),
-        "- a segment's length: the bytes of entropy-coded data between two markers",
-        "",
-        "## Segment lengths (bytes)",
-        "",
-        "| over | count | median | p90 | p99 | max |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-        f"| every segment | {len(every)} | {statistics.median(every):.0f} | {percentile(every, 90):.0f} | "
-        f"{percentile(every, 99):.0f} | {max(every)} |",
-        f"| each file's longest | {len(longest)} | {statistics.median(longest):.0f} | {percentile(longest, 90):.0f} | "
-        f"{percentile(longest, 99):.0f} | {max(longest)} |",
-        "",
+    report = Report(
+        "Restart segments of prepared files",
+        machine=cpu_description() + (f"; {args.note}" if args.note else ""),
+        details={
+            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, custom_op linked against "
+            f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "files": f"{len(rows)} JPEGs under `{folder.name}/`, {what}"
+            + (f"; {len(skipped)} left out (not preparable)" if skipped else ""),
+            "segment length": "the bytes of entropy-coded data between two markers",
+        },
+        echo=False,
+    )
+    report.heading("Segment lengths (bytes)")
+    report.table(
+        ["over", "count", "median", "p90", "p99", "max"],
+        [
+            [
+                "every segment",
+                len(every),
+                f"{statistics.median(every):.0f}",
+                f"{percentile(every, 90):.0f}",
+                f"{percentile(every, 99):.0f}",
+                max(every),
+            ],
+            [
+                "each file's longest",
+                len(longest),
+                f"{statistics.median(longest):.0f}",
+                f"{percentile(longest, 90):.0f}",
+                f"{percentile(longest, 99):.0f}",
+                max(longest),
+            ],
+        ],
+    )
+    report.text(
         f"Restart intervals: {dividing} files with one dividing the MCUs per row, {crossing} with segments running "
         f"from one MCU row into the next, {len(rows) - dividing - crossing} without restart markers; "
         f"{sum(r['random_access'] for r in rows)} of {len(rows)} files random-access "
         "(`read_jpeg_header(data).random_access`). Segments per file: median "
-        f"{statistics.median(len(r['lengths']) for r in rows):.0f}, fewest {min(len(r['lengths']) for r in rows)}.",
-        "",
-        "## Size",
-        "",
-        "| | bytes | change |",
-        "| --- | ---: | ---: |",
-        f"| originals | {before:,} | |",
-        f"| prepared | {after:,} | {100 * (after / before - 1):+.2f}% |",
-        "",
+        f"{statistics.median(len(r['lengths']) for r in rows):.0f}, fewest {min(len(r['lengths']) for r in rows)}."
+    )
+    report.heading("Size")
+    report.table(
+        ["", "bytes", "change"],
+        [["originals", f"{before:,}", ""], ["prepared", f"{after:,}", f"{100 * (after / before - 1):+.2f}%"]],
+    )
+    report.text(
         f"Per file: median {100 * statistics.median(growth):+.2f}%, largest {100 * max(growth):+.2f}% "
         f"({rows[int(np.argmax(growth))]['name']}), smallest {100 * min(growth):+.2f}%; "
-        f"{sum(g > 0.025 for g in growth)} of {len(rows)} files grow by more than 2.5%.",
-        "",
-        f"## The {min(args.top, len(rows))} files with the longest segments",
-        "",
-        "| file | size | MCUs per row | interval | segments | longest | median | change |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in sorted(rows, key=lambda r: -max(r["lengths"]))[: args.top]:
-        lines.append(
-            f"| {r['name']} | {r['size']} | {r['per_row']} | {r['interval']} | {len(r['lengths'])} | "
-            f"{max(r['lengths'])} | {statistics.median(r['lengths']):.0f} | "
-            f"{100 * (r['after'] / r['before'] - 1):+.2f}% |"
-        )
+        f"{sum(g > 0.025 for g in growth)} of {len(rows)} files grow by more than 2.5%."
+    )
+    report.heading(f"The {min(args.top, len(rows))} files with the longest segments")
+    report.table(
+        ["file", "size", "MCUs per row", "interval", "segments", "longest", "median", "change"],
+        [
+            [
+                r["name"],
+                r["size"],
+                r["per_row"],
+                r["interval"],
+                len(r["lengths"]),
+                max(r["lengths"]),
+                f"{statistics.median(r['lengths']):.0f}",
+                f"{100 * (r['after'] / r['before'] - 1):+.2f}%",
+            ]
+            for r in sorted(rows, key=lambda r: -max(r["lengths"]))[: args.top]
+        ],
+        align="llrrrrrr",
+    )
     if skipped:
-        lines += ["", "Left out: " + "; ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else "")]
-    report = "\n".join(lines)
-    print(report)
+        report.text("Left out: " + "; ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
+    print(report.to_markdown(), end="")
     if args.out:
-        Path(args.out).write_text(report + "\n")
-        print(f"wrote {args.out}")
+        report.write(args.out)
 
 
 if __name__ == "__main__":

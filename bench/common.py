@@ -1,6 +1,7 @@
 """What the benchmark scripts share: the same random windows for every method, the machine and commit
-lines of a report, and the writer of the reports (:class:`Report`: bench/results/<name>.md and
-<name>.json). Imported as `common` by the scripts in this folder (their own folder is on sys.path)."""
+lines of a report, the writer of the reports (:class:`Report`: bench/results/<name>.md and
+<name>.json), and the restart segments of a JPEG. Imported as `common` by the scripts in this folder
+(their own folder is on sys.path)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,47 @@ def commit_description(root) -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return head + (" + local changes" if dirty else "")
+
+
+_SOS, _DRI, _SOFS = 0xDA, 0xDD, (0xC0, 0xC1, 0xC2, 0xC3, 0xC9, 0xCA, 0xCB)
+
+
+def scan_facts(data: bytes) -> tuple[int, int, list[int]]:
+    """(restart interval, MCUs per row, the length of every segment of the first scan) of a JPEG. A
+    segment's length is the bytes of entropy-coded data between two markers (the SOS segment or a
+    restart marker, and the next marker; stuffed zero bytes count)."""
+    pos, interval, per_row = 2, 0, 0
+    while pos + 4 <= len(data) and data[pos] == 0xFF:
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        if marker == _DRI:
+            interval = int.from_bytes(data[pos + 4 : pos + 6], "big")
+        elif marker in _SOFS:
+            width, components = int.from_bytes(data[pos + 7 : pos + 9], "big"), data[pos + 9]
+            max_h = max(data[pos + 11 + 3 * i] >> 4 for i in range(components))
+            per_row = -(-width // (8 * (1 if components == 1 else max_h)))
+        pos += 2 + length
+        if marker == _SOS:
+            break
+    lengths, begin = [], pos
+    while True:
+        ff = data.find(b"\xff", pos)
+        if ff < 0 or ff + 1 >= len(data):
+            raise ValueError("the scan has no end marker")
+        code = data[ff + 1]
+        if code == 0x00:
+            pos = ff + 2
+            continue
+        if code == 0xFF:
+            pos = ff + 1
+            continue
+        lengths.append(ff - begin)
+        if not 0xD0 <= code <= 0xD7:
+            return interval, per_row, lengths
+        begin = pos = ff + 2
 
 
 # ---------------------------------------------------------------------------------------------------
