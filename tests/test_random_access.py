@@ -194,6 +194,19 @@ def test_segments_crossing_rows_every_window_equals_the_full_decode(sampling):
     assert random_access_decodes() - before > 10 * count
 
 
+@pytest.mark.parametrize("sampling", SUBSAMPLINGS + ["gray"])
+def test_default_layout_every_window_equals_the_full_decode(sampling):
+    """prepare_jpeg's default layout on photo-like images whose MCUs per row are prime (23, 29 or 47):
+    windows anywhere, at every edge and corner, 1x1, whole rows and columns, equal the full decode."""
+    channels, options = (1, {}) if sampling == "gray" else (3, {"sampling": sampling})
+    rng = np.random.default_rng(16)
+    for height, width in [(150, 8 * 47 - 3), (201, 16 * 23), (97, 32 * 29 - 5)]:
+        original = generated(height, width, channels, seed=5, quality=95, **options)
+        data = custom_op.prepare_jpeg(original)
+        assert custom_op.read_jpeg_header(data).random_access
+        assert_windows_exact(data, custom_op.decode_jpeg(original).numpy(), rng, n_random=8)
+
+
 @pytest.mark.parametrize("scale", [1, 2, 3, 4, 5, 6, 7, 9, 12, 16])
 def test_dct_scaled_windows_equal_the_ordinary_path(scale):
     rng = np.random.default_rng(11)
@@ -251,9 +264,10 @@ def test_color_spaces_and_modes(color_space, channels, sampling, mode):
 @pytest.mark.parametrize("orientation", range(1, 9))
 def test_exif_orientations(orientation):
     original = with_exif_orientation(generated(45, 70, sampling="4:2:0"), orientation)
-    data = custom_op.prepare_jpeg(original, restart_mcus=1)
     reference = custom_op.decode_jpeg(original, apply_exif_orientation=True).numpy()
-    assert_windows_exact(data, reference, np.random.default_rng(orientation), n_random=6, exif=True)
+    for restart_mcus in (1, 2):  # 2 does not divide the 5 MCUs per row
+        data = custom_op.prepare_jpeg(original, restart_mcus=restart_mcus)
+        assert_windows_exact(data, reference, np.random.default_rng(orientation), n_random=6, exif=True)
 
 
 def test_resized_crop_is_the_same_on_prepared_files():

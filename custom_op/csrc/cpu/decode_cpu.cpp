@@ -288,9 +288,10 @@ HeaderInfo read_jpeg_header_cpu(const at::Tensor& data, bool apply_exif_orientat
 
 // For the GPU path (cuda/decode_cuda.cpp): the smaller JPEG of the restart segments around a
 // stored-frame region of a file prepared for random access (restart_index.h), and where that
-// sub-image lies in the image, [top, left, height, width]. An empty tensor when the file has no such
-// layout or anything about it is unexpected (never an error: the GPU path then decodes the file
-// itself, and reports its damage the usual way).
+// sub-image lies in the image, [top, left, height, width] (filler MCUs may take it past the image's
+// right or bottom edge). An empty tensor when the file has no such layout or anything about it is
+// unexpected (never an error: the GPU path then decodes the file itself, and reports its damage the
+// usual way).
 std::tuple<at::Tensor, std::vector<int64_t>> jpeg_sub_image_cpu(const at::Tensor& data, int64_t top, int64_t left,
                                                                 int64_t height, int64_t width) {
   std::tuple<at::Tensor, std::vector<int64_t>> none{at::empty({0}, at::TensorOptions().dtype(at::kByte)), {}};
