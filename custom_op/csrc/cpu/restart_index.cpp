@@ -182,12 +182,13 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   if (ceil_div(P * L.mcu_rows, k) > static_cast<int64_t>((size - scan_start) / 3) + 1) return false;
 
   // The sub-image's grid. Its first MCU starts a segment: c_base = x0 less x0's place in its segment
-  // on row r0 (c_base = -r0 * P modulo k). Its width is P modulo k, so that every row lines up alike
-  // (d(i) a multiple of k), and it holds a whole number of segments: a multiple of the q rows after
-  // which the segment boundaries repeat, rows past the window being filler (never decoded here). Or,
-  // where the window reaches the image's bottom and chroma is subsampled down the rows (libjpeg
-  // replicates the edge samples there), it ends with the image, whose last segment then ends it: r0
-  // is a multiple of q, which costs up to q - 1 rows above the window, decoded and skipped. Across
+  // on row r0 (c_base = -r0 * P modulo k, and not below 0). Its width is P modulo k, so that every row
+  // lines up alike (d(i) a multiple of k), and it holds a whole number of segments: a multiple of the
+  // q rows after which the segment boundaries repeat, rows past the window being filler (never
+  // decoded here). Or, where the window reaches the image's bottom and chroma is subsampled down the
+  // rows (libjpeg replicates the edge samples there), it ends with the image, whose last segment then
+  // ends it. Those (and windows in the first MCU column, c_base = 0) need r0 * P to be a multiple of
+  // k: r0 a multiple of q, which costs up to q - 1 rows above the window, decoded and skipped. Across
   // the columns: where chroma is subsampled across them, an image edge among the needed MCUs must be
   // the sub-image's too, and the sub-image is at least two whole MCUs wide (libjpeg upsamples a plane
   // of two samples or fewer without the fancy filter). The columns beside the window may need to
