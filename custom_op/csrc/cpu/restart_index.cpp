@@ -92,6 +92,7 @@ struct SubLayout {
   int64_t r0, rows;
   int64_t c_base, cols;
   std::vector<int64_t> plan;
+  bool unneeded;  // holds a segment the window does not need (see plan_slots)
 };
 
 // Plans the restart slots of a sub-image whose grid is set in *sub, or says it cannot be made. The
@@ -101,29 +102,59 @@ struct SubLayout {
 // i * cols; the grids build_sub_image tries make every d(i) a multiple of k, so each slot lines up
 // with an original segment for each row it touches. A slot holding needed MCUs (columns x0..x1 of
 // rows y0..y1) takes that segment, and its needed MCUs must all come from one row's alignment. Any
-// other slot is filler: decoded, but no pixel of the window depends on it. Before the last needed
-// slot it takes the segment its first row lines up with; after it, the segment of the slot before
-// again (nothing more of the data is read), or for a last slot shorter than k, the original's last
-// segment when that has its length.
-bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int64_t y1, SubLayout* sub) {
+// other slot is filler: decoded, but no pixel of the window depends on it. It repeats a needed
+// segment (the one before it, or the first), so that the sub-image holds no segment the window does
+// not need; only where none fits (a last slot shorter than k, which only the original's last segment
+// fits, or no needed segment of k MCUs) does it take another, and *sub says so.
+//
+// Neither may make the sub-image read more of a damaged file than the ordinary path does, or libjpeg
+// would warn about damage there that a decode of the whole file down to the window never sees. The
+// ordinary path decodes every MCU of the rows down to the window's last (last_row), and of the next
+// one when chroma upsampling down the rows asks libjpeg for it; the segment holding the last MCU it
+// decodes may run on past it, and the restart marker after that segment is not read. libjpeg decodes
+// the sub-image's rows down to the same row. So for either last row, every slot the sub-image path
+// decodes must hold a segment whose MCUs, as far as it decodes them, the ordinary path decodes too,
+// and the marker after it must be one the ordinary path reads if the sub-image path reads it.
+bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int64_t y1, int64_t last_row,
+                SubLayout* sub) {
   const int64_t P = L.mcus_per_row, k = L.interval;
   const int64_t total = P * L.mcu_rows;
   const int64_t segments = ceil_div(total, k);
   const int64_t last_size = total - (segments - 1) * k;
   const int64_t T = sub->rows * sub->cols;
   const int64_t slots = ceil_div(T, k);
-  const int64_t last_needed = ((y1 - 1 - sub->r0) * sub->cols + (x1 - 1 - sub->c_base)) / k;
   auto offset = [&](int64_t i) { return (sub->r0 + i) * P + sub->c_base - i * sub->cols; };
   if (offset(0) % k != 0 || (P - sub->cols) % k != 0) return false;
   auto size_of = [&](int64_t g) { return g == segments - 1 ? last_size : k; };
+  // Whether segment g may fill slot s: for each row the decodes may end with, the sub-image path
+  // decodes no more of g than the ordinary path, and reads its marker only where that path does.
+  const int contexts = L.margin_y > 0 ? 2 : 1;
+  auto fits = [&](int64_t g, int64_t s) {
+    for (int context = 0; context < contexts; ++context) {
+      const int64_t plain_rows = std::min<int64_t>(L.mcu_rows, last_row + context + 1);  // rows 0 .. plain_rows - 1
+      const int64_t sub_rows = std::min(sub->rows, last_row + context + 1 - sub->r0);
+      const int64_t sub_mcus = std::clamp(sub_rows * sub->cols - s * k, int64_t(0), std::min(T, s * k + k) - s * k);
+      if (sub_mcus == 0) continue;
+      const int64_t plain_mcus = std::clamp(plain_rows * P - g * k, int64_t(0), size_of(g));
+      if (sub_mcus > plain_mcus) return false;
+      const bool sub_marker = s + 1 < slots && (s + 1) * k < sub_rows * sub->cols;
+      const bool plain_marker = g + 1 < segments && (g + 1) * k < plain_rows * P;
+      if (sub_marker && !plain_marker) return false;
+    }
+    return true;
+  };
   std::vector<int64_t>& plan = sub->plan;
-  plan.clear();
-  plan.reserve(static_cast<size_t>(slots));
-  for (int64_t s = 0; s < slots; ++s) {
+  plan.assign(static_cast<size_t>(slots), -1);
+  sub->unneeded = false;
+  std::vector<int64_t> needed_full;  // the needed segments of k MCUs, in slot order
+  // The needed rows' slots only: the others are filler.
+  const int64_t s_begin = std::max<int64_t>(0, y0 - sub->r0) * sub->cols / k;
+  const int64_t s_end = std::min(slots, ceil_div(std::min(sub->rows, y1 - sub->r0) * sub->cols, k));
+  for (int64_t s = s_begin; s < s_end; ++s) {
     const int64_t a = s * k, b = std::min(T, a + k);
     bool needed = false;
-    int64_t d = offset(a / sub->cols);
-    for (int64_t i = a / sub->cols; s <= last_needed && i <= (b - 1) / sub->cols; ++i) {
+    int64_t d = 0;
+    for (int64_t i = a / sub->cols; i <= (b - 1) / sub->cols; ++i) {
       const int64_t row = sub->r0 + i;
       if (row < y0 || row >= y1) continue;
       const int64_t ja = std::max(a, i * sub->cols) - i * sub->cols + sub->c_base;
@@ -133,19 +164,42 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
       needed = true;
       d = offset(i);
     }
-    int64_t g = (a + d) / k;
-    if (s > last_needed || g < 0 || g >= segments || size_of(g) != b - a) {
-      if (needed) return false;
-      if (b - a == k && !plan.empty()) {
-        g = plan.back();
-      } else if (last_size == b - a) {
-        g = segments - 1;
-      } else {
-        return false;
-      }
+    if (!needed) continue;
+    const int64_t g = (a + d) / k;
+    if (g < 0 || g >= segments || size_of(g) != b - a || !fits(g, s)) return false;
+    plan[size_t(s)] = g;
+    if (b - a == k && (needed_full.empty() || needed_full.back() != g)) needed_full.push_back(g);
+  }
+  int64_t previous = -1;
+  for (int64_t s = 0; s < slots; ++s) {
+    int64_t& g = plan[size_t(s)];
+    const int64_t length = std::min(T, s * k + k) - s * k;
+    if (g >= 0) {
+      if (length == k) previous = g;
+      continue;
     }
-    if (!plan.empty() && g < plan.back()) return false;  // the data is read front to back, once
-    plan.push_back(g);
+    if (length == k) {
+      if (previous >= 0 && fits(previous, s)) {
+        g = previous;
+      } else {
+        for (int64_t candidate : needed_full) {
+          if (fits(candidate, s)) {
+            g = candidate;
+            break;
+          }
+        }
+      }
+      if (g >= 0) continue;
+    }
+    const int64_t own = (s * k + offset(s * k / sub->cols)) / k;  // the segment its first row lines up with
+    if (own < segments && size_of(own) == length && fits(own, s)) {
+      g = own;
+    } else if (length == last_size && fits(segments - 1, s)) {
+      g = segments - 1;
+    } else {
+      return false;
+    }
+    sub->unneeded = true;
   }
   return true;
 }
@@ -176,6 +230,7 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   const int64_t y0 = std::max<int64_t>(0, region.top - L.margin_y) / mcu_out_h;
   const int64_t y1 = std::min<int64_t>(
       L.mcu_rows, ceil_div(std::min<int64_t>(out_h, int64_t(region.top) + region.height + L.margin_y), mcu_out_h));
+  const int64_t last_row = (int64_t(region.top) + region.height - 1) / mcu_out_h;  // of the window's last pixels
 
   // A valid scan has at least a byte of data and a two-byte marker per segment: a header declaring
   // more segments than the data could hold is refused before any planning.
@@ -206,17 +261,21 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
     int64_t r0, rows, c_base, cols;
     bool operator<(const Candidate& o) const { return cost != o.cost ? cost < o.cost : rows * cols < o.rows * o.cols; }
   };
-  Candidate candidates[2 * 3 * 3 + 1];
+  Candidate candidates[3 * 3 * 3 + 1];
   int count = 0;
-  for (int choice = 0; choice < 2; ++choice) {
+  for (int choice = 0; choice < 3; ++choice) {
     int64_t r0, rows;
-    if (choice == 0) {  // from the window's first row, filler below
-      if (edge_y && (y1 - y0) % q != 0) continue;
+    if (choice == 0) {  // from the window's first row, filler rows below
       r0 = y0;
       rows = ceil_div(y1 - y0, q) * q;
-    } else {  // from a row where the segments start in column 0
+      if (edge_y && r0 + rows != L.mcu_rows) continue;
+    } else if (choice == 1) {  // to the window's last row, filler rows above
+      rows = ceil_div(y1 - y0, q) * q;
+      r0 = y1 - rows;
+      if (r0 < 0 || rows == y1 - y0) continue;  // or the first choice again
+    } else {                                    // from a row where the segments start in column 0
       r0 = y0 / q * q;
-      rows = std::min<int64_t>(L.mcu_rows, r0 + ceil_div(y1 - r0, q) * q) - r0;
+      rows = edge_y ? L.mcu_rows - r0 : ceil_div(y1 - r0, q) * q;
       if (r0 == y0 && rows == ceil_div(y1 - y0, q) * q) continue;  // the first choice again
     }
     if (rows > 65535 / L.mcu_height) continue;
@@ -236,19 +295,27 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
     }
   }
   // Whole rows from a row where the segments start in column 0 always line up.
-  const int64_t r0 = y0 / q * q, rows = std::min<int64_t>(L.mcu_rows, r0 + ceil_div(y1 - r0, q) * q) - r0;
+  const int64_t r0 = y0 / q * q, rows = edge_y ? L.mcu_rows - r0 : ceil_div(y1 - r0, q) * q;
   if (rows <= 65535 / L.mcu_height && W <= 65535) candidates[count++] = {(y1 - r0) * P, r0, rows, 0, P};
   std::sort(candidates, candidates + count);
-  SubLayout plan;
-  bool found = false;
+  // The cheapest plan whose segments the window all needs (as the GPU decoders' segment sets assume:
+  // damage in a segment the window does not need goes unreported on either path), else the cheapest.
+  SubLayout plan, fallback;
+  bool found = false, found_fallback = false;
   for (int i = 0; i < count && !found; ++i) {
     plan.r0 = candidates[i].r0;
     plan.rows = candidates[i].rows;
     plan.c_base = candidates[i].c_base;
     plan.cols = candidates[i].cols;
-    found = plan_slots(L, x0, x1, y0, y1, &plan);
+    if (!plan_slots(L, x0, x1, y0, y1, last_row, &plan)) continue;
+    found = !plan.unneeded;
+    if (!found && !found_fallback) {
+      fallback = plan;
+      found_fallback = true;
+    }
   }
-  if (!found) return false;
+  if (!found && !found_fallback) return false;
+  if (!found) plan = std::move(fallback);
   if (plan.r0 == 0 && plan.cols >= P) return false;  // the ordinary path reads no more than that
 
   const int64_t sub_w = pixel_width(plan.c_base, plan.cols);
@@ -267,19 +334,19 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
     f.v_samp[i] = cinfo.comp_info[i].v_samp_factor;
   }
 
-  std::vector<uint8_t>& out = sub->bytes;
+  // The segments the sub-image holds, in file order, and where each one's data lies.
+  std::vector<int64_t> wanted(plan.plan);
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  std::vector<std::pair<size_t, size_t>> where(wanted.size());
   const int64_t total = ceil_div(P * L.mcu_rows, k);
-  const std::vector<int64_t>& slots = plan.plan;
-  const double share = static_cast<double>(slots.size()) / static_cast<double>(total);
-  out.reserve(1024 + static_cast<size_t>(1.25 * share * static_cast<double>(size - scan_start)));
-  if (!append_sub_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out)) return false;
 
   // Walk the segments in file order up to the last one needed, the way libjpeg reads the data:
   // FF 00 is a stuffed FF byte, FF FF.. fill before a marker, FF D0..D7 restart n mod 8, any other
-  // marker ends the scan. Each segment goes into the slots planned for it, in order.
+  // marker ends the scan.
   size_t pos = scan_start;
-  size_t next = 0;  // the next slot to fill
-  for (int64_t seg = 0; next < slots.size(); ++seg) {
+  size_t next = 0;  // the next wanted segment
+  for (int64_t seg = 0; next < wanted.size(); ++seg) {
     size_t p = pos;
     uint8_t code;
     size_t after;
@@ -302,15 +369,27 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
     } else if (seg != total - 1) {
       return false;  // the scan ends before its last segment
     }
-    for (; next < slots.size() && slots[next] == seg; ++next) {
-      out.insert(out.end(), data + pos, data + p);
-      if (next + 1 < slots.size()) {
-        out.push_back(kFF);
-        out.push_back(static_cast<uint8_t>(kRST0 + (next & 7)));
-      }
-    }
-    if (next < slots.size() && !is_rst(code)) return false;  // not reached: no slot is planned past the scan
+    if (wanted[next] == seg) where[next++] = {pos, p};
+    if (next < wanted.size() && !is_rst(code)) return false;  // not reached: no segment is planned past the scan
     pos = after;
+  }
+
+  std::vector<uint8_t>& out = sub->bytes;
+  size_t bytes = 0;
+  for (int64_t g : plan.plan) {
+    const auto& [begin, end] = where[size_t(std::lower_bound(wanted.begin(), wanted.end(), g) - wanted.begin())];
+    bytes += end - begin + 2;
+  }
+  out.reserve(1024 + bytes);
+  if (!append_sub_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out)) return false;
+  for (size_t slot = 0; slot < plan.plan.size(); ++slot) {
+    const auto& [begin, end] =
+        where[size_t(std::lower_bound(wanted.begin(), wanted.end(), plan.plan[slot]) - wanted.begin())];
+    out.insert(out.end(), data + begin, data + end);
+    if (slot + 1 < plan.plan.size()) {
+      out.push_back(kFF);
+      out.push_back(static_cast<uint8_t>(kRST0 + (slot & 7)));
+    }
   }
   out.push_back(kFF);
   out.push_back(kEOI);

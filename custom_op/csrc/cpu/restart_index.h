@@ -16,7 +16,9 @@
 // original's MCU o, both must lie at the same place in their segments (t = o modulo k). A sub-image
 // that starts at a segment boundary and whose width is the MCUs per row modulo k keeps that true on
 // every row. The MCUs beside the window whose segment also holds MCUs of another sub-image row are
-// decoded and not used; build_sub_image plans which segment fills each k-MCU slot of the sub-image.
+// decoded and not used; build_sub_image plans which segment fills each k-MCU slot of the sub-image
+// (filler slots repeat a segment the window needs, and nothing is read that a decode of the whole
+// file down to the window would not read).
 //
 // The segment boundaries come from untrusted bytes. Anything that does not match the header's layout
 // (a marker missing, extra or misnumbered, data ending early, a header this code does not expect)
