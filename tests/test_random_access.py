@@ -359,6 +359,43 @@ def test_damaged_restart_structure_falls_back_or_raises(sampling):
                     assert np.array_equal(out.numpy(), full[:, top : top + h, left : left + w]), (name, top, left, h, w)
 
 
+@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0"])
+def test_segment_path_reads_no_more_of_a_damaged_file_than_the_ordinary_path(sampling):
+    """Where segments cross MCU rows, the segment holding the last MCU the ordinary path decodes runs on
+    into rows it never decodes, and the marker after it is never read. Damage there (bytes before that
+    marker, or the segment's second half zeroed), and in the segments around it, must not make the
+    segment path fail where a decode of the whole width down to the window's last row (the ordinary
+    path) does not; where both decode, the pixels agree."""
+    mcu_w, mcu_h = {"4:2:0": (16, 16), "4:4:4": (8, 8), "4:2:2": (16, 8), "4:4:0": (8, 16)}[sampling]
+    checked = 0
+    for height, width in [(97, 131), (77, 101)]:
+        original = generated(height, width, sampling=sampling, seed=8)
+        per_row = -(-width // mcu_w)
+        for restart_mcus in (k for k in (2, 3, 4, 5) if per_row % k):
+            data = custom_op.prepare_jpeg(original, restart_mcus=restart_mcus)
+            layout = rs.scan(data)
+            rng = np.random.default_rng(restart_mcus)
+            for _ in range(10):
+                h, w = int(rng.integers(1, 40)), int(rng.integers(1, 60))
+                top, left = int(rng.integers(1, height - h + 1)), int(rng.integers(0, width - w + 1))
+                last_row = (top + h - 1) // mcu_h
+                near = {mcu // restart_mcus for mcu in range(max(0, last_row - 1) * per_row, (last_row + 3) * per_row)}
+                for index in sorted(g for g in near if g < len(layout.segments) - 1):
+                    begin, end = layout.segments[index]
+                    for damaged in (
+                        data[:end] + b"\x12\x34\x56" + data[end:],
+                        data[: (begin + end) // 2] + bytes(end - (begin + end) // 2) + data[end:],
+                    ):
+                        try:
+                            whole = custom_op.decode_and_crop_jpeg(damaged, 0, 0, top + h, width, on_warning="raise")
+                        except RuntimeError:
+                            continue  # the ordinary path sees the damage: either outcome is right for the window
+                        out = custom_op.decode_and_crop_jpeg(damaged, top, left, h, w, on_warning="raise")
+                        assert torch.equal(out, whole[:, top:, left : left + w]), (restart_mcus, top, left, h, w, index)
+                        checked += 1
+    assert checked > 100
+
+
 def test_marker_damage_above_the_window_falls_back_to_the_ordinary_path():
     data = prepared(97, 131, seed=5, sampling="4:2:0")
     layout = rs.scan(data)
