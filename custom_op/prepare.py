@@ -5,8 +5,8 @@ beside it in its rows must be entropy-decoded first, and that is most of a decod
 marker resets the decoder's state, so when the file has one every few MCUs, the segments holding a
 window's MCUs decode on their own. ``decode_and_crop_jpeg`` notices such a layout by itself
 (``read_jpeg_header(data).random_access``) and reads only those segments; other files take the
-ordinary path. Short segments serve a GPU decoder too, which Huffman-decodes one segment per thread
-and so takes as long as the longest segment.
+ordinary path. Short segments serve custom_op's CUDA decoder too, which Huffman-decodes one segment
+per GPU thread and so takes as long as the longest segment.
 
 ``prepare_jpeg`` produces that layout through libjpeg-turbo's coefficient API: the quantized DCT
 coefficients and the quantization tables are copied unchanged (so every decoder gives exactly the same
@@ -64,7 +64,7 @@ def prepare_jpeg(
             wide (narrower ones gain nothing; wider ones decode more columns beside the window), and
             preferably dividing the MCUs per row. Each restart marker costs about 4 bytes, so
             detailed photos get shorter segments than flat ones. On the ImageNet sample the files
-            grow by about 1.2% in all.
+            grow by about 1.5% in all.
         max_segment_bytes: with ``restart_mcus=None``, no restart segment holds more than this many
             bytes of entropy-coded data (default 2048; ``None``: no bound). This bound comes before
             ``max_growth``: when no interval within it fits the size budget, the coarsest one within
