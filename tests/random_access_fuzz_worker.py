@@ -151,7 +151,10 @@ def mutate(rng, kind, data):
             return fuzz_corpus.mutate(rng, "bit_flip", data) if data else data
         if not layout.markers or len(layout.segments) < 2:
             return fuzz_corpus.mutate(rng, "random_run", data) if data else data
-        return _TARGETED[kind](rng, data, layout)
+        try:
+            return _TARGETED[kind](rng, data, layout)
+        except (ValueError, IndexError):  # an earlier mutation took what this one changes (the SOF, say)
+            return fuzz_corpus.mutate(rng, "bit_flip", data)
     return fuzz_corpus.mutate(rng, kind, data) if data else data
 
 
