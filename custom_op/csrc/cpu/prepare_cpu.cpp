@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "libjpeg_session.h"
@@ -199,19 +200,26 @@ int64_t longest(const std::vector<int64_t>& lengths) {
   return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
 }
 
-// How long, in units of one decoded pixel column, decoding a window of a typical width (176 pixels)
-// takes with a restart interval of k MCUs: the columns decoded beside the window, plus about one
-// column's worth of time per restart marker crossed (libjpeg-turbo reads the marker and decodes the
-// segment's last MCU slowly). When k divides the MCUs per row, the columns beside the window are
-// those of the segments it touches (half a segment on average each side). Otherwise the sub-image is
-// a little wider: a segment that also holds MCUs of the next row is decoded beside the window, about
-// half a segment more. Smallest at segments of about 13 pixels and flat around it: 8- to 24-pixel
-// segments decode 224x224 windows of photos equally fast, wider ones more slowly, whole rows much
-// more slowly.
-double window_cost(int64_t k, int64_t per_row, int mcu_width) {
+// How long decoding a window of a typical size (176x176 pixels) takes with a restart interval of k
+// MCUs, in units of one decoded pixel column of it: the columns decoded beside the window, plus about
+// one column's worth of time per restart marker crossed (libjpeg-turbo reads the marker and decodes
+// the segment's last MCU slowly), times the rows decoded. When k divides the MCUs per row, the columns
+// beside the window are those of the segments it touches (half a segment on average each side).
+// Otherwise the sub-image is a little wider (a segment that also holds MCUs of the next row is decoded
+// beside the window, about half a segment more), and it holds a whole number of segments: filler rows
+// below the window unless its rows are a multiple of k / gcd(per_row, k). libjpeg decodes one of them
+// when chroma is subsampled down the rows (the upsampler reads a row ahead), so there (`context`) the
+// window costs one MCU row more in (q - 1) / q of the cases. Smallest at segments of about 13 pixels
+// and flat around it: 8- to 24-pixel segments decode 224x224 windows of photos equally fast, wider ones
+// more slowly, whole rows much more slowly.
+double window_cost(int64_t k, int64_t per_row, int mcu_width, int mcu_height, bool context) {
   constexpr double kWindow = 176.0, kPerMarker = 1.0;
-  const double beside = (per_row % k == 0 ? double(k) : 1.5 * double(k) - 0.5) * mcu_width;
-  return beside + kPerMarker * (kWindow + beside) / double(k * mcu_width);
+  const bool divides = per_row % k == 0;
+  const double beside = (divides ? double(k) : 1.5 * double(k) - 0.5) * mcu_width;
+  const double columns = kWindow + beside + kPerMarker * (kWindow + beside) / double(k * mcu_width);
+  const double q = double(k / std::gcd(per_row, k));
+  const double rows = kWindow + (context && !divides ? mcu_height * (q - 1.0) / q : 0.0);
+  return columns * rows / kWindow;
 }
 
 // What an interval is predicted to give, from the encodes with one segment per row and one per MCU.
@@ -233,8 +241,8 @@ struct Prediction {
 // tables pay some of it back). The choice is then encoded and measured; when it misses the budget or
 // the bound, the predictions are corrected by what was measured and the choice made again (twice at
 // most). Three to five encodes in all.
-bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_t per_row, int64_t rows,
-                      int mcu_width) {
+bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_t per_row, int64_t rows, int mcu_width,
+                      int mcu_height, bool context) {
   const double bound = o.max_segment_bytes > 0 ? double(o.max_segment_bytes) : HUGE_VAL;
   if (!encode(t, o, per_row)) return false;
   const double row_size = static_cast<double>(t->out_size);
@@ -276,7 +284,8 @@ bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_
       const Prediction& p = predicted[size_t(k)];
       if (p.longest > bound) continue;
       if (coarsest == 0 || p.size < predicted[size_t(coarsest)].size) coarsest = k;
-      if (p.size <= target && (best == 0 || window_cost(k, per_row, mcu_width) < window_cost(best, per_row, mcu_width)))
+      if (p.size <= target && (best == 0 || window_cost(k, per_row, mcu_width, mcu_height, context) <
+                                                window_cost(best, per_row, mcu_width, mcu_height, context)))
         best = k;
     }
     return best != 0 ? best : coarsest != 0 ? coarsest : int64_t(1);
@@ -288,7 +297,8 @@ bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_
     if (a.longest > bound && a.longest != b.longest) return a.longest < b.longest;
     if ((a.size <= target) != (b.size <= target)) return a.size <= target;
     if (a.size > target) return a.size < b.size;
-    return window_cost(a.k, per_row, mcu_width) < window_cost(b.k, per_row, mcu_width);
+    return window_cost(a.k, per_row, mcu_width, mcu_height, context) <
+           window_cost(b.k, per_row, mcu_width, mcu_height, context);
   };
   Measured kept = measured[0];
   if (better(measured[1], kept)) {
@@ -348,11 +358,13 @@ at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool k
     const int mcu_height = n == 1 ? DCTSIZE : DCTSIZE * max_v;
     const int64_t per_row = (int64_t(t.dst.image_width) + mcu_width - 1) / mcu_width;
     const int64_t rows = (int64_t(t.dst.image_height) + mcu_height - 1) / mcu_height;
+    bool context = false;  // chroma subsampled down the rows: libjpeg's upsampler reads a row ahead
+    for (int c = 0; c < n && n > 1; ++c) context |= t.dst.comp_info[c].v_samp_factor < max_v;
     if (restart_mcus > 0) {
       ok = encode(&t, o, std::min(per_row, restart_mcus));
       if (ok) t.keep_output();
     } else {
-      ok = encode_by_choice(&t, o, size, per_row, rows, mcu_width);
+      ok = encode_by_choice(&t, o, size, per_row, rows, mcu_width, mcu_height, context);
     }
   }
   TORCH_CHECK(ok, "custom_op: cannot prepare JPEG: ", t.err.message);
