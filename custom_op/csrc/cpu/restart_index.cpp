@@ -146,29 +146,22 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
   std::vector<int64_t>& plan = sub->plan;
   plan.assign(static_cast<size_t>(slots), -1);
   sub->unneeded = false;
+  // The needed MCUs, row by row: the slots holding them take the segment that row lines up with.
   std::vector<int64_t> needed_full;  // the needed segments of k MCUs, in slot order
-  // The needed rows' slots only: the others are filler.
-  const int64_t s_begin = std::max<int64_t>(0, y0 - sub->r0) * sub->cols / k;
-  const int64_t s_end = std::min(slots, ceil_div(std::min(sub->rows, y1 - sub->r0) * sub->cols, k));
-  for (int64_t s = s_begin; s < s_end; ++s) {
-    const int64_t a = s * k, b = std::min(T, a + k);
-    bool needed = false;
-    int64_t d = 0;
-    for (int64_t i = a / sub->cols; i <= (b - 1) / sub->cols; ++i) {
-      const int64_t row = sub->r0 + i;
-      if (row < y0 || row >= y1) continue;
-      const int64_t ja = std::max(a, i * sub->cols) - i * sub->cols + sub->c_base;
-      const int64_t jb = std::min(b, (i + 1) * sub->cols) - i * sub->cols + sub->c_base;
-      if (jb <= x0 || ja >= x1) continue;
-      if (needed && offset(i) != d) return false;  // needed MCUs of two rows that do not line up alike
-      needed = true;
-      d = offset(i);
+  for (int64_t row = std::max(y0, sub->r0); row < std::min(y1, sub->r0 + sub->rows); ++row) {
+    const int64_t i = row - sub->r0, d = offset(i) / k;
+    const int64_t first = (i * sub->cols + x0 - sub->c_base) / k;
+    const int64_t last = (i * sub->cols + x1 - 1 - sub->c_base) / k;
+    for (int64_t slot = first; slot <= last; ++slot) {
+      const int64_t g = slot + d;
+      int64_t& planned = plan[size_t(slot)];
+      if (planned == g) continue;
+      if (planned >= 0) return false;  // needed MCUs of two rows that do not line up alike
+      const int64_t length = std::min(T, slot * k + k) - slot * k;
+      if (g < 0 || g >= segments || size_of(g) != length || !fits(g, slot)) return false;
+      planned = g;
+      if (length == k && (needed_full.empty() || needed_full.back() != g)) needed_full.push_back(g);
     }
-    if (!needed) continue;
-    const int64_t g = (a + d) / k;
-    if (g < 0 || g >= segments || size_of(g) != b - a || !fits(g, s)) return false;
-    plan[size_t(s)] = g;
-    if (b - a == k && (needed_full.empty() || needed_full.back() != g)) needed_full.push_back(g);
   }
   int64_t previous = -1;
   for (int64_t s = 0; s < slots; ++s) {
@@ -335,8 +328,10 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   }
 
   // The segments the sub-image holds, in file order, and where each one's data lies.
-  std::vector<int64_t> wanted(plan.plan);
-  std::sort(wanted.begin(), wanted.end());
+  const std::vector<int64_t>& slots = plan.plan;
+  std::vector<int64_t> wanted(slots);
+  const bool in_order = std::is_sorted(slots.begin(), slots.end());  // fillers repeat the slot before
+  if (!in_order) std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
   std::vector<std::pair<size_t, size_t>> where(wanted.size());
   const int64_t total = ceil_div(P * L.mcu_rows, k);
@@ -374,19 +369,25 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
     pos = after;
   }
 
-  std::vector<uint8_t>& out = sub->bytes;
+  // Which entry of `wanted` each slot holds: found by moving forward when the slots are in file order.
+  std::vector<size_t> entry(slots.size());
   size_t bytes = 0;
-  for (int64_t g : plan.plan) {
-    const auto& [begin, end] = where[size_t(std::lower_bound(wanted.begin(), wanted.end(), g) - wanted.begin())];
-    bytes += end - begin + 2;
+  for (size_t slot = 0, w = 0; slot < slots.size(); ++slot) {
+    if (in_order) {
+      while (wanted[w] != slots[slot]) ++w;
+    } else {
+      w = size_t(std::lower_bound(wanted.begin(), wanted.end(), slots[slot]) - wanted.begin());
+    }
+    entry[slot] = w;
+    bytes += where[w].second - where[w].first + 2;
   }
+  std::vector<uint8_t>& out = sub->bytes;
   out.reserve(1024 + bytes);
   if (!append_sub_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out)) return false;
-  for (size_t slot = 0; slot < plan.plan.size(); ++slot) {
-    const auto& [begin, end] =
-        where[size_t(std::lower_bound(wanted.begin(), wanted.end(), plan.plan[slot]) - wanted.begin())];
+  for (size_t slot = 0; slot < slots.size(); ++slot) {
+    const auto& [begin, end] = where[entry[slot]];
     out.insert(out.end(), data + begin, data + end);
-    if (slot + 1 < plan.plan.size()) {
+    if (slot + 1 < slots.size()) {
       out.push_back(kFF);
       out.push_back(static_cast<uint8_t>(kRST0 + (slot & 7)));
     }
