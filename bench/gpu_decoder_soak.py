@@ -452,9 +452,11 @@ def soak(args) -> dict:
                 if batch.stack and not torch.equal(result[0].cpu(), want_result[0]):
                     mismatches.append(f"batch {i}: the stacked tensors differ")
                 if messages != want_messages:
+                    only_ours = [m for m in messages if m not in want_messages]
+                    only_cpu = [m for m in want_messages if m not in messages]
                     mismatches.append(
-                        f"batch {i} (on_warning={batch.on_warning}): warnings {messages[:3]} against the CPU "
-                        f"path's {want_messages[:3]}"
+                        f"batch {i} (on_warning={batch.on_warning}): warnings only ours {only_ours[:3]}, only "
+                        f"the CPU path's {only_cpu[:3]} ({len(messages)} against {len(want_messages)})"
                     )
                 del want, want_result
             del items, result
