@@ -24,10 +24,7 @@ The report belongs on the benchmarks page: docs/benchmarks.md names each file of
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import platform
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -40,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from bench_gpu import Method, as_tensor, make_batches, measure  # noqa: E402
-from common import commit_description, cpu_description, random_windows  # noqa: E402
+from common import Report, cpu_description, random_windows  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
@@ -196,36 +193,26 @@ def gpu_section(args):
 # ---------------------------------------------------------------------------------------------------
 
 
-def header(args, with_gpu):
-    command = shlex.join([os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:])
-    lines = [
-        "# The cost of check_entropy",
-        "",
-        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- command: `python {command}`",
-    ]
+def header(args, with_gpu) -> Report:
+    """The report, its header filled in: the sections' Markdown is added to it as they finish."""
     libjpeg = custom_op.library_info().get("libjpeg_turbo_version", "?")
+    details = {}
     if with_gpu:
         info = gpu.backend_info()
         engines = f"{info.hardware_engines} engine(s)" if info.hardware else f"not used: {info.hardware_note}"
-        lines += [
-            f"- machine: {torch.cuda.get_device_name()}; {cpu_description()}",
-            f"- commit: {args.commit or commit_description(ROOT)}",
-            f"- versions: Python {platform.python_version()}, torch {torch.__version__}, nvJPEG "
-            f"{info.nvjpeg_version} (JPEG engines: {engines}), libjpeg-turbo {libjpeg}",
-        ]
+        machine = f"{torch.cuda.get_device_name()}; {cpu_description()}"
+        details["versions"] = (
+            f"Python {platform.python_version()}, torch {torch.__version__}, nvJPEG {info.nvjpeg_version} "
+            f"(JPEG engines: {engines}), libjpeg-turbo {libjpeg}"
+        )
     else:
-        lines += [
-            f"- machine: {cpu_description()}",
-            f"- commit: {args.commit or commit_description(ROOT)}",
-            f"- versions: Python {platform.python_version()}, torch {torch.__version__}, libjpeg-turbo {libjpeg}",
-        ]
-    lines += [
-        f"- GPU figures: best of {args.rounds} rounds (median beside it); host CPU = process CPU time (all "
-        f"threads) per image; torch's intra-op threads: {args.threads}",
-        "",
-    ]
-    return lines
+        machine = cpu_description()
+        details["versions"] = f"Python {platform.python_version()}, torch {torch.__version__}, libjpeg-turbo {libjpeg}"
+    details["GPU figures"] = (
+        f"best of {args.rounds} rounds (median beside it); host CPU = process CPU time (all threads) per image; "
+        f"torch's intra-op threads: {args.threads}"
+    )
+    return Report("The cost of check_entropy", machine=machine, commit=args.commit, details=details, echo=False)
 
 
 def main(argv=None):
@@ -243,20 +230,21 @@ def main(argv=None):
         "--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION", help="walk, gpu"
     )
     parser.add_argument("--commit", help="the commit line of the report, for a checkout without .git")
-    parser.add_argument("--out", help="also write the report (markdown) to this file")
+    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
     args = parser.parse_args(argv)
 
     with_gpu = "gpu" in args.only
     if with_gpu and not gpu.cuda_available():
         sys.exit(f"no GPU backend here ({gpu.unavailable_reason()}); --only walk runs the check alone")
     torch.set_num_threads(args.threads)
-    lines = emit(header(args, with_gpu))
+    report = header(args, with_gpu)
+    emit(report.to_markdown().splitlines())
     sections = {"walk": walk_section, "gpu": gpu_section}
     for name in SECTIONS:
         if name in args.only:
-            lines += sections[name](args)
+            report.markdown(sections[name](args))
             if args.out:  # after each section, so that a run cut short keeps what it measured
-                Path(args.out).write_text("\n".join(lines) + "\n")
+                report.write(args.out)
 
 
 if __name__ == "__main__":
