@@ -34,8 +34,9 @@ CPU_EXCLUDED_DIRS = ("cuda",)
 CUDA_PREBUILT_NAME = "_C_cuda"
 CUDA_PREBUILT_INFO = "_C_cuda.buildinfo.json"
 CUDA_DIR = "cuda"
-# Code both libraries compile (the EXIF reader, so both orient images identically) and the types they
-# share; it includes neither jpeglib.h nor nvjpeg.h.
+# Code both libraries compile (the EXIF reader, so both orient images identically; the restart-segment
+# plans, so that our CUDA decoder reads whatever the CPU path reads) and the types they share; it
+# includes neither jpeglib.h nor nvjpeg.h.
 COMMON_DIR = "common"
 # Our CUDA decoder's arithmetic: header-only __host__ __device__ code that the GPU library's kernels
 # include (and tests/jpeg_core_harness.cpp compiles for the CPU).

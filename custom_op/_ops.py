@@ -123,6 +123,21 @@ def _jpeg_sub_image_fake(data, top, left, height, width):
     return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=0),)), [0, 0, 0, 0]
 
 
+def _segment_list(data):
+    """A list of restart segments: how many is known only from the file's header."""
+    return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=0),), dtype=torch.int64)
+
+
+def _jpeg_segments_read_fake(data, top, left, height, width):
+    _check_bytes(data)
+    return -1, _segment_list(data)
+
+
+def _cuda_decoder_segments_fake(data, tops, lefts, heights, widths):
+    _check_bytes(data)
+    return _segment_list(data)
+
+
 def _check_entropy_data_fake(data):
     for d in data:
         _check_bytes(d)
@@ -138,6 +153,8 @@ FAKE_KERNELS = {
     "custom_op::prepare_jpeg": _prepare_jpeg_fake,
     "custom_op::resize_box": _resize_box_fake,
     "custom_op::_jpeg_sub_image": _jpeg_sub_image_fake,
+    "custom_op::_jpeg_segments_read": _jpeg_segments_read_fake,
+    "custom_op::_cuda_decoder_segments": _cuda_decoder_segments_fake,
     "custom_op::_check_entropy_data": _check_entropy_data_fake,
 }
 

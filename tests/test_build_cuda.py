@@ -128,8 +128,8 @@ class _Nvjpeg:
 
 
 def test_cuda_sources_are_the_cuda_and_common_dirs(tmp_path):
-    """The GPU library compiles csrc/cuda/ and csrc/common/ (the EXIF reader, shared types), never the
-    CPU library's csrc/cpu/ nor anything that includes jpeglib.h."""
+    """The GPU library compiles csrc/cuda/ and csrc/common/ (the EXIF reader, the restart-segment plans,
+    shared types), never the CPU library's csrc/cpu/ nor anything that includes jpeglib.h."""
     csrc = tmp_path / "csrc"
     shutil.copytree(PACKAGE / "csrc", csrc)
     rel = {os.path.relpath(p, csrc) for p in config.cuda_sources(str(csrc))}

@@ -77,6 +77,21 @@ def test_opcheck_check_entropy_data(jpeg, files):
         torch.ops.custom_op._check_entropy_data([torch.zeros(2, 8, dtype=torch.uint8)])
 
 
+@pytest.mark.parametrize("window", [(40, 50, 20, 30), (0, 0, 8, 128)])
+def test_opcheck_segment_sets(jpeg, window):
+    """The testing ops that say which restart segments a window's decode reads on the CPU path, and
+    which our CUDA decoder decodes (test_random_access.py tests what they say)."""
+    data = as_tensor(custom_op.prepare_jpeg(jpeg, restart_mcus=3))
+    last_row, segments = torch.ops.custom_op._jpeg_segments_read(data, *window)
+    decoded = torch.ops.custom_op._cuda_decoder_segments(data, *([v] for v in window))
+    assert (last_row < 0) == (segments.numel() > 0) and set(segments.tolist()) <= set(decoded.tolist())
+    checks = ("test_schema", "test_autograd_registration", "test_faketensor")
+    torch.library.opcheck(torch.ops.custom_op._jpeg_segments_read.default, (data, *window), test_utils=checks)
+    torch.library.opcheck(
+        torch.ops.custom_op._cuda_decoder_segments.default, (data, *([v] for v in window)), test_utils=checks
+    )
+
+
 def test_fake_kernel_shapes(jpeg):
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv

@@ -11,6 +11,7 @@ import sys
 import warnings
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -499,3 +500,143 @@ def test_sub_image_op_declines_what_it_cannot_use():
     damaged = bytearray(data)
     damaged[len(damaged) // 2 :] = bytes(len(damaged) - len(damaged) // 2)  # restart markers gone
     assert sub_image(bytes(damaged), 100, 100, 10, 10) == (b"", [])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Which segments a window's decode reads (common/restart_plan.h), and our CUDA decoder's superset
+
+
+def as_tensor(data: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def segments_read(data: bytes, window):
+    """(last MCU row, []) when the CPU path decodes every segment from the first through that row's
+    last, (-1, the original segments its sub-image holds) otherwise."""
+    last_row, segments = torch.ops.custom_op._jpeg_segments_read(as_tensor(data), *window)
+    return last_row, segments.tolist()
+
+
+def decoder_segments(data: bytes, windows) -> set:
+    """The segments our CUDA decoder decodes when one decode serves these windows."""
+    return set(torch.ops.custom_op._cuda_decoder_segments(as_tensor(data), *map(list, zip(*windows))).tolist())
+
+
+class Geometry(NamedTuple):
+    mcu_h: int
+    mcu_w: int
+    per_row: int
+    rows: int
+    interval: int
+    subsampled_down: bool  # chroma subsampled down the rows: libjpeg's context rows may read one more
+
+
+def geometry(data: bytes) -> Geometry:
+    height, width, channels, *_, sampling, _ = torch.ops.custom_op.read_jpeg_header(as_tensor(data), False)
+    hs, vs = sampling[0::2], sampling[1::2]
+    mcu_h, mcu_w = (8, 8) if channels == 1 else (8 * max(vs), 8 * max(hs))
+    per_row = -(-width // mcu_w)
+    return Geometry(mcu_h, mcu_w, per_row, -(-height // mcu_h), rs.restart_interval(data), min(vs) < max(vs))
+
+
+def damaged_outside(data: bytes, keep) -> bytes:
+    """Every segment but those in `keep` overwritten with stuffed FF bytes (all-ones bits: no Huffman code
+    of a valid table, so libjpeg warns at the first it reads), the markers left as they are."""
+    layout = rs.scan(data)
+    out, at = [], 0
+    for index, (begin, end) in enumerate(layout.segments):
+        if index in keep:
+            continue
+        n = end - begin
+        out += [data[at:begin], b"\xff\x00" * (n // 2) + b"\x00" * (n % 2)]
+        at = end
+    return b"".join(out) + data[at:]
+
+
+def cpu_segments(data: bytes, window, geo: Geometry, contents) -> tuple[bool, set]:
+    """Whether the CPU path decodes the window the ordinary way, and the segments it reads: found from
+    _jpeg_sub_image's output (its slots' bytes, matched to the original's segments) or, for the ordinary
+    path, from the window's rows. Checks on the way that _jpeg_segments_read agrees."""
+    last_row, listed = segments_read(data, window)
+    sub, _ = sub_image(data, *window)
+    if last_row >= 0:
+        # The ordinary path exactly when no sub-image is built (the file is valid: no refusal here
+        # depends on its bytes).
+        assert sub == b"" and listed == [], window
+        top, _, h, _ = window
+        expected = (top + h - 1) // geo.mcu_h + geo.subsampled_down
+        assert last_row == min(expected, geo.rows - 1), (window, last_row)
+        return True, set(range(((last_row + 1) * geo.per_row - 1) // geo.interval + 1))
+    assert sub != b"" and listed == sorted(set(listed)), window
+    slots = {sub[b:e] for b, e in rs.scan(sub).segments}
+    assert {contents[g] for g in listed} == slots, window  # the same segments, by content
+    return False, set(listed)
+
+
+def rectangle_segments(geo: Geometry, window, height, width) -> set:
+    """The segments holding our CUDA decoder's rectangle for a window decoded alone: the planner's
+    margin (a pixel, out to whole MCUs) and one MCU more all round (cuda/planner.cpp, segment_executor.cpp)."""
+    top, left, h, w = window
+    t = max(0, top - 1) // geo.mcu_h * geo.mcu_h
+    l = max(0, left - 1) // geo.mcu_w * geo.mcu_w
+    b = min(height, -(-(top + h + 1) // geo.mcu_h) * geo.mcu_h)
+    r = min(width, -(-(left + w + 1) // geo.mcu_w) * geo.mcu_w)
+    r0, c0 = max(0, t // geo.mcu_h - 1), max(0, l // geo.mcu_w - 1)
+    r1, c1 = min(geo.rows, -(-b // geo.mcu_h) + 1), min(geo.per_row, -(-r // geo.mcu_w) + 1)
+    k, P = geo.interval, geo.per_row
+    return {s for row in range(r0, r1) for s in range((row * P + c0) // k, (row * P + c1 - 1) // k + 1)}
+
+
+@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "1x2,2x1,1x1", "gray"])
+def test_segments_read_are_those_of_the_cpu_paths_decode(sampling):
+    """For windows everywhere in prepared files of several sizes, with intervals that divide the MCUs
+    per row and intervals that do not: _jpeg_segments_read names exactly the segments of the sub-image
+    _jpeg_sub_image builds, and says "ordinary" exactly when it builds none; the CPU path's decode
+    reads nothing else (every other segment damaged, it decodes the window without a warning); and our
+    CUDA decoder's segments, for each window alone and for windows sharing one decode, include them
+    all, where the rectangle around the window alone often does not."""
+    channels, options = (1, {}) if sampling == "gray" else (3, {"sampling": sampling})
+    rng = np.random.default_rng(17)
+    counts = {"sub-image": 0, "ordinary": 0, "beyond the rectangle": 0}
+    for height, width in [(45, 83), (97, 131), (130, 211)]:
+        reference = custom_op.decode_jpeg(generated(height, width, channels, seed=9, **options)).numpy()
+        for restart_mcus in (1, 2, 3, 4, 5, 7):
+            data = prepared(height, width, channels, seed=9, restart_mcus=restart_mcus, **options)
+            geo = geometry(data)
+            contents = [data[b:e] for b, e in rs.scan(data).segments]
+            wins = windows(height, width, rng, n_random=4)
+            read = {}
+            for window in wins:
+                ordinary, read[window] = cpu_segments(data, window, geo, contents)
+                counts["ordinary" if ordinary else "sub-image"] += 1
+                counts["beyond the rectangle"] += not read[window] <= rectangle_segments(geo, window, height, width)
+                top, left, h, w = window
+                out = crop(damaged_outside(data, read[window]), window, policy=0)
+                assert np.array_equal(out, reference[:, top : top + h, left : left + w]), (restart_mcus, window)
+                first = ((top // geo.mcu_h) * geo.per_row + left // geo.mcu_w) // geo.interval  # read, surely
+                with pytest.raises(RuntimeError, match="Corrupt JPEG data"):  # the damage is seen where read
+                    crop(damaged_outside(data, read[window] - {first}), window, policy=0)
+                decoded = decoder_segments(data, [window])
+                assert read[window] <= decoded, (restart_mcus, window, sorted(read[window] - decoded))
+            for _ in range(6):  # a file repeated in a batch: one decode for all its windows
+                group = [wins[int(i)] for i in rng.choice(len(wins), size=int(rng.integers(2, 5)), replace=False)]
+                decoded = decoder_segments(data, group)
+                assert set().union(*(read[window] for window in group)) <= decoded, (restart_mcus, group)
+    assert counts["sub-image"] > counts["ordinary"] > 0, counts
+    assert counts["beyond the rectangle"] > 0, counts
+
+
+def test_files_without_the_layout_are_read_from_the_top():
+    """Restart markers less often than once a row: the CPU path reads every segment from the first down
+    to the window (and the row below where chroma is subsampled down the rows), and so does our CUDA
+    decoder."""
+    for sampling in ("4:2:0", "4:4:4"):
+        data = generated(97, 131, sampling=sampling, restart_rows=2)
+        assert not custom_op.read_jpeg_header(data).random_access
+        geo = geometry(data)
+        for window in windows(97, 131, np.random.default_rng(18), n_random=4):
+            last_row, listed = segments_read(data, window)
+            top, _, h, _ = window
+            assert listed == [] and last_row == min((top + h - 1) // geo.mcu_h + geo.subsampled_down, geo.rows - 1)
+            last = ((last_row + 1) * geo.per_row - 1) // geo.interval
+            assert decoder_segments(data, [window]) == set(range(last + 1)), window

@@ -67,6 +67,14 @@ TORCH_LIBRARY(custom_op, m) {
   // The random-access path's sub-image of a window's restart segments (cpu/restart_index.h) and where
   // it lies, [top, left, height, width]; an empty tensor when the file has no such layout.
   m.def("_jpeg_sub_image(Tensor data, int top, int left, int height, int width) -> (Tensor, int[])");
+  // Which restart segments the CPU path's decode of a stored-frame window at full scale reads
+  // (common/restart_plan.h): (last MCU row, empty) when it decodes every segment from the first through
+  // that row, (-1, the original segments its sub-image holds) otherwise. Segment lists are sorted int64
+  // tensors (their length is known only from the file, which a fake kernel cannot say of an int[]).
+  m.def("_jpeg_segments_read(Tensor data, int top, int left, int height, int width) -> (int, Tensor)");
+  // The restart segments our CUDA decoder decodes when one decode of the file serves these windows
+  // (stored frame, full scale).
+  m.def("_cuda_decoder_segments(Tensor data, int[] tops, int[] lefts, int[] heights, int[] widths) -> Tensor");
   // Per file, what the GPU path's check_entropy found (cpu/libjpeg_session.h, ScanWalk): 0 nothing
   // wrong (libjpeg read the headers without a warning, and our entropy decoder walked the whole scan
   // to the end-of-image marker), 1 libjpeg warned or refused while setting the decode up, 2 a file

@@ -82,7 +82,7 @@ FLAGS=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=unde
 UNITS=(libjpeg_session entropy_decoder huffman_tables sub_image restart_index)
 # Shared with the GPU library (csrc/common/); the sources include them as "common/...".
 COMMON="$SOURCES/../common"
-COMMON_UNITS=(exif_orientation)
+COMMON_UNITS=(exif_orientation restart_plan)
 
 # ASan and UBSan runtimes: a one-line program tells whether this compiler has them.
 probe="$BUILD/probe"

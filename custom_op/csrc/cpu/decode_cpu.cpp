@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/item_status.h"
+#include "common/restart_plan.h"
 #include "deinterleave.h"
 #include "entropy_decoder.h"
 #include "libjpeg_session.h"
@@ -314,6 +316,70 @@ std::tuple<at::Tensor, std::vector<int64_t>> jpeg_sub_image_cpu(const at::Tensor
   return {out, {top - sub.region.top, left - sub.region.left, sub.frame.height, sub.frame.width}};
 }
 
+// The testing operators below answer for a file's header and the GPU path's kind of window (a
+// stored-frame region at full scale), as common/restart_plan.h plans with them; a header it cannot
+// plan with is an error there.
+FrameFacts checked_frame_facts(JpegSession& session, const at::Tensor& data, const char* op) {
+  open(session, data, /*save_app1=*/false, op);
+  FrameFacts facts;
+  TORCH_CHECK_VALUE(frame_facts(session.cinfo, &facts), kMessagePrefix, op,
+                    ": the first scan does not hold each of at most four components once");
+  return facts;
+}
+
+// Segment numbers as an int64 tensor: its length is known only from the file, which a fake kernel can
+// say of a tensor but not of an int[].
+at::Tensor index_tensor(const std::vector<int64_t>& values) {
+  at::Tensor out = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(at::kLong));
+  if (!values.empty()) std::memcpy(out.data_ptr<int64_t>(), values.data(), values.size() * sizeof(int64_t));
+  return out;
+}
+
+Region checked_region(int64_t top, int64_t left, int64_t height, int64_t width, const char* op) {
+  constexpr int64_t kMax = 1 << 16;  // JPEG dimensions are 16-bit
+  TORCH_CHECK_VALUE(top >= 0 && left >= 0 && height >= 1 && width >= 1 && top < kMax && left < kMax && height <= kMax &&
+                        width <= kMax,
+                    kMessagePrefix, op, ": window out of range");
+  return {static_cast<int>(top), static_cast<int>(left), static_cast<int>(height), static_cast<int>(width)};
+}
+
+// What the CPU path's decode of a stored-frame window at full scale reads (cpu_segments_read): the
+// last MCU row of an ordinary decode (every segment from the first through that row's last), with no
+// segments; or -1 and the segments the sub-image's slots hold.
+std::tuple<int64_t, at::Tensor> jpeg_segments_read_cpu(const at::Tensor& data, int64_t top, int64_t left,
+                                                       int64_t height, int64_t width) {
+  JpegSession session(WarningPolicy::kIgnore);
+  const FrameFacts facts = checked_frame_facts(session, data, "_jpeg_segments_read");
+  const SegmentsRead read = cpu_segments_read(facts, checked_region(top, left, height, width, "_jpeg_segments_read"));
+  if (read.ordinary) return {read.last_row, index_tensor({})};
+  return {-1, index_tensor(read.segments)};
+}
+
+// The segments our CUDA decoder decodes when one decode serves these stored-frame windows
+// (decoder_segments), for the smallest rectangle it could decode: the windows' own MCUs (the one it
+// decodes holds margins around them, and a larger rectangle only adds segments).
+at::Tensor cuda_decoder_segments_cpu(const at::Tensor& data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
+                                     c10::IntArrayRef heights, c10::IntArrayRef widths) {
+  const size_t n = tops.size();
+  TORCH_CHECK_VALUE(n >= 1 && lefts.size() == n && heights.size() == n && widths.size() == n, kMessagePrefix,
+                    "_cuda_decoder_segments: one or more windows, each with a top, left, height and width");
+  JpegSession session(WarningPolicy::kIgnore);
+  const FrameFacts facts = checked_frame_facts(session, data, "_cuda_decoder_segments");
+  const LayoutFacts& f = facts.layout;
+  const int64_t mcu_w = 8 * (f.components == 1 ? 1 : f.max_h), mcu_h = 8 * (f.components == 1 ? 1 : f.max_v);
+  std::vector<Region> windows;
+  int64_t r0 = INT64_MAX, r1 = 0, c0 = INT64_MAX, c1 = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Region r = checked_region(tops[i], lefts[i], heights[i], widths[i], "_cuda_decoder_segments");
+    windows.push_back(r);
+    r0 = std::min<int64_t>(r0, r.top / mcu_h);
+    r1 = std::max<int64_t>(r1, (int64_t(r.top) + r.height + mcu_h - 1) / mcu_h);
+    c0 = std::min<int64_t>(c0, r.left / mcu_w);
+    c1 = std::max<int64_t>(c1, (int64_t(r.left) + r.width + mcu_w - 1) / mcu_w);
+  }
+  return index_tensor(decoder_segments(facts, r0, r1, c0, c1, windows.data(), windows.size()));
+}
+
 bool set_own_entropy_decoder_cpu(bool on) { return set_own_entropy_decoder(on); }
 
 int64_t entropy_decoder_give_ups_cpu() { return entropy_decoder_give_ups(); }
@@ -325,6 +391,8 @@ TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
   m.impl("decode_jpeg", &decode_jpeg_cpu);
   m.impl("read_jpeg_header", &read_jpeg_header_cpu);
   m.impl("_jpeg_sub_image", &jpeg_sub_image_cpu);
+  m.impl("_jpeg_segments_read", &jpeg_segments_read_cpu);
+  m.impl("_cuda_decoder_segments", &cuda_decoder_segments_cpu);
 }
 
 // No tensor argument to dispatch on.

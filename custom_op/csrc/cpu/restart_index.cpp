@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <numeric>
 #include <utility>
-
-#include "common/random_access.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -44,7 +41,7 @@ inline size_t next_ff(const uint8_t* data, size_t from, size_t size) {
 
 }  // namespace
 
-bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout) {
+bool frame_facts(const jpeg_decompress_struct& cinfo, FrameFacts* facts) {
   const int n = cinfo.num_components;
   if (n < 1 || n > MAX_COMPS_IN_SCAN || cinfo.comp_info == nullptr) return false;
   // The scan's components must be the frame's, each once (a hostile header may repeat one).
@@ -53,151 +50,26 @@ bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout) 
     for (int j = 0; j < i; ++j)
       if (cinfo.cur_comp_info[j] == cinfo.cur_comp_info[i]) return false;
   }
-  const int max_h = cinfo.max_h_samp_factor, max_v = cinfo.max_v_samp_factor;
-  const LayoutFacts facts{!cinfo.progressive_mode && !cinfo.arith_code,
-                          cinfo.data_precision,
-                          n,
-                          cinfo.comps_in_scan,
-                          max_h,
-                          max_v,
-                          static_cast<int>(std::min<JDIMENSION>(cinfo.image_width, 1 << 30)),
-                          static_cast<int>(std::min<JDIMENSION>(cinfo.image_height, 1 << 30)),
-                          static_cast<int>(cinfo.restart_interval)};
-  if (!random_access_layout(facts)) return false;
-  bool sub_h = false, sub_v = false;
+  facts->layout = {!cinfo.progressive_mode && !cinfo.arith_code,
+                   cinfo.data_precision,
+                   n,
+                   cinfo.comps_in_scan,
+                   cinfo.max_h_samp_factor,
+                   cinfo.max_v_samp_factor,
+                   static_cast<int>(std::min<JDIMENSION>(cinfo.image_width, 1 << 30)),
+                   static_cast<int>(std::min<JDIMENSION>(cinfo.image_height, 1 << 30)),
+                   static_cast<int>(cinfo.restart_interval)};
   for (int i = 0; i < n; ++i) {
-    sub_h |= cinfo.comp_info[i].h_samp_factor < max_h;
-    sub_v |= cinfo.comp_info[i].v_samp_factor < max_v;
-  }
-  // A single-component scan has one block per MCU, whatever the sampling factors say.
-  const int mcu_width = n == 1 ? DCTSIZE : DCTSIZE * max_h;
-  const int mcu_height = n == 1 ? DCTSIZE : DCTSIZE * max_v;
-  layout->mcu_width = mcu_width;
-  layout->mcu_height = mcu_height;
-  layout->mcus_per_row = static_cast<int>(mcus_per_row(facts));
-  layout->mcu_rows = static_cast<int>(ceil_div(cinfo.image_height, mcu_height));
-  layout->interval = static_cast<int>(cinfo.restart_interval);
-  layout->margin_x = sub_h ? max_h : 0;
-  layout->margin_y = sub_v ? max_v : 0;
-  return true;
-}
-
-namespace {
-
-// Where a sub-image lies in the original's MCU grid: sub-image MCU row i, column j is the original's
-// MCU row r0 + i, column c_base + j (past the row's end: the next row's first MCUs; past the image's
-// last row: nothing). Its MCUs are handed to libjpeg as the original's restart segments, segment
-// plan[s] in the sub-image's s-th slot of k MCUs.
-struct SubLayout {
-  int64_t r0, rows;
-  int64_t c_base, cols;
-  std::vector<int64_t> plan;
-  bool unneeded;  // holds a segment the window does not need (see plan_slots)
-};
-
-// Plans the restart slots of a sub-image whose grid is set in *sub, or says it cannot be made. The
-// sub-image declares the original's restart interval k, so its MCU stream, in its own raster order,
-// is cut every k MCUs; each slot must hold a whole segment of the original with exactly the slot's
-// number of MCUs. Sub-image MCU t of row i is original MCU t + d(i), d(i) = (r0 + i) * P + c_base -
-// i * cols; the grids build_sub_image tries make every d(i) a multiple of k, so each slot lines up
-// with an original segment for each row it touches. A slot holding needed MCUs (columns x0..x1 of
-// rows y0..y1) takes that segment, and its needed MCUs must all come from one row's alignment. Any
-// other slot is filler: decoded, but no pixel of the window depends on it. It repeats a needed
-// segment (the one before it, or the first), so that the sub-image holds no segment the window does
-// not need; only where none fits (a last slot shorter than k, which only the original's last segment
-// fits, or no needed segment of k MCUs) does it take another, and *sub says so.
-//
-// Neither may make the sub-image read more of a damaged file than the ordinary path does, or libjpeg
-// would warn about damage there that a decode of the whole file down to the window never sees. The
-// ordinary path decodes every MCU of the rows down to the window's last (last_row), and of the next
-// one when chroma upsampling down the rows asks libjpeg for it; the segment holding the last MCU it
-// decodes may run on past it, and the restart marker after that segment is not read. libjpeg decodes
-// the sub-image's rows down to the same row. So for either last row, every slot the sub-image path
-// decodes must hold a segment whose MCUs, as far as it decodes them, the ordinary path decodes too,
-// and the marker after it must be one the ordinary path reads if the sub-image path reads it.
-bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int64_t y1, int64_t last_row,
-                SubLayout* sub) {
-  const int64_t P = L.mcus_per_row, k = L.interval;
-  const int64_t total = P * L.mcu_rows;
-  const int64_t segments = ceil_div(total, k);
-  const int64_t last_size = total - (segments - 1) * k;
-  const int64_t T = sub->rows * sub->cols;
-  const int64_t slots = ceil_div(T, k);
-  auto offset = [&](int64_t i) { return (sub->r0 + i) * P + sub->c_base - i * sub->cols; };
-  if (offset(0) % k != 0 || (P - sub->cols) % k != 0) return false;
-  auto size_of = [&](int64_t g) { return g == segments - 1 ? last_size : k; };
-  // Whether segment g may fill slot s: for each row the decodes may end with, the sub-image path
-  // decodes no more of g than the ordinary path, and reads its marker only where that path does.
-  const int contexts = L.margin_y > 0 ? 2 : 1;
-  auto fits = [&](int64_t g, int64_t s) {
-    for (int context = 0; context < contexts; ++context) {
-      const int64_t plain_rows = std::min<int64_t>(L.mcu_rows, last_row + context + 1);  // rows 0 .. plain_rows - 1
-      const int64_t sub_rows = std::min(sub->rows, last_row + context + 1 - sub->r0);
-      const int64_t sub_mcus = std::clamp(sub_rows * sub->cols - s * k, int64_t(0), std::min(T, s * k + k) - s * k);
-      if (sub_mcus == 0) continue;
-      const int64_t plain_mcus = std::clamp(plain_rows * P - g * k, int64_t(0), size_of(g));
-      if (sub_mcus > plain_mcus) return false;
-      const bool sub_marker = s + 1 < slots && (s + 1) * k < sub_rows * sub->cols;
-      const bool plain_marker = g + 1 < segments && (g + 1) * k < plain_rows * P;
-      if (sub_marker && !plain_marker) return false;
-    }
-    return true;
-  };
-  std::vector<int64_t>& plan = sub->plan;
-  plan.assign(static_cast<size_t>(slots), -1);
-  sub->unneeded = false;
-  // The needed MCUs, row by row: the slots holding them take the segment that row lines up with.
-  std::vector<int64_t> needed_full;  // the needed segments of k MCUs, in slot order
-  for (int64_t row = std::max(y0, sub->r0); row < std::min(y1, sub->r0 + sub->rows); ++row) {
-    const int64_t i = row - sub->r0, d = offset(i) / k;
-    const int64_t first = (i * sub->cols + x0 - sub->c_base) / k;
-    const int64_t last = (i * sub->cols + x1 - 1 - sub->c_base) / k;
-    for (int64_t slot = first; slot <= last; ++slot) {
-      const int64_t g = slot + d;
-      int64_t& planned = plan[size_t(slot)];
-      if (planned == g) continue;
-      if (planned >= 0) return false;  // needed MCUs of two rows that do not line up alike
-      const int64_t length = std::min(T, slot * k + k) - slot * k;
-      if (g < 0 || g >= segments || size_of(g) != length || !fits(g, slot)) return false;
-      planned = g;
-      if (length == k && (needed_full.empty() || needed_full.back() != g)) needed_full.push_back(g);
-    }
-  }
-  int64_t previous = -1;
-  for (int64_t s = 0; s < slots; ++s) {
-    int64_t& g = plan[size_t(s)];
-    const int64_t length = std::min(T, s * k + k) - s * k;
-    if (g >= 0) {
-      if (length == k) previous = g;
-      continue;
-    }
-    if (length == k) {
-      if (previous >= 0 && fits(previous, s)) {
-        g = previous;
-      } else {
-        for (int64_t candidate : needed_full) {
-          if (fits(candidate, s)) {
-            g = candidate;
-            break;
-          }
-        }
-      }
-      if (g >= 0) continue;
-    }
-    const int64_t own = (s * k + offset(s * k / sub->cols)) / k;  // the segment its first row lines up with
-    if (own < segments && size_of(own) == length && fits(own, s)) {
-      g = own;
-    } else if (length == last_size && fits(segments - 1, s)) {
-      g = segments - 1;
-    } else {
-      return false;
-    }
-    sub->unneeded = true;
+    facts->h_samp[i] = cinfo.comp_info[i].h_samp_factor;
+    facts->v_samp[i] = cinfo.comp_info[i].v_samp_factor;
   }
   return true;
 }
 
-}  // namespace
+bool restart_layout(const jpeg_decompress_struct& cinfo, RestartLayout* layout) {
+  FrameFacts facts;
+  return frame_facts(cinfo, &facts) && restart_layout(facts, layout);
+}
 
 bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size, size_t scan_start,
                      const Region& region, SubImage* sub) {
@@ -206,119 +78,19 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   if (cinfo.scale_denom != 8 || cinfo.scale_num < 1 || cinfo.scale_num > 16) return false;
   const int64_t s = cinfo.scale_num;
   const int64_t W = cinfo.image_width, H = cinfo.image_height;
-  const int64_t out_w = cinfo.output_width, out_h = cinfo.output_height;
-  if (out_w != ceil_div(W * s, 8) || out_h != ceil_div(H * s, 8)) return false;
-  if (region.top < 0 || region.left < 0 || region.height < 1 || region.width < 1 ||
-      region.height > out_h - region.top || region.width > out_w - region.left)
+  if (int64_t(cinfo.output_width) != ceil_div(W * s, 8) || int64_t(cinfo.output_height) != ceil_div(H * s, 8))
     return false;
-
-  // The MCUs the window's pixels depend on: its own, and those holding the neighbours that chroma
-  // upsampling reads. An MCU is a whole number of blocks, so it covers a whole number of scaled
-  // output pixels.
-  const int64_t mcu_out_w = L.mcu_width * s / 8, mcu_out_h = L.mcu_height * s / 8;
-  const int64_t P = L.mcus_per_row, k = L.interval;
-  const int64_t x0 = std::max<int64_t>(0, region.left - L.margin_x) / mcu_out_w;
-  const int64_t x1 = std::min<int64_t>(
-      P, ceil_div(std::min<int64_t>(out_w, int64_t(region.left) + region.width + L.margin_x), mcu_out_w));
-  const int64_t y0 = std::max<int64_t>(0, region.top - L.margin_y) / mcu_out_h;
-  const int64_t y1 = std::min<int64_t>(
-      L.mcu_rows, ceil_div(std::min<int64_t>(out_h, int64_t(region.top) + region.height + L.margin_y), mcu_out_h));
-  const int64_t last_row = (int64_t(region.top) + region.height - 1) / mcu_out_h;  // of the window's last pixels
-
   // A valid scan has at least a byte of data and a two-byte marker per segment: a header declaring
   // more segments than the data could hold is refused before any planning.
+  const int64_t P = L.mcus_per_row, k = L.interval;
   if (ceil_div(P * L.mcu_rows, k) > static_cast<int64_t>((size - scan_start) / 3) + 1) return false;
+  SubImagePlan plan;
+  if (!plan_sub_image(L, W, H, static_cast<int>(s), region, &plan)) return false;
 
-  // The sub-image's grid. Its first MCU starts a segment: c_base = x0 less x0's place in its segment
-  // on row r0 (c_base = -r0 * P modulo k, and not below 0). Its width is P modulo k, so that every row
-  // lines up alike (d(i) a multiple of k), and it holds a whole number of segments: a multiple of the
-  // q rows after which the segment boundaries repeat, rows past the window being filler (never
-  // decoded here). Or, where the window reaches the image's bottom and chroma is subsampled down the
-  // rows (libjpeg replicates the edge samples there), it ends with the image, whose last segment then
-  // ends it. Those (and windows in the first MCU column, c_base = 0) need r0 * P to be a multiple of
-  // k: r0 a multiple of q, which costs up to q - 1 rows above the window, decoded and skipped. Across
-  // the columns: where chroma is subsampled across them, an image edge among the needed MCUs must be
-  // the sub-image's too, and the sub-image is at least two whole MCUs wide (libjpeg upsamples a plane
-  // of two samples or fewer without the fancy filter). The columns beside the window may need to
-  // grow by up to two segments so that no slot mixes needed MCUs of two rows (plan_slots checks).
-  const int64_t q = k / std::gcd(P, k);
-  const bool edge_x = L.margin_x > 0, edge_y = L.margin_y > 0 && y1 == L.mcu_rows;
-  auto pixel_width = [&](int64_t c_base, int64_t cols) {
-    return c_base + cols == P ? W - c_base * L.mcu_width : cols * L.mcu_width;
-  };
-  auto pixel_height = [&](int64_t r0, int64_t rows) {
-    return r0 + rows == L.mcu_rows ? H - r0 * L.mcu_height : rows * L.mcu_height;
-  };
-  struct Candidate {
-    int64_t cost;  // MCUs libjpeg decodes: the rows from r0 to the window's last
-    int64_t r0, rows, c_base, cols;
-    bool operator<(const Candidate& o) const { return cost != o.cost ? cost < o.cost : rows * cols < o.rows * o.cols; }
-  };
-  Candidate candidates[3 * 3 * 3 + 1];
-  int count = 0;
-  for (int choice = 0; choice < 3; ++choice) {
-    int64_t r0, rows;
-    if (choice == 0) {  // from the window's first row, filler rows below
-      r0 = y0;
-      rows = ceil_div(y1 - y0, q) * q;
-      if (edge_y && r0 + rows != L.mcu_rows) continue;
-    } else if (choice == 1) {  // to the window's last row, filler rows above
-      rows = ceil_div(y1 - y0, q) * q;
-      r0 = y1 - rows;
-      if (r0 < 0 || rows == y1 - y0) continue;  // or the first choice again
-    } else {                                    // from a row where the segments start in column 0
-      r0 = y0 / q * q;
-      rows = edge_y ? L.mcu_rows - r0 : ceil_div(y1 - r0, q) * q;
-      if (r0 == y0 && rows == ceil_div(y1 - y0, q) * q) continue;  // the first choice again
-    }
-    if (rows > 65535 / L.mcu_height) continue;
-    const int64_t start = x0 - (r0 * P + x0) % k;
-    for (int64_t c_base = start, n = 0; n < 3 && c_base >= 0; ++n, c_base -= k) {
-      if (edge_x && x0 == 0 && c_base != 0) break;
-      const int64_t need = x1 - c_base;
-      const int64_t fewest = need + ((P - need) % k + k) % k;
-      for (int64_t extra = 0; extra < 3; ++extra) {
-        const int64_t cols = edge_x && x1 == P ? P - c_base : fewest + extra * k;
-        if (cols >= 1 && cols <= P && (P - cols) % k == 0 && pixel_width(c_base, cols) <= 65535 &&
-            (!edge_x || (x1 < P || c_base + cols == P)) &&
-            (!edge_x || pixel_width(c_base, cols) >= 2 * L.mcu_width || (c_base == 0 && cols == P)))
-          candidates[count++] = {(y1 - r0) * cols, r0, rows, c_base, cols};
-        if (edge_x && x1 == P) break;
-      }
-    }
-  }
-  // Whole rows from a row where the segments start in column 0 always line up.
-  const int64_t r0 = y0 / q * q, rows = edge_y ? L.mcu_rows - r0 : ceil_div(y1 - r0, q) * q;
-  if (rows <= 65535 / L.mcu_height && W <= 65535) candidates[count++] = {(y1 - r0) * P, r0, rows, 0, P};
-  std::sort(candidates, candidates + count);
-  // The cheapest plan whose segments the window all needs (as the GPU decoders' segment sets assume:
-  // damage in a segment the window does not need goes unreported on either path), else the cheapest.
-  SubLayout plan, fallback;
-  bool found = false, found_fallback = false;
-  for (int i = 0; i < count && !found; ++i) {
-    plan.r0 = candidates[i].r0;
-    plan.rows = candidates[i].rows;
-    plan.c_base = candidates[i].c_base;
-    plan.cols = candidates[i].cols;
-    if (!plan_slots(L, x0, x1, y0, y1, last_row, &plan)) continue;
-    found = !plan.unneeded;
-    if (!found && !found_fallback) {
-      fallback = plan;
-      found_fallback = true;
-    }
-  }
-  if (!found && !found_fallback) return false;
-  if (!found) plan = std::move(fallback);
-  if (plan.r0 == 0 && plan.cols >= P) return false;  // the ordinary path reads no more than that
-
-  const int64_t sub_w = pixel_width(plan.c_base, plan.cols);
-  const int64_t sub_h = pixel_height(plan.r0, plan.rows);
-  if (sub_w < 1 || sub_h < 1 || sub_w > 65535 || sub_h > 65535) return false;
-  sub->region = {static_cast<int>(region.top - plan.r0 * mcu_out_h),
-                 static_cast<int>(region.left - plan.c_base * mcu_out_w), region.height, region.width};
+  sub->region = plan.region;
   ExpectedFrame& f = sub->frame;
-  f.height = static_cast<int>(sub_h);
-  f.width = static_cast<int>(sub_w);
+  f.height = static_cast<int>(plan.height);
+  f.width = static_cast<int>(plan.width);
   f.num_components = cinfo.num_components;
   f.color_space = cinfo.jpeg_color_space;
   f.restart_interval = cinfo.restart_interval;
@@ -328,7 +100,7 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   }
 
   // The segments the sub-image holds, in file order, and where each one's data lies.
-  const std::vector<int64_t>& slots = plan.plan;
+  const std::vector<int64_t>& slots = plan.slots;
   std::vector<int64_t> wanted(slots);
   const bool in_order = std::is_sorted(slots.begin(), slots.end());  // fillers repeat the slot before
   if (!in_order) std::sort(wanted.begin(), wanted.end());
@@ -383,7 +155,7 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
   }
   std::vector<uint8_t>& out = sub->bytes;
   out.reserve(1024 + bytes);
-  if (!append_sub_header(data, scan_start, static_cast<int>(sub_h), static_cast<int>(sub_w), &out)) return false;
+  if (!append_sub_header(data, scan_start, f.height, f.width, &out)) return false;
   for (size_t slot = 0; slot < slots.size(); ++slot) {
     const auto& [begin, end] = where[entry[slot]];
     out.insert(out.end(), data + begin, data + end);

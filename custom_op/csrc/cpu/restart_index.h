@@ -16,9 +16,9 @@
 // original's MCU o, both must lie at the same place in their segments (t = o modulo k). A sub-image
 // that starts at a segment boundary and whose width is the MCUs per row modulo k keeps that true on
 // every row. The MCUs beside the window whose segment also holds MCUs of another sub-image row are
-// decoded and not used; build_sub_image plans which segment fills each k-MCU slot of the sub-image
-// (filler slots repeat a segment the window needs, and nothing is read that a decode of the whole
-// file down to the window would not read).
+// decoded and not used; plan_sub_image (common/restart_plan.h) plans which segment fills each k-MCU
+// slot of the sub-image (filler slots repeat a segment the window needs, and nothing is read that a
+// decode of the whole file down to the window would not read).
 //
 // The segment boundaries come from untrusted bytes. Anything that does not match the header's layout
 // (a marker missing, extra or misnumbered, data ending early, a header this code does not expect)
@@ -30,20 +30,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/restart_plan.h"
 #include "libjpeg_session.h"
 #include "sub_image.h"
 
 namespace custom_op {
 
-// How a header says its MCUs and restart segments are laid out.
-struct RestartLayout {
-  int mcu_width, mcu_height;  // full-size pixels
-  int mcus_per_row, mcu_rows;
-  int interval;  // MCUs per restart segment, 1 .. mcus_per_row
-  // Output pixels around a window that fancy upsampling reads: the largest sampling factor along an
-  // axis where some component is subsampled, else 0 (4:4:4 and grayscale need no context).
-  int margin_x, margin_y;
-};
+// The facts common/restart_plan.h plans with, from a parsed header. False when its first scan does not
+// hold each of at most four components once (a hostile header may repeat one).
+bool frame_facts(const jpeg_decompress_struct& cinfo, FrameFacts* facts);
 
 // True (and *layout filled) when a parsed header declares a random-access layout: sequential
 // Huffman coding, 8-bit samples, every component in the first scan, and a restart interval of at most
@@ -59,8 +54,8 @@ struct SubImage {
 
 // Builds the sub-image holding `region` (in the scaled output of the parsed header `cinfo`; the
 // scale must be n/8) from the file `data`, whose first scan's entropy-coded data starts at
-// scan_start. False when the file is not random-access, its restart markers do not match its header,
-// or the sub-image would not save any work (the ordinary path then reads no more than it would).
+// scan_start, as plan_sub_image plans it. False when the file is not random-access, there is no plan,
+// or the restart markers or headers are not what the plan needs.
 bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size, size_t scan_start,
                      const Region& region, SubImage* sub);
 

@@ -167,5 +167,15 @@ LayoutFacts layout_facts(const JpegHeader& header) {
   return f;
 }
 
+FrameFacts frame_facts(const JpegHeader& header) {
+  FrameFacts f;
+  f.layout = layout_facts(header);
+  for (int c = 0; c < header.components && c < 4; ++c) {
+    f.h_samp[c] = header.h[c];
+    f.v_samp[c] = header.v[c];
+  }
+  return f;
+}
+
 }  // namespace gpu
 }  // namespace custom_op

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/random_access.h"
+#include "common/restart_plan.h"
 
 namespace custom_op {
 namespace gpu {
@@ -62,6 +62,9 @@ int mcu_height(const JpegHeader& header);
 
 // The facts of common/random_access.h's layout test.
 LayoutFacts layout_facts(const JpegHeader& header);
+
+// The facts of common/restart_plan.h's plans: the layout facts and each component's sampling.
+FrameFacts frame_facts(const JpegHeader& header);
 
 }  // namespace gpu
 }  // namespace custom_op

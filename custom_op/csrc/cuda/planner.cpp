@@ -112,12 +112,13 @@ void share_repeated_files(std::vector<Item>& items) {
   }
 }
 
-// Files prepared for random access (custom_op.prepare_jpeg: restart segments tiling the image) give
-// nvJPEG the smaller JPEG of the segments around their windows, the sub-image the CPU path decodes
-// (built by the CPU library's _jpeg_sub_image): the JPEG engines' time grows with the bytes they
-// decode. The window then lies elsewhere in the sub-image, whose own header (sampling, width) the
-// copy-out reads; the sub-image keeps the neighbours chroma upsampling needs, so the pixels are those
-// of the whole file. A file repeated in the batch gets one sub-image around all its windows.
+// Files prepared for random access (custom_op.prepare_jpeg: restart segments of at most an MCU row's
+// worth of MCUs, which may run from one row into the next; common/random_access.h) give nvJPEG the
+// smaller JPEG of the segments around their windows, the sub-image the CPU path decodes (built by the
+// CPU library's _jpeg_sub_image): the JPEG engines' time grows with the bytes they decode. The window
+// then lies elsewhere in the sub-image, whose own header (sampling, width) the copy-out reads; the
+// sub-image keeps the neighbours chroma upsampling needs, so the pixels are those of the whole file.
+// A file repeated in the batch gets one sub-image around all its windows.
 void use_sub_images(std::vector<Item>& items, SegmentsRule rule) {
   static auto op =
       c10::Dispatcher::singleton()

@@ -11,7 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 
-#include "common/random_access.h"
+#include "common/restart_plan.h"
 #include "cuda/executor.h"
 #include "cuda/scan_tables.h"
 #include "cuda/segment_decoder.h"
@@ -50,12 +50,17 @@ class SegmentExecutor : public Executor {
   void claim(DecodeCall& call, std::vector<Item>& items) override {
     if (!call.testing.own_decoder_allowed()) return;
     trim_table_cache();
+    // The windows each decode serves: its item's, and those of the items sharing it.
+    std::vector<std::vector<Region>> windows(items.size());
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].path == kPending)
+        windows[items[i].leader >= 0 ? size_t(items[i].leader) : i].push_back(items[i].region);
     for (size_t i = 0; i < items.size(); ++i) {
       Item& it = items[i];
       if (it.path != kPending || it.leader >= 0) continue;
       Plan p;
       p.item = i;
-      if (plan(call, it, &p)) {
+      if (plan(call, it, windows[i], &p)) {
         it.path = kCudaDecoder;
         plans_.push_back(p);
       }
@@ -231,7 +236,7 @@ class SegmentExecutor : public Executor {
   }
 
  private:
-  bool plan(const DecodeCall& call, Item& it, Plan* p) {
+  bool plan(const DecodeCall& call, Item& it, const std::vector<Region>& windows, Plan* p) {
     const JpegHeader& h = it.header;
     if (h.restart_interval <= 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.precision != 8 ||
         h.scan_components != h.components || h.header_end == 0)
@@ -279,24 +284,21 @@ class SegmentExecutor : public Executor {
     im.mcu_col0 = c0;
     im.mcu_cols = c1 - c0;
 
-    // The segments decoded. They must include every segment the CPU path reads for this window, so
-    // that damage it would report is found here too (and the item goes to it). On a file laid out
-    // for random access the CPU path reads the segments around the window, which this rectangle
-    // covers; on any other file it reads every segment from the first to the window's last row.
+    // The segments decoded: every segment the CPU path reads for any of the windows, so that damage it
+    // would report is found here too (and the items go to it). It reads a whole image, or a sub-image
+    // the planner built (the CPU path builds the same one for the window it was built around, and
+    // libjpeg reads it as any file), from the first segment down to the window: here, every segment
+    // through the rectangle's last row. For other windows decoder_segments (common/restart_plan.h)
+    // adds to the segments holding the rectangle what the CPU path reads beyond them: a sub-image's
+    // filler, or every row from the top where no sub-image saves work.
     p->first_task = tasks_.size();
     const int32_t image = static_cast<int32_t>(plans_.size());
-    const int64_t per_row = f.mcus_per_row;
-    if (random_access_layout(layout_facts(h)) && !call.options.whole) {
-      int64_t last = -1;
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t s0 = std::max(last + 1, (r * per_row + c0) / interval);
-        const int64_t s1 = (r * per_row + c1 - 1) / interval;
-        for (int64_t s = s0; s <= s1; ++s) tasks_.push_back({image, static_cast<int32_t>(s)});
-        last = std::max(last, s1);
-      }
-    } else {
-      const int64_t last = (int64_t(r1) * per_row - 1) / interval;
+    if (call.options.whole || it.segments.defined()) {
+      const int64_t last = (int64_t(r1) * f.mcus_per_row - 1) / interval;
       for (int64_t s = 0; s <= last; ++s) tasks_.push_back({image, static_cast<int32_t>(s)});
+    } else {
+      for (const int64_t s : decoder_segments(frame_facts(h), r0, r1, c0, c1, windows.data(), windows.size()))
+        tasks_.push_back({image, static_cast<int32_t>(s)});
     }
     p->tasks = tasks_.size() - p->first_task;
     return true;
