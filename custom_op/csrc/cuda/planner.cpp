@@ -118,8 +118,8 @@ void share_repeated_files(std::vector<Item>& items) {
 // CPU library's _jpeg_sub_image): the JPEG engines' time grows with the bytes they decode. The window
 // then lies elsewhere in the sub-image, whose own header (sampling, width) the copy-out reads; the
 // sub-image keeps the neighbours chroma upsampling needs, so the pixels are those of the whole file.
-// A file repeated in the batch gets one sub-image around all its windows.
-void use_sub_images(std::vector<Item>& items, SegmentsRule rule) {
+// A file repeated in the batch gets one sub-image around all its windows where `shared_allowed`.
+void use_sub_images(std::vector<Item>& items, SegmentsRule rule, bool shared_allowed) {
   static auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("custom_op::_jpeg_sub_image", "")
@@ -132,6 +132,7 @@ void use_sub_images(std::vector<Item>& items, SegmentsRule rule) {
     if (leader.path != kPending || leader.leader >= 0 || !random_access_layout(layout_facts(leader.header))) continue;
     if (int64_t(leader.header.width) * leader.header.height < kSegmentsMinPixels && rule != SegmentsRule::kAlways)
       continue;
+    if (!followers[i].empty() && !shared_allowed) continue;
     Region want = leader.region;
     for (size_t j : followers[i]) want = bounding_box(want, items[j].region);
     auto [bytes, where] = op.call(leader.data, want.top, want.left, want.height, want.width);
@@ -179,7 +180,10 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
   // A whole image has no smaller sub-image; and a sub-image's region gets margins, which no_margin
   // leaves out.
   if (!options.whole && !testing.no_margin && testing.segments != SegmentsRule::kNever)
-    use_sub_images(items, testing.segments);
+    // One sub-image shared by several windows may leave out a segment that one window's own CPU decode
+    // reads (its sub-image's filler, or the rows from the top): our CUDA decoder and check_entropy, which
+    // must see every segment the CPU path reads, get the whole file for a repeated one.
+    use_sub_images(items, testing.segments, !testing.own_decoder_allowed() && !options.check_entropy);
   return items;
 }
 
