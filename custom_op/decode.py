@@ -148,9 +148,10 @@ def decode_and_crop_jpeg(
             exceptions, warnings and pixels are then the CPU path's, under every ``on_warning``.
             Files that pass go to nvJPEG as without the check. Damage that leaves a valid scan (a
             coefficient's value changed) is invisible to libjpeg and to the check alike, and gives
-            no warning on either path (nvJPEG's pixels may then differ from libjpeg's). The check costs host CPU time in proportion to each file's
-            size (``bench/bench_gpu_check.py`` measures it). With ``device="cpu"`` the option is
-            accepted and changes nothing: the CPU path gives libjpeg's outcome already.
+            no warning on either path (nvJPEG's pixels may then differ from libjpeg's). The check
+            costs host CPU time in proportion to each file's size (``bench/bench_gpu_check.py``
+            measures it). Files our CUDA decoder takes need no check. With ``device="cpu"`` the
+            option is accepted and changes nothing: the CPU path gives libjpeg's outcome already.
 
     Returns:
         A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.
