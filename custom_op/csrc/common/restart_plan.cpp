@@ -292,31 +292,35 @@ std::vector<int64_t> decoder_segments(const FrameFacts& facts, int64_t r0, int64
   RestartLayout L;
   if (!frame_geometry(facts, &L) || L.interval <= 0) return segments;
   const int64_t P = L.mcus_per_row, k = L.interval;
+  const int64_t total = ceil_div(P * L.mcu_rows, k);
+  // One mark per segment of the file, then the marked ones in order: a call runs for every image of a
+  // GPU batch, and sorting the lists (hundreds of segments each) cost more host time than the rest.
+  std::vector<uint8_t> wanted(static_cast<size_t>(total), 0);
+  auto mark = [&](int64_t s) {
+    if (s >= 0 && s < total) wanted[static_cast<size_t>(s)] = 1;
+  };
   // The last MCU row read from the first segment down (-1: none).
   int64_t prefix_row = -1;
   if (random_access_layout(facts.layout)) {
-    for (int64_t r = r0; r < r1 && c0 < c1; ++r) {
-      const int64_t s0 = (r * P + c0) / k, s1 = (r * P + c1 - 1) / k;
-      for (int64_t s = std::max(s0, segments.empty() ? int64_t(0) : segments.back() + 1); s <= s1; ++s)
-        segments.push_back(s);
-    }
+    for (int64_t r = r0; r < r1 && c0 < c1; ++r)
+      for (int64_t s = (r * P + c0) / k; s <= (r * P + c1 - 1) / k; ++s) mark(s);
   } else {
     prefix_row = r1 - 1;
   }
   for (size_t i = 0; i < count; ++i) {
-    SegmentsRead read = cpu_segments_read(facts, windows[i]);
+    const SegmentsRead read = cpu_segments_read(facts, windows[i]);
     if (read.ordinary) {
       prefix_row = std::max(prefix_row, read.last_row);
     } else {
-      segments.insert(segments.end(), read.segments.begin(), read.segments.end());
+      for (const int64_t s : read.segments) mark(s);
     }
   }
   if (prefix_row >= 0) {
     const int64_t last = last_segment_of_row(std::min<int64_t>(prefix_row, L.mcu_rows - 1), P, k);
-    for (int64_t s = 0; s <= last; ++s) segments.push_back(s);
+    for (int64_t s = 0; s <= last; ++s) mark(s);
   }
-  std::sort(segments.begin(), segments.end());
-  segments.erase(std::unique(segments.begin(), segments.end()), segments.end());
+  for (int64_t s = 0; s < total; ++s)
+    if (wanted[static_cast<size_t>(s)]) segments.push_back(s);
   return segments;
 }
 
