@@ -36,8 +36,7 @@ struct Plan {
   const jc::HuffTable* dc[jc::kMaxComponents];
   const jc::HuffTable* ac[jc::kMaxComponents];
   int32_t color;
-  size_t first_task, tasks;  // its segments in tasks_
-  bool pinned;               // its bytes are in pinned host memory: the GPU copies them itself
+  bool pinned;  // its bytes are in pinned host memory: the GPU copies them itself
 };
 
 int32_t window_color(const Item& it) {
@@ -273,7 +272,7 @@ class SegmentExecutor : public Executor {
 
     // The MCUs decoded: those of the region the planner chose (the windows with the margins chroma
     // upsampling reads), and one more all round, so that the upsampler finds every neighbour it reads.
-    const int mcu_w = 8 * (f.num_components == 1 ? 1 : f.max_h), mcu_h = 8 * (f.num_components == 1 ? 1 : f.max_v);
+    const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
     const Region& d = it.decoded;
     const int c0 = std::max(0, d.left / mcu_w - 1), r0 = std::max(0, d.top / mcu_h - 1);
     const int c1 = std::min(f.mcus_per_row, (d.left + d.width + mcu_w - 1) / mcu_w + 1);
@@ -291,7 +290,6 @@ class SegmentExecutor : public Executor {
     // through the rectangle's last row. For other windows decoder_segments (common/restart_plan.h)
     // adds to the segments holding the rectangle what the CPU path reads beyond them: a sub-image's
     // filler, or every row from the top where no sub-image saves work.
-    p->first_task = tasks_.size();
     const int32_t image = static_cast<int32_t>(plans_.size());
     if (call.options.whole || it.segments.defined()) {
       const int64_t last = (int64_t(r1) * f.mcus_per_row - 1) / interval;
@@ -300,7 +298,6 @@ class SegmentExecutor : public Executor {
       for (const int64_t s : decoder_segments(frame_facts(h), r0, r1, c0, c1, windows.data(), windows.size()))
         tasks_.push_back({image, static_cast<int32_t>(s)});
     }
-    p->tasks = tasks_.size() - p->first_task;
     return true;
   }
 
