@@ -1,30 +1,30 @@
 # The environment of a run on a CUDA machine, for the scripts that run there from the repository root
 # (bench/device_run.sh, bench/gpu_decoder_checks.sh): `. bench/device_env.sh`. It sets
 #   ROOT    the repository root (the working directory)
-#   CARRY   $ROOT/.gpu_carry, the optional folder (ignored by git) of what the machine lacks:
-#             .gpu_carry/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
-#             .gpu_carry/nvjpeg     nvJPEG include/ and lib/ (the nvidia-nvjpeg wheel's nvidia/cu13)
-#             .gpu_carry/data       imagenet-sample/ and odd-jpegs/ (else CUSTOM_OP_TEST_DATA or ../shared/data)
+#   EXTRAS  $ROOT/.gpu_extras, the optional folder (ignored by git) of what the machine lacks:
+#             .gpu_extras/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
+#             .gpu_extras/nvjpeg     nvJPEG include/ and lib/ (the nvidia-nvjpeg wheel's nvidia/cu13)
+#             .gpu_extras/data       imagenet-sample/ and odd-jpegs/ (else CUSTOM_OP_TEST_DATA or ../shared/data)
 #   DATA    the folder of the real photos (it may not exist)
-# and exports CUSTOM_OP_JPEG_PREFIX, CUSTOM_OP_NVJPEG_PREFIX and CUSTOM_OP_TEST_DATA where .gpu_carry
+# and exports CUSTOM_OP_JPEG_PREFIX, CUSTOM_OP_NVJPEG_PREFIX and CUSTOM_OP_TEST_DATA where .gpu_extras
 # has them, CUSTOM_OP_CACHE_DIR (default /tmp/custom_op_cache), CXX and PYTHONUNBUFFERED.
 # shellcheck shell=bash
 ROOT=$(pwd)
-CARRY=$ROOT/.gpu_carry
+EXTRAS=$ROOT/.gpu_extras
 export PYTHONUNBUFFERED=1
 
-# libjpeg-turbo: the carried one when present (the development machine's libjpeg62-turbo API; the GPU
+# libjpeg-turbo: the one in .gpu_extras when present (the development machine's libjpeg62-turbo API; the GPU
 # machine's own headers are libjpeg-turbo8's, with the libjpeg 8 API), else the system's.
 # (The tests' JPEG writer, a separate program, keeps the system's libjpeg.)
-if [ -d "$CARRY/jpeg/usr" ]; then
-  export CUSTOM_OP_JPEG_PREFIX=$CARRY/jpeg/usr
+if [ -d "$EXTRAS/jpeg/usr" ]; then
+  export CUSTOM_OP_JPEG_PREFIX=$EXTRAS/jpeg/usr
 fi
-# nvJPEG: the CUDA toolkit's when present, else the carried one.
-if ! python3 custom_op/_nvjpeg_paths.py >/dev/null 2>&1 && [ -d "$CARRY/nvjpeg" ]; then
-  export CUSTOM_OP_NVJPEG_PREFIX=$CARRY/nvjpeg
+# nvJPEG: the CUDA toolkit's when present, else the one in .gpu_extras.
+if ! python3 custom_op/_nvjpeg_paths.py >/dev/null 2>&1 && [ -d "$EXTRAS/nvjpeg" ]; then
+  export CUSTOM_OP_NVJPEG_PREFIX=$EXTRAS/nvjpeg
 fi
-if [ -d "$CARRY/data" ]; then
-  export CUSTOM_OP_TEST_DATA=$CARRY/data
+if [ -d "$EXTRAS/data" ]; then
+  export CUSTOM_OP_TEST_DATA=$EXTRAS/data
 fi
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DATA=${CUSTOM_OP_TEST_DATA:-$ROOT/../shared/data}

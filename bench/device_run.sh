@@ -11,17 +11,17 @@
 # CHECKOUT is a directory holding one; a REVISION is exported from this repository's git (git archive,
 # which leaves the repository as it is). On a machine that has the working tree without .git, export
 # the revision where git is and copy the folder along:
-#     mkdir -p .gpu_carry/before && git archive REVISION | tar -x -C .gpu_carry/before
-#     bash bench/device_run.sh OUTDIR --bench-only --compare .gpu_carry/before
+#     mkdir -p .gpu_extras/before && git archive REVISION | tar -x -C .gpu_extras/before
+#     bash bench/device_run.sh OUTDIR --bench-only --compare .gpu_extras/before
 #
 # Environment: BENCH_ARGS (more bench_gpu.py arguments for ours), COMPARE_ARGS (for the other
 # checkout's script, whose options may differ), BENCH_COMMIT (the commit line of our report, since
 # the machine has no .git to read it from), TESTS_TIMEOUT / BENCH_TIMEOUT (seconds, default 300 each).
 #
-# What the machine lacks can be put in the optional folder .gpu_carry/ (ignored by git):
-#   .gpu_carry/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
-#   .gpu_carry/nvjpeg     nvJPEG include/ and lib/ (the nvidia-nvjpeg wheel's nvidia/cu13)
-#   .gpu_carry/data       imagenet-sample/ and odd-jpegs/ (else CUSTOM_OP_TEST_DATA or ../shared/data)
+# What the machine lacks can be put in the optional folder .gpu_extras/ (ignored by git):
+#   .gpu_extras/jpeg/usr   libjpeg-turbo headers and library (dpkg -x of libjpeg62-turbo{,-dev})
+#   .gpu_extras/nvjpeg     nvJPEG include/ and lib/ (the nvidia-nvjpeg wheel's nvidia/cu13)
+#   .gpu_extras/data       imagenet-sample/ and odd-jpegs/ (else CUSTOM_OP_TEST_DATA or ../shared/data)
 # bench/device_env.sh sets the environment from it (also CUSTOM_OP_CACHE_DIR and CXX).
 set -o pipefail
 OUTDIR=${OUT:-gpu-run}

@@ -18,7 +18,7 @@
 # the same OUTDIR, if there are any, and says so: where commands must be short, run the parts one after
 # the other. --tools: the compute-sanitizer tools, comma-separated (synccheck is another).
 #
-# Environment: as bench/device_run.sh's (bench/device_env.sh: .gpu_carry/, CUSTOM_OP_CACHE_DIR, CXX);
+# Environment: as bench/device_run.sh's (bench/device_env.sh: .gpu_extras/, CUSTOM_OP_CACHE_DIR, CXX);
 # BENCH_COMMIT (the report's commit line, for a checkout without .git); REPORT_COMMAND (the report's
 # command line, default the one run: for one without this machine's paths); SOAK_ARGS (more options of
 # `gpu_decoder_soak.py soak`); SOAK_TIMEOUT (seconds, default 900), SANITIZER_TIMEOUT (seconds per tool,

@@ -5,7 +5,7 @@
 #   bash bench/nvjpeg_hw_probe.sh [OUTDIR] [DATA_DIR]
 set -o pipefail
 OUTDIR=${1:-${OUT:-probe}}
-DATA=${2:-${CUSTOM_OP_TEST_DATA:-$(pwd)/.gpu_carry/data}/imagenet-sample}
+DATA=${2:-${CUSTOM_OP_TEST_DATA:-$(pwd)/.gpu_extras/data}/imagenet-sample}
 mkdir -p "$OUTDIR"
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 BIN=/tmp/nvjpeg_hw_probe

@@ -9,8 +9,8 @@
 # then the report that bench/sm_job_report.py writes from them: REPORT (default OUTDIR/sm_job_gpu.md) and its
 # data in the .json beside it. BENCH_COMMIT is the report's commit line, for a checkout without .git.
 #
-# Prepared as bench/device_run.sh prepares its runs: the carried libjpeg-turbo (.gpu_carry/jpeg/usr),
-# nvJPEG from the CUDA toolkit or .gpu_carry/nvjpeg, and the system g++.
+# Prepared as bench/device_run.sh prepares its runs: the libjpeg-turbo in .gpu_extras/jpeg/usr,
+# nvJPEG from the CUDA toolkit or .gpu_extras/nvjpeg, and the system g++.
 set -o pipefail
 OUTDIR=${1:-${OUT:-sm-gpu-run}}
 NPROC=${NPROC:-1}
@@ -19,11 +19,11 @@ COMMAND="NPROC=$NPROC bash bench/sm_job_gpu_rehearsal.sh${1:+ $1}"
 mkdir -p "$OUTDIR"
 rm -f "$OUTDIR/builds.log"
 ROOT=$(pwd)
-CARRY=$ROOT/.gpu_carry
+EXTRAS=$ROOT/.gpu_extras
 export PYTHONUNBUFFERED=1
-[ -d "$CARRY/jpeg/usr" ] && export CUSTOM_OP_JPEG_PREFIX=$CARRY/jpeg/usr
-if ! python3 custom_op/_nvjpeg_paths.py >/dev/null 2>&1 && [ -d "$CARRY/nvjpeg" ]; then
-  export CUSTOM_OP_NVJPEG_PREFIX=$CARRY/nvjpeg
+[ -d "$EXTRAS/jpeg/usr" ] && export CUSTOM_OP_JPEG_PREFIX=$EXTRAS/jpeg/usr
+if ! python3 custom_op/_nvjpeg_paths.py >/dev/null 2>&1 && [ -d "$EXTRAS/nvjpeg" ]; then
+  export CUSTOM_OP_NVJPEG_PREFIX=$EXTRAS/nvjpeg
 fi
 export CXX=${CUSTOM_OP_DEVICE_CXX:-$(command -v g++)}
 CACHE=${SM_REHEARSAL_CACHE:-/tmp/sm_job_cache}

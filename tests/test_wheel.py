@@ -53,7 +53,7 @@ UNCOPIED = (
     ".ruff_cache",
     ".whl",
     ".device",
-    ".gpu_carry",
+    ".gpu_extras",
     "build",
     "dist",
     "runs",
