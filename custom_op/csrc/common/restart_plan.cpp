@@ -1,6 +1,7 @@
 #include "restart_plan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <utility>
 
@@ -8,6 +9,31 @@ namespace custom_op {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// n / k, rounded toward 0 as C++ divides, for n = n0, n0 + step, n0 + 2 * step, ... (step >= 0, k > 0), without a
+// division for each: one for each MCU row cost a good part of the planning time.
+class Quotients {
+ public:
+  Quotients(int64_t n0, int64_t step, int64_t k) : q_(n0 / k), r_(n0 % k), step_q_(step / k), step_r_(step % k), k_(k) {
+    if (r_ < 0) {  // n rounded down: n = q_ * k + r_, 0 <= r_ < k
+      r_ += k;
+      --q_;
+    }
+  }
+  int64_t operator*() const { return q_ < 0 && r_ > 0 ? q_ + 1 : q_; }
+  void next() {
+    q_ += step_q_;
+    r_ += step_r_;
+    if (r_ >= k_) {
+      r_ -= k_;
+      ++q_;
+    }
+  }
+
+ private:
+  int64_t q_, r_;
+  const int64_t step_q_, step_r_, k_;
+};
 
 // The MCU grid and margins of a frame, whatever its restart interval.
 bool frame_geometry(const FrameFacts& facts, RestartLayout* layout) {
@@ -37,7 +63,40 @@ struct SubLayout {
   int64_t r0, rows;
   int64_t c_base, cols;
   std::vector<int64_t> plan;
-  bool unneeded;  // holds a segment the window does not need (see plan_slots)
+  bool unneeded;          // holds a segment the window does not need (see plan_slots)
+  int64_t width, height;  // the sub-image's frame in full-size pixels, set on the plan plan_window chooses
+};
+
+// The planners' working storage.
+struct Scratch {
+  SubLayout plan, fallback;          // plan_window's candidate, and the first plan it found with an unneeded segment
+  std::vector<int64_t> needed_full;  // plan_slots'
+  std::vector<uint8_t> wanted;       // decoder_segments' mark for each segment
+};
+
+// A call's Scratch: the thread's own, kept between calls, as decoder_segments runs for every image of a GPU batch
+// and allocating the buffers afresh for each call added about a quarter to its host time. A call that grew them
+// past a few MiB (a huge image's plan) gives that memory back as it ends.
+class ThreadScratch {
+ public:
+  ThreadScratch() : s_(kept()) {}
+  ~ThreadScratch() {
+    const size_t bytes =
+        sizeof(int64_t) * (s_.plan.plan.capacity() + s_.fallback.plan.capacity() + s_.needed_full.capacity()) +
+        s_.wanted.capacity();
+    if (bytes > (size_t(4) << 20)) s_ = Scratch();
+  }
+  ThreadScratch(const ThreadScratch&) = delete;
+  ThreadScratch& operator=(const ThreadScratch&) = delete;
+  Scratch& operator*() { return s_; }
+  Scratch* operator->() { return &s_; }
+
+ private:
+  static Scratch& kept() {
+    thread_local Scratch scratch;
+    return scratch;
+  }
+  Scratch& s_;
 };
 
 // Plans the restart slots of a sub-image whose grid is set in *sub, or says it cannot be made. The
@@ -61,7 +120,7 @@ struct SubLayout {
 // decodes must hold a segment whose MCUs, as far as it decodes them, the ordinary path decodes too,
 // and the marker after it must be one the ordinary path reads if the sub-image path reads it.
 bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int64_t y1, int64_t last_row,
-                SubLayout* sub) {
+                SubLayout* sub, std::vector<int64_t>& needed_full) {
   const int64_t P = L.mcus_per_row, k = L.interval;
   const int64_t total = P * L.mcu_rows;
   const int64_t segments = ceil_div(total, k);
@@ -71,14 +130,15 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
   auto offset = [&](int64_t i) { return (sub->r0 + i) * P + sub->c_base - i * sub->cols; };
   if (offset(0) % k != 0 || (P - sub->cols) % k != 0) return false;
   auto size_of = [&](int64_t g) { return g == segments - 1 ? last_size : k; };
+  auto length_of = [&](int64_t s) { return std::min(T, s * k + k) - s * k; };  // slot s's MCUs
   // Whether segment g may fill slot s: for each row the decodes may end with, the sub-image path
   // decodes no more of g than the ordinary path, and reads its marker only where that path does.
   const int contexts = L.margin_y > 0 ? 2 : 1;
-  auto fits = [&](int64_t g, int64_t s) {
+  auto fits_in_full = [&](int64_t g, int64_t s) {
     for (int context = 0; context < contexts; ++context) {
       const int64_t plain_rows = std::min<int64_t>(L.mcu_rows, last_row + context + 1);  // rows 0 .. plain_rows - 1
       const int64_t sub_rows = std::min(sub->rows, last_row + context + 1 - sub->r0);
-      const int64_t sub_mcus = std::clamp(sub_rows * sub->cols - s * k, int64_t(0), std::min(T, s * k + k) - s * k);
+      const int64_t sub_mcus = std::clamp(sub_rows * sub->cols - s * k, int64_t(0), length_of(s));
       if (sub_mcus == 0) continue;
       const int64_t plain_mcus = std::clamp(plain_rows * P - g * k, int64_t(0), size_of(g));
       if (sub_mcus > plain_mcus) return false;
@@ -88,34 +148,54 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
     }
     return true;
   };
+  // The cheap answer for nearly every slot. The ordinary path decodes at least the MCUs before `decoded` (more
+  // for the larger last row). A segment g whose marker lies among them, (g + 1) * k < decoded or g < sure, is not
+  // the last segment (decoded <= total), so for either last row the ordinary path decodes all k of its MCUs, which
+  // no slot exceeds, and reads the marker after it: g fits any slot.
+  const int64_t decoded = std::min<int64_t>(L.mcu_rows, last_row + 1) * P;
+  const int64_t sure = (decoded - 1) / k;
+  auto fits = [&](int64_t g, int64_t s) { return g < sure || fits_in_full(g, s); };
   std::vector<int64_t>& plan = sub->plan;
   plan.assign(static_cast<size_t>(slots), -1);
   sub->unneeded = false;
-  // The needed MCUs, row by row: the slots holding them take the segment that row lines up with.
-  std::vector<int64_t> needed_full;  // the needed segments of k MCUs, in slot order
-  for (int64_t row = std::max(y0, sub->r0); row < std::min(y1, sub->r0 + sub->rows); ++row) {
-    const int64_t i = row - sub->r0, d = offset(i) / k;
-    const int64_t first = (i * sub->cols + x0 - sub->c_base) / k;
-    const int64_t last = (i * sub->cols + x1 - 1 - sub->c_base) / k;
-    for (int64_t slot = first; slot <= last; ++slot) {
+  // The needed MCUs, row by row: the slots holding them take the segment that row lines up with, slot + d(i) / k
+  // (d below). Row i's needed MCUs are the sub-image's i * cols + x0 - c_base through i * cols + x1 - 1 - c_base
+  // (x0 >= c_base, cols >= x1 - c_base), so its first slot is at or past the row above's last, and only that one
+  // may be taken already. d(i) = offset(0) + i * (P - cols) never falls from row to row, so the segments rise from
+  // slot to slot: needed_full, the needed segments of k MCUs, holds each once, in order.
+  needed_full.clear();
+  const int64_t i0 = std::max(y0, sub->r0) - sub->r0;
+  Quotients firsts(i0 * sub->cols + x0 - sub->c_base, sub->cols, k);
+  Quotients lasts(i0 * sub->cols + x1 - 1 - sub->c_base, sub->cols, k);
+  const int64_t d_step = (P - sub->cols) / k;
+  for (int64_t i = i0, d = offset(i0) / k; i < std::min(y1, sub->r0 + sub->rows) - sub->r0;
+       ++i, d += d_step, firsts.next(), lasts.next()) {
+    const int64_t last = *lasts;
+    int64_t slot = *firsts;
+    if (plan[size_t(slot)] == slot + d) {
+      ++slot;
+    } else if (plan[size_t(slot)] >= 0) {
+      return false;  // needed MCUs of two rows that do not line up alike
+    }
+    if (slot > last) continue;
+    // Only the last slot may hold fewer than k MCUs, and only the last segment.
+    if (slot + d < 0 || last + d >= segments || size_of(last + d) != length_of(last)) return false;
+    for (; slot <= last; ++slot) {
       const int64_t g = slot + d;
-      int64_t& planned = plan[size_t(slot)];
-      if (planned == g) continue;
-      if (planned >= 0) return false;  // needed MCUs of two rows that do not line up alike
-      const int64_t length = std::min(T, slot * k + k) - slot * k;
-      if (g < 0 || g >= segments || size_of(g) != length || !fits(g, slot)) return false;
-      planned = g;
-      if (length == k && (needed_full.empty() || needed_full.back() != g)) needed_full.push_back(g);
+      if (!fits(g, slot)) return false;
+      plan[size_t(slot)] = g;
+      if (length_of(slot) == k) needed_full.push_back(g);
     }
   }
-  int64_t previous = -1;
+  // The filler slots. `previous` is the segment of the last needed slot before s, one of k MCUs (only the last
+  // slot may hold fewer).
+  int64_t previous = -1, filled = -1;  // filled: the last filler slot
   for (int64_t s = 0; s < slots; ++s) {
     int64_t& g = plan[size_t(s)];
-    const int64_t length = std::min(T, s * k + k) - s * k;
-    if (g >= 0) {
-      if (length == k) previous = g;
-      continue;
-    }
+    if (g >= 0) continue;
+    if (s > 0 && filled != s - 1) previous = plan[size_t(s - 1)];
+    filled = s;
+    const int64_t length = length_of(s);
     if (length == k) {
       if (previous >= 0 && fits(previous, s)) {
         g = previous;
@@ -142,21 +222,16 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
   return true;
 }
 
-}  // namespace
-
-bool restart_layout(const FrameFacts& facts, RestartLayout* layout) {
-  return random_access_layout(facts.layout) && frame_geometry(facts, layout);
-}
-
-bool plan_sub_image(const RestartLayout& L, int64_t width, int64_t height, int scale_num, const Region& region,
-                    SubImagePlan* out) {
-  if (scale_num < 1 || scale_num > 16) return false;
+// plan_sub_image's plan (its grid and slots) and the sub-image's frame, in scratch; null where it has none.
+const SubLayout* plan_window(const RestartLayout& L, int64_t width, int64_t height, int scale_num, const Region& region,
+                             Scratch& scratch) {
+  if (scale_num < 1 || scale_num > 16) return nullptr;
   const int64_t s = scale_num;
   const int64_t W = width, H = height;
   const int64_t out_w = ceil_div(W * s, 8), out_h = ceil_div(H * s, 8);
   if (region.top < 0 || region.left < 0 || region.height < 1 || region.width < 1 ||
       region.height > out_h - region.top || region.width > out_w - region.left)
-    return false;
+    return nullptr;
 
   // The MCUs the window's pixels depend on: its own, and those holding the neighbours that chroma
   // upsampling reads. An MCU is a whole number of blocks, so it covers a whole number of scaled
@@ -235,92 +310,130 @@ bool plan_sub_image(const RestartLayout& L, int64_t width, int64_t height, int s
   std::sort(candidates, candidates + count);
   // The cheapest plan whose segments the window all needs (so that no decode of the window reads, and
   // reports damage in, a segment its pixels do not depend on), else the cheapest.
-  SubLayout plan, fallback;
+  SubLayout* plan = &scratch.plan;
+  SubLayout* fallback = &scratch.fallback;
   bool found = false, found_fallback = false;
   for (int i = 0; i < count && !found; ++i) {
-    plan.r0 = candidates[i].r0;
-    plan.rows = candidates[i].rows;
-    plan.c_base = candidates[i].c_base;
-    plan.cols = candidates[i].cols;
-    if (!plan_slots(L, x0, x1, y0, y1, last_row, &plan)) continue;
-    found = !plan.unneeded;
+    plan->r0 = candidates[i].r0;
+    plan->rows = candidates[i].rows;
+    plan->c_base = candidates[i].c_base;
+    plan->cols = candidates[i].cols;
+    if (!plan_slots(L, x0, x1, y0, y1, last_row, plan, scratch.needed_full)) continue;
+    found = !plan->unneeded;
     if (!found && !found_fallback) {
-      fallback = plan;
+      std::swap(plan, fallback);
       found_fallback = true;
     }
   }
-  if (!found && !found_fallback) return false;
-  if (!found) plan = std::move(fallback);
-  if (plan.r0 == 0 && plan.cols >= P) return false;  // the ordinary path reads no more than that
+  if (!found && !found_fallback) return nullptr;
+  if (!found) plan = fallback;
+  if (plan->r0 == 0 && plan->cols >= P) return nullptr;  // the ordinary path reads no more than that
 
-  const int64_t sub_w = pixel_width(plan.c_base, plan.cols);
-  const int64_t sub_h = pixel_height(plan.r0, plan.rows);
-  if (sub_w < 1 || sub_h < 1 || sub_w > 65535 || sub_h > 65535) return false;
-  out->r0 = plan.r0;
-  out->rows = plan.rows;
-  out->c_base = plan.c_base;
-  out->cols = plan.cols;
-  out->slots = std::move(plan.plan);
-  out->width = sub_w;
-  out->height = sub_h;
-  out->region = {static_cast<int>(region.top - plan.r0 * mcu_out_h),
-                 static_cast<int>(region.left - plan.c_base * mcu_out_w), region.height, region.width};
+  plan->width = pixel_width(plan->c_base, plan->cols);
+  plan->height = pixel_height(plan->r0, plan->rows);
+  if (plan->width < 1 || plan->height < 1 || plan->width > 65535 || plan->height > 65535) return nullptr;
+  return plan;
+}
+
+// What cpu_segments_read finds for a frame of geometry L: the sub-image's plan (in scratch), or null and the last
+// row the ordinary path may decode.
+const SubLayout* plan_read(const FrameFacts& facts, const RestartLayout& L, const Region& region, Scratch& scratch,
+                           int64_t* last_row) {
+  if (random_access_layout(facts.layout)) {
+    const SubLayout* plan = plan_window(L, facts.layout.width, facts.layout.height, /*scale_num=*/8, region, scratch);
+    if (plan) return plan;
+  }
+  const int64_t last = (std::max<int64_t>(0, int64_t(region.top) + region.height - 1)) / L.mcu_height;
+  *last_row = std::clamp<int64_t>(last + (L.margin_y > 0 ? 1 : 0), 0, L.mcu_rows - 1);
+  return nullptr;
+}
+
+}  // namespace
+
+bool restart_layout(const FrameFacts& facts, RestartLayout* layout) {
+  return random_access_layout(facts.layout) && frame_geometry(facts, layout);
+}
+
+bool plan_sub_image(const RestartLayout& L, int64_t width, int64_t height, int scale_num, const Region& region,
+                    SubImagePlan* out) {
+  ThreadScratch scratch;
+  const SubLayout* plan = plan_window(L, width, height, scale_num, region, *scratch);
+  if (!plan) return false;
+  const int64_t mcu_out_w = L.mcu_width * scale_num / 8, mcu_out_h = L.mcu_height * scale_num / 8;
+  out->r0 = plan->r0;
+  out->rows = plan->rows;
+  out->c_base = plan->c_base;
+  out->cols = plan->cols;
+  out->slots = plan->plan;
+  out->width = plan->width;
+  out->height = plan->height;
+  out->region = {static_cast<int>(region.top - plan->r0 * mcu_out_h),
+                 static_cast<int>(region.left - plan->c_base * mcu_out_w), region.height, region.width};
   return true;
 }
 
 SegmentsRead cpu_segments_read(const FrameFacts& facts, const Region& region) {
   SegmentsRead read{true, 0, {}};
   RestartLayout L;
-  SubImagePlan plan;
-  if (restart_layout(facts, &L) &&
-      plan_sub_image(L, facts.layout.width, facts.layout.height, /*scale_num=*/8, region, &plan)) {
+  if (!frame_geometry(facts, &L)) return read;
+  ThreadScratch scratch;
+  if (const SubLayout* plan = plan_read(facts, L, region, *scratch, &read.last_row)) {
     read.ordinary = false;
-    read.segments = std::move(plan.slots);
+    read.segments = plan->plan;
     std::sort(read.segments.begin(), read.segments.end());
     read.segments.erase(std::unique(read.segments.begin(), read.segments.end()), read.segments.end());
-    return read;
   }
-  if (!frame_geometry(facts, &L)) return read;
-  const int64_t last = (std::max<int64_t>(0, int64_t(region.top) + region.height - 1)) / L.mcu_height;
-  read.last_row = std::clamp<int64_t>(last + (L.margin_y > 0 ? 1 : 0), 0, L.mcu_rows - 1);
   return read;
 }
 
 std::vector<int64_t> decoder_segments(const FrameFacts& facts, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                       const Region* windows, size_t count) {
-  std::vector<int64_t> segments;
   RestartLayout L;
-  if (!frame_geometry(facts, &L) || L.interval <= 0) return segments;
+  if (!frame_geometry(facts, &L) || L.interval <= 0) return {};
   const int64_t P = L.mcus_per_row, k = L.interval;
   const int64_t total = ceil_div(P * L.mcu_rows, k);
+  ThreadScratch scratch;
   // One mark per segment of the file, then the marked ones in order: a call runs for every image of a
   // GPU batch, and sorting the lists (hundreds of segments each) cost more host time than the rest.
-  std::vector<uint8_t> wanted(static_cast<size_t>(total), 0);
-  auto mark = [&](int64_t s) {
-    if (s >= 0 && s < total) wanted[static_cast<size_t>(s)] = 1;
+  std::vector<uint8_t>& wanted = scratch->wanted;
+  wanted.assign(static_cast<size_t>(total), 0);
+  uint8_t* marks = wanted.data();
+  int64_t set = 0;                                // marks set, some perhaps twice: at least the segments marked
+  auto mark = [&](int64_t first, int64_t last) {  // those of segments first .. last that the file has
+    first = std::max<int64_t>(first, 0);
+    last = std::min(last, total - 1);
+    if (first > last) return;
+    std::memset(marks + first, 1, static_cast<size_t>(last - first + 1));
+    set += last - first + 1;
   };
   // The last MCU row read from the first segment down (-1: none).
   int64_t prefix_row = -1;
   if (random_access_layout(facts.layout)) {
-    for (int64_t r = r0; r < r1 && c0 < c1; ++r)
-      for (int64_t s = (r * P + c0) / k; s <= (r * P + c1 - 1) / k; ++s) mark(s);
+    Quotients firsts(r0 * P + c0, P, k), lasts(r0 * P + c1 - 1, P, k);  // (r * P + c0) / k, (r * P + c1 - 1) / k
+    for (int64_t r = r0; r < r1 && c0 < c1; ++r, firsts.next(), lasts.next()) mark(*firsts, *lasts);
   } else {
     prefix_row = r1 - 1;
   }
   for (size_t i = 0; i < count; ++i) {
-    const SegmentsRead read = cpu_segments_read(facts, windows[i]);
-    if (read.ordinary) {
-      prefix_row = std::max(prefix_row, read.last_row);
+    int64_t last_row;
+    if (const SubLayout* plan = plan_read(facts, L, windows[i], *scratch, &last_row)) {
+      for (const int64_t s : plan->plan) marks[s] = 1;  // plan_slots fills each slot with a segment of the file
+      set += static_cast<int64_t>(plan->plan.size());
     } else {
-      for (const int64_t s : read.segments) mark(s);
+      prefix_row = std::max(prefix_row, last_row);
     }
   }
-  if (prefix_row >= 0) {
-    const int64_t last = last_segment_of_row(std::min<int64_t>(prefix_row, L.mcu_rows - 1), P, k);
-    for (int64_t s = 0; s <= last; ++s) mark(s);
+  if (prefix_row >= 0) mark(0, last_segment_of_row(std::min<int64_t>(prefix_row, L.mcu_rows - 1), P, k));
+  // Gathered without a branch on each mark, which the branch predictor could not foresee: each segment is written
+  // at the end of the list, which moves on past it where it is marked. A write lands at the count of segments
+  // marked before it: at most `set`, and below `total`.
+  std::vector<int64_t> segments(static_cast<size_t>(std::min(set + 1, total)));
+  size_t n = 0;
+  for (int64_t s = 0; s < total; ++s) {
+    segments[n] = s;
+    n += marks[s];
   }
-  for (int64_t s = 0; s < total; ++s)
-    if (wanted[static_cast<size_t>(s)]) segments.push_back(s);
+  segments.resize(n);
   return segments;
 }
 
