@@ -57,7 +57,7 @@ def as_tensor(data: Data) -> torch.Tensor:
             raise TypeError(f"data must be a uint8 tensor, got dtype {data.dtype}")
         if data.dim() != 1:
             raise TypeError(f"data must be a 1-D tensor of bytes, got shape {tuple(data.shape)}")
-        if data.device.type != "cpu":
+        if not data.is_cpu:  # (is_cpu: reading .device builds an object, for every file of a batch)
             raise TypeError(f"data must be on the CPU (the encoded bytes), got a tensor on {data.device}")
         if not data.is_contiguous():
             raise TypeError("data must be a contiguous tensor; call .contiguous() first")
@@ -210,5 +210,8 @@ def int_list(name: str, value, n: int) -> list[int]:
     if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise ValueError(f"{name} has {len(value)} entries for {n} images")
+        # Plain ints in range, the common case, are checked in one pass instead of one call each.
+        if all(type(v) is int for v in value) and (not value or -_INT64_MAX <= min(value) and max(value) <= _INT64_MAX):
+            return list(value)
         return [as_int(f"{name}[{i}]", v) for i, v in enumerate(value)]
     return [as_int(name, value)] * n

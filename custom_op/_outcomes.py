@@ -56,6 +56,8 @@ def settle(
     """Emits the warnings of decoded items and returns each item's exception (None when decoded).
     stacklevel: the user's frame counted from warnings.warn (4: the caller of the public function
     that calls this)."""
+    if not any(statuses):  # every item decoded without a warning (OK is 0)
+        return [None] * len(statuses)
     errors: list[Optional[Exception]] = []
     for i, (status, message) in enumerate(zip(statuses, messages)):
         index = None if single else i

@@ -83,8 +83,9 @@ def decode_and_crop_jpegs(
     """
     tensors = _args.tensors(data)
     windows = _windows(tops, lefts, heights, widths, len(tensors))
-    for i, (h, w) in enumerate(zip(windows[2], windows[3])):
-        _args.size_check(h, w, where=f"batch item {i}: ")
+    if tensors and min(min(windows[2]), min(windows[3])) < 1:
+        for i, (h, w) in enumerate(zip(windows[2], windows[3])):
+            _args.size_check(h, w, where=f"batch item {i}: ")
     return _decode(
         tensors,
         windows,

@@ -1292,6 +1292,40 @@ def test_cuda_decoder_reads_pinned_inputs_itself(jpeg_writer):
         assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), win
 
 
+@needs_gpu
+def test_cuda_decoder_on_a_batch_of_several_megabytes(jpeg_writer):
+    """Large prepared photos (several megabytes in one batch, in ordinary memory): every window is the
+    CPU path's."""
+    datas = [
+        custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(700 + 16 * i, 900, seed=70 + i), quality=95))
+        for i in range(16)
+    ]
+    assert sum(len(d) for d in datas) > 2 << 20
+    wins = [(11 * i, 17 * i, 200, 300) for i in range(16)]
+    outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
+    assert used == ["cuda"] * 16, used
+    for data, win, out in zip(datas, wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), win
+
+
+@needs_gpu
+def test_windows_of_one_call_are_separate_tensors(jpeg_writer):
+    """Each window of a list result is its own contiguous tensor: writing one leaves the others as
+    they were."""
+    prepared = custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(200, 300, seed=47)))
+    plain = jpeg_writer.encode(jpeg_writer.photo_like(120, 90, seed=48), sampling="4:4:4")
+    batch = [prepared, plain, prepared, plain]
+    wins = [(10, 20, 64, 48), (5, 6, 30, 40), (100, 200, 64, 48), (0, 0, 120, 90)]
+    outs = custom_op.decode_and_crop_jpegs(batch, *zip(*wins), device="cuda")
+    refs = [custom_op.decode_and_crop_jpeg(d, *w) for d, w in zip(batch, wins)]
+    assert [tuple(o.shape) for o in outs] == [(3, h, w) for _, _, h, w in wins]
+    assert all(o.is_contiguous() for o in outs)
+    outs[0].fill_(0)
+    outs[2].add_(1)
+    assert torch.equal(outs[1].cpu(), refs[1]) and torch.equal(outs[3].cpu(), refs[3])
+    assert torch.equal(outs[2].cpu(), refs[2] + 1) and not outs[0].any()
+
+
 def outcome(item):
     if isinstance(item, torch.Tensor):
         return item.cpu()

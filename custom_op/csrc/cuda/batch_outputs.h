@@ -2,8 +2,8 @@
 //
 // With stack=True the [N, C, H, W] tensor is made before decoding when the planner knows the windows'
 // shape, and every decoder writes into its slices; outputs of different shapes or channel counts are
-// a call-level ValueError. Without it, each item nvJPEG decodes gets its own [C, H, W] tensor up front
-// and the CPU path makes its own.
+// a call-level ValueError. Without it, each item a GPU decoder may take gets its own [C, H, W] tensor
+// up front and the CPU path makes its own.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <unordered_map>
 
 namespace custom_op {
@@ -16,7 +17,7 @@ struct Defined {
   bool quant[4] = {false, false, false, false};
   jc::QuantTable quant_table[4];
   bool dc[4] = {false, false, false, false}, ac[4] = {false, false, false, false};
-  std::string dc_table[4], ac_table[4];
+  TableBytes dc_table[4], ac_table[4];
 };
 
 // DQT as libjpeg's get_dqt reads it; partial tables (which it zero-fills) are left to it.
@@ -53,8 +54,7 @@ bool read_dht(const uint8_t* seg, size_t n, Defined* d) {
     const bool ac = (index & 0x10) != 0;
     const int number = ac ? index - 0x10 : index;
     if (number < 0 || number >= 4) return false;
-    std::string definition(reinterpret_cast<const char*>(counts), 16 + count);
-    (ac ? d->ac_table : d->dc_table)[number] = std::move(definition);
+    (ac ? d->ac_table : d->dc_table)[number] = {counts, 16 + count};
     (ac ? d->ac : d->dc)[number] = true;
     pos += count;
   }
@@ -148,16 +148,19 @@ void trim_table_cache() {
     if (tables.size() > kMaxCached) tables.clear();
 }
 
-const jc::HuffTable* built_huffman_table(const std::string& definition, bool is_dc) {
+const jc::HuffTable* built_huffman_table(const TableBytes& definition, bool is_dc) {
   auto& tables = table_cache[is_dc ? 1 : 0];
-  auto found = tables.find(definition);
+  // The key is built in a buffer the thread keeps, so that a lookup that hits allocates nothing.
+  thread_local std::string key;
+  key.assign(reinterpret_cast<const char*>(definition.data), definition.size);
+  auto found = tables.find(key);
   if (found != tables.end()) return found->second.get();
   auto table = std::make_unique<jc::HuffTable>();
-  const uint8_t* counts = reinterpret_cast<const uint8_t*>(definition.data());
-  const int symbols = static_cast<int>(definition.size()) - 16;
-  if (definition.size() < 16 || !jc::build_huffman_table(counts, counts + 16, symbols, is_dc, table.get()))
+  const int symbols = static_cast<int>(definition.size) - 16;
+  if (definition.size < 16 ||
+      !jc::build_huffman_table(definition.data, definition.data + 16, symbols, is_dc, table.get()))
     table.reset();
-  return tables.emplace(definition, std::move(table)).first->second.get();
+  return tables.emplace(key, std::move(table)).first->second.get();
 }
 
 }  // namespace gpu

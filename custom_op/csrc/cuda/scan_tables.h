@@ -14,19 +14,25 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "jpeg_core/tables.h"
 
 namespace custom_op {
 namespace gpu {
 
+// A raw DHT definition (16 counts, then the symbols): bytes of the file, the key under which built
+// tables are shared.
+struct TableBytes {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
 struct ScanTables {
   int scan_order[jpeg_core::kMaxComponents];  // frame component indices, in the SOS's order
-  // Per frame component: the raw DHT definitions of its tables (16 counts, then the symbols), the key
-  // under which built tables are shared, and its quantisation table in natural order.
-  std::string dc[jpeg_core::kMaxComponents];
-  std::string ac[jpeg_core::kMaxComponents];
+  // Per frame component: its Huffman tables' definitions (pointing into the file's bytes) and its
+  // quantisation table in natural order.
+  TableBytes dc[jpeg_core::kMaxComponents];
+  TableBytes ac[jpeg_core::kMaxComponents];
   jpeg_core::QuantTable quant[jpeg_core::kMaxComponents];
 };
 
@@ -36,7 +42,7 @@ bool read_scan_tables(const uint8_t* data, size_t header_end, int components, Sc
 // The decoding table built from a raw DHT definition, cached per thread by its bytes; null when the
 // core's builder refuses it (as libjpeg's jpeg_make_d_derived_tbl does). The pointer stays valid
 // until the thread's next trim_table_cache().
-const jpeg_core::HuffTable* built_huffman_table(const std::string& definition, bool is_dc);
+const jpeg_core::HuffTable* built_huffman_table(const TableBytes& definition, bool is_dc);
 
 // Empties the thread's cache when it has grown past its bound; called before a batch looks tables up.
 void trim_table_cache();

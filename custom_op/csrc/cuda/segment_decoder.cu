@@ -152,7 +152,15 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const Segment
 
 __global__ void idct_blocks_kernel(const SegmentImage* images) {
   const SegmentImage& im = images[blockIdx.y];
-  if (*im.status != 0) return;
+  // The image's status is read once for the whole thread block (other blocks may set bits meanwhile),
+  // and its quantisation tables are shared by every transform of the block.
+  __shared__ uint32_t status;
+  __shared__ jc::QuantTable quant[jc::kMaxComponents];
+  if (threadIdx.x == 0) status = *im.status;
+  for (int i = threadIdx.x; i < im.idct_components * jc::kBlockSize; i += blockDim.x)
+    quant[i / jc::kBlockSize].value[i % jc::kBlockSize] = im.quant[i / jc::kBlockSize].value[i % jc::kBlockSize];
+  __syncthreads();
+  if (status != 0) return;
   const jc::Frame& f = im.frame;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < im.blocks;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -166,9 +174,13 @@ __global__ void idct_blocks_kernel(const SegmentImage* images) {
       }
       const int64_t r = rest / cols, col = rest - r * cols;
       const int64_t plane_col = static_cast<int64_t>(im.mcu_col0) * f.mcu_blocks_h[c] + col;
-      const int16_t* coef = im.coefficients[c] + (r * f.blocks_per_row[c] + plane_col) * jc::kBlockSize;
+      // The block's 128 bytes in eight 16-byte loads (blocks are 16-byte aligned) rather than 64 of two.
+      const uint4* coef =
+          reinterpret_cast<const uint4*>(im.coefficients[c] + (r * f.blocks_per_row[c] + plane_col) * jc::kBlockSize);
+      alignas(16) int16_t block[jc::kBlockSize];
+      for (int v = 0; v < jc::kBlockSize / 8; ++v) reinterpret_cast<uint4*>(block)[v] = coef[v];
       uint8_t* out = im.samples[c] + r * 8 * im.sample_pitch[c] + col * 8;
-      if (!jc::idct_islow(coef, im.quant[c], out, im.sample_pitch[c])) atomicOr(im.status, kBlockInexact);
+      if (!jc::idct_islow(block, quant[c], out, im.sample_pitch[c])) atomicOr(im.status, kBlockInexact);
       break;
     }
   }

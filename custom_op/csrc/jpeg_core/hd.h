@@ -26,6 +26,14 @@
 #define CUSTOM_OP_HD
 #endif
 
+// Unrolls the loop it precedes in device code, where arrays indexed only by unrolled loop counters
+// live in registers instead of a thread's (slow) local memory.
+#if defined(__CUDA_ARCH__)
+#define CUSTOM_OP_UNROLL _Pragma("unroll")
+#else
+#define CUSTOM_OP_UNROLL
+#endif
+
 namespace custom_op {
 namespace jpeg_core {
 

@@ -116,16 +116,21 @@ CUSTOM_OP_HD inline uint8_t idct_range_limit(int64_t x) {
 // samples to out[row * stride + col]. Returns true when libjpeg-turbo's SIMD islow provably gives
 // the same samples as its C code (and so as this function); see the note at the top.
 CUSTOM_OP_HD inline bool idct_islow(const int16_t* coef, const QuantTable& quant, uint8_t* out, ptrdiff_t stride) {
-  int64_t workspace[kBlockSize];
+  // Pass-1 results are wrapped to int32 as jidctint.c's int workspace holds them: 32-bit entries keep
+  // a GPU thread's workspace in registers.
+  int32_t workspace[kBlockSize];
   bool exact = true;
   // Pass 1: columns. The products fit in int32 (|coef|, |q| <= 32768).
+  CUSTOM_OP_UNROLL
   for (int col = 0; col < 8; ++col) {
     int64_t in[8], res[8];
+    CUSTOM_OP_UNROLL
     for (int row = 0; row < 8; ++row) {
       const int32_t q = wrap_int16(quant.value[row * 8 + col]);  // ISLOW_MULT_TYPE is short
       in[row] = static_cast<int64_t>(static_cast<int32_t>(coef[row * 8 + col]) * q);
     }
     exact = islow::transform_descaled(in, islow::kConstBits - islow::kPass1Bits, res) && exact;
+    CUSTOM_OP_UNROLL
     for (int row = 0; row < 8; ++row) {
       // jidctint.c stores pass-1 results in an int workspace; SIMD saturates them to int16.
       exact = exact && islow::fits_int16(res[row]);
@@ -133,14 +138,30 @@ CUSTOM_OP_HD inline bool idct_islow(const int16_t* coef, const QuantTable& quant
     }
   }
   // Pass 2: rows.
+  CUSTOM_OP_UNROLL
   for (int row = 0; row < 8; ++row) {
-    int64_t res[8];
-    exact = islow::transform_descaled(workspace + row * 8, islow::kConstBits + islow::kPass1Bits + 3, res) && exact;
-    uint8_t* dst = out + row * stride;
+    int64_t in[8], res[8];
+    CUSTOM_OP_UNROLL
+    for (int col = 0; col < 8; ++col) in[col] = workspace[row * 8 + col];
+    exact = islow::transform_descaled(in, islow::kConstBits + islow::kPass1Bits + 3, res) && exact;
+    uint8_t samples[8];
+    CUSTOM_OP_UNROLL
     for (int col = 0; col < 8; ++col) {
       exact = exact && res[col] >= -512 && res[col] <= 511;
-      dst[col] = idct_range_limit(res[col]);
+      samples[col] = idct_range_limit(res[col]);
     }
+    uint8_t* dst = out + row * stride;
+#if defined(__CUDA_ARCH__)
+    // One 8-byte store per row where the row is aligned (the GPU decoder's sample planes are).
+    if ((reinterpret_cast<uintptr_t>(dst) & 7) == 0) {
+      uint2 packed;
+      packed.x = samples[0] | (samples[1] << 8) | (samples[2] << 16) | (uint32_t{samples[3]} << 24);
+      packed.y = samples[4] | (samples[5] << 8) | (samples[6] << 16) | (uint32_t{samples[7]} << 24);
+      *reinterpret_cast<uint2*>(dst) = packed;
+      continue;
+    }
+#endif
+    for (int col = 0; col < 8; ++col) dst[col] = samples[col];
   }
   return exact;
 }
