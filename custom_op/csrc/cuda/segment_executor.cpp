@@ -28,6 +28,9 @@ constexpr int64_t kMaxMeanSegmentBytes = 4096;
 
 std::atomic<int64_t> g_fallbacks{0};
 
+// Bytes per upload call while the host copies the files (see decode()).
+constexpr size_t kUploadPart = size_t{4} << 20;
+
 size_t round_up(size_t value, size_t granule) { return (value + granule - 1) / granule * granule; }
 
 // Whether p lies in page-locked host memory (a DataLoader with pin_memory=True delivers files so),
@@ -183,7 +186,6 @@ class SegmentExecutor : public Executor {
     auto* images = reinterpret_cast<SegmentImage*>(host + images_at);
     for (size_t k = 0; k < n; ++k) {
       SegmentImage im = plans_[k].image;
-      const Item& it = items[plans_[k].item];
       for (int c = 0; c < jc::kMaxComponents; ++c) {
         const bool present = c < im.frame.num_components;
         im.dc[c] =
@@ -201,7 +203,6 @@ class SegmentExecutor : public Executor {
       im.segment_end = im.segment_begin + im.num_segments;
       im.status = reinterpret_cast<uint32_t*>(device + status_at) + k;
       std::memcpy(images + k, &im, sizeof(im));
-      if (!plans_[k].pinned) std::memcpy(host + bytes_at[k], it.bytes, it.size);
     }
     auto* copies = reinterpret_cast<ByteCopy*>(host + copies_at);
     for (size_t k = 0, j = 0; k < n; ++k)
@@ -211,9 +212,22 @@ class SegmentExecutor : public Executor {
     for (size_t t = 0; t < tables.size(); ++t)
       std::memcpy(host + tables_at + t * sizeof(jc::HuffTable), tables[t], sizeof(jc::HuffTable));
 
+    // The descriptors, then the files in ordinary memory, uploaded as the host copies them, a few
+    // megabytes at a time: the transfer of one part overlaps the copying of the next.
     const cudaStream_t stream = call.caller;
+    size_t sent = 0;
+    auto send = [&](size_t end) {
+      C10_CUDA_CHECK(cudaMemcpyAsync(device + sent, host + sent, end - sent, cudaMemcpyHostToDevice, stream));
+      sent = end;
+    };
+    for (size_t k = 0; k < n; ++k) {
+      if (plans_[k].pinned) continue;
+      const Item& it = items[plans_[k].item];
+      std::memcpy(host + bytes_at[k], it.bytes, it.size);
+      if (bytes_at[k] + it.size - sent >= kUploadPart) send(bytes_at[k] + it.size);
+    }
+    if (upload > sent) send(upload);
     auto* d_images = reinterpret_cast<SegmentImage*>(device + images_at);
-    C10_CUDA_CHECK(cudaMemcpyAsync(device, host, upload, cudaMemcpyHostToDevice, stream));
     C10_CUDA_CHECK(launch_copy_bytes(reinterpret_cast<const ByteCopy*>(device + copies_at),
                                      static_cast<int>(pinned_files), max_pinned, stream));
     C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(n), stream));
