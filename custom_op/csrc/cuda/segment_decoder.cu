@@ -2,8 +2,6 @@
 
 #include <cstdint>
 
-#include <cub/device/device_radix_sort.cuh>
-
 #include "cuda/orientation.h"
 #include "jpeg_core/jpeg_core.h"
 
@@ -92,35 +90,12 @@ __global__ void find_segments_kernel(SegmentImage* images) {
   if (bad != 0) atomicOr(im.status, bad);
 }
 
-// The sort key of each task: its segment's length in bytes (0 where the markers are wrong, whose
-// tasks return at once).
-__global__ void segment_lengths_kernel(const SegmentImage* images, const SegmentTask* tasks, int count, uint32_t* keys,
-                                       int32_t* order) {
+// ---- 2. Huffman decoding ----------------------------------------------------------------------
+
+__global__ void decode_segments_kernel(const SegmentImage* images, const SegmentTask* tasks, int count) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= count) return;
   const SegmentTask task = tasks[t];
-  const SegmentImage& im = images[task.image];
-  uint32_t length = 0;
-  if (!(*im.status & kMarkersWrong)) {
-    const int64_t n = im.segment_end[task.segment] - im.segment_begin[task.segment];
-    length = n < 0 ? 0u : (n > 0xFFFFFFF ? 0xFFFFFFFu : static_cast<uint32_t>(n));
-  }
-  keys[t] = length;
-  order[t] = t;
-}
-
-// ---- 2. Huffman decoding ----------------------------------------------------------------------
-
-__global__ void decode_segments_kernel(const SegmentImage* images, const SegmentTask* tasks, const int32_t* sorted,
-                                       int count) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= (count + 31) / 32 * 32) return;
-  // Thread t takes the segment of rank (lane * warps + warp) in decreasing length: the `warps` longest
-  // segments each lead a warp of their own, the next ones are each the second of a warp, and so on.
-  const int warps = (count + 31) / 32;
-  const int rank = (t & 31) * warps + (t >> 5);
-  if (rank >= count) return;
-  const SegmentTask task = tasks[sorted[rank]];
   const SegmentImage& im = images[task.image];
   if (*im.status & kMarkersWrong) return;  // the segment ranges cannot be trusted
   const jc::Frame& f = im.frame;
@@ -283,37 +258,10 @@ cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t s
   return cudaGetLastError();
 }
 
-size_t segment_sort_bytes(int count) {
-  size_t temp = 0;
-  cub::DeviceRadixSort::SortPairsDescending(nullptr, temp, static_cast<const uint32_t*>(nullptr),
-                                            static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
-                                            static_cast<int32_t*>(nullptr), count, 0, 28);
-  return temp + 4 * sizeof(uint32_t) * static_cast<size_t>(count) + 1024;
-}
-
-cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count, void* sort_space,
-                                   size_t sort_bytes, cudaStream_t stream) {
+cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count,
+                                   cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
-  // A launch lasts as long as its slowest warp, and a warp advances at the pace of the lane with most to
-  // decode in each block: two long segments in one warp slow each other down. So the segments are
-  // sorted by length and dealt out so that the longest each lead a different warp (measured on
-  // prepared ImageNet photos: the decode took 40% less time than in file order, and half the time of
-  // the longest segments packed together into the first warps).
-  auto* keys = static_cast<uint32_t*>(sort_space);
-  uint32_t* sorted_keys = keys + count;
-  auto* order = reinterpret_cast<int32_t*>(sorted_keys + count);
-  int32_t* sorted_order = order + count;
-  void* temp = sorted_order + count;
-  size_t temp_bytes = sort_bytes - 4 * sizeof(uint32_t) * static_cast<size_t>(count) - 1024;
-  const int grid = (count + kThreads - 1) / kThreads;
-  const int decode_grid = ((count + 31) / 32 * 32 + kThreads - 1) / kThreads;
-  segment_lengths_kernel<<<grid, kThreads, 0, stream>>>(images, tasks, count, keys, order);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
-  err = cub::DeviceRadixSort::SortPairsDescending(temp, temp_bytes, keys, sorted_keys, order, sorted_order, count, 0,
-                                                  28, stream);
-  if (err != cudaSuccess) return err;
-  decode_segments_kernel<<<decode_grid, kThreads, 0, stream>>>(images, tasks, sorted_order, count);
+  decode_segments_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(images, tasks, count);
   return cudaGetLastError();
 }
 

@@ -7,8 +7,11 @@
 //   1. find_segments: one thread block per image finds every restart marker of its entropy-coded
 //      data and records each segment's byte range, checking that the markers are exactly those of a
 //      valid file (RST0..7 in turn, EOI last) as jpeg_core/segments.h's walk does on the host;
-//   2. decode_segments: one thread per segment the window needs, longest first (a launch lasts as
-//      long as its slowest thread), Huffman-decodes it into coefficient blocks (jpeg_core/huffman.h);
+//   2. decode_segments: one thread per segment the window needs Huffman-decodes it into coefficient
+//      blocks (jpeg_core/huffman.h). Neighbouring threads take neighbouring segments of one image, so
+//      that the threads of a warp look codes up in the same tables, which then stay in the L1 cache:
+//      faster than dealing the longest segments out to warps of their own, although a launch lasts
+//      as long as its slowest thread;
 //   3. idct_blocks: one thread per block of the decoded rectangle: dequantisation and libjpeg's islow
 //      IDCT (jpeg_core/idct_islow.h);
 //   4. write_windows: one thread per output pixel: fancy upsampling and colour conversion
@@ -97,11 +100,9 @@ cudaError_t launch_copy_bytes(const ByteCopy* copies, int count, int64_t max_siz
 // Each launch returns its error code. Counts are those of the arrays (device memory); max_* bound the
 // work of one element, which sizes the grids.
 cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t stream);
-// decode_segments sorts the tasks by length in `sort_space`, segment_sort_bytes(count) bytes of device
-// memory (aligned to 256).
-size_t segment_sort_bytes(int count);
-cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count, void* sort_space,
-                                   size_t sort_bytes, cudaStream_t stream);
+// `tasks`: those of one image after another, in the order they are decoded (see decode_segments above).
+cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count,
+                                   cudaStream_t stream);
 cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);
 cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count, int64_t max_pixels,
                                  cudaStream_t stream);

@@ -151,8 +151,6 @@ class SegmentExecutor : public Executor {
     std::vector<size_t> ranges_at(n), coef_at(n * jc::kMaxComponents), samples_at(n * jc::kMaxComponents);
     for (size_t k = 0; k < n; ++k) ranges_at[k] = take(2 * sizeof(int64_t) * plans_[k].image.num_segments);
     const size_t status_at = take(n * sizeof(uint32_t));
-    const size_t sort_bytes = segment_sort_bytes(static_cast<int>(tasks_.size()));
-    const size_t sort_at = take(sort_bytes);
     int max_blocks = 0;
     for (size_t k = 0; k < n; ++k) {
       SegmentImage& im = plans_[k].image;
@@ -232,7 +230,7 @@ class SegmentExecutor : public Executor {
                                      static_cast<int>(pinned_files), max_pinned, stream));
     C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(n), stream));
     C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const SegmentTask*>(device + tasks_at),
-                                          static_cast<int>(tasks_.size()), device + sort_at, sort_bytes, stream));
+                                          static_cast<int>(tasks_.size()), stream));
     C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(n), max_blocks, stream));
     C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + windows_at),
                                         static_cast<int>(windows.size()), max_pixels, stream));
