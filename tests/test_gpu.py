@@ -1274,6 +1274,15 @@ def test_cuda_decoder_with_other_files_in_one_batch(jpeg_writer):
     against.check()
 
 
+def assert_cuda_decoder_exact(inputs, datas, wins):
+    """One batched call on `inputs` (the files `datas`, or the same bytes in other memory): every item
+    is taken by our CUDA decoder and its window is the CPU path's."""
+    outs, used = testing.decode_with_paths(inputs, *zip(*wins), device="cuda")
+    assert used == ["cuda"] * len(wins), used
+    for data, win, out in zip(datas, wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), win
+
+
 @needs_gpu
 def test_cuda_decoder_reads_pinned_inputs_itself(jpeg_writer):
     """Files in pinned memory (a DataLoader with pin_memory=True) are copied by the GPU: the same
@@ -1285,11 +1294,7 @@ def test_cuda_decoder_reads_pinned_inputs_itself(jpeg_writer):
     tensors = [as_tensor(d) for d in datas]
     pinned = [t.pin_memory() if i % 2 == 0 else t for i, t in enumerate(tensors)]
     assert [t.is_pinned() for t in pinned] == [True, False] * 3
-    wins = [(3 + i, 5 + 2 * i, 100, 120) for i in range(6)]
-    outs, used = testing.decode_with_paths(pinned, *zip(*wins), device="cuda")
-    assert used == ["cuda"] * 6, used
-    for data, win, out in zip(datas, wins, outs):
-        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), win
+    assert_cuda_decoder_exact(pinned, datas, [(3 + i, 5 + 2 * i, 100, 120) for i in range(6)])
 
 
 @needs_gpu
@@ -1301,11 +1306,7 @@ def test_cuda_decoder_on_a_batch_of_several_megabytes(jpeg_writer):
         for i in range(16)
     ]
     assert sum(len(d) for d in datas) > 2 << 20
-    wins = [(11 * i, 17 * i, 200, 300) for i in range(16)]
-    outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
-    assert used == ["cuda"] * 16, used
-    for data, win, out in zip(datas, wins, outs):
-        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), win
+    assert_cuda_decoder_exact(datas, datas, [(11 * i, 17 * i, 200, 300) for i in range(16)])
 
 
 @needs_gpu
@@ -1377,11 +1378,8 @@ def test_cuda_decoder_gives_damaged_files_the_cpu_paths_outcome(jpeg_writer, on_
         "sent_to_cpu_by_the_kernels": caught,
     }
     assert decoded_on_gpu >= 10 and caught >= 10, (decoded_on_gpu, caught)
-    good = bases[0]
-    after, used = testing.decode_with_paths([good] * 3, 100, 8, 40, 100, device="cuda")
-    assert used == ["cuda"] * 3
-    for out in after:
-        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(good, 100, 8, 40, 100))
+    # A clean file after the damaged ones: still our decoder's, still exact.
+    assert_cuda_decoder_exact([bases[0]] * 3, [bases[0]] * 3, [(100, 8, 40, 100)] * 3)
 
 
 @needs_gpu
