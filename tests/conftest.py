@@ -65,7 +65,7 @@ def shared_dir(name: str) -> Path:
     path = SHARED_DATA / name
     if not path.is_dir():
         pytest.skip(
-            f"{path} is absent: these real JPEGs are only in the project's workplace "
+            f"{path} is absent: these tests need real JPEGs, which the repository does not hold "
             "(set CUSTOM_OP_TEST_DATA to a folder holding imagenet-sample/ and odd-jpegs/)"
         )
     return path
