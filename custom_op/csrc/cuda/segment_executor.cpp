@@ -34,8 +34,9 @@ constexpr size_t kUploadPart = size_t{4} << 20;
 size_t round_up(size_t value, size_t granule) { return (value + granule - 1) / granule * granule; }
 
 // Whether p lies in page-locked host memory (a DataLoader with pin_memory=True delivers files so),
-// asked of the CUDA runtime directly: Tensor::is_pinned() goes through the dispatcher, which costs
-// more than the question, for every file of a batch.
+// asked of the CUDA runtime directly: Tensor::is_pinned() adds the dispatcher and torch's CUDA hooks
+// (a device guard, a primary-context check) to the question, several times its cost, for every file
+// of a batch.
 bool in_pinned_memory(const void* p) {
   cudaPointerAttributes attributes;
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
