@@ -1274,10 +1274,10 @@ def test_cuda_decoder_with_other_files_in_one_batch(jpeg_writer):
     against.check()
 
 
-def assert_cuda_decoder_exact(inputs, datas, wins):
+def assert_cuda_decoder_exact(inputs, datas, wins, stack=False):
     """One batched call on `inputs` (the files `datas`, or the same bytes in other memory): every item
     is taken by our CUDA decoder and its window is the CPU path's."""
-    outs, used = testing.decode_with_paths(inputs, *zip(*wins), device="cuda")
+    outs, used = testing.decode_with_paths(inputs, *zip(*wins), device="cuda", stack=stack)
     assert used == ["cuda"] * len(wins), used
     for data, win, out in zip(datas, wins, outs):
         assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), win
@@ -1307,6 +1307,29 @@ def test_cuda_decoder_on_a_batch_of_several_megabytes(jpeg_writer):
     ]
     assert sum(len(d) for d in datas) > 2 << 20
     assert_cuda_decoder_exact(datas, datas, [(11 * i, 17 * i, 200, 300) for i in range(16)])
+
+
+@needs_gpu
+@pytest.mark.parametrize("stack", [False, True])
+def test_cuda_decoder_on_a_batch_decoded_in_parts(jpeg_writer, stack):
+    """A batch large enough to be decoded in several parts side by side: files of several samplings,
+    some in pinned memory, some repeated with their windows far apart in the batch; every window is
+    the CPU path's, in its place."""
+    samplings = ["4:2:0", "4:4:4", "4:2:2", "4:4:0"]
+    datas = [
+        custom_op.prepare_jpeg(
+            jpeg_writer.encode(
+                jpeg_writer.photo_like(72 + 8 * (i % 5), 96 + 8 * (i % 3), seed=80 + i), sampling=samplings[i % 4]
+            )
+        )
+        for i in range(60)
+    ]
+    tensors = [as_tensor(d) for d in datas]
+    tensors = [t.pin_memory() if i % 3 == 0 else t for i, t in enumerate(tensors)]
+    order = list(range(60)) + [59, 0, 31, 2, 45, 17, 0, 59]  # repeats: one decode for all their windows
+    rng = np.random.default_rng(80)
+    wins = [random_window(rng, 72, 96, size=40) for _ in order]
+    assert_cuda_decoder_exact([tensors[i] for i in order], [datas[i] for i in order], wins, stack=stack)
 
 
 @needs_gpu

@@ -93,6 +93,13 @@ struct DecodeState {
   DeviceContext* context = nullptr;
   cudaStream_t decode_stream = nullptr;  // nvJPEG's stream; the caller's stream waits on `decoded`
   cudaEvent_t decoded = nullptr;
+  // Our own CUDA decoder's streams, one per part of a batch it decodes side by side
+  // (segment_executor.cpp), with an event after each part's work, which the caller's stream waits on,
+  // and `parts_start`, after the caller's earlier work, which each part's stream waits on.
+  static constexpr int kDecoderParts = 4;
+  cudaStream_t part_streams[kDecoderParts] = {};
+  cudaEvent_t part_done[kDecoderParts] = {};
+  cudaEvent_t parts_start = nullptr;
   Slot slots[2];
   int next_slot = 0;
   nvjpegJpegStream_t hybrid_stream = nullptr;

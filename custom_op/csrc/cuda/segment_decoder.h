@@ -2,8 +2,8 @@
 // writes and the kernels that read them (segment_decoder.cu), in plain CUDA with no torch headers.
 //
 // A restart marker resets the DC predictors and byte-aligns the data, so each restart segment can be
-// Huffman-decoded by its own GPU thread. A batch runs as a fixed number of launches, whatever its
-// size:
+// Huffman-decoded by its own GPU thread. A batch (or each part of one, segment_executor.cpp) runs as
+// a fixed number of launches, whatever its size:
 //   1. find_segments: one thread block per image finds every restart marker of its entropy-coded
 //      data and records each segment's byte range, checking that the markers are exactly those of a
 //      valid file (RST0..7 in turn, EOI last) as jpeg_core/segments.h's walk does on the host;

@@ -1,7 +1,8 @@
 // Our own CUDA decoder as an executor (segment_decoder.h says how it decodes): it takes the files
 // whose restart segments are short enough for one GPU thread each, and writes their windows straight
-// into the outputs on the caller's stream. Items whose decode the kernels report as not exactly
-// libjpeg's go to the CPU path once the kernels have finished (finish()).
+// into the outputs, in the caller's stream order (a large batch in parts on streams of their own,
+// which the caller's stream waits for). Items whose decode the kernels report as not exactly libjpeg's
+// go to the CPU path once the kernels have finished (finish()).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -52,6 +53,9 @@ struct Plan {
   const jc::HuffTable* dc[jc::kMaxComponents];
   const jc::HuffTable* ac[jc::kMaxComponents];
   int32_t color;
+  // It decodes every segment from the first through the rectangle's last row (a whole image, or a
+  // sub-image the planner built), not decoder_segments' choice.
+  bool from_first;
   bool pinned;  // its bytes are in pinned host memory: the GPU copies them itself
 };
 
@@ -60,22 +64,29 @@ int32_t window_color(const Item& it) {
   return it.channels == 3 ? kWindowGrayToRgb : kWindowGray;
 }
 
+// A batch is decoded in parts of at least this many images (at most DecodeState::kDecoderParts of
+// them), each on its own stream: the host prepares and uploads one part while the GPU decodes the
+// parts before it, and the parts' kernels run side by side. The parts are not smaller because a
+// decode launch lasts as long as its longest segment whatever its size, and each part costs a few
+// launches of host time.
+constexpr size_t kMinPartImages = 16;
+
 class SegmentExecutor : public Executor {
  public:
   void claim(DecodeCall& call, std::vector<Item>& items) override {
     if (!call.testing.own_decoder_allowed()) return;
     trim_table_cache();
     // The windows each decode serves: its item's, and those of the items sharing it.
-    std::vector<std::vector<Region>> windows(items.size());
+    regions_.assign(items.size(), {});
     for (size_t i = 0; i < items.size(); ++i)
       if (items[i].path == kPending)
-        windows[items[i].leader >= 0 ? size_t(items[i].leader) : i].push_back(items[i].region);
+        regions_[items[i].leader >= 0 ? size_t(items[i].leader) : i].push_back(items[i].region);
     for (size_t i = 0; i < items.size(); ++i) {
       Item& it = items[i];
       if (it.path != kPending || it.leader >= 0) continue;
       Plan p;
       p.item = i;
-      if (plan(call, it, windows[i], &p)) {
+      if (plan(call, it, &p)) {
         it.path = kCudaDecoder;
         plans_.push_back(p);
       }
@@ -84,46 +95,73 @@ class SegmentExecutor : public Executor {
 
   void decode(DecodeCall& call, std::vector<Item>& items) override {
     if (plans_.empty()) return;
+    const size_t n = plans_.size();
+
+    // The windows, grouped by the decode they come from (so that each part's are together).
     std::vector<int> plan_of(items.size(), -1);
-    for (size_t k = 0; k < plans_.size(); ++k) plan_of[plans_[k].item] = static_cast<int>(k);
-    std::vector<WindowWrite> windows;
-    int64_t max_pixels = 0;
+    for (size_t k = 0; k < n; ++k) plan_of[plans_[k].item] = static_cast<int>(k);
+    std::vector<int> window_plan(items.size(), -1);
+    std::vector<size_t>& windows_begin = windows_begin_;
+    windows_begin.assign(n + 1, 0);
     for (size_t i = 0; i < items.size(); ++i) {
-      const Item& it = items[i];
-      const int k = it.leader >= 0 ? plan_of[static_cast<size_t>(it.leader)] : plan_of[i];
+      const int k = items[i].leader >= 0 ? plan_of[static_cast<size_t>(items[i].leader)] : plan_of[i];
       if (k < 0) continue;
-      WindowWrite w;
-      w.image = k;
-      w.region_top = it.region.top;
-      w.region_left = it.region.left;
-      w.region_height = it.region.height;
-      w.region_width = it.region.width;
-      w.dst = call.outputs[i].data_ptr<uint8_t>();
-      w.channels = it.channels;
-      w.orientation = it.orientation;
-      w.color = plans_[static_cast<size_t>(k)].color;
-      windows.push_back(w);
-      max_pixels = std::max<int64_t>(max_pixels, int64_t(it.region.height) * it.region.width);
+      window_plan[i] = k;
+      ++windows_begin[static_cast<size_t>(k) + 1];
+    }
+    for (size_t k = 0; k < n; ++k) windows_begin[k + 1] += windows_begin[k];
+    std::vector<WindowWrite>& windows = windows_;
+    windows.resize(windows_begin[n]);
+    std::vector<int64_t>& max_pixels = max_pixels_;
+    max_pixels.assign(n, 0);
+    {
+      std::vector<size_t> next(windows_begin.begin(), windows_begin.end() - 1);
+      for (size_t i = 0; i < items.size(); ++i) {
+        const int k = window_plan[i];
+        if (k < 0) continue;
+        const Item& it = items[i];
+        WindowWrite& w = windows[next[static_cast<size_t>(k)]++];
+        w.image = k;  // made relative to its part below
+        w.region_top = it.region.top;
+        w.region_left = it.region.left;
+        w.region_height = it.region.height;
+        w.region_width = it.region.width;
+        w.dst = call.outputs[i].data_ptr<uint8_t>();
+        w.channels = it.channels;
+        w.orientation = it.orientation;
+        w.color = plans_[static_cast<size_t>(k)].color;
+        max_pixels[static_cast<size_t>(k)] =
+            std::max<int64_t>(max_pixels[static_cast<size_t>(k)], int64_t(it.region.height) * it.region.width);
+      }
     }
 
     // Huffman tables shared by several images are uploaded once.
     std::vector<const jc::HuffTable*> tables;
     std::unordered_map<const jc::HuffTable*, int> table_index;
-    std::vector<int> dc_index(plans_.size() * jc::kMaxComponents), ac_index(plans_.size() * jc::kMaxComponents);
+    std::vector<int>& dc_index = dc_index_;
+    std::vector<int>& ac_index = ac_index_;
+    dc_index.assign(n * jc::kMaxComponents, 0);
+    ac_index.assign(n * jc::kMaxComponents, 0);
     auto index_of = [&](const jc::HuffTable* t) {
       const auto [at, added] = table_index.emplace(t, static_cast<int>(tables.size()));
       if (added) tables.push_back(t);
       return at->second;
     };
-    for (size_t k = 0; k < plans_.size(); ++k) {
+    for (size_t k = 0; k < n; ++k) {
       for (int c = 0; c < plans_[k].image.frame.num_components; ++c) {
         dc_index[k * jc::kMaxComponents + c] = index_of(plans_[k].dc[c]);
         ac_index[k * jc::kMaxComponents + c] = index_of(plans_[k].ac[c]);
       }
     }
 
-    // One device buffer: what is uploaded first, then what only the kernels use.
-    const size_t n = plans_.size();
+    // The parts: runs of consecutive images.
+    const size_t parts = std::clamp<size_t>(n / kMinPartImages, 1, static_cast<size_t>(DecodeState::kDecoderParts));
+    std::vector<size_t> part_begin(parts + 1);
+    for (size_t c = 0; c <= parts; ++c) part_begin[c] = n * c / parts;
+
+    // One device buffer: the tables, then each part's uploaded region (its images, tasks, windows,
+    // pinned-file copies and files), then what only the kernels use. A part's tasks are not known
+    // before it is prepared: its region has room for every segment of its images.
     size_t at = 0;
     auto take = [&at](size_t bytes) {
       at = round_up(at, 256);
@@ -131,28 +169,30 @@ class SegmentExecutor : public Executor {
       at += bytes;
       return here;
     };
-    const size_t images_at = take(n * sizeof(SegmentImage));
-    const size_t tasks_at = take(tasks_.size() * sizeof(SegmentTask));
-    const size_t windows_at = take(windows.size() * sizeof(WindowWrite));
-    const size_t tables_at = take(tables.size() * sizeof(jc::HuffTable));
-    size_t pinned_files = 0;
-    int64_t max_pinned = 0;
-    for (const Plan& p : plans_) {
-      if (!p.pinned) continue;
-      ++pinned_files;
-      max_pinned = std::max<int64_t>(max_pinned, static_cast<int64_t>(items[p.item].size));
+    const size_t tables_at = tables_at_ = take(tables.size() * sizeof(jc::HuffTable));
+    std::vector<size_t> part_at(parts);
+    for (size_t c = 0; c < parts; ++c) {
+      const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
+      size_t segments = 0, files = 0;
+      for (size_t k = k0; k < k1; ++k) {
+        segments += static_cast<size_t>(plans_[k].image.num_segments);
+        files += round_up(static_cast<size_t>(plans_[k].image.size), 16);
+      }
+      part_at[c] = take((k1 - k0) * sizeof(SegmentImage));
+      take(segments * sizeof(SegmentTask));
+      take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
+      take((k1 - k0) * sizeof(ByteCopy));
+      take(files);
     }
-    const size_t copies_at = take(pinned_files * sizeof(ByteCopy));
-    std::vector<size_t> bytes_at(n);
-    for (size_t k = 0; k < n; ++k)
-      if (!plans_[k].pinned) bytes_at[k] = take(items[plans_[k].item].size);
     const size_t upload = at;
-    for (size_t k = 0; k < n; ++k)
-      if (plans_[k].pinned) bytes_at[k] = take(items[plans_[k].item].size);
-    std::vector<size_t> ranges_at(n), coef_at(n * jc::kMaxComponents), samples_at(n * jc::kMaxComponents);
+    std::vector<size_t>& ranges_at = ranges_at_;
+    std::vector<size_t>& coef_at = coef_at_;
+    std::vector<size_t>& samples_at = samples_at_;
+    ranges_at.assign(n, 0);
+    coef_at.assign(n * jc::kMaxComponents, 0);
+    samples_at.assign(n * jc::kMaxComponents, 0);
     for (size_t k = 0; k < n; ++k) ranges_at[k] = take(2 * sizeof(int64_t) * plans_[k].image.num_segments);
-    const size_t status_at = take(n * sizeof(uint32_t));
-    int max_blocks = 0;
+    const size_t status_at = status_at_ = take(n * sizeof(uint32_t));
     for (size_t k = 0; k < n; ++k) {
       SegmentImage& im = plans_[k].image;
       const jc::Frame& f = im.frame;
@@ -167,79 +207,46 @@ class SegmentExecutor : public Executor {
         blocks += block_rows * block_cols;
       }
       im.blocks = static_cast<int32_t>(blocks);
-      max_blocks = std::max(max_blocks, im.blocks);
     }
     const size_t total = at;
 
     Slot& slot = call.slot;
     slot.segments.reserve(total, call.context.tag_stream);
-    uint8_t* device = slot.segments.data();
+    uint8_t* device = device_ = slot.segments.data();
     const size_t host_bytes = round_up(upload, 256) + n * sizeof(uint32_t);
     at::Tensor& pinned = slot.pinned_segments;
     if (!pinned.defined() || static_cast<size_t>(pinned.numel()) < host_bytes)
       pinned = at::empty({static_cast<int64_t>(host_bytes + host_bytes / 2)},
                          at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-    uint8_t* host = pinned.data_ptr<uint8_t>();
+    uint8_t* host = host_ = pinned.data_ptr<uint8_t>();
     status_host_ = reinterpret_cast<uint32_t*>(host + round_up(upload, 256));
-
-    auto* images = reinterpret_cast<SegmentImage*>(host + images_at);
-    for (size_t k = 0; k < n; ++k) {
-      SegmentImage im = plans_[k].image;
-      for (int c = 0; c < jc::kMaxComponents; ++c) {
-        const bool present = c < im.frame.num_components;
-        im.dc[c] =
-            present ? reinterpret_cast<const jc::HuffTable*>(device + tables_at) + dc_index[k * jc::kMaxComponents + c]
-                    : nullptr;
-        im.ac[c] =
-            present ? reinterpret_cast<const jc::HuffTable*>(device + tables_at) + ac_index[k * jc::kMaxComponents + c]
-                    : nullptr;
-        im.coefficients[c] =
-            present ? reinterpret_cast<int16_t*>(device + coef_at[k * jc::kMaxComponents + c]) : nullptr;
-        im.samples[c] = c < im.idct_components ? device + samples_at[k * jc::kMaxComponents + c] : nullptr;
-      }
-      im.data = device + bytes_at[k];
-      im.segment_begin = reinterpret_cast<int64_t*>(device + ranges_at[k]);
-      im.segment_end = im.segment_begin + im.num_segments;
-      im.status = reinterpret_cast<uint32_t*>(device + status_at) + k;
-      std::memcpy(images + k, &im, sizeof(im));
-    }
-    auto* copies = reinterpret_cast<ByteCopy*>(host + copies_at);
-    for (size_t k = 0, j = 0; k < n; ++k)
-      if (plans_[k].pinned) copies[j++] = {items[plans_[k].item].bytes, device + bytes_at[k], plans_[k].image.size};
-    std::memcpy(host + tasks_at, tasks_.data(), tasks_.size() * sizeof(SegmentTask));
-    std::memcpy(host + windows_at, windows.data(), windows.size() * sizeof(WindowWrite));
     for (size_t t = 0; t < tables.size(); ++t)
       std::memcpy(host + tables_at + t * sizeof(jc::HuffTable), tables[t], sizeof(jc::HuffTable));
 
-    // The descriptors, then the files in ordinary memory, uploaded as the host copies them, a few
-    // megabytes at a time: the transfer of one part overlaps the copying of the next.
-    const cudaStream_t stream = call.caller;
-    size_t sent = 0;
-    auto send = [&](size_t end) {
-      C10_CUDA_CHECK(cudaMemcpyAsync(device + sent, host + sent, end - sent, cudaMemcpyHostToDevice, stream));
-      sent = end;
-    };
-    for (size_t k = 0; k < n; ++k) {
-      if (plans_[k].pinned) continue;
-      const Item& it = items[plans_[k].item];
-      std::memcpy(host + bytes_at[k], it.bytes, it.size);
-      if (bytes_at[k] + it.size - sent >= kUploadPart) send(bytes_at[k] + it.size);
+    // The tables go first, on the caller's stream; the parts' streams start after them (and after the
+    // caller's earlier work, such as what used the outputs' memory before).
+    const cudaStream_t caller = call.caller;
+    DecodeState& state = call.state;
+    if (!tables.empty())
+      C10_CUDA_CHECK(cudaMemcpyAsync(device + tables_at, host + tables_at, tables.size() * sizeof(jc::HuffTable),
+                                     cudaMemcpyHostToDevice, caller));
+    if (parts > 1) C10_CUDA_CHECK(cudaEventRecord(state.parts_start, caller));
+    for (size_t c = 0; c < parts; ++c) {
+      const cudaStream_t stream = parts > 1 ? state.part_streams[c] : caller;
+      if (parts > 1) C10_CUDA_CHECK(cudaStreamWaitEvent(stream, state.parts_start, 0));
+      decode_part(items, part_begin[c], part_begin[c + 1], part_at[c], stream);
     }
-    if (upload > sent) send(upload);
-    auto* d_images = reinterpret_cast<SegmentImage*>(device + images_at);
-    C10_CUDA_CHECK(launch_copy_bytes(reinterpret_cast<const ByteCopy*>(device + copies_at),
-                                     static_cast<int>(pinned_files), max_pinned, stream));
-    C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(n), stream));
-    C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const SegmentTask*>(device + tasks_at),
-                                          static_cast<int>(tasks_.size()), stream));
-    C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(n), max_blocks, stream));
-    C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + windows_at),
-                                        static_cast<int>(windows.size()), max_pixels, stream));
+    if (parts > 1) {
+      for (size_t c = 0; c < parts; ++c) {
+        C10_CUDA_CHECK(cudaEventRecord(state.part_done[c], state.part_streams[c]));
+        C10_CUDA_CHECK(cudaStreamWaitEvent(caller, state.part_done[c], 0));
+      }
+    }
     C10_CUDA_CHECK(
-        cudaMemcpyAsync(status_host_, device + status_at, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+        cudaMemcpyAsync(status_host_, device + status_at, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, caller));
     if (slot.segments_read == nullptr)
       C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.segments_read, cudaEventDisableTiming | cudaEventBlockingSync));
-    C10_CUDA_CHECK(cudaEventRecord(slot.segments_read, stream));
+    C10_CUDA_CHECK(cudaEventRecord(slot.segments_read, caller));
     launched_ = true;
   }
 
@@ -260,7 +267,132 @@ class SegmentExecutor : public Executor {
   }
 
  private:
-  bool plan(const DecodeCall& call, Item& it, const std::vector<Region>& windows, Plan* p) {
+  // Prepares the part of images k0 .. k1 - 1 in its region of the pinned buffer from part_at on: its
+  // segment tasks, descriptors and files in ordinary memory, uploaded as the host copies them, a few
+  // megabytes at a time, so that the transfer of one piece overlaps the copying of the next; then
+  // queues its kernels on `stream`. Indices in its tasks and windows count from its first image.
+  void decode_part(const std::vector<Item>& items, size_t k0, size_t k1, size_t part_at, cudaStream_t stream) {
+    uint8_t* const device = device_;
+    uint8_t* const host = host_;
+    const size_t count = k1 - k0;
+    size_t at = part_at;
+    auto take = [&at](size_t bytes) {
+      at = round_up(at, 256);
+      const size_t here = at;
+      at += bytes;
+      return here;
+    };
+    size_t segments = 0, files = 0;
+    for (size_t k = k0; k < k1; ++k) {
+      segments += static_cast<size_t>(plans_[k].image.num_segments);
+      files += round_up(static_cast<size_t>(plans_[k].image.size), 16);
+    }
+    const size_t images_at = take(count * sizeof(SegmentImage));
+    const size_t tasks_at = take(segments * sizeof(SegmentTask));
+    const size_t nwindows = windows_begin_[k1] - windows_begin_[k0];
+    const size_t windows_at = take(nwindows * sizeof(WindowWrite));
+    const size_t copies_at = take(count * sizeof(ByteCopy));
+    const size_t files_at = take(files);
+
+    // The segments each image decodes (common/restart_plan.h says which).
+    auto* tasks = reinterpret_cast<SegmentTask*>(host + tasks_at);
+    size_t ntasks = 0;
+    for (size_t k = k0; k < k1; ++k) {
+      const Plan& p = plans_[k];
+      const SegmentImage& im = p.image;
+      const Item& it = items[p.item];
+      const int32_t image = static_cast<int32_t>(k - k0);
+      const jc::Frame& f = im.frame;
+      if (p.from_first) {
+        const int64_t last = ((int64_t(im.mcu_row0) + im.mcu_rows) * f.mcus_per_row - 1) / im.mcus_per_segment;
+        for (int64_t s = 0; s <= last; ++s) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
+      } else {
+        const std::vector<Region>& windows = regions_[p.item];
+        for (const int64_t s : decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows,
+                                                im.mcu_col0, im.mcu_col0 + im.mcu_cols, windows.data(), windows.size()))
+          tasks[ntasks++] = {image, static_cast<int32_t>(s)};
+      }
+    }
+
+    // Where each file goes: those in ordinary memory first, as they are uploaded with the descriptors.
+    std::vector<size_t> bytes_at(count);
+    size_t file_at = files_at;
+    int pinned_files = 0;
+    int64_t max_pinned = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t k = k0; k < k1; ++k) {
+        Plan& p = plans_[k];
+        // A sub-image the planner built (it.segments) lives in ordinary memory; the caller's tensor may
+        // be pinned.
+        if (pass == 0) p.pinned = !items[p.item].segments.defined() && in_pinned_memory(items[p.item].bytes);
+        if (p.pinned != (pass == 1)) continue;
+        bytes_at[k - k0] = file_at;
+        file_at += round_up(static_cast<size_t>(p.image.size), 16);
+        if (p.pinned) {
+          ++pinned_files;
+          max_pinned = std::max<int64_t>(max_pinned, p.image.size);
+        }
+      }
+    }
+
+    auto* images = reinterpret_cast<SegmentImage*>(host + images_at);
+    int max_blocks = 0;
+    for (size_t k = k0; k < k1; ++k) {
+      SegmentImage im = plans_[k].image;
+      for (int c = 0; c < jc::kMaxComponents; ++c) {
+        const bool present = c < im.frame.num_components;
+        const auto* table_base = reinterpret_cast<const jc::HuffTable*>(device + tables_at_);
+        im.dc[c] = present ? table_base + dc_index_[k * jc::kMaxComponents + c] : nullptr;
+        im.ac[c] = present ? table_base + ac_index_[k * jc::kMaxComponents + c] : nullptr;
+        im.coefficients[c] =
+            present ? reinterpret_cast<int16_t*>(device + coef_at_[k * jc::kMaxComponents + c]) : nullptr;
+        im.samples[c] = c < im.idct_components ? device + samples_at_[k * jc::kMaxComponents + c] : nullptr;
+      }
+      im.data = device + bytes_at[k - k0];
+      im.segment_begin = reinterpret_cast<int64_t*>(device + ranges_at_[k]);
+      im.segment_end = im.segment_begin + im.num_segments;
+      im.status = reinterpret_cast<uint32_t*>(device + status_at_) + k;
+      max_blocks = std::max(max_blocks, im.blocks);
+      std::memcpy(images + (k - k0), &im, sizeof(im));
+    }
+    auto* windows = reinterpret_cast<WindowWrite*>(host + windows_at);
+    int64_t part_pixels = 0;
+    for (size_t w = 0; w < nwindows; ++w) {
+      windows[w] = windows_[windows_begin_[k0] + w];
+      part_pixels = std::max(part_pixels, max_pixels_[static_cast<size_t>(windows[w].image)]);
+      windows[w].image -= static_cast<int32_t>(k0);
+    }
+    auto* copies = reinterpret_cast<ByteCopy*>(host + copies_at);
+    for (size_t k = k0, j = 0; k < k1; ++k)
+      if (plans_[k].pinned)
+        copies[j++] = {items[plans_[k].item].bytes, device + bytes_at[k - k0], plans_[k].image.size};
+
+    size_t sent = part_at;
+    auto send = [&](size_t end) {
+      C10_CUDA_CHECK(cudaMemcpyAsync(device + sent, host + sent, end - sent, cudaMemcpyHostToDevice, stream));
+      sent = end;
+    };
+    size_t end = files_at;
+    for (size_t k = k0; k < k1; ++k) {
+      if (plans_[k].pinned) continue;
+      const Item& it = items[plans_[k].item];
+      std::memcpy(host + bytes_at[k - k0], it.bytes, it.size);
+      end = bytes_at[k - k0] + it.size;
+      if (end - sent >= kUploadPart) send(end);
+    }
+    if (end > sent) send(end);
+    auto* d_images = reinterpret_cast<SegmentImage*>(device + images_at);
+    C10_CUDA_CHECK(
+        launch_copy_bytes(reinterpret_cast<const ByteCopy*>(device + copies_at), pinned_files, max_pinned, stream));
+    C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(count), stream));
+    C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const SegmentTask*>(device + tasks_at),
+                                          static_cast<int>(ntasks), stream));
+    C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
+    C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + windows_at),
+                                        static_cast<int>(nwindows), part_pixels, stream));
+  }
+
+  bool plan(const DecodeCall& call, Item& it, Plan* p) {
     const JpegHeader& h = it.header;
     if (h.restart_interval <= 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.precision != 8 ||
         h.scan_components != h.components || h.header_end == 0)
@@ -287,9 +419,6 @@ class SegmentExecutor : public Executor {
       im.quant[c] = st.quant[c];
     }
     im.size = static_cast<int64_t>(it.size);
-    // A sub-image the planner built (it.segments) lives in ordinary memory; the caller's tensor may be
-    // pinned.
-    p->pinned = !it.segments.defined() && in_pinned_memory(it.bytes);
     im.scan_start = static_cast<int64_t>(h.header_end);
     im.mcus_per_segment = interval;
     p->color = window_color(it);
@@ -308,26 +437,29 @@ class SegmentExecutor : public Executor {
     im.mcu_col0 = c0;
     im.mcu_cols = c1 - c0;
 
-    // The segments decoded: every segment the CPU path reads for any of the windows, so that damage it
-    // would report is found here too (and the items go to it). It reads a whole image, or a sub-image
-    // the planner built (the CPU path builds the same one for the window it was built around, and
-    // libjpeg reads it as any file), from the first segment down to the window: here, every segment
-    // through the rectangle's last row. For other windows decoder_segments (common/restart_plan.h)
-    // adds to the segments holding the rectangle what the CPU path reads beyond them: a sub-image's
-    // filler, or every row from the top where no sub-image saves work.
-    const int32_t image = static_cast<int32_t>(plans_.size());
-    if (call.options.whole || it.segments.defined()) {
-      const int64_t last = (int64_t(r1) * f.mcus_per_row - 1) / interval;
-      for (int64_t s = 0; s <= last; ++s) tasks_.push_back({image, static_cast<int32_t>(s)});
-    } else {
-      for (const int64_t s : decoder_segments(frame_facts(h), r0, r1, c0, c1, windows.data(), windows.size()))
-        tasks_.push_back({image, static_cast<int32_t>(s)});
-    }
+    // The segments decoded (decode_part lists them): every segment the CPU path reads for any of the
+    // windows, so that damage it would report is found here too (and the items go to it). It reads a
+    // whole image, or a sub-image the planner built (the CPU path builds the same one for the window it
+    // was built around, and libjpeg reads it as any file), from the first segment down to the window:
+    // here, every segment through the rectangle's last row. For other windows decoder_segments
+    // (common/restart_plan.h) adds to the segments holding the rectangle what the CPU path reads beyond
+    // them: a sub-image's filler, or every row from the top where no sub-image saves work.
+    p->from_first = call.options.whole || it.segments.defined();
     return true;
   }
 
   std::vector<Plan> plans_;
-  std::vector<SegmentTask> tasks_;
+  std::vector<std::vector<Region>> regions_;  // per item: the windows its decode serves (claim())
+  // decode()'s layout, which decode_part() fills in: the windows (grouped by image), and where things
+  // lie in the device buffer and its pinned host side.
+  std::vector<WindowWrite> windows_;
+  std::vector<size_t> windows_begin_;     // image k's windows: windows_begin_[k] .. windows_begin_[k + 1] - 1
+  std::vector<int64_t> max_pixels_;       // per image: its largest window
+  std::vector<int> dc_index_, ac_index_;  // per image and component: its tables' places in the table array
+  uint8_t* device_ = nullptr;
+  uint8_t* host_ = nullptr;
+  size_t tables_at_ = 0, status_at_ = 0;
+  std::vector<size_t> ranges_at_, coef_at_, samples_at_;
   uint32_t* status_host_ = nullptr;
   bool launched_ = false;
 };
