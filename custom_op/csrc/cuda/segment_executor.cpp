@@ -9,10 +9,6 @@
 #include <unordered_map>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -49,35 +45,6 @@ bool in_pinned_memory(const void* p) {
     return false;
   }
   return attributes.type == cudaMemoryTypeHost;
-}
-
-// Copies a file into the pinned buffer with stores that bypass the CPU caches (the destination is
-// 16-byte aligned): only the GPU reads those bytes, and a batch's files, tens of megabytes, would
-// otherwise evict everything the host works with next, starting with the caching allocator's state for
-// the next call's outputs. finish_streaming_copies() must run before anything else reads them.
-void copy_streaming(uint8_t* dst, const uint8_t* src, size_t n) {
-#if defined(__SSE2__)
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
-    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
-  }
-  std::memcpy(dst + i, src + i, n - i);
-#else
-  std::memcpy(dst, src, n);
-#endif
-}
-
-void finish_streaming_copies() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
 }
 
 struct Plan {
@@ -402,7 +369,6 @@ class SegmentExecutor : public Executor {
 
     size_t sent = part_at;
     auto send = [&](size_t end) {
-      finish_streaming_copies();  // the transfer must see every byte copied before it
       C10_CUDA_CHECK(cudaMemcpyAsync(device + sent, host + sent, end - sent, cudaMemcpyHostToDevice, stream));
       sent = end;
     };
@@ -410,7 +376,7 @@ class SegmentExecutor : public Executor {
     for (size_t k = k0; k < k1; ++k) {
       if (plans_[k].pinned) continue;
       const Item& it = items[plans_[k].item];
-      copy_streaming(host + bytes_at[k - k0], it.bytes, it.size);
+      std::memcpy(host + bytes_at[k - k0], it.bytes, it.size);
       end = bytes_at[k - k0] + it.size;
       if (end - sent >= kUploadPart) send(end);
     }
