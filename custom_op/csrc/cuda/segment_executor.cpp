@@ -29,7 +29,7 @@ constexpr int64_t kMaxMeanSegmentBytes = 4096;
 
 std::atomic<int64_t> g_fallbacks{0};
 
-// Bytes per upload call while the host copies the files (see decode()).
+// Bytes per upload call while the host copies the files (see decode_part()).
 constexpr size_t kUploadPart = size_t{4} << 20;
 
 size_t round_up(size_t value, size_t granule) { return (value + granule - 1) / granule * granule; }
@@ -49,7 +49,7 @@ bool in_pinned_memory(const void* p) {
 
 struct Plan {
   size_t item;
-  SegmentImage image;  // pointers filled in decode()
+  SegmentImage image;  // pointers filled in decode_part()
   const jc::HuffTable* dc[jc::kMaxComponents];
   const jc::HuffTable* ac[jc::kMaxComponents];
   int32_t color;
@@ -57,6 +57,13 @@ struct Plan {
   // sub-image the planner built), not decoder_segments' choice.
   bool from_first;
   bool pinned;  // its bytes are in pinned host memory: the GPU copies them itself
+};
+
+// Where a part's uploaded region holds each of its arrays (offsets into the device buffer and its
+// pinned host side): its images' descriptors, room for every segment of its images as tasks (which
+// are listed only when the part is prepared), its windows, its pinned files' copies and its files.
+struct PartLayout {
+  size_t images_at, tasks_at, windows_at, copies_at, files_at;
 };
 
 int32_t window_color(const Item& it) {
@@ -170,7 +177,7 @@ class SegmentExecutor : public Executor {
       return here;
     };
     const size_t tables_at = tables_at_ = take(tables.size() * sizeof(jc::HuffTable));
-    std::vector<size_t> part_at(parts);
+    std::vector<PartLayout> part_layout(parts);
     for (size_t c = 0; c < parts; ++c) {
       const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
       size_t segments = 0, files = 0;
@@ -178,11 +185,12 @@ class SegmentExecutor : public Executor {
         segments += static_cast<size_t>(plans_[k].image.num_segments);
         files += round_up(static_cast<size_t>(plans_[k].image.size), 16);
       }
-      part_at[c] = take((k1 - k0) * sizeof(SegmentImage));
-      take(segments * sizeof(SegmentTask));
-      take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
-      take((k1 - k0) * sizeof(ByteCopy));
-      take(files);
+      PartLayout& L = part_layout[c];
+      L.images_at = take((k1 - k0) * sizeof(SegmentImage));
+      L.tasks_at = take(segments * sizeof(SegmentTask));
+      L.windows_at = take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
+      L.copies_at = take((k1 - k0) * sizeof(ByteCopy));
+      L.files_at = take(files);
     }
     const size_t upload = at;
     std::vector<size_t>& ranges_at = ranges_at_;
@@ -234,7 +242,7 @@ class SegmentExecutor : public Executor {
     for (size_t c = 0; c < parts; ++c) {
       const cudaStream_t stream = parts > 1 ? state.part_streams[c] : caller;
       if (parts > 1) C10_CUDA_CHECK(cudaStreamWaitEvent(stream, state.parts_start, 0));
-      decode_part(items, part_begin[c], part_begin[c + 1], part_at[c], stream);
+      decode_part(items, part_begin[c], part_begin[c + 1], part_layout[c], stream);
     }
     if (parts > 1) {
       for (size_t c = 0; c < parts; ++c) {
@@ -267,32 +275,19 @@ class SegmentExecutor : public Executor {
   }
 
  private:
-  // Prepares the part of images k0 .. k1 - 1 in its region of the pinned buffer from part_at on: its
-  // segment tasks, descriptors and files in ordinary memory, uploaded as the host copies them, a few
-  // megabytes at a time, so that the transfer of one piece overlaps the copying of the next; then
-  // queues its kernels on `stream`. Indices in its tasks and windows count from its first image.
-  void decode_part(const std::vector<Item>& items, size_t k0, size_t k1, size_t part_at, cudaStream_t stream) {
+  // Prepares the part of images k0 .. k1 - 1 in its region of the pinned buffer (`layout`, from
+  // decode()): its segment tasks, descriptors and files in ordinary memory, uploaded as the host copies
+  // them, a few megabytes at a time, so that the transfer of one piece overlaps the copying of the
+  // next; then queues its kernels on `stream`. Indices in its tasks and windows count from its first
+  // image.
+  void decode_part(const std::vector<Item>& items, size_t k0, size_t k1, const PartLayout& layout,
+                   cudaStream_t stream) {
     uint8_t* const device = device_;
     uint8_t* const host = host_;
     const size_t count = k1 - k0;
-    size_t at = part_at;
-    auto take = [&at](size_t bytes) {
-      at = round_up(at, 256);
-      const size_t here = at;
-      at += bytes;
-      return here;
-    };
-    size_t segments = 0, files = 0;
-    for (size_t k = k0; k < k1; ++k) {
-      segments += static_cast<size_t>(plans_[k].image.num_segments);
-      files += round_up(static_cast<size_t>(plans_[k].image.size), 16);
-    }
-    const size_t images_at = take(count * sizeof(SegmentImage));
-    const size_t tasks_at = take(segments * sizeof(SegmentTask));
     const size_t nwindows = windows_begin_[k1] - windows_begin_[k0];
-    const size_t windows_at = take(nwindows * sizeof(WindowWrite));
-    const size_t copies_at = take(count * sizeof(ByteCopy));
-    const size_t files_at = take(files);
+    const size_t images_at = layout.images_at, tasks_at = layout.tasks_at, windows_at = layout.windows_at;
+    const size_t copies_at = layout.copies_at, files_at = layout.files_at;
 
     // The segments each image decodes (common/restart_plan.h says which).
     auto* tasks = reinterpret_cast<SegmentTask*>(host + tasks_at);
@@ -367,7 +362,7 @@ class SegmentExecutor : public Executor {
       if (plans_[k].pinned)
         copies[j++] = {items[plans_[k].item].bytes, device + bytes_at[k - k0], plans_[k].image.size};
 
-    size_t sent = part_at;
+    size_t sent = images_at;  // the region's start
     auto send = [&](size_t end) {
       C10_CUDA_CHECK(cudaMemcpyAsync(device + sent, host + sent, end - sent, cudaMemcpyHostToDevice, stream));
       sent = end;
