@@ -12,18 +12,12 @@ namespace {
 namespace jc = jpeg_core;
 
 constexpr int kScanThreads = 512;
-constexpr int kScanBytes = 16;
+constexpr int kScanBytes = 32;
 constexpr int kThreads = 128;
 constexpr int kMaxBlocksPerImage = 1024;
 constexpr int kMaxImagesPerLaunch = 65535;  // gridDim.y
 
 // ---- 1. restart markers -----------------------------------------------------------------------
-
-// A marker: an FF whose next byte is neither 00 (stuffing) nor FF (fill). The segment before it ends
-// at the first FF of the fill run that precedes the marker.
-__device__ __forceinline__ bool marker_at(const uint8_t* d, int64_t p, int64_t size) {
-  return d[p] == 0xFF && p + 1 < size && d[p + 1] != 0x00 && d[p + 1] != 0xFF;
-}
 
 // The block's exclusive prefix sum of `value`, and the block's total.
 __device__ __forceinline__ int block_exclusive_sum(int value, int* total) {
@@ -47,7 +41,40 @@ __device__ __forceinline__ int block_exclusive_sum(int value, int* total) {
   return before + inclusive - value;
 }
 
-// One thread block per image walks its entropy-coded data in tiles, each thread a run of kScanBytes
+// Which of the 32 bytes at `p` (a multiple of 16, as every file's place in the device buffer is) start
+// a marker: an FF whose next byte is neither 00 (stuffing) nor FF (fill), bit i for byte p + i. Only
+// bytes in [from, size) count, and a marker's second byte must lie before `size` too. Loads: two of
+// 16 bytes and one byte where the 33 bytes lie inside the file, else one byte at a time.
+__device__ __forceinline__ uint32_t markers_at(const uint8_t* d, int64_t p, int64_t from, int64_t size) {
+  uint32_t w[9];  // bytes p .. p + 35, little-endian words; only byte 32 of the last word is used
+  if (p + 33 <= size && (reinterpret_cast<uintptr_t>(d) & 15) == 0) {
+    const uint4 lo = *reinterpret_cast<const uint4*>(d + p);
+    const uint4 hi = *reinterpret_cast<const uint4*>(d + p + 16);
+    w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w;
+    w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
+    w[8] = d[p + 32];
+  } else {
+    for (int i = 0; i < 9; ++i) w[i] = 0;
+    for (int i = 0; i < 33; ++i)
+      if (p + i < size) w[i >> 2] |= static_cast<uint32_t>(d[p + i]) << (8 * (i & 3));
+  }
+  // Per byte: FF, and 00 (bytes past `size` read as 00, so an FF there starts no marker).
+  uint64_t ff = 0, zero = 0;
+#pragma unroll
+  for (int i = 0; i < 9; ++i) {
+    const uint32_t is_ff = __vcmpeq4(w[i], 0xFFFFFFFFu), is_zero = __vcmpeq4(w[i], 0u);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      ff |= static_cast<uint64_t>((is_ff >> (8 * j)) & 1u) << (4 * i + j);
+      zero |= static_cast<uint64_t>((is_zero >> (8 * j)) & 1u) << (4 * i + j);
+    }
+  }
+  uint32_t marks = static_cast<uint32_t>(ff & ~(ff >> 1) & ~(zero >> 1));
+  if (p < from) marks &= from - p >= 32 ? 0u : ~0u << (from - p);
+  return marks;
+}
+
+// One thread block per image walks its entropy-coded data in tiles, each thread kScanBytes
 // consecutive bytes (neighbouring threads read neighbouring runs: the loads coalesce), numbering the
 // markers in file order with a block-wide prefix sum per tile.
 __global__ void find_segments_kernel(SegmentImage* images) {
@@ -56,28 +83,24 @@ __global__ void find_segments_kernel(SegmentImage* images) {
   const int64_t begin = im.scan_start, size = im.size;
   uint32_t bad = 0;
   int64_t base = 0;  // markers before this tile
-  for (int64_t tile = begin; tile < size; tile += int64_t{kScanThreads} * kScanBytes) {
+  for (int64_t tile = begin & ~int64_t{15}; tile < size; tile += int64_t{kScanThreads} * kScanBytes) {
     const int64_t a = tile + int64_t{threadIdx.x} * kScanBytes;
-    const int64_t b = a + kScanBytes < size ? a + kScanBytes : size;
-    int count = 0;
-    for (int64_t p = a; p < b; ++p) count += marker_at(d, p, size);
+    uint32_t marks = a < size ? markers_at(d, a, begin, size) : 0u;
     int total;
-    int64_t k = base + block_exclusive_sum(count, &total);
+    int64_t k = base + block_exclusive_sum(__popc(marks), &total);
     base += total;
-    for (int64_t p = a; count > 0 && p < b; ++p) {
-      if (!marker_at(d, p, size)) continue;
-      --count;
+    for (; marks != 0; marks &= marks - 1, ++k) {
+      const int64_t p = a + __ffs(static_cast<int>(marks)) - 1;
       // Markers past the EOI that ends the last segment are not the scan's (libjpeg stops reading).
-      if (k < im.num_segments) {
-        const uint8_t code = d[p + 1];
-        const bool last = k == im.num_segments - 1;
-        if (last ? code != 0xD9 : code != 0xD0 + (k & 7)) bad = kMarkersWrong;
-        int64_t end = p;
-        while (end > begin && d[end - 1] == 0xFF) --end;
-        im.segment_end[k] = end;
-        if (!last) im.segment_begin[k + 1] = p + 2;
-      }
-      ++k;
+      if (k >= im.num_segments) continue;
+      const uint8_t code = d[p + 1];
+      const bool last = k == im.num_segments - 1;
+      if (last ? code != 0xD9 : code != 0xD0 + (k & 7)) bad = kMarkersWrong;
+      // The segment before a marker ends at the first FF of the fill run that precedes it.
+      int64_t end = p;
+      while (end > begin && d[end - 1] == 0xFF) --end;
+      im.segment_end[k] = end;
+      if (!last) im.segment_begin[k + 1] = p + 2;
     }
   }
   if (threadIdx.x == 0) {
