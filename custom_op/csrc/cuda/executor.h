@@ -54,6 +54,10 @@ std::unique_ptr<Executor> segment_executor();   // segment_executor.cpp: our own
 std::unique_ptr<Executor> hardware_executor();  // nvjpeg_hardware.cpp
 std::unique_ptr<Executor> hybrid_executor();    // nvjpeg_hybrid.cpp
 
+// Whether our own CUDA decoder takes a file, as far as its header and size tell (claim() also reads
+// its tables): baseline, one scan of every component, restart segments short enough for a thread.
+bool segment_decoder_takes(const JpegHeader& header, size_t size);
+
 // Gives every claimed item its place in staging; returns the bytes needed.
 size_t lay_out_staging(std::vector<Item>& items);
 

@@ -9,6 +9,7 @@
 #include <c10/util/StringUtil.h>
 
 #include "common/random_access.h"
+#include "cuda/executor.h"
 
 namespace custom_op {
 namespace gpu {
@@ -119,7 +120,9 @@ void share_repeated_files(std::vector<Item>& items) {
 // then lies elsewhere in the sub-image, whose own header (sampling, width) the copy-out reads; the
 // sub-image keeps the neighbours chroma upsampling needs, so the pixels are those of the whole file.
 // A file repeated in the batch gets one sub-image around all its windows where `shared_allowed`.
-void use_sub_images(std::vector<Item>& items, SegmentsRule rule, bool shared_allowed) {
+// Files our own CUDA decoder takes (where `own_decoder`) get none: it decodes only the segments around
+// the windows of the whole file, and building the sub-image would cost host time for nothing.
+void use_sub_images(std::vector<Item>& items, SegmentsRule rule, bool shared_allowed, bool own_decoder) {
   static auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("custom_op::_jpeg_sub_image", "")
@@ -133,6 +136,7 @@ void use_sub_images(std::vector<Item>& items, SegmentsRule rule, bool shared_all
     if (int64_t(leader.header.width) * leader.header.height < kSegmentsMinPixels && rule != SegmentsRule::kAlways)
       continue;
     if (!followers[i].empty() && !shared_allowed) continue;
+    if (own_decoder && segment_decoder_takes(leader.header, leader.size)) continue;
     Region want = leader.region;
     for (size_t j : followers[i]) want = bounding_box(want, items[j].region);
     auto [bytes, where] = op.call(leader.data, want.top, want.left, want.height, want.width);
@@ -183,7 +187,8 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
     // One sub-image shared by several windows may leave out a segment that one window's own CPU decode
     // reads (its sub-image's filler, or the rows from the top): our CUDA decoder and check_entropy, which
     // must see every segment the CPU path reads, get the whole file for a repeated one.
-    use_sub_images(items, testing.segments, !testing.own_decoder_allowed() && !options.check_entropy);
+    use_sub_images(items, testing.segments, !testing.own_decoder_allowed() && !options.check_entropy,
+                   testing.own_decoder_allowed());
   return items;
 }
 

@@ -57,6 +57,7 @@ struct Plan {
   // sub-image the planner built), not decoder_segments' choice.
   bool from_first;
   bool pinned;  // its bytes are in pinned host memory: the GPU copies them itself
+  int64_t mean_segment_bytes;
 };
 
 // Where a part's uploaded region holds each of its arrays (offsets into the device buffer and its
@@ -103,6 +104,13 @@ class SegmentExecutor : public Executor {
   void decode(DecodeCall& call, std::vector<Item>& items) override {
     if (plans_.empty()) return;
     const size_t n = plans_.size();
+    // Longest segments first. A part's decode launch lasts as long as its longest segment, and the
+    // host queues the parts in order, the last one as it finishes its own work: so the images whose
+    // segments are longest (on average: their lengths are only known on the GPU) go in the first
+    // part, whose decode overlaps the host's work on the others, and the last part, which the call
+    // then waits for, decodes the shortest.
+    std::stable_sort(plans_.begin(), plans_.end(),
+                     [](const Plan& a, const Plan& b) { return a.mean_segment_bytes > b.mean_segment_bytes; });
 
     // The windows, grouped by the decode they come from (so that each part's are together).
     std::vector<int> plan_of(items.size(), -1);
@@ -389,9 +397,7 @@ class SegmentExecutor : public Executor {
 
   bool plan(const DecodeCall& call, Item& it, Plan* p) {
     const JpegHeader& h = it.header;
-    if (h.restart_interval <= 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.precision != 8 ||
-        h.scan_components != h.components || h.header_end == 0)
-      return false;
+    if (!segment_decoder_takes(h, it.size)) return false;
     ScanTables st;
     if (!read_scan_tables(it.bytes, h.header_end, h.components, &st)) return false;
     SegmentImage& im = p->image;
@@ -401,9 +407,7 @@ class SegmentExecutor : public Executor {
     const int64_t total = jc::frame_total_mcus(f);
     const int64_t interval = h.restart_interval;
     im.num_segments = (total + interval - 1) / interval;
-    if (im.num_segments > (int64_t{1} << 30)) return false;
-    if ((static_cast<int64_t>(it.size) - static_cast<int64_t>(h.header_end)) / im.num_segments > kMaxMeanSegmentBytes)
-      return false;
+    p->mean_segment_bytes = (static_cast<int64_t>(it.size) - static_cast<int64_t>(h.header_end)) / im.num_segments;
     for (int c = 0; c < h.components; ++c) {
       p->dc[c] = built_huffman_table(st.dc[c], true);
       p->ac[c] = built_huffman_table(st.ac[c], false);
@@ -460,6 +464,17 @@ class SegmentExecutor : public Executor {
 };
 
 }  // namespace
+
+bool segment_decoder_takes(const JpegHeader& h, size_t size) {
+  if (h.restart_interval <= 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.precision != 8 ||
+      h.scan_components != h.components || h.header_end == 0 || h.width <= 0 || h.height <= 0)
+    return false;
+  const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
+  const int64_t mcus = ((int64_t(h.width) + mcu_w - 1) / mcu_w) * ((int64_t(h.height) + mcu_h - 1) / mcu_h);
+  const int64_t segments = (mcus + h.restart_interval - 1) / h.restart_interval;
+  if (segments > (int64_t{1} << 30)) return false;
+  return (static_cast<int64_t>(size) - static_cast<int64_t>(h.header_end)) / segments <= kMaxMeanSegmentBytes;
+}
 
 std::unique_ptr<Executor> segment_executor() { return std::make_unique<SegmentExecutor>(); }
 
