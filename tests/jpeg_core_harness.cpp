@@ -910,14 +910,27 @@ void selftest_orders(const std::vector<uint8_t>& file) {
   }
   tn.order = &natural;
   tz.order = &zigzag;
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 8; ++c) expect(natural.position[jc::zigzag_index(r, c)] == 8 * r + c, "zigzag_index");
+  // A null order is zigzag order without the table (what the GPU decoder uses).
+  jc::SegmentTables tnull = tz;
+  tnull.order = nullptr;
+  std::vector<int16_t> p0[4];
+  int16_t* planes_0[4] = {nullptr, nullptr, nullptr, nullptr};
+  for (int c = 0; c < f.num_components; ++c) {
+    p0[c].assign(pz[c].size(), 0);
+    planes_0[c] = p0[c].data();
+  }
   for (int64_t s = 0; s < scan.found; ++s) {
     const int64_t first = s * per, count = std::min<int64_t>(per, total - first);
     const uint8_t* begin = file.data() + b[static_cast<size_t>(s)];
     const uint8_t* end = file.data() + e[static_cast<size_t>(s)];
     const uint32_t fn = jc::decode_segment(begin, end, f, tn, first, count, planes_n);
     const uint32_t fz = jc::decode_segment(begin, end, f, tz, first, count, planes_z);
-    expect(fn == fz, "flags depend on the order");
+    const uint32_t f0 = jc::decode_segment(begin, end, f, tnull, first, count, planes_0);
+    expect(fn == fz && fz == f0, "flags depend on the order");
   }
+  for (int c = 0; c < f.num_components; ++c) expect(p0[c] == pz[c], "null order differs from zigzag order");
   for (int c = 0; c < f.num_components; ++c)
     for (size_t blk = 0; blk < pn[c].size() / 64; ++blk)
       for (int k = 0; k < 64; ++k)

@@ -1360,10 +1360,13 @@ def outcome(item):
 @pytest.mark.parametrize("on_warning", ["raise", "warn", "ignore"])
 def test_cuda_decoder_gives_damaged_files_the_cpu_paths_outcome(jpeg_writer, on_warning):
     """A hostile batch through our decoder (and the CPU path, for what it does not take): every item
-    gets exactly what the CPU path gives it, pixels or the same exception; the next batch is clean."""
+    gets exactly what the CPU path gives it, pixels or the same exception; the next batch is clean.
+    The largest file is one the CPU path decodes through a sub-image of each window's segments, which
+    our decoder reads from the whole file."""
     rng = np.random.default_rng({"raise": 1, "warn": 2, "ignore": 3}[on_warning])
     bases = [
         custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(150, 230, seed=47), sampling="4:2:0")),
+        custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(760, 1000, seed=46), sampling="4:2:0")),
         jpeg_writer.encode(jpeg_writer.photo_like(90, 170, seed=48), sampling="4:4:4", restart_interval=3),
         jpeg_writer.encode(jpeg_writer.photo_like(120, 100, 1, seed=49), restart_rows=1),
     ]

@@ -123,13 +123,12 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const Segment
   if (*im.status & kMarkersWrong) return;  // the segment ranges cannot be trusted
   const jc::Frame& f = im.frame;
   jc::SegmentTables tables;
-  jc::CoefOrder order;
-  jc::make_natural_order(&order);
   for (int c = 0; c < jc::kMaxComponents; ++c) {
     tables.dc[c] = im.dc[c];
     tables.ac[c] = im.ac[c];
   }
-  tables.order = &order;
+  // Zigzag order: no table read per coefficient (idct_blocks puts them in natural order).
+  tables.order = nullptr;
   const int64_t first = static_cast<int64_t>(task.segment) * im.mcus_per_segment;
   const int64_t total = jc::frame_total_mcus(f);
   const int64_t n = total - first < im.mcus_per_segment ? total - first : im.mcus_per_segment;
@@ -172,11 +171,16 @@ __global__ void idct_blocks_kernel(const SegmentImage* images) {
       }
       const int64_t r = rest / cols, col = rest - r * cols;
       const int64_t plane_col = static_cast<int64_t>(im.mcu_col0) * f.mcu_blocks_h[c] + col;
-      // The block's 128 bytes in eight 16-byte loads (blocks are 16-byte aligned) rather than 64 of two.
+      // The block's 128 bytes in eight 16-byte loads (blocks are 16-byte aligned) rather than 64 of two,
+      // in zigzag order (decode_segments), put in natural order with constant indices (registers).
       const uint4* coef =
           reinterpret_cast<const uint4*>(im.coefficients[c] + (r * f.blocks_per_row[c] + plane_col) * jc::kBlockSize);
-      alignas(16) int16_t block[jc::kBlockSize];
-      for (int v = 0; v < jc::kBlockSize / 8; ++v) reinterpret_cast<uint4*>(block)[v] = coef[v];
+      alignas(16) int16_t zigzag[jc::kBlockSize];
+#pragma unroll
+      for (int v = 0; v < jc::kBlockSize / 8; ++v) reinterpret_cast<uint4*>(zigzag)[v] = coef[v];
+      int16_t block[jc::kBlockSize];
+#pragma unroll
+      for (int p = 0; p < jc::kBlockSize; ++p) block[p] = zigzag[jc::zigzag_index(p / 8, p % 8)];
       uint8_t* out = im.samples[c] + r * 8 * im.sample_pitch[c] + col * 8;
       if (!jc::idct_islow(block, quant[c], out, im.sample_pitch[c])) atomicOr(im.status, kBlockInexact);
       break;

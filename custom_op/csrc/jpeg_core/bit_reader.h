@@ -9,10 +9,10 @@
 // that while counting them. A decoder that consumed a padded bit decoded something libjpeg would
 // have warned about, and reports the segment as damaged (see overran()).
 //
-// It never reads outside [begin, end): bytes are loaded one at a time, each checked against `end`.
-// (Loading aligned 8-byte words instead was measured on the GPU: no faster.)
-// The buffer holds up to 64 bits; fill() leaves at least 57, enough for a 16-bit code plus 15 extra
-// bits plus the next code's lookahead without another check.
+// It never reads outside [begin, end): every load is checked against `end`. The buffer holds up to
+// 64 bits. reader_fill() loads one byte at a time and leaves at least 57; reader_refill(), what the
+// segment decoder calls before each symbol, does nothing while 32 bits are buffered (enough for a
+// 16-bit code and its 15 extra bits) and else appends four bytes at once where none of them is FF.
 #pragma once
 
 #include "hd.h"
@@ -61,6 +61,27 @@ CUSTOM_OP_HD inline void reader_fill(BitReader* r) {
     r->buf |= static_cast<uint64_t>(byte) << (56 - r->bits);
     r->bits += 8;
   }
+}
+
+// Makes at least 32 bits buffered. Why not reader_fill before every symbol: that loads about a byte
+// per symbol, each load waiting for the one before (whether a byte is FF decides what comes next);
+// here the four loads are independent and happen every few symbols. Four bytes holding an FF
+// (stuffing or a marker, rare in entropy-coded data) go through reader_fill, so the reader's state
+// (padding, where it stopped) is exactly what reader_fill alone would leave.
+CUSTOM_OP_HD inline void reader_refill(BitReader* r) {
+  if (r->bits >= 32) return;
+  if (!r->stopped && r->end - r->next >= 4) {
+    const uint32_t word = (reader_byte(r->next) << 24) | (reader_byte(r->next + 1) << 16) |
+                          (reader_byte(r->next + 2) << 8) | reader_byte(r->next + 3);
+    // A byte of `word` is FF exactly where the same byte of ~word is zero (the exact zero-byte test).
+    if (((~word - 0x01010101u) & word & 0x80808080u) == 0) {
+      r->buf |= static_cast<uint64_t>(word) << (32 - r->bits);
+      r->bits += 32;
+      r->next += 4;
+      return;
+    }
+  }
+  reader_fill(r);
 }
 
 // The next n bits (1 <= n <= 32), without consuming them. Needs n bits buffered.

@@ -48,6 +48,9 @@ enum SegmentFlags : uint32_t {
 struct SegmentTables {
   const HuffTable* dc[kMaxComponents];
   const HuffTable* ac[kMaxComponents];
+  // Where each decoded coefficient is stored; null: zigzag order (coefficient k at index k, past the
+  // end at 63, as make_zigzag_order), with no table read per coefficient, which the GPU decoder uses
+  // (its inverse-DCT kernel puts the coefficients in natural order as it loads them).
   const CoefOrder* order;
 };
 
@@ -79,7 +82,8 @@ CUSTOM_OP_HD inline int decode_symbol(BitReader* r, const HuffTable& t) {
 }
 
 // One block: DC difference added to *pred, then the AC coefficients, into `block` (zeroed here; in
-// device code it must be 16-byte aligned).
+// device code it must be 16-byte aligned), at position[k] for coefficient k, or at k (63 past the end)
+// where position is null.
 // Returns false on a code the table lacks.
 CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const HuffTable& ac, const uint8_t* position,
                                       int32_t* pred, int16_t* block) {
@@ -90,7 +94,7 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
 #else
   for (int i = 0; i < kBlockSize; ++i) block[i] = 0;
 #endif
-  reader_fill(r);
+  reader_refill(r);
   const int s = decode_symbol(r, dc);
   if (s < 0) return false;
   int32_t diff = 0;
@@ -101,7 +105,7 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
   *pred = static_cast<int32_t>(static_cast<uint32_t>(*pred) + static_cast<uint32_t>(diff));
   block[0] = wrap_int16(*pred);
   for (int k = 1; k < kBlockSize; ++k) {
-    reader_fill(r);  // a code (16) and its extra bits (15) fit in the 57 bits this leaves
+    reader_refill(r);  // a code (16) and its extra bits (15) fit in the 32 bits this leaves
     const int symbol = decode_symbol(r, ac);
     if (symbol < 0) return false;
     const int run = symbol >> 4, size = symbol & 15;
@@ -109,7 +113,8 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
       k += run;  // k <= 63 + 15, inside position[80]
       const int32_t value = huff_extend(reader_peek(r, size), size);
       reader_drop(r, size);
-      block[position[k]] = static_cast<int16_t>(value);  // |value| <= 32767
+      block[position != nullptr ? position[k] : (k < kBlockSize ? k : kBlockSize - 1)] =
+          static_cast<int16_t>(value);  // |value| <= 32767
     } else {
       if (run != 15) break;  // EOB, or a symbol libjpeg also reads as one
       k += 15;
@@ -122,17 +127,16 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
 // segment's bytes [begin, end), whose DC predictors start at zero, keeping only the blocks of MCU rows
 // first_row .. first_row + num_rows - 1: block (row, col) of component c, counted from the first kept
 // block row, goes to planes[c] + (row * f.blocks_per_row[c] + col) * 64, in the order t.order gives
-// (natural order for the IDCT). The blocks of other MCU rows are decoded (their codes are checked
-// the same) into `scratch` and dropped. Why: a window needs a few MCU rows, but a segment may run
-// across rows, and the GPU decoder keeps the coefficients of those rows only. Each plane must hold
-// num_rows * mcu_blocks_v[c] * blocks_per_row[c] blocks; `f` should come from make_frame. Returns
-// SegmentFlags.
+// (natural order for the IDCT; zigzag where t.order is null). The blocks of other MCU rows are
+// decoded (their codes are checked the same) into `scratch` and dropped. Why: a window needs a few
+// MCU rows, but a segment may run across rows, and the GPU decoder keeps the coefficients of those
+// rows only. Each plane must hold num_rows * mcu_blocks_v[c] * blocks_per_row[c] blocks; `f` should
+// come from make_frame. Returns SegmentFlags.
 CUSTOM_OP_HD inline uint32_t decode_segment_rows(const uint8_t* begin, const uint8_t* end, const Frame& f,
                                                  const SegmentTables& t, int64_t first_mcu, int64_t mcu_count,
                                                  int16_t* const* planes, int64_t first_row, int64_t num_rows,
                                                  int16_t* scratch) {
-  if (begin == nullptr || end < begin || t.order == nullptr || planes == nullptr || scratch == nullptr)
-    return kBadArguments;
+  if (begin == nullptr || end < begin || planes == nullptr || scratch == nullptr) return kBadArguments;
   if (first_row < 0 || num_rows < 1 || first_row > f.mcu_rows - num_rows) return kBadArguments;
   if (first_mcu < 0 || mcu_count < 1 || first_mcu > frame_total_mcus(f) - mcu_count) return kBadArguments;
   if (f.blocks_in_mcu < 1 || f.blocks_in_mcu > kMaxBlocksInMcu) return kBadArguments;
@@ -158,7 +162,8 @@ CUSTOM_OP_HD inline uint32_t decode_segment_rows(const uint8_t* begin, const uin
       const int64_t block_row = (row - first_row) * f.mcu_blocks_v[c] + f.mcu_by[b];
       const int64_t block_col = col * f.mcu_blocks_h[c] + f.mcu_bx[b];
       int16_t* block = kept ? planes[c] + (block_row * f.blocks_per_row[c] + block_col) * kBlockSize : scratch;
-      if (!decode_block(&r, *t.dc[c], *t.ac[c], t.order->position, &pred[c], block)) return kBadCode;
+      if (!decode_block(&r, *t.dc[c], *t.ac[c], t.order != nullptr ? t.order->position : nullptr, &pred[c], block))
+        return kBadCode;
       if (reader_overran(&r)) return reader_stopped_early(&r) ? kEarlyMarker : kOverrun;
     }
     if (++col == f.mcus_per_row) {

@@ -105,6 +105,15 @@ CUSTOM_OP_HD inline void make_natural_order(CoefOrder* order) {
   for (; i < 80; ++i) order->position[i] = 63;
 }
 
+// The zigzag index of the coefficient at row r, column c of a block: the inverse of the natural
+// order's first 64 entries, computed (diagonal s = r + c, walked up on even diagonals, down on odd
+// ones) so that a loop over constant positions folds it into constants.
+CUSTOM_OP_HD constexpr int zigzag_index(int r, int c) {
+  const int s = r + c;
+  const int j = s % 2 == 0 ? c : r;  // the position along the diagonal, in walking order
+  return s < 8 ? s * (s + 1) / 2 + j : 64 - (15 - s) * (16 - s) / 2 + j - (s - 7);
+}
+
 // Zigzag order (coefficient k stored at index k), with the same clamp past the end.
 CUSTOM_OP_HD inline void make_zigzag_order(CoefOrder* order) {
   for (int i = 0; i < 80; ++i) order->position[i] = static_cast<uint8_t>(i < 64 ? i : 63);
