@@ -8,10 +8,10 @@
 //      data and records each segment's byte range, checking that the markers are exactly those of a
 //      valid file (RST0..7 in turn, EOI last) as jpeg_core/segments.h's walk does on the host;
 //   2. decode_segments: one thread per segment the window needs Huffman-decodes it into coefficient
-//      blocks (jpeg_core/huffman.h). Neighbouring threads take neighbouring segments of one image, so
-//      that the threads of a warp look codes up in the same tables, which then stay in the L1 cache:
-//      faster than dealing the longest segments out to warps of their own, although a launch lasts
-//      as long as its slowest thread;
+//      blocks in zigzag order (jpeg_core/huffman.h), which idct_blocks reorders. Neighbouring
+//      threads take neighbouring segments of one image, so that the threads of a warp look codes up
+//      in the same tables, which then stay in the L1 cache: faster than dealing the longest segments
+//      out to warps of their own, although a launch lasts as long as its slowest thread;
 //   3. idct_blocks: one thread per block of the decoded rectangle: dequantisation and libjpeg's islow
 //      IDCT (jpeg_core/idct_islow.h);
 //   4. write_windows: one thread per output pixel: fancy upsampling and colour conversion

@@ -56,8 +56,8 @@ struct Plan {
   // It decodes every segment from the first through the rectangle's last row (a whole image, or a
   // sub-image the planner built), not decoder_segments' choice.
   bool from_first;
-  bool pinned;  // its bytes are in pinned host memory: the GPU copies them itself
-  int64_t mean_segment_bytes;
+  bool pinned;                 // its bytes are in pinned host memory: the GPU copies them itself
+  int64_t mean_segment_bytes;  // entropy-coded bytes per restart segment: decode() orders the parts by it
 };
 
 // Where a part's uploaded region holds each of its arrays (offsets into the device buffer and its
