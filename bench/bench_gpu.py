@@ -16,7 +16,8 @@ Sections (all by default; --only picks some):
                 files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
                 decoding whole images (what regions of interest buy);
               - the CPU path in one process per core, then one pinned copy of the batch to the GPU.
-  large     one generated 4000x3000 photo, 512 random 224x224 windows in one batch.
+  large     one generated 4000x3000 photo, 512 random windows in one batch: 224x224, and 512x512
+            (--large-windows sets the sizes).
   segments  prepared photos of several sizes, one 224x224 window per decode: the JPEG engines given
             the window's segments or the whole file, against the original file (where nvJPEG's
             size threshold for segments comes from).
@@ -358,11 +359,20 @@ def large_photo():
 
 def large_section(args):
     big = large_photo()
-    rng = np.random.default_rng(2)
-    windows = [(int(rng.integers(0, 3000 - 224)), int(rng.integers(0, 4000 - 224)), 224, 224) for _ in range(512)]
     full = custom_op.decode_jpeg(big)
+    prepared = as_tensor(custom_op.prepare_jpeg(big))
+    lines = []
+    for size in args.large_windows:
+        lines += large_table(args, big, prepared, full, size)
+    return lines
+
+
+def large_table(args, big, prepared, full, size):
+    """The large section's table for 512 windows of size x size."""
+    rng = np.random.default_rng(2)
+    windows = [(int(rng.integers(0, 3000 - size)), int(rng.integers(0, 4000 - size)), size, size) for _ in range(512)]
     refs = [full[:, t : t + h, l : l + w] for t, l, h, w in windows]
-    original, prepared = as_tensor(big), as_tensor(custom_op.prepare_jpeg(big))
+    original = as_tensor(big)
     batch = {
         "original": [original] * 512,
         "prepared": [prepared] * 512,
@@ -396,14 +406,14 @@ def large_section(args):
         }
         cpu_name, cpu_method = cpu_pool.method()
         methods[cpu_name] = cpu_method
-        _, used = testing.decode_with_paths([big], [0], [0], [224], [224], device="cuda")
+        _, used = testing.decode_with_paths([big], [0], [0], [size], [size], device="cuda")
         diffs = {name: max_diff(m, [batch], refs) for name, m in methods.items()}
         summary = measure(methods, [batch], args.large_rounds, cpu_pool)
     finally:
         cpu_pool.close()
     return emit(
         table(
-            "one 4000x3000 photo (4:2:0, q90), 512 windows of 224x224 in one batch",
+            f"one 4000x3000 photo (4:2:0, q90), 512 windows of {size}x{size} in one batch",
             summary,
             next(iter(methods)),
             diffs,
@@ -601,6 +611,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--processes", type=int, default=os.cpu_count())
     parser.add_argument("--large-rounds", type=int, default=2)
+    parser.add_argument(
+        "--large-windows", type=int, nargs="+", default=[224, 512], help="large section: window sizes, one table each"
+    )
     parser.add_argument(
         "--only",
         nargs="+",
