@@ -360,19 +360,18 @@ def large_photo():
 def large_section(args):
     big = large_photo()
     full = custom_op.decode_jpeg(big)
-    prepared = as_tensor(custom_op.prepare_jpeg(big))
+    original, prepared = as_tensor(big), as_tensor(custom_op.prepare_jpeg(big))
     lines = []
     for size in args.large_windows:
-        lines += large_table(args, big, prepared, full, size)
+        lines += large_table(args, big, original, prepared, full, size)
     return lines
 
 
-def large_table(args, big, prepared, full, size):
-    """The large section's table for 512 windows of size x size."""
+def large_table(args, big, original, prepared, full, size):
+    """The large section's table for 512 windows of size x size (original, prepared: big as tensors)."""
     rng = np.random.default_rng(2)
     windows = [(int(rng.integers(0, 3000 - size)), int(rng.integers(0, 4000 - size)), size, size) for _ in range(512)]
     refs = [full[:, t : t + h, l : l + w] for t, l, h, w in windows]
-    original = as_tensor(big)
     batch = {
         "original": [original] * 512,
         "prepared": [prepared] * 512,

@@ -125,13 +125,11 @@ def test_pillow_decodes_prepared_files_to_the_same_pixels():
         assert Image.open(io.BytesIO(prepared)).info.get("progressive", 0) == 0
 
 
-def smallest_within_bound(original: bytes) -> int:
+def smallest_within_bound(original: bytes, mcus_per_row: int) -> int:
     """The size of the smallest prepared file, over every restart interval, whose segments are within
     the default bound."""
-    _, _, width, components = jm.sof_info(original)
-    mcu_width = 8 * (max(h for _, h, _ in components) if len(components) > 1 else 1)
     sizes = []
-    for k in range(1, -(-width // mcu_width) + 1):
+    for k in range(1, mcus_per_row + 1):
         prepared = custom_op.prepare_jpeg(original, restart_mcus=k)
         if max(segment_lengths(prepared)) <= custom_op.prepare.DEFAULT_MAX_SEGMENT_BYTES:
             sizes.append(len(prepared))
@@ -148,10 +146,10 @@ def test_imagenet_sample_lossless_small_and_random_access():
         before, after = before + len(original), after + len(prepared)
         # Within the budget of the input's size, or of the coarsest layout when that is larger already;
         # or else no interval within the segment bound, which comes first, keeps the file within it.
-        coarsest = len(custom_op.prepare_jpeg(original, restart_mcus=65535))
-        budget = max(len(original), coarsest) * (1 + custom_op.prepare.DEFAULT_MAX_GROWTH) + 1
+        one_per_row = custom_op.prepare_jpeg(original, restart_mcus=65535)  # its interval: the MCUs per row
+        budget = max(len(original), len(one_per_row)) * (1 + custom_op.prepare.DEFAULT_MAX_GROWTH) + 1
         if len(prepared) > budget:
-            assert smallest_within_bound(original) > budget, path.name
+            assert smallest_within_bound(original, rs.restart_interval(one_per_row)) > budget, path.name
         assert custom_op.read_jpeg_header(prepared).random_access, path.name
         assert max(segment_lengths(prepared)) <= custom_op.prepare.DEFAULT_MAX_SEGMENT_BYTES, path.name
         reference = pillow_reference(original)

@@ -29,6 +29,19 @@ constexpr int64_t kMaxMeanSegmentBytes = 4096;
 
 std::atomic<int64_t> g_fallbacks{0};
 
+// A file's entropy-coded bytes per restart segment, on average; -1 for a file our decoder cannot take
+// whatever its segments (not baseline, no restart interval, not one scan of every component, ...).
+int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
+  if (h.restart_interval <= 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.precision != 8 ||
+      h.scan_components != h.components || h.header_end == 0 || h.width <= 0 || h.height <= 0)
+    return -1;
+  const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
+  const int64_t mcus = ((int64_t(h.width) + mcu_w - 1) / mcu_w) * ((int64_t(h.height) + mcu_h - 1) / mcu_h);
+  const int64_t segments = (mcus + h.restart_interval - 1) / h.restart_interval;
+  if (segments > (int64_t{1} << 30)) return -1;
+  return (static_cast<int64_t>(size) - static_cast<int64_t>(h.header_end)) / segments;
+}
+
 // Bytes per upload call while the host copies the files (see decode_part()).
 constexpr size_t kUploadPart = size_t{4} << 20;
 
@@ -407,7 +420,7 @@ class SegmentExecutor : public Executor {
     const int64_t total = jc::frame_total_mcus(f);
     const int64_t interval = h.restart_interval;
     im.num_segments = (total + interval - 1) / interval;
-    p->mean_segment_bytes = (static_cast<int64_t>(it.size) - static_cast<int64_t>(h.header_end)) / im.num_segments;
+    p->mean_segment_bytes = mean_segment_bytes(h, it.size);
     for (int c = 0; c < h.components; ++c) {
       p->dc[c] = built_huffman_table(st.dc[c], true);
       p->ac[c] = built_huffman_table(st.ac[c], false);
@@ -466,14 +479,8 @@ class SegmentExecutor : public Executor {
 }  // namespace
 
 bool segment_decoder_takes(const JpegHeader& h, size_t size) {
-  if (h.restart_interval <= 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.precision != 8 ||
-      h.scan_components != h.components || h.header_end == 0 || h.width <= 0 || h.height <= 0)
-    return false;
-  const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
-  const int64_t mcus = ((int64_t(h.width) + mcu_w - 1) / mcu_w) * ((int64_t(h.height) + mcu_h - 1) / mcu_h);
-  const int64_t segments = (mcus + h.restart_interval - 1) / h.restart_interval;
-  if (segments > (int64_t{1} << 30)) return false;
-  return (static_cast<int64_t>(size) - static_cast<int64_t>(h.header_end)) / segments <= kMaxMeanSegmentBytes;
+  const int64_t mean = mean_segment_bytes(h, size);
+  return mean >= 0 && mean <= kMaxMeanSegmentBytes;
 }
 
 std::unique_ptr<Executor> segment_executor() { return std::make_unique<SegmentExecutor>(); }
