@@ -862,6 +862,50 @@ void selftest_huffman_tables() {
   expect(jc::decode_symbol(&r, t) == -1, "empty table decoded a symbol");
 }
 
+// Each lookup entry (computed on its own, as the GPU decoder's threads compute them) against the
+// classic fill: every code of at most kHuffLookBits bits owns the entries its bits start. Random
+// tables of every shape the code space allows, full ones included.
+void selftest_huffman_lookup() {
+  std::mt19937 rng(2024);
+  int tables = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    uint8_t counts[16] = {0}, symbols[256];
+    for (uint8_t& v : symbols) v = static_cast<uint8_t>(rng());
+    // Codes left at each length: one code space, less what shorter codes took (the all-ones code
+    // kept out, as libjpeg demands).
+    int64_t left = 2, total = 0;
+    const int longest = 1 + static_cast<int>(rng() % 16);
+    for (int length = 1; length <= longest && total < 256; ++length, left *= 2) {
+      const int64_t room = std::min<int64_t>(left - 1, 256 - total);
+      const int64_t n = rng() % 3 == 0 ? 0 : static_cast<int64_t>(rng() % (std::min<int64_t>(room, 48) + 1));
+      counts[length - 1] = static_cast<uint8_t>(n);
+      total += n;
+      left -= n;
+    }
+    jc::HuffTable t;
+    if (!jc::build_huffman_table(counts, symbols, 256, false, &t)) {
+      expect(false, "a table within the code space refused");
+      continue;
+    }
+    ++tables;
+    uint16_t expected[1 << jc::kHuffLookBits] = {0};
+    uint32_t code = 0;
+    for (int length = 1, k = 0; length <= 16; ++length, code <<= 1) {
+      for (int i = 0; i < counts[length - 1]; ++i, ++k, ++code) {
+        if (length > jc::kHuffLookBits) continue;
+        const uint32_t first = code << (jc::kHuffLookBits - length), n = 1u << (jc::kHuffLookBits - length);
+        for (uint32_t j = 0; j < n; ++j) expected[first + j] = static_cast<uint16_t>((length << 8) | symbols[k]);
+      }
+    }
+    for (int i = 0; i < (1 << jc::kHuffLookBits); ++i) {
+      if (t.lookup[i] == expected[i]) continue;
+      expect(false, "lookup entry " + std::to_string(i) + " differs from its code's");
+      break;
+    }
+  }
+  expect(tables == 20000, "lookup test built only " + std::to_string(tables) + " tables");
+}
+
 void selftest_bit_reader() {
   const uint8_t data[] = {0xAB, 0xFF, 0x00, 0xCD, 0xFF, 0xD3, 0x11};
   jc::BitReader r;
@@ -969,6 +1013,7 @@ void run_selftest() {
   selftest_color();
   selftest_idct_paths();
   selftest_huffman_tables();
+  selftest_huffman_lookup();
   selftest_bit_reader();
   std::vector<uint8_t> file;
   int files = 0;

@@ -1,9 +1,6 @@
 #include "cuda/scan_tables.h"
 
 #include <cstring>
-#include <memory>
-#include <string>
-#include <unordered_map>
 
 namespace custom_op {
 namespace gpu {
@@ -131,36 +128,6 @@ bool read_scan_tables(const uint8_t* data, size_t header_end, int components, Sc
     }
   }
   return false;
-}
-
-namespace {
-
-// Files from one camera or encoder share their tables, so most lookups hit.
-thread_local std::unordered_map<std::string, std::unique_ptr<jc::HuffTable>> table_cache[2];
-
-}  // namespace
-
-void trim_table_cache() {
-  // Bounded: a stream of files with tables of their own (optimised tables) rebuilds instead of
-  // growing without limit.
-  constexpr size_t kMaxCached = 4096;
-  for (auto& tables : table_cache)
-    if (tables.size() > kMaxCached) tables.clear();
-}
-
-const jc::HuffTable* built_huffman_table(const TableBytes& definition, bool is_dc) {
-  auto& tables = table_cache[is_dc ? 1 : 0];
-  // The key is built in a buffer the thread keeps, so that a lookup that hits allocates nothing.
-  thread_local std::string key;
-  key.assign(reinterpret_cast<const char*>(definition.data), definition.size);
-  auto found = tables.find(key);
-  if (found != tables.end()) return found->second.get();
-  auto table = std::make_unique<jc::HuffTable>();
-  const int symbols = static_cast<int>(definition.size) - 16;
-  if (definition.size < 16 ||
-      !jc::build_huffman_table(definition.data, definition.data + 16, symbols, is_dc, table.get()))
-    table.reset();
-  return tables.emplace(key, std::move(table)).first->second.get();
 }
 
 }  // namespace gpu

@@ -20,8 +20,8 @@
 namespace custom_op {
 namespace gpu {
 
-// A raw DHT definition (16 counts, then the symbols): bytes of the file, the key under which built
-// tables are shared.
+// A raw DHT definition (16 counts, then the symbols): bytes of the file, from which the GPU decoder
+// builds the table (segment_decoder.h).
 struct TableBytes {
   const uint8_t* data = nullptr;
   size_t size = 0;
@@ -38,14 +38,6 @@ struct ScanTables {
 
 // `header_end`: the offset just past the first SOS segment (jpeg_header.h's header_end).
 bool read_scan_tables(const uint8_t* data, size_t header_end, int components, ScanTables* out);
-
-// The decoding table built from a raw DHT definition, cached per thread by its bytes; null when the
-// core's builder refuses it (as libjpeg's jpeg_make_d_derived_tbl does). The pointer stays valid
-// until the thread's next trim_table_cache().
-const jpeg_core::HuffTable* built_huffman_table(const TableBytes& definition, bool is_dc);
-
-// Empties the thread's cache when it has grown past its bound; called before a batch looks tables up.
-void trim_table_cache();
 
 }  // namespace gpu
 }  // namespace custom_op

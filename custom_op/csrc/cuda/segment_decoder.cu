@@ -74,7 +74,32 @@ __device__ __forceinline__ uint32_t markers_at(const uint8_t* d, int64_t p, int6
   return marks;
 }
 
-// One thread block per image walks its entropy-coded data in tiles, each thread kScanBytes
+// The image's Huffman tables, from their definitions in its bytes: each table's codes by a thread
+// of its own, then the lookup entries by the whole thread block. A table libjpeg refuses sets
+// kTableRefused (the item goes to the CPU path, which reports it).
+__device__ void build_tables(const SegmentImage& im, uint32_t* bad) {
+  __shared__ int refused;
+  if (threadIdx.x == 0) refused = 0;
+  __syncthreads();
+  if (threadIdx.x < im.num_tables) {
+    const int t = threadIdx.x;
+    const uint8_t* counts = im.data + im.table_at[t];
+    if (!jc::build_huffman_codes(counts, counts + 16, im.table_symbols[t], im.table_is_dc[t] != 0, &im.tables[t]))
+      atomicOr(&refused, 1);
+  }
+  __syncthreads();
+  if (refused != 0) {
+    *bad |= kTableRefused;
+    return;
+  }
+  constexpr int kEntries = 1 << jc::kHuffLookBits;
+  for (int i = threadIdx.x; i < im.num_tables * kEntries; i += blockDim.x) {
+    jc::HuffTable& t = im.tables[i / kEntries];
+    t.lookup[i % kEntries] = jc::huffman_lookup_entry(t, static_cast<uint32_t>(i % kEntries));
+  }
+}
+
+// One thread block per image builds its tables, then walks its entropy-coded data in tiles, each thread kScanBytes
 // consecutive bytes (neighbouring threads read neighbouring runs: the loads coalesce), numbering the
 // markers in file order with a block-wide prefix sum per tile.
 __global__ void find_segments_kernel(SegmentImage* images) {
@@ -82,6 +107,7 @@ __global__ void find_segments_kernel(SegmentImage* images) {
   const uint8_t* d = im.data;
   const int64_t begin = im.scan_start, size = im.size;
   uint32_t bad = 0;
+  build_tables(im, &bad);
   int64_t base = 0;  // markers before this tile
   for (int64_t tile = begin & ~int64_t{15}; tile < size; tile += int64_t{kScanThreads} * kScanBytes) {
     const int64_t a = tile + int64_t{threadIdx.x} * kScanBytes;
@@ -95,7 +121,7 @@ __global__ void find_segments_kernel(SegmentImage* images) {
       if (k >= im.num_segments) continue;
       const uint8_t code = d[p + 1];
       const bool last = k == im.num_segments - 1;
-      if (last ? code != 0xD9 : code != 0xD0 + (k & 7)) bad = kMarkersWrong;
+      if (last ? code != 0xD9 : code != 0xD0 + (k & 7)) bad |= kMarkersWrong;
       // The segment before a marker ends at the first FF of the fill run that precedes it.
       int64_t end = p;
       while (end > begin && d[end - 1] == 0xFF) --end;
@@ -106,7 +132,7 @@ __global__ void find_segments_kernel(SegmentImage* images) {
   if (threadIdx.x == 0) {
     im.segment_begin[0] = begin;
     // Fewer markers than segments: the data ends early (libjpeg: premature end of data).
-    if (base < im.num_segments) bad = kMarkersWrong;
+    if (base < im.num_segments) bad |= kMarkersWrong;
     *im.status = 0;
   }
   __syncthreads();
@@ -120,7 +146,7 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const Segment
   if (t >= count) return;
   const SegmentTask task = tasks[t];
   const SegmentImage& im = images[task.image];
-  if (*im.status & kMarkersWrong) return;  // the segment ranges cannot be trusted
+  if (*im.status & (kMarkersWrong | kTableRefused)) return;  // segment ranges or tables not to be trusted
   const jc::Frame& f = im.frame;
   jc::SegmentTables tables;
   for (int c = 0; c < jc::kMaxComponents; ++c) {

@@ -39,16 +39,30 @@ enum SegmentDecodeStatus : uint32_t {
   kMarkersWrong = 1u << 8,    // a restart marker missing, extra or misnumbered, or no EOI after the last
   kSegmentDamaged = 1u << 9,  // with the jpeg_core::SegmentFlags of the segment in the low bits
   kBlockInexact = 1u << 10,   // libjpeg's SIMD and C IDCTs could differ on a block
+  kTableRefused = 1u << 11,   // a Huffman table libjpeg refuses (JERR_BAD_HUFF_TABLE)
 };
+
+// At most two Huffman tables (DC and AC) for each component.
+constexpr int kMaxImageTables = 2 * jpeg_core::kMaxComponents;
 
 // One image to decode (a batch item, or the decode that several windows of one file share).
 struct SegmentImage {
   jpeg_core::Frame frame;
-  // Per frame component: its Huffman tables (shared by images whose tables are the same bytes) and
-  // its quantisation table.
+  // Per frame component: its Huffman tables (entries of `tables`, shared by components whose
+  // definitions are one) and its quantisation table.
   const jpeg_core::HuffTable* dc[jpeg_core::kMaxComponents];
   const jpeg_core::HuffTable* ac[jpeg_core::kMaxComponents];
   jpeg_core::QuantTable quant[jpeg_core::kMaxComponents];
+  // The image's distinct Huffman tables, which find_segments builds from their DHT definitions in
+  // the file's bytes: table t's 16 counts start at data + table_at[t], and table_symbols[t] symbol
+  // bytes follow them. Built on the GPU because photos carry tables of their own (prepare_jpeg
+  // writes optimised ones): a host cache seldom hits, and building on the host cost microseconds a
+  // table.
+  jpeg_core::HuffTable* tables;
+  int32_t num_tables;
+  int32_t table_at[kMaxImageTables];
+  int32_t table_symbols[kMaxImageTables];
+  uint8_t table_is_dc[kMaxImageTables];
   const uint8_t* data;  // the file's bytes on the device
   int64_t size;
   int64_t scan_start;  // where the first scan's entropy-coded data starts

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <unordered_map>
+#include <numeric>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -63,8 +63,9 @@ bool in_pinned_memory(const void* p) {
 struct Plan {
   size_t item;
   SegmentImage image;  // pointers filled in decode_part()
-  const jc::HuffTable* dc[jc::kMaxComponents];
-  const jc::HuffTable* ac[jc::kMaxComponents];
+  // Per component: its tables' places in image.tables.
+  int8_t dc_table[jc::kMaxComponents];
+  int8_t ac_table[jc::kMaxComponents];
   int32_t color;
   // It decodes every segment from the first through the rectangle's last row (a whole image, or a
   // sub-image the planner built), not decoder_segments' choice.
@@ -96,12 +97,21 @@ class SegmentExecutor : public Executor {
  public:
   void claim(DecodeCall& call, std::vector<Item>& items) override {
     if (!call.testing.own_decoder_allowed()) return;
-    trim_table_cache();
-    // The windows each decode serves: its item's, and those of the items sharing it.
-    regions_.assign(items.size(), {});
-    for (size_t i = 0; i < items.size(); ++i)
-      if (items[i].path == kPending)
-        regions_[items[i].leader >= 0 ? size_t(items[i].leader) : i].push_back(items[i].region);
+    // The windows each decode serves: its item's, and those of the items sharing it, in one array
+    // (one list per item cost an allocation for each).
+    const size_t count = items.size();
+    auto leader_of = [&items](size_t i) { return items[i].leader >= 0 ? static_cast<size_t>(items[i].leader) : i; };
+    regions_begin_.assign(count + 1, 0);
+    for (size_t i = 0; i < count; ++i)
+      if (items[i].path == kPending) ++regions_begin_[leader_of(i) + 1];
+    for (size_t i = 0; i < count; ++i) regions_begin_[i + 1] += regions_begin_[i];
+    regions_.resize(regions_begin_[count]);
+    {
+      std::vector<size_t> next(regions_begin_.begin(), regions_begin_.end() - 1);
+      for (size_t i = 0; i < count; ++i)
+        if (items[i].path == kPending) regions_[next[leader_of(i)]++] = items[i].region;
+    }
+    plans_.reserve(count);
     for (size_t i = 0; i < items.size(); ++i) {
       Item& it = items[i];
       if (it.path != kPending || it.leader >= 0) continue;
@@ -122,8 +132,19 @@ class SegmentExecutor : public Executor {
     // segments are longest (on average: their lengths are only known on the GPU) go in the first
     // part, whose decode overlaps the host's work on the others, and the last part, which the call
     // then waits for, decodes the shortest.
-    std::stable_sort(plans_.begin(), plans_.end(),
-                     [](const Plan& a, const Plan& b) { return a.mean_segment_bytes > b.mean_segment_bytes; });
+    // (An order of indices, then one copy of each plan: sorting the plans themselves moved a kilobyte
+    // per comparison.)
+    {
+      std::vector<size_t> order(n);
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(), [this](size_t a, size_t b) {
+        return plans_[a].mean_segment_bytes > plans_[b].mean_segment_bytes;
+      });
+      std::vector<Plan> sorted;
+      sorted.reserve(n);
+      for (const size_t k : order) sorted.push_back(plans_[k]);
+      plans_.swap(sorted);
+    }
 
     // The windows, grouped by the decode they come from (so that each part's are together).
     std::vector<int> plan_of(items.size(), -1);
@@ -163,25 +184,6 @@ class SegmentExecutor : public Executor {
       }
     }
 
-    // Huffman tables shared by several images are uploaded once.
-    std::vector<const jc::HuffTable*> tables;
-    std::unordered_map<const jc::HuffTable*, int> table_index;
-    std::vector<int>& dc_index = dc_index_;
-    std::vector<int>& ac_index = ac_index_;
-    dc_index.assign(n * jc::kMaxComponents, 0);
-    ac_index.assign(n * jc::kMaxComponents, 0);
-    auto index_of = [&](const jc::HuffTable* t) {
-      const auto [at, added] = table_index.emplace(t, static_cast<int>(tables.size()));
-      if (added) tables.push_back(t);
-      return at->second;
-    };
-    for (size_t k = 0; k < n; ++k) {
-      for (int c = 0; c < plans_[k].image.frame.num_components; ++c) {
-        dc_index[k * jc::kMaxComponents + c] = index_of(plans_[k].dc[c]);
-        ac_index[k * jc::kMaxComponents + c] = index_of(plans_[k].ac[c]);
-      }
-    }
-
     // The parts: runs of consecutive images.
     const size_t parts = std::clamp<size_t>(n / kMinPartImages, 1, static_cast<size_t>(DecodeState::kDecoderParts));
     std::vector<size_t> part_begin(parts + 1);
@@ -197,7 +199,6 @@ class SegmentExecutor : public Executor {
       at += bytes;
       return here;
     };
-    const size_t tables_at = tables_at_ = take(tables.size() * sizeof(jc::HuffTable));
     std::vector<PartLayout> part_layout(parts);
     for (size_t c = 0; c < parts; ++c) {
       const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
@@ -214,6 +215,9 @@ class SegmentExecutor : public Executor {
       L.files_at = take(files);
     }
     const size_t upload = at;
+    std::vector<size_t>& tables_at = tables_at_;
+    tables_at.assign(n, 0);
+    for (size_t k = 0; k < n; ++k) tables_at[k] = take(plans_[k].image.num_tables * sizeof(jc::HuffTable));
     std::vector<size_t>& ranges_at = ranges_at_;
     std::vector<size_t>& coef_at = coef_at_;
     std::vector<size_t>& samples_at = samples_at_;
@@ -249,16 +253,11 @@ class SegmentExecutor : public Executor {
                          at::TensorOptions().dtype(at::kByte).pinned_memory(true));
     uint8_t* host = host_ = pinned.data_ptr<uint8_t>();
     status_host_ = reinterpret_cast<uint32_t*>(host + round_up(upload, 256));
-    for (size_t t = 0; t < tables.size(); ++t)
-      std::memcpy(host + tables_at + t * sizeof(jc::HuffTable), tables[t], sizeof(jc::HuffTable));
 
-    // The tables go first, on the caller's stream; the parts' streams start after them (and after the
-    // caller's earlier work, such as what used the outputs' memory before).
+    // The parts' streams start after the caller's earlier work (such as what used the outputs' memory
+    // before).
     const cudaStream_t caller = call.caller;
     DecodeState& state = call.state;
-    if (!tables.empty())
-      C10_CUDA_CHECK(cudaMemcpyAsync(device + tables_at, host + tables_at, tables.size() * sizeof(jc::HuffTable),
-                                     cudaMemcpyHostToDevice, caller));
     if (parts > 1) C10_CUDA_CHECK(cudaEventRecord(state.parts_start, caller));
     for (size_t c = 0; c < parts; ++c) {
       const cudaStream_t stream = parts > 1 ? state.part_streams[c] : caller;
@@ -323,9 +322,9 @@ class SegmentExecutor : public Executor {
         const int64_t last = ((int64_t(im.mcu_row0) + im.mcu_rows) * f.mcus_per_row - 1) / im.mcus_per_segment;
         for (int64_t s = 0; s <= last; ++s) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
       } else {
-        const std::vector<Region>& windows = regions_[p.item];
+        const size_t w0 = regions_begin_[p.item], w1 = regions_begin_[p.item + 1];
         for (const int64_t s : decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows,
-                                                im.mcu_col0, im.mcu_col0 + im.mcu_cols, windows.data(), windows.size()))
+                                                im.mcu_col0, im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0))
           tasks[ntasks++] = {image, static_cast<int32_t>(s)};
       }
     }
@@ -355,11 +354,11 @@ class SegmentExecutor : public Executor {
     int max_blocks = 0;
     for (size_t k = k0; k < k1; ++k) {
       SegmentImage im = plans_[k].image;
+      im.tables = reinterpret_cast<jc::HuffTable*>(device + tables_at_[k]);
       for (int c = 0; c < jc::kMaxComponents; ++c) {
         const bool present = c < im.frame.num_components;
-        const auto* table_base = reinterpret_cast<const jc::HuffTable*>(device + tables_at_);
-        im.dc[c] = present ? table_base + dc_index_[k * jc::kMaxComponents + c] : nullptr;
-        im.ac[c] = present ? table_base + ac_index_[k * jc::kMaxComponents + c] : nullptr;
+        im.dc[c] = present ? im.tables + plans_[k].dc_table[c] : nullptr;
+        im.ac[c] = present ? im.tables + plans_[k].ac_table[c] : nullptr;
         im.coefficients[c] =
             present ? reinterpret_cast<int16_t*>(device + coef_at_[k * jc::kMaxComponents + c]) : nullptr;
         im.samples[c] = c < im.idct_components ? device + samples_at_[k * jc::kMaxComponents + c] : nullptr;
@@ -421,13 +420,25 @@ class SegmentExecutor : public Executor {
     const int64_t interval = h.restart_interval;
     im.num_segments = (total + interval - 1) / interval;
     p->mean_segment_bytes = mean_segment_bytes(h, it.size);
+    // The Huffman tables: where each distinct definition lies in the file, for find_segments to build
+    // (components that name the same table, Cb and Cr as a rule, share it).
+    auto table_of = [&](const TableBytes& t, bool is_dc) {
+      const int32_t at = static_cast<int32_t>(t.data - it.bytes);
+      for (int j = 0; j < im.num_tables; ++j)
+        if (im.table_at[j] == at && (im.table_is_dc[j] != 0) == is_dc) return static_cast<int8_t>(j);
+      const int j = im.num_tables++;
+      im.table_at[j] = at;
+      im.table_symbols[j] = static_cast<int32_t>(t.size) - 16;
+      im.table_is_dc[j] = is_dc ? 1 : 0;
+      return static_cast<int8_t>(j);
+    };
     for (int c = 0; c < h.components; ++c) {
-      p->dc[c] = built_huffman_table(st.dc[c], true);
-      p->ac[c] = built_huffman_table(st.ac[c], false);
-      if (p->dc[c] == nullptr || p->ac[c] == nullptr) {
+      if (st.dc[c].size < 16 || st.ac[c].size < 16) {
         it.path = kCpu;  // a table libjpeg refuses too: its error comes from the CPU path
         return false;
       }
+      p->dc_table[c] = table_of(st.dc[c], true);
+      p->ac_table[c] = table_of(st.ac[c], false);
       im.quant[c] = st.quant[c];
     }
     im.size = static_cast<int64_t>(it.size);
@@ -461,17 +472,18 @@ class SegmentExecutor : public Executor {
   }
 
   std::vector<Plan> plans_;
-  std::vector<std::vector<Region>> regions_;  // per item: the windows its decode serves (claim())
+  // The windows each item's decode serves (claim()): regions_[regions_begin_[i] .. regions_begin_[i + 1] - 1].
+  std::vector<Region> regions_;
+  std::vector<size_t> regions_begin_;
   // decode()'s layout, which decode_part() fills in: the windows (grouped by image), and where things
   // lie in the device buffer and its pinned host side.
   std::vector<WindowWrite> windows_;
-  std::vector<size_t> windows_begin_;     // image k's windows: windows_begin_[k] .. windows_begin_[k + 1] - 1
-  std::vector<int64_t> max_pixels_;       // per image: its largest window
-  std::vector<int> dc_index_, ac_index_;  // per image and component: its tables' places in the table array
+  std::vector<size_t> windows_begin_;  // image k's windows: windows_begin_[k] .. windows_begin_[k + 1] - 1
+  std::vector<int64_t> max_pixels_;    // per image: its largest window
   uint8_t* device_ = nullptr;
   uint8_t* host_ = nullptr;
-  size_t tables_at_ = 0, status_at_ = 0;
-  std::vector<size_t> ranges_at_, coef_at_, samples_at_;
+  size_t status_at_ = 0;
+  std::vector<size_t> tables_at_, ranges_at_, coef_at_, samples_at_;
   uint32_t* status_host_ = nullptr;
   bool launched_ = false;
 };

@@ -40,16 +40,16 @@ struct HuffTable {
   uint8_t huffval[256];
 };
 
-// Builds `t` from a DHT table: counts[i] codes of length i + 1 (i = 0..15), then their symbols.
-// `available` is how many symbol bytes the caller has. False, with `t` unusable, for a table
-// libjpeg-turbo would reject with JERR_BAD_HUFF_TABLE (or one whose symbols are not all there).
-// A table with no codes at all is accepted, as libjpeg accepts it: every code then fails to decode.
-CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uint8_t* symbols, int available,
+// Validates a DHT table (counts[i] codes of length i + 1, i = 0..15, then their symbols; `available`
+// is how many symbol bytes the caller has) and fills every field of `t` but `lookup`. False, with
+// `t` unusable, for a table libjpeg-turbo would reject with JERR_BAD_HUFF_TABLE (or one whose symbols
+// are not all there). A table with no codes at all is accepted, as libjpeg accepts it: every code
+// then fails to decode.
+CUSTOM_OP_HD inline bool build_huffman_codes(const uint8_t counts[16], const uint8_t* symbols, int available,
                                              bool is_dc, HuffTable* t) {
   int total = 0;
   for (int i = 0; i < 16; ++i) total += counts[i];
   if (total > 256 || total > available || available < 0) return false;
-  for (int i = 0; i < (1 << kHuffLookBits); ++i) t->lookup[i] = 0;
   for (int i = 0; i < 256; ++i) t->huffval[i] = 0;
   t->num_symbols = total;
   uint32_t code = 0;
@@ -63,11 +63,6 @@ CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uin
       const uint8_t symbol = symbols[k];
       if (is_dc && symbol > 15) return false;
       t->huffval[k] = symbol;
-      if (length <= kHuffLookBits) {
-        const uint32_t first = code << (kHuffLookBits - length);
-        const uint32_t count = 1u << (kHuffLookBits - length);
-        for (uint32_t j = 0; j < count; ++j) t->lookup[first + j] = static_cast<uint16_t>((length << 8) | symbol);
-      }
     }
     t->maxcode[length] = n > 0 ? static_cast<int32_t>(code) - 1 : -1;
     code <<= 1;
@@ -75,6 +70,27 @@ CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uin
   t->maxcode[0] = -1;
   t->maxcode[17] = 0x7FFFFFFF;  // never reached: decoding stops after length 16
   t->valoffset[0] = 0;
+  return true;
+}
+
+// t.lookup[bits]: (length << 8) | symbol for the code of at most kHuffLookBits bits that `bits` (the
+// next kHuffLookBits bits of a stream) starts with, else 0; for a table build_huffman_codes
+// accepted. It is the canonical decoding of figure F.16 over the short lengths: the codes of a
+// length are one run of values, and a value below that run starts with a shorter code, found first.
+// Each entry on its own, so that the GPU decoder builds a table with one thread per entry.
+CUSTOM_OP_HD inline uint16_t huffman_lookup_entry(const HuffTable& t, uint32_t bits) {
+  for (int length = 1; length <= kHuffLookBits; ++length) {
+    const int32_t code = static_cast<int32_t>(bits >> (kHuffLookBits - length));
+    if (code <= t.maxcode[length]) return static_cast<uint16_t>((length << 8) | t.huffval[code + t.valoffset[length]]);
+  }
+  return 0;
+}
+
+// Builds `t` from a DHT table: build_huffman_codes, then every lookup entry.
+CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uint8_t* symbols, int available,
+                                             bool is_dc, HuffTable* t) {
+  if (!build_huffman_codes(counts, symbols, available, is_dc, t)) return false;
+  for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) t->lookup[i] = huffman_lookup_entry(*t, i);
   return true;
 }
 
