@@ -74,17 +74,28 @@ __device__ __forceinline__ uint32_t markers_at(const uint8_t* d, int64_t p, int6
   return marks;
 }
 
-// The image's Huffman tables, from their definitions in its bytes: each table's codes by a thread
-// of its own, then the lookup entries by the whole thread block. A table libjpeg refuses sets
+// The image's Huffman tables, from their definitions in its bytes, built in shared memory and then
+// copied out: the definitions copied in by the whole thread block, each table's codes by a thread of
+// its own, the lookup entries by the whole block. (In global memory, the builder's thread waited for
+// each symbol it read and the entries for each field they read.) A table libjpeg refuses sets
 // kTableRefused (the item goes to the CPU path, which reports it).
 __device__ void build_tables(const SegmentImage& im, uint32_t* bad) {
+  constexpr int kDefinitionBytes = 16 + 256;  // counts, then at most 256 symbols
+  __shared__ uint8_t definitions[kMaxImageTables][kDefinitionBytes];
+  __shared__ alignas(16) jc::HuffTable built[kMaxImageTables];
   __shared__ int refused;
+  static_assert(sizeof(jc::HuffTable) % sizeof(uint4) == 0, "tables are copied out 16 bytes at a time");
+  const int tables = min(im.num_tables, kMaxImageTables);
   if (threadIdx.x == 0) refused = 0;
+  for (int i = threadIdx.x; i < tables * kDefinitionBytes; i += blockDim.x) {
+    const int t = i / kDefinitionBytes, j = i % kDefinitionBytes;
+    if (j < 16 + min(im.table_symbols[t], 256)) definitions[t][j] = im.data[im.table_at[t] + j];
+  }
   __syncthreads();
-  if (threadIdx.x < im.num_tables) {
+  if (threadIdx.x < tables) {
     const int t = threadIdx.x;
-    const uint8_t* counts = im.data + im.table_at[t];
-    if (!jc::build_huffman_codes(counts, counts + 16, im.table_symbols[t], im.table_is_dc[t] != 0, &im.tables[t]))
+    const uint8_t* counts = definitions[t];
+    if (!jc::build_huffman_codes(counts, counts + 16, min(im.table_symbols[t], 256), im.table_is_dc[t] != 0, &built[t]))
       atomicOr(&refused, 1);
   }
   __syncthreads();
@@ -93,10 +104,14 @@ __device__ void build_tables(const SegmentImage& im, uint32_t* bad) {
     return;
   }
   constexpr int kEntries = 1 << jc::kHuffLookBits;
-  for (int i = threadIdx.x; i < im.num_tables * kEntries; i += blockDim.x) {
-    jc::HuffTable& t = im.tables[i / kEntries];
+  for (int i = threadIdx.x; i < tables * kEntries; i += blockDim.x) {
+    jc::HuffTable& t = built[i / kEntries];
     t.lookup[i % kEntries] = jc::huffman_lookup_entry(t, static_cast<uint32_t>(i % kEntries));
   }
+  __syncthreads();
+  constexpr int kVectors = sizeof(jc::HuffTable) / sizeof(uint4);
+  for (int i = threadIdx.x; i < tables * kVectors; i += blockDim.x)
+    reinterpret_cast<uint4*>(im.tables)[i] = reinterpret_cast<const uint4*>(built)[i];
 }
 
 // One thread block per image builds its tables, then walks its entropy-coded data in tiles, each thread kScanBytes

@@ -27,7 +27,23 @@ struct BitReader {
   int bits;             // bits in buf (data and padding)
   int padded;           // zero bits appended after the data stopped (always the last ones in buf)
   bool stopped;         // the data stopped: at `end`, or at an FF (next points at it) not followed by 00
+  // The four bytes at `next` (where `ahead_loaded`: four bytes of the range are left there), loaded
+  // as soon as `next` moves, a refill ahead of their use, so that the GPU thread does not wait for
+  // them: a refill otherwise waited for its loads every few symbols.
+  uint32_t ahead;
+  bool ahead_loaded;
 };
+
+// The four bytes at p (p + 4 <= end), most significant first.
+CUSTOM_OP_HD inline uint32_t reader_word(const uint8_t* p) {
+  return (load_readonly(p) << 24) | (load_readonly(p + 1) << 16) | (load_readonly(p + 2) << 8) | load_readonly(p + 3);
+}
+
+// Loads `ahead` from `next` where four bytes of the range are left there.
+CUSTOM_OP_HD inline void reader_load_ahead(BitReader* r) {
+  r->ahead_loaded = !r->stopped && r->end - r->next >= 4;
+  r->ahead = r->ahead_loaded ? reader_word(r->next) : 0;
+}
 
 // The byte at p (begin <= p < end).
 CUSTOM_OP_HD inline uint32_t reader_byte(const uint8_t* p) { return load_readonly(p); }
@@ -39,6 +55,7 @@ CUSTOM_OP_HD inline void reader_init(BitReader* r, const uint8_t* begin, const u
   r->bits = 0;
   r->padded = 0;
   r->stopped = begin >= end;
+  reader_load_ahead(r);
 }
 
 // Loads bytes until more than 56 bits are buffered.
@@ -61,27 +78,26 @@ CUSTOM_OP_HD inline void reader_fill(BitReader* r) {
     r->buf |= static_cast<uint64_t>(byte) << (56 - r->bits);
     r->bits += 8;
   }
+  reader_load_ahead(r);
 }
 
 // Makes at least 32 bits buffered. Why not reader_fill before every symbol: that loads about a byte
 // per symbol, each load waiting for the one before (whether a byte is FF decides what comes next);
-// here the four loads are independent and happen every few symbols. Four bytes holding an FF
+// here four bytes come at once every few symbols, loaded the refill before. Four bytes holding an FF
 // (stuffing or a marker, rare in entropy-coded data) go through reader_fill, so the reader's state
 // (padding, where it stopped) is exactly what reader_fill alone would leave.
 CUSTOM_OP_HD inline void reader_refill(BitReader* r) {
   if (r->bits >= 32) return;
-  if (!r->stopped && r->end - r->next >= 4) {
-    const uint32_t word = (reader_byte(r->next) << 24) | (reader_byte(r->next + 1) << 16) |
-                          (reader_byte(r->next + 2) << 8) | reader_byte(r->next + 3);
-    // A byte of `word` is FF exactly where the same byte of ~word is zero (the exact zero-byte test).
-    if (((~word - 0x01010101u) & word & 0x80808080u) == 0) {
-      r->buf |= static_cast<uint64_t>(word) << (32 - r->bits);
-      r->bits += 32;
-      r->next += 4;
-      return;
-    }
+  const uint32_t word = r->ahead;
+  // A byte of `word` is FF exactly where the same byte of ~word is zero (the exact zero-byte test).
+  if (r->ahead_loaded && ((~word - 0x01010101u) & word & 0x80808080u) == 0) {
+    r->buf |= static_cast<uint64_t>(word) << (32 - r->bits);
+    r->bits += 32;
+    r->next += 4;
+    reader_load_ahead(r);
+  } else {
+    reader_fill(r);
   }
-  reader_fill(r);
 }
 
 // The next n bits (1 <= n <= 32), without consuming them. Needs n bits buffered.
