@@ -5,6 +5,7 @@
 // go to the CPU path once the kernels have finished (finish()).
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -410,6 +411,8 @@ class SegmentExecutor : public Executor {
   bool plan(const DecodeCall& call, Item& it, Plan* p) {
     const JpegHeader& h = it.header;
     if (!segment_decoder_takes(h, it.size)) return false;
+    // The tables' places in the header are 32-bit offsets (SegmentImage::table_at).
+    if (h.header_end > static_cast<size_t>(INT32_MAX)) return false;
     ScanTables st;
     if (!read_scan_tables(it.bytes, h.header_end, h.components, &st)) return false;
     SegmentImage& im = p->image;
