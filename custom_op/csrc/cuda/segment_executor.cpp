@@ -31,10 +31,12 @@ constexpr int64_t kMaxMeanSegmentBytes = 4096;
 std::atomic<int64_t> g_fallbacks{0};
 
 // A file's entropy-coded bytes per restart segment, on average; -1 for a file our decoder cannot take
-// whatever its segments (not baseline, no restart interval, not one scan of every component, ...).
+// whatever its segments (not baseline, no restart interval, not one scan of every component, a
+// header past 2 GiB: SegmentImage::table_at holds the tables' places in 32 bits, ...).
 int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
   if (h.restart_interval <= 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.precision != 8 ||
-      h.scan_components != h.components || h.header_end == 0 || h.width <= 0 || h.height <= 0)
+      h.scan_components != h.components || h.header_end == 0 || h.header_end > static_cast<size_t>(INT32_MAX) ||
+      h.width <= 0 || h.height <= 0)
     return -1;
   const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
   const int64_t mcus = ((int64_t(h.width) + mcu_w - 1) / mcu_w) * ((int64_t(h.height) + mcu_h - 1) / mcu_h);
@@ -411,8 +413,6 @@ class SegmentExecutor : public Executor {
   bool plan(const DecodeCall& call, Item& it, Plan* p) {
     const JpegHeader& h = it.header;
     if (!segment_decoder_takes(h, it.size)) return false;
-    // The tables' places in the header are 32-bit offsets (SegmentImage::table_at).
-    if (h.header_end > static_cast<size_t>(INT32_MAX)) return false;
     ScanTables st;
     if (!read_scan_tables(it.bytes, h.header_end, h.components, &st)) return false;
     SegmentImage& im = p->image;

@@ -34,9 +34,12 @@ struct BitReader {
   bool ahead_loaded;
 };
 
+// The byte at p (begin <= p < end).
+CUSTOM_OP_HD inline uint32_t reader_byte(const uint8_t* p) { return load_readonly(p); }
+
 // The four bytes at p (p + 4 <= end), most significant first.
 CUSTOM_OP_HD inline uint32_t reader_word(const uint8_t* p) {
-  return (load_readonly(p) << 24) | (load_readonly(p + 1) << 16) | (load_readonly(p + 2) << 8) | load_readonly(p + 3);
+  return (reader_byte(p) << 24) | (reader_byte(p + 1) << 16) | (reader_byte(p + 2) << 8) | reader_byte(p + 3);
 }
 
 // Loads `ahead` from `next` where four bytes of the range are left there.
@@ -44,9 +47,6 @@ CUSTOM_OP_HD inline void reader_load_ahead(BitReader* r) {
   r->ahead_loaded = !r->stopped && r->end - r->next >= 4;
   r->ahead = r->ahead_loaded ? reader_word(r->next) : 0;
 }
-
-// The byte at p (begin <= p < end).
-CUSTOM_OP_HD inline uint32_t reader_byte(const uint8_t* p) { return load_readonly(p); }
 
 CUSTOM_OP_HD inline void reader_init(BitReader* r, const uint8_t* begin, const uint8_t* end) {
   r->next = begin;
