@@ -64,15 +64,18 @@ BatchOutputs allocate_outputs(const std::vector<Item>& items, bool stack, const 
         out.per_item[i] = part_of(out.stacked, static_cast<int64_t>(i) * each, {channels, first->height, first->width});
     }
   }
-  // The other outputs a GPU decoder may write, each its own allocation (the op's outputs must not
-  // alias one another), made without the dispatcher.
+  return out;
+}
+
+void allocate_item_outputs(const std::vector<Item>& items, std::vector<at::Tensor>& per_item,
+                           const at::TensorOptions& device) {
+  // Each its own allocation (the op's outputs must not alias one another), made without the dispatcher.
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
-    if (!out.per_item[i].defined() && it.path == kPending)
-      out.per_item[i] =
+    if (!per_item[i].defined() && it.path != kCpu && it.path != kFailed && it.path != kPending)
+      per_item[i] =
           at::detail::empty_cuda({it.channels, it.height, it.width}, at::kByte, device.device(), c10::nullopt);
   }
-  return out;
 }
 
 BatchResults batch_results(const std::vector<Item>& items, BatchOutputs& outputs, bool stack,

@@ -2,11 +2,11 @@
 // _set_gpu_testing.
 //
 // decode_jpegs_cuda: the planner reads every header on the host and decides which items the GPU
-// decoders may take (planner.h); the executors claim those, in order: our own CUDA decoder writes its
-// windows straight into the outputs, nvJPEG's decoders write into a staging buffer on the decode
-// state's stream, from which one kernel on the caller's stream copies every window into its output
-// (executor.h, copy_out.h); then the CPU path decodes the rest, including what the GPU decoders
-// failed on (cpu_fallback.h).
+// decoders may take (planner.h); the executors claim those, in order, and queue their decodes: our own
+// CUDA decoder writes its windows straight into the outputs, nvJPEG's decoders write into a staging
+// buffer on the decode state's stream, from which one kernel on the caller's stream copies every
+// window into its output (executor.h, copy_out.h); then the CPU path decodes the rest, including what
+// the GPU decoders failed on (cpu_fallback.h).
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <c10/cuda/CUDAException.h>
@@ -37,8 +37,9 @@ namespace custom_op {
 namespace gpu {
 namespace {
 
-void decode_on_gpu(std::vector<Item>& items, const std::vector<at::Tensor>& outputs, const CallOptions& options,
-                   const TestingOptions& testing, c10::DeviceIndex device) {
+void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, const CallOptions& options,
+                   const TestingOptions& testing, const at::TensorOptions& on_device) {
+  const c10::DeviceIndex device = on_device.device().index();
   DeviceContext& context = device_context(device);
   StateLease lease(context);
   Slot& slot = lease->slots[lease->next_slot];
@@ -66,6 +67,8 @@ void decode_on_gpu(std::vector<Item>& items, const std::vector<at::Tensor>& outp
     RECORD_FUNCTION("custom_op::gpu_queue", std::vector<c10::IValue>());
     for (const auto& executor : executors) executor->decode(call, items);
     share_leader_decodes(items);
+    allocate_item_outputs(items, outputs, on_device);
+    for (const auto& executor : executors) executor->write(call, items);
     C10_CUDA_CHECK(cudaEventRecord(lease->decoded, lease->decode_stream));
     C10_CUDA_CHECK(cudaStreamWaitEvent(caller, lease->decoded, 0));
     copy_out(context, slot, items, outputs, caller);
@@ -108,7 +111,7 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   }
   bool any_gpu = false;
   for (const Item& it : items) any_gpu |= it.path == kPending;
-  if (any_gpu) decode_on_gpu(items, outputs.per_item, options, testing, device.index());
+  if (any_gpu) decode_on_gpu(items, outputs.per_item, options, testing, on_device);
   {
     RECORD_FUNCTION("custom_op::cpu_fallback", std::vector<c10::IValue>());
     decode_on_cpu(items, outputs.per_item, options, on_device);

@@ -4,11 +4,12 @@
 // left pending, those it decodes; the last one (the hybrid decoders) takes all that is left. Once every
 // item has its decoder, the slot's staging buffer is laid out and each executor queues its decodes:
 // nvJPEG's into staging on the decode state's stream, from which the copy-out kernel moves every window
-// into its output; our own CUDA decoder's (segment_decoder.h) straight into the outputs on the caller's
-// stream. An item an executor fails on goes to the CPU path, which decodes it or gives libjpeg's error:
-// nvJPEG's failures are known when decode() returns, our decoder's once its kernels have run
-// (finish()). A new decoder is one more Executor and one more path code (decode_path.h): staging and
-// copy-out read only an item's `decoded` region and `staged_format`.
+// into its output; our own CUDA decoder's (segment_decoder.h) straight into the outputs, which are
+// allocated once every decode is queued (so that the caching allocator's work overlaps the GPU's), by
+// kernels that write() queues. An item an executor fails on goes to the CPU path, which decodes it or gives libjpeg's
+// error: nvJPEG's failures are known when decode() returns, our decoder's once its kernels have run (finish()). A new
+// decoder is one more Executor and one more path code (decode_path.h): staging and copy-out read only an item's
+// `decoded` region and `staged_format`.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,9 @@ struct DecodeCall {
   Slot& slot;          // the call's staging buffer and hardware decoder objects
   const CallOptions& options;
   const TestingOptions& testing;
-  const std::vector<at::Tensor>& outputs;  // per item (defined for every item a GPU decoder may take)
-  cudaStream_t caller;                     // the caller's current stream
+  // Per item: defined for every item a GPU decoder took by the time write() runs (not before).
+  const std::vector<at::Tensor>& outputs;
+  cudaStream_t caller;  // the caller's current stream
 };
 
 class Executor {
@@ -44,6 +46,9 @@ class Executor {
   // Queues the decodes of the items it claimed into staging, on call.state.decode_stream. Sets the path
   // of those it fails on to kCpu.
   virtual void decode(DecodeCall& call, std::vector<Item>& items) = 0;
+  // After every executor's decode() and the allocation of the outputs: queues whatever writes into the
+  // outputs itself (nvJPEG's decoders leave that to the copy-out).
+  virtual void write(DecodeCall& call, std::vector<Item>& items) {}
   // After every executor's decode() and the copy-out: sets the path of the items whose decode turned
   // out to be unusable to kCpu (waiting for the GPU where it must).
   virtual void finish(DecodeCall& call, std::vector<Item>& items) {}

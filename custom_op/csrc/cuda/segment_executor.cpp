@@ -15,6 +15,7 @@
 
 #include "common/restart_plan.h"
 #include "cuda/executor.h"
+#include "cuda/helper_threads.h"
 #include "cuda/scan_tables.h"
 #include "cuda/segment_decoder.h"
 
@@ -96,6 +97,10 @@ int32_t window_color(const Item& it) {
 // launches of host time.
 constexpr size_t kMinPartImages = 16;
 
+// Images per chunk of the host work shared with the helper threads (helper_threads.h): a few
+// microseconds of work each, against a few hundred nanoseconds to take a chunk.
+constexpr size_t kImagesPerChunk = 4;
+
 class SegmentExecutor : public Executor {
  public:
   void claim(DecodeCall& call, std::vector<Item>& items) override {
@@ -115,7 +120,7 @@ class SegmentExecutor : public Executor {
         if (items[i].path == kPending) regions_[next[leader_of(i)]++] = items[i].region;
     }
     plans_.reserve(count);
-    for (size_t i = 0; i < items.size(); ++i) {
+    for (size_t i = 0; i < count; ++i) {
       Item& it = items[i];
       if (it.path != kPending || it.leader >= 0) continue;
       Plan p;
@@ -164,6 +169,7 @@ class SegmentExecutor : public Executor {
     for (size_t k = 0; k < n; ++k) windows_begin[k + 1] += windows_begin[k];
     std::vector<WindowWrite>& windows = windows_;
     windows.resize(windows_begin[n]);
+    window_item_.resize(windows_begin[n]);
     std::vector<int64_t>& max_pixels = max_pixels_;
     max_pixels.assign(n, 0);
     {
@@ -172,13 +178,14 @@ class SegmentExecutor : public Executor {
         const int k = window_plan[i];
         if (k < 0) continue;
         const Item& it = items[i];
+        window_item_[next[static_cast<size_t>(k)]] = i;
         WindowWrite& w = windows[next[static_cast<size_t>(k)]++];
         w.image = k;  // made relative to its part below
         w.region_top = it.region.top;
         w.region_left = it.region.left;
         w.region_height = it.region.height;
         w.region_width = it.region.width;
-        w.dst = call.outputs[i].data_ptr<uint8_t>();
+        w.dst = nullptr;  // write() sets it, once the outputs exist
         w.channels = it.channels;
         w.orientation = it.orientation;
         w.color = plans_[static_cast<size_t>(k)].color;
@@ -188,8 +195,10 @@ class SegmentExecutor : public Executor {
     }
 
     // The parts: runs of consecutive images.
-    const size_t parts = std::clamp<size_t>(n / kMinPartImages, 1, static_cast<size_t>(DecodeState::kDecoderParts));
-    std::vector<size_t> part_begin(parts + 1);
+    const size_t parts = parts_ =
+        std::clamp<size_t>(n / kMinPartImages, 1, static_cast<size_t>(DecodeState::kDecoderParts));
+    std::vector<size_t>& part_begin = part_begin_;
+    part_begin.resize(parts + 1);
     for (size_t c = 0; c <= parts; ++c) part_begin[c] = n * c / parts;
 
     // One device buffer: the tables, then each part's uploaded region (its images, tasks, windows,
@@ -202,7 +211,8 @@ class SegmentExecutor : public Executor {
       at += bytes;
       return here;
     };
-    std::vector<PartLayout> part_layout(parts);
+    std::vector<PartLayout>& part_layout = part_layout_;
+    part_layout.resize(parts);
     for (size_t c = 0; c < parts; ++c) {
       const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
       size_t segments = 0, files = 0;
@@ -213,8 +223,8 @@ class SegmentExecutor : public Executor {
       PartLayout& L = part_layout[c];
       L.images_at = take((k1 - k0) * sizeof(SegmentImage));
       L.tasks_at = take(segments * sizeof(SegmentTask));
-      L.windows_at = take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
       L.copies_at = take((k1 - k0) * sizeof(ByteCopy));
+      L.windows_at = take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
       L.files_at = take(files);
     }
     const size_t upload = at;
@@ -228,7 +238,7 @@ class SegmentExecutor : public Executor {
     coef_at.assign(n * jc::kMaxComponents, 0);
     samples_at.assign(n * jc::kMaxComponents, 0);
     for (size_t k = 0; k < n; ++k) ranges_at[k] = take(2 * sizeof(int64_t) * plans_[k].image.num_segments);
-    const size_t status_at = status_at_ = take(n * sizeof(uint32_t));
+    status_at_ = take(n * sizeof(uint32_t));
     for (size_t k = 0; k < n; ++k) {
       SegmentImage& im = plans_[k].image;
       const jc::Frame& f = im.frame;
@@ -248,7 +258,7 @@ class SegmentExecutor : public Executor {
 
     Slot& slot = call.slot;
     slot.segments.reserve(total, call.context.tag_stream);
-    uint8_t* device = device_ = slot.segments.data();
+    device_ = slot.segments.data();
     const size_t host_bytes = round_up(upload, 256) + n * sizeof(uint32_t);
     at::Tensor& pinned = slot.pinned_segments;
     if (!pinned.defined() || static_cast<size_t>(pinned.numel()) < host_bytes)
@@ -257,24 +267,81 @@ class SegmentExecutor : public Executor {
     uint8_t* host = host_ = pinned.data_ptr<uint8_t>();
     status_host_ = reinterpret_cast<uint32_t*>(host + round_up(upload, 256));
 
-    // The parts' streams start after the caller's earlier work (such as what used the outputs' memory
-    // before).
+    // Where each file goes in its part's region: those in ordinary memory first, as they are uploaded
+    // with the descriptors; the GPU copies those in pinned memory itself.
+    std::vector<size_t>& bytes_at = bytes_at_;
+    bytes_at.assign(n, 0);
+    descriptor_at_.resize(n);
+    for (size_t c = 0; c < parts; ++c) {
+      for (size_t k = part_begin[c]; k < part_begin[c + 1]; ++k)
+        descriptor_at_[k] = part_layout[c].images_at + (k - part_begin[c]) * sizeof(SegmentImage);
+      size_t file_at = part_layout[c].files_at;
+      for (int pass = 0; pass < 2; ++pass) {
+        for (size_t k = part_begin[c]; k < part_begin[c + 1]; ++k) {
+          const Plan& p = plans_[k];
+          if (p.pinned != (pass == 1)) continue;
+          bytes_at[k] = file_at;
+          file_at += round_up(static_cast<size_t>(p.image.size), 16);
+        }
+      }
+    }
+
+    // Each image's segments (common/restart_plan.h says which), and the copy of each file in ordinary
+    // memory into the upload buffer, in image order on this thread and the helpers, while this one
+    // queues each part's uploads and kernels once its images are ready.
+    segments_.resize(n);
+    ChunkedWork per_image(n, kImagesPerChunk, [this, &items](size_t begin, size_t end) {
+      for (size_t k = begin; k < end; ++k) prepare_image(items, k);
+    });
+    // The parts' streams start after the caller's earlier work.
     const cudaStream_t caller = call.caller;
     DecodeState& state = call.state;
     if (parts > 1) C10_CUDA_CHECK(cudaEventRecord(state.parts_start, caller));
     for (size_t c = 0; c < parts; ++c) {
-      const cudaStream_t stream = parts > 1 ? state.part_streams[c] : caller;
+      const cudaStream_t stream = part_stream(call, c);
       if (parts > 1) C10_CUDA_CHECK(cudaStreamWaitEvent(stream, state.parts_start, 0));
-      decode_part(items, part_begin[c], part_begin[c + 1], part_layout[c], stream);
+      decode_part(items, part_begin[c], part_begin[c + 1], part_layout[c], per_image, stream);
     }
-    if (parts > 1) {
-      for (size_t c = 0; c < parts; ++c) {
-        C10_CUDA_CHECK(cudaEventRecord(state.part_done[c], state.part_streams[c]));
+    queued_ = true;
+  }
+
+  // The windows' kernels, once the outputs exist, each part's after its decode; then the status of
+  // every decode back to the host for finish().
+  void write(DecodeCall& call, std::vector<Item>& items) override {
+    if (!queued_) return;
+    const cudaStream_t caller = call.caller;
+    DecodeState& state = call.state;
+    // The parts' streams write the outputs after the caller's work before their allocation (such as
+    // what used their memory before).
+    if (parts_ > 1) C10_CUDA_CHECK(cudaEventRecord(state.parts_start, caller));
+    for (size_t c = 0; c < parts_; ++c) {
+      const cudaStream_t stream = part_stream(call, c);
+      if (parts_ > 1) C10_CUDA_CHECK(cudaStreamWaitEvent(stream, state.parts_start, 0));
+      const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
+      const size_t w0 = windows_begin_[k0], w1 = windows_begin_[k1];
+      const size_t windows_at = part_layout_[c].windows_at;
+      auto* windows = reinterpret_cast<WindowWrite*>(host_ + windows_at);
+      int64_t part_pixels = 0;
+      for (size_t w = w0; w < w1; ++w) {
+        WindowWrite& out = windows[w - w0];
+        out = windows_[w];
+        out.dst = call.outputs[window_item_[w]].data_ptr<uint8_t>();
+        part_pixels = std::max(part_pixels, max_pixels_[static_cast<size_t>(out.image)]);
+        out.image -= static_cast<int32_t>(k0);
+      }
+      const size_t bytes = (w1 - w0) * sizeof(WindowWrite);
+      C10_CUDA_CHECK(cudaMemcpyAsync(device_ + windows_at, host_ + windows_at, bytes, cudaMemcpyHostToDevice, stream));
+      C10_CUDA_CHECK(launch_write_windows(reinterpret_cast<SegmentImage*>(device_ + part_layout_[c].images_at),
+                                          reinterpret_cast<const WindowWrite*>(device_ + windows_at),
+                                          static_cast<int>(w1 - w0), part_pixels, stream));
+      if (parts_ > 1) {
+        C10_CUDA_CHECK(cudaEventRecord(state.part_done[c], stream));
         C10_CUDA_CHECK(cudaStreamWaitEvent(caller, state.part_done[c], 0));
       }
     }
-    C10_CUDA_CHECK(
-        cudaMemcpyAsync(status_host_, device + status_at, n * sizeof(uint32_t), cudaMemcpyDeviceToHost, caller));
+    Slot& slot = call.slot;
+    C10_CUDA_CHECK(cudaMemcpyAsync(status_host_, device_ + status_at_, plans_.size() * sizeof(uint32_t),
+                                   cudaMemcpyDeviceToHost, caller));
     if (slot.segments_read == nullptr)
       C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.segments_read, cudaEventDisableTiming | cudaEventBlockingSync));
     C10_CUDA_CHECK(cudaEventRecord(slot.segments_read, caller));
@@ -298,107 +365,92 @@ class SegmentExecutor : public Executor {
   }
 
  private:
-  // Prepares the part of images k0 .. k1 - 1 in its region of the pinned buffer (`layout`, from
-  // decode()): its segment tasks, descriptors and files in ordinary memory, uploaded as the host copies
-  // them, a few megabytes at a time, so that the transfer of one piece overlaps the copying of the
-  // next; then queues its kernels on `stream`. Indices in its tasks and windows count from its first
-  // image.
+  // Image k's share of the host work, which may run on a helper thread: the segments it decodes, the
+  // copy of its file into the upload buffer where it lies in ordinary memory, and its descriptor.
+  void prepare_image(const std::vector<Item>& items, size_t k) {
+    const Plan& p = plans_[k];
+    const Item& it = items[p.item];
+    const SegmentImage& im = p.image;
+    std::vector<int64_t>& segments = segments_[k];
+    if (p.from_first) {
+      segments.clear();
+    } else {
+      const size_t w0 = regions_begin_[p.item], w1 = regions_begin_[p.item + 1];
+      segments = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
+                                  im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0);
+    }
+    if (!p.pinned) std::memcpy(host_ + bytes_at_[k], it.bytes, it.size);
+
+    // Its descriptor, with the places of its arrays in the device buffer.
+    uint8_t* const device = device_;
+    SegmentImage d = im;
+    d.tables = reinterpret_cast<jc::HuffTable*>(device + tables_at_[k]);
+    for (int c = 0; c < jc::kMaxComponents; ++c) {
+      const bool present = c < d.frame.num_components;
+      d.dc[c] = present ? d.tables + p.dc_table[c] : nullptr;
+      d.ac[c] = present ? d.tables + p.ac_table[c] : nullptr;
+      d.coefficients[c] = present ? reinterpret_cast<int16_t*>(device + coef_at_[k * jc::kMaxComponents + c]) : nullptr;
+      d.samples[c] = c < d.idct_components ? device + samples_at_[k * jc::kMaxComponents + c] : nullptr;
+    }
+    d.data = device + bytes_at_[k];
+    d.segment_begin = reinterpret_cast<int64_t*>(device + ranges_at_[k]);
+    d.segment_end = d.segment_begin + d.num_segments;
+    d.status = reinterpret_cast<uint32_t*>(device + status_at_) + k;
+    std::memcpy(host_ + descriptor_at_[k], &d, sizeof(d));
+  }
+
+  // Queues the part of images k0 .. k1 - 1 (its region of the device buffer and of the pinned buffer:
+  // `layout`, from decode()) on `stream`: uploads its files in ordinary memory as their copies are
+  // ready (`per_image`), a few megabytes at a time, so that the transfer of one piece overlaps the
+  // copying of the next; then its segment tasks and descriptors; then its kernels. Indices in its
+  // tasks and windows count from its first image.
   void decode_part(const std::vector<Item>& items, size_t k0, size_t k1, const PartLayout& layout,
-                   cudaStream_t stream) {
+                   ChunkedWork& per_image, cudaStream_t stream) {
     uint8_t* const device = device_;
     uint8_t* const host = host_;
     const size_t count = k1 - k0;
-    const size_t nwindows = windows_begin_[k1] - windows_begin_[k0];
-    const size_t images_at = layout.images_at, tasks_at = layout.tasks_at, windows_at = layout.windows_at;
+    const size_t images_at = layout.images_at, tasks_at = layout.tasks_at;
     const size_t copies_at = layout.copies_at, files_at = layout.files_at;
+    auto send = [&](size_t from, size_t to) {
+      C10_CUDA_CHECK(cudaMemcpyAsync(device + from, host + from, to - from, cudaMemcpyHostToDevice, stream));
+    };
 
-    // The segments each image decodes (common/restart_plan.h says which).
+    // The files in ordinary memory lie first in the files' region, in image order.
     auto* tasks = reinterpret_cast<SegmentTask*>(host + tasks_at);
-    size_t ntasks = 0;
-    for (size_t k = k0; k < k1; ++k) {
-      const Plan& p = plans_[k];
-      const SegmentImage& im = p.image;
-      const Item& it = items[p.item];
-      const int32_t image = static_cast<int32_t>(k - k0);
-      const jc::Frame& f = im.frame;
-      if (p.from_first) {
-        const int64_t last = ((int64_t(im.mcu_row0) + im.mcu_rows) * f.mcus_per_row - 1) / im.mcus_per_segment;
-        for (int64_t s = 0; s <= last; ++s) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
-      } else {
-        const size_t w0 = regions_begin_[p.item], w1 = regions_begin_[p.item + 1];
-        for (const int64_t s : decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows,
-                                                im.mcu_col0, im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0))
-          tasks[ntasks++] = {image, static_cast<int32_t>(s)};
-      }
-    }
-
-    // Where each file goes: those in ordinary memory first, as they are uploaded with the descriptors.
-    std::vector<size_t> bytes_at(count);
-    size_t file_at = files_at;
+    size_t ntasks = 0, sent = files_at, copied = files_at;
     int pinned_files = 0;
     int64_t max_pinned = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t k = k0; k < k1; ++k) {
-        Plan& p = plans_[k];
-        // A sub-image the planner built (it.segments) lives in ordinary memory; the caller's tensor may
-        // be pinned.
-        if (pass == 0) p.pinned = !items[p.item].segments.defined() && in_pinned_memory(items[p.item].bytes);
-        if (p.pinned != (pass == 1)) continue;
-        bytes_at[k - k0] = file_at;
-        file_at += round_up(static_cast<size_t>(p.image.size), 16);
-        if (p.pinned) {
-          ++pinned_files;
-          max_pinned = std::max<int64_t>(max_pinned, p.image.size);
-        }
-      }
-    }
-
-    auto* images = reinterpret_cast<SegmentImage*>(host + images_at);
-    int max_blocks = 0;
     for (size_t k = k0; k < k1; ++k) {
-      SegmentImage im = plans_[k].image;
-      im.tables = reinterpret_cast<jc::HuffTable*>(device + tables_at_[k]);
-      for (int c = 0; c < jc::kMaxComponents; ++c) {
-        const bool present = c < im.frame.num_components;
-        im.dc[c] = present ? im.tables + plans_[k].dc_table[c] : nullptr;
-        im.ac[c] = present ? im.tables + plans_[k].ac_table[c] : nullptr;
-        im.coefficients[c] =
-            present ? reinterpret_cast<int16_t*>(device + coef_at_[k * jc::kMaxComponents + c]) : nullptr;
-        im.samples[c] = c < im.idct_components ? device + samples_at_[k * jc::kMaxComponents + c] : nullptr;
+      per_image.ready(k);
+      const Plan& p = plans_[k];
+      const SegmentImage& im = p.image;
+      const int32_t image = static_cast<int32_t>(k - k0);
+      if (p.from_first) {
+        const int64_t last = ((int64_t(im.mcu_row0) + im.mcu_rows) * im.frame.mcus_per_row - 1) / im.mcus_per_segment;
+        for (int64_t s = 0; s <= last; ++s) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
+      } else {
+        for (const int64_t s : segments_[k]) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
       }
-      im.data = device + bytes_at[k - k0];
-      im.segment_begin = reinterpret_cast<int64_t*>(device + ranges_at_[k]);
-      im.segment_end = im.segment_begin + im.num_segments;
-      im.status = reinterpret_cast<uint32_t*>(device + status_at_) + k;
-      max_blocks = std::max(max_blocks, im.blocks);
-      std::memcpy(images + (k - k0), &im, sizeof(im));
+      if (p.pinned) {
+        ++pinned_files;
+        max_pinned = std::max<int64_t>(max_pinned, im.size);
+        continue;
+      }
+      copied = bytes_at_[k] + static_cast<size_t>(im.size);
+      if (copied - sent >= kUploadPart) {
+        send(sent, copied);
+        sent = copied;
+      }
     }
-    auto* windows = reinterpret_cast<WindowWrite*>(host + windows_at);
-    int64_t part_pixels = 0;
-    for (size_t w = 0; w < nwindows; ++w) {
-      windows[w] = windows_[windows_begin_[k0] + w];
-      part_pixels = std::max(part_pixels, max_pixels_[static_cast<size_t>(windows[w].image)]);
-      windows[w].image -= static_cast<int32_t>(k0);
-    }
+    if (copied > sent) send(sent, copied);
+
+    int max_blocks = 0;
+    for (size_t k = k0; k < k1; ++k) max_blocks = std::max(max_blocks, plans_[k].image.blocks);
     auto* copies = reinterpret_cast<ByteCopy*>(host + copies_at);
     for (size_t k = k0, j = 0; k < k1; ++k)
-      if (plans_[k].pinned)
-        copies[j++] = {items[plans_[k].item].bytes, device + bytes_at[k - k0], plans_[k].image.size};
+      if (plans_[k].pinned) copies[j++] = {items[plans_[k].item].bytes, device + bytes_at_[k], plans_[k].image.size};
+    send(images_at, copies_at + static_cast<size_t>(pinned_files) * sizeof(ByteCopy));
 
-    size_t sent = images_at;  // the region's start
-    auto send = [&](size_t end) {
-      C10_CUDA_CHECK(cudaMemcpyAsync(device + sent, host + sent, end - sent, cudaMemcpyHostToDevice, stream));
-      sent = end;
-    };
-    size_t end = files_at;
-    for (size_t k = k0; k < k1; ++k) {
-      if (plans_[k].pinned) continue;
-      const Item& it = items[plans_[k].item];
-      std::memcpy(host + bytes_at[k - k0], it.bytes, it.size);
-      end = bytes_at[k - k0] + it.size;
-      if (end - sent >= kUploadPart) send(end);
-    }
-    if (end > sent) send(end);
     auto* d_images = reinterpret_cast<SegmentImage*>(device + images_at);
     C10_CUDA_CHECK(
         launch_copy_bytes(reinterpret_cast<const ByteCopy*>(device + copies_at), pinned_files, max_pinned, stream));
@@ -406,8 +458,10 @@ class SegmentExecutor : public Executor {
     C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const SegmentTask*>(device + tasks_at),
                                           static_cast<int>(ntasks), stream));
     C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
-    C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + windows_at),
-                                        static_cast<int>(nwindows), part_pixels, stream));
+  }
+
+  cudaStream_t part_stream(const DecodeCall& call, size_t c) const {
+    return parts_ > 1 ? call.state.part_streams[c] : call.caller;
   }
 
   bool plan(const DecodeCall& call, Item& it, Plan* p) {
@@ -471,6 +525,9 @@ class SegmentExecutor : public Executor {
     // (common/restart_plan.h) adds to the segments holding the rectangle what the CPU path reads beyond
     // them: a sub-image's filler, or every row from the top where no sub-image saves work.
     p->from_first = call.options.whole || it.segments.defined();
+    // A sub-image the planner built (it.segments) lives in ordinary memory; the caller's tensor may be
+    // pinned.
+    p->pinned = !it.segments.defined() && in_pinned_memory(it.bytes);
     return true;
   }
 
@@ -487,8 +544,16 @@ class SegmentExecutor : public Executor {
   uint8_t* host_ = nullptr;
   size_t status_at_ = 0;
   std::vector<size_t> tables_at_, ranges_at_, coef_at_, samples_at_;
+  std::vector<size_t> bytes_at_;                // per image: where its file lies
+  std::vector<size_t> descriptor_at_;           // per image: where its SegmentImage lies
+  std::vector<std::vector<int64_t>> segments_;  // per image: the segments it decodes (prepare_image)
   uint32_t* status_host_ = nullptr;
-  bool launched_ = false;
+  std::vector<size_t> window_item_;  // per window: its item
+  size_t parts_ = 0;
+  std::vector<size_t> part_begin_;  // part c: images part_begin_[c] .. part_begin_[c + 1] - 1
+  std::vector<PartLayout> part_layout_;
+  bool queued_ = false;    // decode() queued the decodes
+  bool launched_ = false;  // write() queued the rest
 };
 
 }  // namespace
