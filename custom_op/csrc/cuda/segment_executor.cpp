@@ -10,6 +10,10 @@
 #include <numeric>
 #include <vector>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#endif
+
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -50,6 +54,34 @@ int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
 constexpr size_t kUploadPart = size_t{4} << 20;
 
 size_t round_up(size_t value, size_t granule) { return (value + granule - 1) / granule * granule; }
+
+// Copies a file into the upload buffer. On x86 with streaming stores, which
+// write around the cache: the buffer is next read by the GPU's copy engine, not by this core, and
+// ordinary stores would first read each line of it into the cache (the copies cost less CPU time so).
+// The fence makes the stores visible before the caller says the copy is done.
+void copy_to_upload(uint8_t* dst, const uint8_t* src, size_t size) {
+#if defined(__x86_64__) || defined(_M_X64)
+  if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0) {  // (the files' places are 16-byte aligned)
+    std::memcpy(dst, src, size);
+    return;
+  }
+  size_t i = 0;
+  for (; i + 64 <= size; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  std::memcpy(dst + i, src + i, size - i);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, size);
+#endif
+}
 
 // Whether p lies in page-locked host memory (a DataLoader with pin_memory=True delivers files so),
 // asked of the CUDA runtime directly: Tensor::is_pinned() adds the dispatcher and torch's CUDA hooks
@@ -379,7 +411,7 @@ class SegmentExecutor : public Executor {
       segments = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
                                   im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0);
     }
-    if (!p.pinned) std::memcpy(host_ + bytes_at_[k], it.bytes, it.size);
+    if (!p.pinned) copy_to_upload(host_ + bytes_at_[k], it.bytes, it.size);
 
     // Its descriptor, with the places of its arrays in the device buffer.
     uint8_t* const device = device_;
