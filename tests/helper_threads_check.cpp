@@ -39,7 +39,8 @@ int every_image_once() {
       }
       work.wait_all();
       for (size_t k = 0; k < count; ++k)
-        if (runs[k].load() != 1) return fail("image " + std::to_string(k) + " ran " + std::to_string(runs[k].load()) + " times");
+        if (runs[k].load() != 1)
+          return fail("image " + std::to_string(k) + " ran " + std::to_string(runs[k].load()) + " times");
     }
   }
   return 0;

@@ -55,10 +55,10 @@ constexpr size_t kUploadPart = size_t{4} << 20;
 
 size_t round_up(size_t value, size_t granule) { return (value + granule - 1) / granule * granule; }
 
-// Copies a file into the upload buffer. On x86 with streaming stores, which
-// write around the cache: the buffer is next read by the GPU's copy engine, not by this core, and
-// ordinary stores would first read each line of it into the cache (the copies cost less CPU time so).
-// The fence makes the stores visible before the caller says the copy is done.
+// Copies a file into the upload buffer; on x86 with streaming stores, which write around the cache:
+// the buffer is next read by the GPU's copy engine, not by this core, and ordinary stores would first
+// read each of its lines into the cache (the copies cost less CPU time so). The fence makes the
+// stores visible before the caller says the copy is done.
 void copy_to_upload(uint8_t* dst, const uint8_t* src, size_t size) {
 #if defined(__x86_64__) || defined(_M_X64)
   if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0) {  // (the files' places are 16-byte aligned)
@@ -112,9 +112,10 @@ struct Plan {
 
 // Where a part's uploaded region holds each of its arrays (offsets into the device buffer and its
 // pinned host side): its images' descriptors, room for every segment of its images as tasks (which
-// are listed only when the part is prepared), its windows, its pinned files' copies and its files.
+// are listed only when the part is prepared), its pinned files' copies, its windows (uploaded by
+// write(), once the outputs exist) and its files.
 struct PartLayout {
-  size_t images_at, tasks_at, windows_at, copies_at, files_at;
+  size_t images_at, tasks_at, copies_at, windows_at, files_at;
 };
 
 int32_t window_color(const Item& it) {
@@ -212,7 +213,7 @@ class SegmentExecutor : public Executor {
         const Item& it = items[i];
         window_item_[next[static_cast<size_t>(k)]] = i;
         WindowWrite& w = windows[next[static_cast<size_t>(k)]++];
-        w.image = k;  // made relative to its part below
+        w.image = k;  // made relative to its part by write()
         w.region_top = it.region.top;
         w.region_left = it.region.left;
         w.region_height = it.region.height;
@@ -233,9 +234,10 @@ class SegmentExecutor : public Executor {
     part_begin.resize(parts + 1);
     for (size_t c = 0; c <= parts; ++c) part_begin[c] = n * c / parts;
 
-    // One device buffer: the tables, then each part's uploaded region (its images, tasks, windows,
-    // pinned-file copies and files), then what only the kernels use. A part's tasks are not known
-    // before it is prepared: its region has room for every segment of its images.
+    // One device buffer: each part's uploaded region (its images, tasks, pinned-file copies, windows
+    // and files), then what only the kernels use (the tables find_segments builds, the segments'
+    // ranges, the statuses, the coefficients and samples). A part's tasks are not known before it is
+    // prepared: its region has room for every segment of its images.
     size_t at = 0;
     auto take = [&at](size_t bytes) {
       at = round_up(at, 256);
