@@ -72,7 +72,7 @@ void allocate_item_outputs(const std::vector<Item>& items, std::vector<at::Tenso
   // Each its own allocation (the op's outputs must not alias one another), made without the dispatcher.
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
-    if (!per_item[i].defined() && it.path != kCpu && it.path != kFailed && it.path != kPending)
+    if (!per_item[i].defined() && on_gpu(it.path))
       per_item[i] =
           at::detail::empty_cuda({it.channels, it.height, it.width}, at::kByte, device.device(), c10::nullopt);
   }

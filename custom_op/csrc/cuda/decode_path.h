@@ -21,10 +21,11 @@ enum DecodePath : int64_t {
 // Added to an item's path when nvJPEG decoded the sub-image of its restart segments (planner.h).
 constexpr int64_t kSegmentsFlag = 16;
 
+// A GPU decoder took the item (or shares its leader's decode).
+inline bool on_gpu(DecodePath path) { return path != kCpu && path != kFailed && path != kPending; }
+
 // An nvJPEG decoder wrote (or shares) the item's decode in the staging buffer.
-inline bool staged(DecodePath path) {
-  return path != kCpu && path != kFailed && path != kPending && path != kCudaDecoder;
-}
+inline bool staged(DecodePath path) { return on_gpu(path) && path != kCudaDecoder; }
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -6,10 +6,10 @@
 // nvJPEG's into staging on the decode state's stream, from which the copy-out kernel moves every window
 // into its output; our own CUDA decoder's (segment_decoder.h) straight into the outputs, which are
 // allocated once every decode is queued (so that the caching allocator's work overlaps the GPU's), by
-// kernels that write() queues. An item an executor fails on goes to the CPU path, which decodes it or gives libjpeg's
-// error: nvJPEG's failures are known when decode() returns, our decoder's once its kernels have run (finish()). A new
-// decoder is one more Executor and one more path code (decode_path.h): staging and copy-out read only an item's
-// `decoded` region and `staged_format`.
+// kernels that write() queues. An item an executor fails on goes to the CPU path, which decodes it or
+// gives libjpeg's error: nvJPEG's failures are known when decode() returns, our decoder's once its
+// kernels have run (finish()). A new decoder is one more Executor and one more path code
+// (decode_path.h): staging and copy-out read only an item's `decoded` region and `staged_format`.
 #pragma once
 
 #include <cstddef>

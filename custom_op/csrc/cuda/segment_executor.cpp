@@ -328,14 +328,9 @@ class SegmentExecutor : public Executor {
       for (size_t k = begin; k < end; ++k) prepare_image(items, k);
     });
     // The parts' streams start after the caller's earlier work.
-    const cudaStream_t caller = call.caller;
-    DecodeState& state = call.state;
-    if (parts > 1) C10_CUDA_CHECK(cudaEventRecord(state.parts_start, caller));
-    for (size_t c = 0; c < parts; ++c) {
-      const cudaStream_t stream = part_stream(call, c);
-      if (parts > 1) C10_CUDA_CHECK(cudaStreamWaitEvent(stream, state.parts_start, 0));
-      decode_part(items, part_begin[c], part_begin[c + 1], part_layout[c], per_image, stream);
-    }
+    parts_wait_for_caller(call);
+    for (size_t c = 0; c < parts; ++c)
+      decode_part(items, part_begin[c], part_begin[c + 1], part_layout[c], per_image, part_stream(call, c));
     queued_ = true;
   }
 
@@ -347,10 +342,9 @@ class SegmentExecutor : public Executor {
     DecodeState& state = call.state;
     // The parts' streams write the outputs after the caller's work before their allocation (such as
     // what used their memory before).
-    if (parts_ > 1) C10_CUDA_CHECK(cudaEventRecord(state.parts_start, caller));
+    parts_wait_for_caller(call);
     for (size_t c = 0; c < parts_; ++c) {
       const cudaStream_t stream = part_stream(call, c);
-      if (parts_ > 1) C10_CUDA_CHECK(cudaStreamWaitEvent(stream, state.parts_start, 0));
       const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
       const size_t w0 = windows_begin_[k0], w1 = windows_begin_[k1];
       const size_t windows_at = part_layout_[c].windows_at;
@@ -496,6 +490,15 @@ class SegmentExecutor : public Executor {
 
   cudaStream_t part_stream(const DecodeCall& call, size_t c) const {
     return parts_ > 1 ? call.state.part_streams[c] : call.caller;
+  }
+
+  // Makes each part's stream wait for the work queued on the caller's stream so far (nothing to do
+  // where the one part runs on the caller's stream).
+  void parts_wait_for_caller(DecodeCall& call) const {
+    if (parts_ < 2) return;
+    C10_CUDA_CHECK(cudaEventRecord(call.state.parts_start, call.caller));
+    for (size_t c = 0; c < parts_; ++c)
+      C10_CUDA_CHECK(cudaStreamWaitEvent(call.state.part_streams[c], call.state.parts_start, 0));
   }
 
   bool plan(const DecodeCall& call, Item& it, Plan* p) {
