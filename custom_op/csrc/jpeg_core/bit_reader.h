@@ -28,24 +28,33 @@ struct BitReader {
   int padded;           // zero bits appended after the data stopped (always the last ones in buf)
   bool stopped;         // the data stopped: at `end`, or at an FF (next points at it) not followed by 00
   // The four bytes at `next` (where `ahead_loaded`: four bytes of the range are left there), loaded
-  // as soon as `next` moves, a refill ahead of their use, so that the GPU thread does not wait for
-  // them: a refill otherwise waited for its loads every few symbols.
-  uint32_t ahead;
+  // as soon as `next` moves, a refill ahead of their use, and kept as loaded: they are put together
+  // only where the next refill uses them, so that a GPU thread does not wait for the loads until
+  // then (it decodes a few symbols meanwhile); put together where they are loaded, they would make
+  // the thread wait at once.
+  uint32_t ahead0, ahead1, ahead2, ahead3;
   bool ahead_loaded;
 };
 
 // The byte at p (begin <= p < end).
 CUSTOM_OP_HD inline uint32_t reader_byte(const uint8_t* p) { return load_readonly(p); }
 
-// The four bytes at p (p + 4 <= end), most significant first.
-CUSTOM_OP_HD inline uint32_t reader_word(const uint8_t* p) {
-  return (reader_byte(p) << 24) | (reader_byte(p + 1) << 16) | (reader_byte(p + 2) << 8) | reader_byte(p + 3);
-}
-
-// Loads `ahead` from `next` where four bytes of the range are left there.
+// Loads the four bytes at `next` (ahead0..3) where four bytes of the range are left there.
 CUSTOM_OP_HD inline void reader_load_ahead(BitReader* r) {
   r->ahead_loaded = !r->stopped && r->end - r->next >= 4;
-  r->ahead = r->ahead_loaded ? reader_word(r->next) : 0;
+  if (r->ahead_loaded) {
+    r->ahead0 = reader_byte(r->next);
+    r->ahead1 = reader_byte(r->next + 1);
+    r->ahead2 = reader_byte(r->next + 2);
+    r->ahead3 = reader_byte(r->next + 3);
+  } else {
+    r->ahead0 = r->ahead1 = r->ahead2 = r->ahead3 = 0;
+  }
+}
+
+// The four bytes reader_load_ahead loaded, most significant first.
+CUSTOM_OP_HD inline uint32_t reader_ahead_word(const BitReader* r) {
+  return (r->ahead0 << 24) | (r->ahead1 << 16) | (r->ahead2 << 8) | r->ahead3;
 }
 
 CUSTOM_OP_HD inline void reader_init(BitReader* r, const uint8_t* begin, const uint8_t* end) {
@@ -88,7 +97,7 @@ CUSTOM_OP_HD inline void reader_fill(BitReader* r) {
 // (padding, where it stopped) is exactly what reader_fill alone would leave.
 CUSTOM_OP_HD inline void reader_refill(BitReader* r) {
   if (r->bits >= 32) return;
-  const uint32_t word = r->ahead;
+  const uint32_t word = reader_ahead_word(r);
   // A byte of `word` is FF exactly where the same byte of ~word is zero (the exact zero-byte test).
   if (r->ahead_loaded && ((~word - 0x01010101u) & word & 0x80808080u) == 0) {
     r->buf |= static_cast<uint64_t>(word) << (32 - r->bits);
@@ -105,9 +114,10 @@ CUSTOM_OP_HD inline uint32_t reader_peek(const BitReader* r, int n) {
   return static_cast<uint32_t>(r->buf >> (64 - n));
 }
 
-// Consumes n bits (0 <= n <= bits).
+// Consumes n bits (0 <= n <= bits, n <= 32: a code and its extra bits at most). The mask only tells
+// the compiler that the shift is below 64, so that it needs no test for a shift that empties the buffer.
 CUSTOM_OP_HD inline void reader_drop(BitReader* r, int n) {
-  r->buf = n >= 64 ? 0 : r->buf << n;
+  r->buf <<= (n & 63);
   r->bits -= n;
 }
 

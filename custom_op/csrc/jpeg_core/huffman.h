@@ -60,13 +60,9 @@ CUSTOM_OP_HD inline int32_t huff_extend(uint32_t bits, int size) {
                                    : static_cast<int32_t>(bits);
 }
 
-// One symbol, or -1 for a code the table lacks. Needs 16 bits buffered.
-CUSTOM_OP_HD inline int decode_symbol(BitReader* r, const HuffTable& t) {
-  const uint16_t e = load_readonly(&t.lookup[reader_peek(r, kHuffLookBits)]);
-  if (e != 0) {
-    reader_drop(r, e >> 8);
-    return e & 0xFF;
-  }
+// A code longer than kHuffLookBits bits (the lookup entry of its first bits is 0): its symbol, or -1
+// for a code the table lacks. Needs 16 bits buffered.
+CUSTOM_OP_HD inline int decode_long_code(BitReader* r, const HuffTable& t) {
   for (int length = kHuffLookBits + 1; length <= 16; ++length) {
     const int32_t code = static_cast<int32_t>(reader_peek(r, length));
     if (code <= load_readonly(&t.maxcode[length])) {
@@ -79,6 +75,22 @@ CUSTOM_OP_HD inline int decode_symbol(BitReader* r, const HuffTable& t) {
     }
   }
   return -1;
+}
+
+// The lookup entry of the next kHuffLookBits bits: (length << 8) | symbol for a code that short,
+// else 0 (decode_long_code then).
+CUSTOM_OP_HD inline uint32_t short_code_entry(const BitReader* r, const HuffTable& t) {
+  return load_readonly(&t.lookup[reader_peek(r, kHuffLookBits)]);
+}
+
+// One symbol, or -1 for a code the table lacks. Needs 16 bits buffered. (decode_block spells this
+// out, so that only the long-code path tests for a failure: through a helper, the compiler kept a
+// test and a branch out of three nested loops on every symbol of the GPU decoder.)
+CUSTOM_OP_HD inline int decode_symbol(BitReader* r, const HuffTable& t) {
+  const uint32_t e = short_code_entry(r, t);
+  if (e == 0) return decode_long_code(r, t);
+  reader_drop(r, static_cast<int>(e >> 8));
+  return static_cast<int>(e & 0xFF);
 }
 
 // One block: DC difference added to *pred, then the AC coefficients, into `block` (zeroed here; in
@@ -95,8 +107,13 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
   for (int i = 0; i < kBlockSize; ++i) block[i] = 0;
 #endif
   reader_refill(r);
-  const int s = decode_symbol(r, dc);
-  if (s < 0) return false;
+  int s;
+  if (const uint32_t e = short_code_entry(r, dc)) {
+    reader_drop(r, static_cast<int>(e >> 8));
+    s = static_cast<int>(e & 0xFF);
+  } else if ((s = decode_long_code(r, dc)) < 0) {
+    return false;
+  }
   int32_t diff = 0;
   if (s != 0) {  // s <= 15: build_huffman_table refuses larger DC symbols; 57 - 16 bits are left
     diff = huff_extend(reader_peek(r, s), s);
@@ -106,8 +123,13 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
   block[0] = wrap_int16(*pred);
   for (int k = 1; k < kBlockSize; ++k) {
     reader_refill(r);  // a code (16) and its extra bits (15) fit in the 32 bits this leaves
-    const int symbol = decode_symbol(r, ac);
-    if (symbol < 0) return false;
+    int symbol;
+    if (const uint32_t e = short_code_entry(r, ac)) {
+      reader_drop(r, static_cast<int>(e >> 8));
+      symbol = static_cast<int>(e & 0xFF);
+    } else if ((symbol = decode_long_code(r, ac)) < 0) {
+      return false;
+    }
     const int run = symbol >> 4, size = symbol & 15;
     if (size != 0) {
       k += run;  // k <= 63 + 15, inside position[80]
