@@ -81,7 +81,7 @@ def decode_and_crop_jpegs(
             exception is the one :func:`custom_op.decode_and_crop_jpeg` raises for it, its message
             naming the item.
     """
-    tensors = _args.tensors(data)
+    tensors = _files(data, device)
     windows = _windows(tops, lefts, heights, widths, len(tensors))
     if tensors and min(min(windows[2]), min(windows[3])) < 1:
         for i, (h, w) in enumerate(zip(windows[2], windows[3])):
@@ -120,7 +120,7 @@ def decode_jpegs(
     images of one size (and, with ``apply_exif_orientation``, one displayed orientation of it).
     """
     return _decode(
-        _args.tensors(data),
+        _files(data, device),
         None,
         mode,
         apply_exif_orientation,
@@ -139,8 +139,15 @@ def decode_with_paths(
 ):
     """:func:`decode_and_crop_jpegs` and the path code of each item (which decoder took it: see
     custom_op.gpu.PATH_NAMES). For tests and benchmarks; custom_op.testing wraps it."""
-    tensors = _args.tensors(data)
+    tensors = _files(data, options.get("device", "cpu"))
     return _decode(tensors, _windows(tops, lefts, heights, widths, len(tensors)), with_paths=True, **options)
+
+
+def _files(data: Sequence, device) -> list[torch.Tensor]:
+    """The batch's files as tensors. The CUDA operator checks each tensor itself (a bad one is that
+    item's TypeError, as on the CPU), so for device="cuda" a list of tensors is passed on unchecked;
+    the CPU operator is dispatched on its tensors' device, so there every file is checked first."""
+    return _args.tensors(data, check_tensors=_args.device(device).type != "cuda")
 
 
 def _windows(tops, lefts, heights, widths, n: int) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -176,7 +183,13 @@ def _decode(
         empty = torch.empty(0, dtype=torch.uint8, device=dev)
         result = (empty, []) if stack and on_error == "return" else empty if stack else []
         return (result, []) if with_paths else result
-    run = _device.run(tensors, windows, *options, bool(stack), dev, stream, check_entropy=check_entropy)
+    try:
+        run = _device.run(tensors, windows, *options, bool(stack), dev, stream, check_entropy=check_entropy)
+    except RuntimeError:
+        # A file the operator cannot even be called with (a meta tensor dispatches to the operators'
+        # fake kernels), passed on unchecked (_files): the TypeError that names it instead.
+        _args.tensors(tensors)
+        raise
     errors = _outcomes.settle(run.statuses, run.messages, stacklevel=5)
     if on_error == "raise":
         first = next((e for e in errors if e is not None), None)

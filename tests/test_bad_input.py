@@ -174,6 +174,29 @@ def test_wrong_data_type_is_type_error(valid, kind, op):
         call(bad)
 
 
+@pytest.mark.parametrize("kind", list(_bad_data_objects(b"\xff\xd8\xff\xd9")))
+def test_wrong_data_type_in_a_cpu_batch_names_the_item(valid, kind):
+    bad = _bad_data_objects(valid[0])[kind]
+    with pytest.raises(TypeError, match="batch item 1: .*data must"):
+        custom_op.decode_and_crop_jpegs([valid[0], bad], 0, 0, 8, 8)
+
+
+def test_a_batch_of_tensors_for_the_gpu_is_passed_on_unchecked():
+    # For device="cuda" the operator checks each tensor itself (tests/test_gpu.py); Python checks the
+    # other objects as always, and every file for the CPU operator.
+    from custom_op import _args
+
+    good, bad = torch.zeros(4, dtype=torch.uint8), torch.zeros(4)
+    assert _args.tensors([good, bad], check_tensors=False)[1] is bad
+    with pytest.raises(TypeError, match="batch item 1: data must be a uint8 tensor"):
+        _args.tensors([good, bad])
+    mixed = _args.tensors([good, b"ab"], check_tensors=False)
+    assert mixed[0] is good and mixed[1].dtype == torch.uint8 and mixed[1].tolist() == [97, 98]
+    for other in (np.zeros(2, np.int32), "str", None):
+        with pytest.raises(TypeError, match="batch item 1"):
+            _args.tensors([good, other], check_tensors=False)
+
+
 _GARBAGE = b"this is not a jpeg file at all"
 
 

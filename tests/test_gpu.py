@@ -655,6 +655,38 @@ def test_errors_returned_in_place(jpeg_writer):
 
 
 @needs_gpu
+@pytest.mark.parametrize("on_error", ["raise", "return"])
+def test_bad_tensors_are_their_items_type_errors(jpeg_writer, on_error):
+    # A batch of tensors reaches the CUDA operator unchecked by Python; the operator checks each one.
+    good = jpeg_writer.encode(jpeg_writer.photo_like(50, 60, seed=1))
+    tensor = torch.frombuffer(bytearray(good), dtype=torch.uint8)
+    doubled = torch.frombuffer(bytearray(bytes(b for b in good for _ in range(2))), dtype=torch.uint8)
+    bad = {
+        "float32": tensor.float(),
+        "int8": tensor.to(torch.int8),
+        "2-D": tensor[: tensor.numel() // 2 * 2].reshape(2, -1),
+        "0-D": tensor[0],
+        "non-contiguous": doubled[::2],
+        "on the GPU": tensor.cuda(),
+        "sparse": tensor.to_sparse(),
+    }
+    expected = custom_op.decode_and_crop_jpeg(good, 0, 0, 40, 40)
+    for name, item in bad.items():
+        files = [tensor, item, tensor]
+        if on_error == "raise":
+            with pytest.raises(TypeError, match="batch item 1: .*data must"):
+                custom_op.decode_and_crop_jpegs(files, 0, 0, 40, 40, device="cuda")
+            continue
+        out = custom_op.decode_and_crop_jpegs(files, 0, 0, 40, 40, device="cuda", on_error="return")
+        assert isinstance(out[1], TypeError) and "batch item 1: " in str(out[1]), (name, out[1])
+        assert torch.equal(out[0].cpu(), expected) and torch.equal(out[2].cpu(), expected), name
+    # A meta tensor cannot reach the operator's kernel (it dispatches to the fake one): the whole call's
+    # TypeError, naming the item.
+    with pytest.raises(TypeError, match="batch item 1: data must be on the CPU"):
+        custom_op.decode_and_crop_jpegs([tensor, tensor.to("meta")], 0, 0, 40, 40, device="cuda", on_error=on_error)
+
+
+@needs_gpu
 def test_hostile_batches_leave_no_sticky_error(jpeg_writer):
     rng = np.random.default_rng(5)
     good = jpeg_writer.encode(jpeg_writer.photo_like(120, 160, seed=2))
@@ -1294,7 +1326,21 @@ def test_cuda_decoder_reads_pinned_inputs_itself(jpeg_writer):
     tensors = [as_tensor(d) for d in datas]
     pinned = [t.pin_memory() if i % 2 == 0 else t for i, t in enumerate(tensors)]
     assert [t.is_pinned() for t in pinned] == [True, False] * 3
-    assert_cuda_decoder_exact(pinned, datas, [(3 + i, 5 + 2 * i, 100, 120) for i in range(6)])
+    windows = [(3 + i, 5 + 2 * i, 100, 120) for i in range(6)]
+    assert_cuda_decoder_exact(pinned, datas, windows)
+
+    # The GPU copies a pinned file itself (a kernel, copy_bytes); files in ordinary memory are uploaded
+    # by copies the host queues. Seen in a profile of each kind of batch.
+    def kernels(files):
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            custom_op.decode_and_crop_jpegs(files, *zip(*windows), device="cuda")
+            torch.cuda.synchronize()
+        return " ".join(e.name for e in prof.events())
+
+    assert "copy_bytes" in kernels(pinned)
+    assert "copy_bytes" not in kernels(tensors)
 
 
 @needs_gpu

@@ -65,9 +65,15 @@ Region with_margin(const Region& r, const JpegHeader& h) {
 void prepare(Item& it, const CallOptions& options, const TestingOptions& testing) {
   it.path = kCpu;
   const at::Tensor& data = it.data;
+  const char* op = options.whole ? "decode_jpeg" : "decode_and_crop_jpeg";
   if (!data.device().is_cpu()) {
-    const char* op = options.whole ? "decode_jpeg" : "decode_and_crop_jpeg";
     fail_item(it, ItemStatus::kTypeError, c10::str(op, ": data must be a CPU tensor, got one on ", data.device()));
+    return;
+  }
+  // (Python passes a batch's tensors on unchecked: a sparse or nested one must fail here, as the CPU
+  // path's checks would throw on its layout rather than report it.)
+  if (data.layout() != at::kStrided || data.is_nested()) {
+    fail_item(it, ItemStatus::kTypeError, c10::str(op, ": data must be a dense tensor, got a sparse or nested one"));
     return;
   }
   if (data.scalar_type() != at::kByte || data.dim() != 1 || !data.is_contiguous()) return;
