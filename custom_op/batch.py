@@ -73,7 +73,9 @@ def decode_and_crop_jpegs(
 
     Raises:
         TypeError: ``data`` is not a list or tuple of bytes-like files, or an argument has the
-            wrong type; with ``on_error="raise"``, also a bad item's TypeError.
+            wrong type; with ``on_error="raise"``, also a bad item's TypeError. (A tensor that is
+            not 1-D, contiguous, uint8 and on the CPU is a bad item with ``device="cuda"``, returned
+            in its place with ``on_error="return"``; on the CPU it fails the whole call.)
         ValueError: the window lists do not have one entry per file, a window size is below 1, an
             option has an unknown value, or ``stack=True`` with outputs of different shapes; with
             ``on_error="raise"``, also a bad item's ValueError (a window outside its image, ...).
