@@ -94,10 +94,10 @@ c10::DeleterFnPtr torch_pinned_deleter() {
 }
 
 // Whether a file's bytes lie in page-locked memory from PyTorch's CUDA host allocator, told by its
-// storage's deleter. Asking the CUDA runtime instead (cudaPointerGetAttributes) cost about a
-// microsecond per file, a quarter of a millisecond per batch of 256 before its first part could
-// start. Page-locked memory from elsewhere counts as ordinary memory: its files are copied on the
-// host, which is only slower.
+// storage's deleter. Asking the CUDA runtime instead (cudaPointerGetAttributes) takes a driver call
+// per file, which was a large share of the host's work before a batch's first part could start.
+// Page-locked memory from elsewhere counts as ordinary memory: its files are copied on the host,
+// which is only slower.
 bool in_torch_pinned_memory(const at::Tensor& t) {
   if (!t.has_storage()) return false;
   const c10::DeleterFnPtr deleter = t.storage().data_ptr().get_deleter();
