@@ -15,6 +15,7 @@
 #endif
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDAException.h>
 
 #include "common/restart_plan.h"
@@ -176,6 +177,9 @@ class SegmentExecutor : public Executor {
   void decode(DecodeCall& call, std::vector<Item>& items) override {
     if (plans_.empty()) return;
     const size_t n = plans_.size();
+    // For torch.profiler, as decode_cuda.cpp's phases: this call, and within it each part's queueing
+    // (the rest is the layout).
+    RECORD_FUNCTION("custom_op::gpu_segments_decode", std::vector<c10::IValue>());
     // Longest segments first. A part's decode launch lasts as long as its longest segment, and the
     // host queues the parts in order, the last one as it finishes its own work: so the images whose
     // segments are longest (on average: their lengths are only known on the GPU) go in the first
@@ -337,8 +341,10 @@ class SegmentExecutor : public Executor {
     });
     // The parts' streams start after the caller's earlier work.
     parts_wait_for_caller(call);
-    for (size_t c = 0; c < parts; ++c)
+    for (size_t c = 0; c < parts; ++c) {
+      RECORD_FUNCTION("custom_op::gpu_segments_part", std::vector<c10::IValue>());
       decode_part(items, part_begin[c], part_begin[c + 1], part_layout[c], per_image, part_stream(call, c));
+    }
     queued_ = true;
   }
 
