@@ -19,8 +19,6 @@ struct Defined {
 
 // DQT as libjpeg's get_dqt reads it; partial tables (which it zero-fills) are left to it.
 bool read_dqt(const uint8_t* seg, size_t n, Defined* d) {
-  jc::CoefOrder order;
-  jc::make_natural_order(&order);
   size_t pos = 0;
   while (pos < n) {
     const int precision = seg[pos] >> 4, index = seg[pos] & 15;
@@ -28,9 +26,14 @@ bool read_dqt(const uint8_t* seg, size_t n, Defined* d) {
     if (precision > 1 || index >= 4) return false;
     const size_t bytes = 64 * static_cast<size_t>(precision + 1);
     if (n - pos < bytes) return false;
-    for (int k = 0; k < 64; ++k) {
-      const uint16_t v = precision ? static_cast<uint16_t>(be16(seg + pos + 2 * k)) : seg[pos + k];
-      d->quant_table[index].value[order.position[k]] = v;
+    // Stored in zigzag order; kept in natural order, each value read from its zigzag place (constant
+    // indices once the loop is unrolled, rather than a table of positions built for every file).
+    uint16_t* value = d->quant_table[index].value;
+    const uint8_t* src = seg + pos;
+    if (precision) {
+      for (int p = 0; p < 64; ++p) value[p] = static_cast<uint16_t>(be16(src + 2 * jc::zigzag_index(p / 8, p % 8)));
+    } else {
+      for (int p = 0; p < 64; ++p) value[p] = src[jc::zigzag_index(p / 8, p % 8)];
     }
     d->quant[index] = true;
     pos += bytes;
