@@ -181,6 +181,21 @@ def test_wrong_data_type_in_a_cpu_batch_names_the_item(valid, kind):
         custom_op.decode_and_crop_jpegs([valid[0], bad], 0, 0, 8, 8)
 
 
+def test_batch_window_lists(valid):
+    data, reference = valid
+    # numpy ints, a tensor, a tuple and a bool (an int) are all taken
+    out = custom_op.decode_and_crop_jpegs([data, data], [0, np.int64(1)], torch.tensor([0, 2]), (8, 8), [True, 8])
+    assert torch.equal(out[0], reference[:, 0:8, 0:1]) and torch.equal(out[1], reference[:, 1:9, 2:10])
+    with pytest.raises(TypeError, match=r"tops\[1\] must be an integer, got float"):
+        custom_op.decode_and_crop_jpegs([data, data], [0, 1.5], 0, 8, 8)
+    with pytest.raises(TypeError, match=r"widths\[0\] must be an integer, got str"):
+        custom_op.decode_and_crop_jpegs([data, data], 0, 0, 8, ["8", 8])
+    with pytest.raises(ValueError, match=r"lefts\[1\]=9223372036854775808 is out of range"):
+        custom_op.decode_and_crop_jpegs([data, data], 0, [0, 2**63], 8, 8)
+    with pytest.raises(ValueError, match="heights has 3 entries for 2 images"):
+        custom_op.decode_and_crop_jpegs([data, data], 0, 0, [8, 8, 8], 8)
+
+
 def test_a_batch_of_tensors_for_the_gpu_is_passed_on_unchecked():
     # For device="cuda" the operator checks each tensor itself (tests/test_gpu.py); Python checks the
     # other objects as always, and every file for the CPU operator.
