@@ -16,6 +16,7 @@ memory over many calls) go to the JSON file named by $CUSTOM_OP_GPU_REPORT when 
 import io
 import json
 import os
+import struct
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from PIL import Image
 
 import custom_op
 import damaged_jpegs
+import restart_segments as rs
 from conftest import SHARED_DATA, shared_dir
 from custom_op import ImageReadMode, gpu, testing
 from jpeg_factory import with_exif_orientation
@@ -1452,6 +1454,70 @@ def test_cuda_decoder_gives_damaged_files_the_cpu_paths_outcome(jpeg_writer, on_
     assert decoded_on_gpu >= 10 and caught >= 10, (decoded_on_gpu, caught)
     # A clean file after the damaged ones: still our decoder's, still exact.
     assert_cuda_decoder_exact([bases[0]] * 3, [bases[0]] * 3, [(100, 8, 40, 100)] * 3)
+
+
+def with_index_entries(data: bytes, entries) -> bytes:
+    """A copy of a prepared file whose segment index (common/segment_index.h) says `entries(ends)`,
+    given the true ones; the rest of the file is unchanged."""
+    at = data.index(b"\xff\xe9\x00")
+    count = struct.unpack(">I", data[at + 33 : at + 37])[0]
+    true = list(struct.unpack(f">{count}I", data[at + 37 : at + 37 + 4 * count]))
+    return data[: at + 37] + struct.pack(f">{count}I", *entries(true)) + data[at + 37 + 4 * count :]
+
+
+@needs_gpu
+def test_cuda_decoder_uploads_as_far_as_the_segment_index_says(jpeg_writer):
+    """A prepared file is uploaded only through the MCU row of the last segment a window needs, as its
+    segment index says. An index that lies short leaves the GPU too few markers: the item goes to the
+    CPU path, with its pixels. One that lies long only uploads more."""
+    data = custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(301, 403, seed=70), sampling="4:2:0"))
+    scan_start = rs.scan(data).start
+    wins = [(0, 0, 40, 50), (100, 200, 64, 64), (230, 10, 71, 390), (0, 0, 301, 403)]
+    refs = [custom_op.decode_and_crop_jpeg(data, *win) for win in wins]
+
+    def decoded(files):
+        with testing.gpu_options(dedupe=False):
+            outs, used = testing.decode_with_paths(files, *zip(*wins), device="cuda")
+        for out, ref, win in zip(outs, refs, wins):
+            assert torch.equal(out.cpu(), ref), win
+        return used
+
+    cases = {
+        "honest": (data, 0),
+        "long": (with_index_entries(data, lambda ends: [len(data)] * len(ends)), 0),
+        # Each entry one row short: every window's last segment lies past what is uploaded.
+        "short by a row": (with_index_entries(data, lambda ends: [scan_start] + ends[:-1]), len(wins)),
+        "before the scan": (with_index_entries(data, lambda ends: [0] * len(ends)), len(wins)),
+    }
+    for name, (file, expected) in cases.items():
+        for files in ([file] * len(wins), [as_tensor(file).pin_memory()] * len(wins)):
+            fallbacks = testing.cuda_decoder_fallbacks()
+            used = decoded(files)
+            assert testing.cuda_decoder_fallbacks() - fallbacks == expected, name
+            assert used == (["cuda"] * len(wins) if expected == 0 else ["cpu"] * len(wins)), (name, used)
+    # A stale index (the file edited after it was prepared: bytes after EOI change its size) is not used.
+    stale = with_index_entries(data, lambda ends: [0] * len(ends)) + b"\0"
+    assert decoded([stale] * len(wins)) == ["cuda"] * len(wins)
+
+
+@needs_gpu
+def test_markers_past_the_window_are_the_cpu_paths_business(jpeg_writer):
+    """A misnumbered restart marker below a window: the CPU path does not read it and decodes the
+    window; our decoder, which checks the markers only as far as the window's segments, does the same."""
+    data = custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(301, 403, seed=71), sampling="4:2:0"))
+    ff, n = rs.scan(data).markers[-3]
+    damaged = data[: ff + 1] + bytes([0xD0 + (n + 1) % 8]) + data[ff + 2 :]
+    win = (10, 20, 60, 80)
+    ref = custom_op.decode_and_crop_jpeg(damaged, *win, on_warning="raise")
+    assert torch.equal(ref, custom_op.decode_and_crop_jpeg(data, *win))
+    outs, used = testing.decode_with_paths([damaged], *([v] for v in win), device="cuda", on_warning="raise")
+    assert used == ["cuda"] and torch.equal(outs[0].cpu(), ref)
+    # The whole image reads that marker: the CPU path's outcome, not ours.
+    with pytest.raises(RuntimeError, match="Corrupt JPEG data") as cpu_error:
+        custom_op.decode_jpegs([damaged], on_warning="raise")
+    with pytest.raises(RuntimeError, match="Corrupt JPEG data") as gpu_error:
+        custom_op.decode_jpegs([damaged], device="cuda", on_warning="raise")
+    assert str(gpu_error.value) == str(cpu_error.value)
 
 
 @needs_gpu

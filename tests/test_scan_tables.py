@@ -25,6 +25,7 @@ SOURCES = [
     ROOT / "tests" / "scan_tables_check.cpp",
     CSRC / "cuda" / "scan_tables.cpp",
     CSRC / "cuda" / "jpeg_header.cpp",
+    CSRC / "common" / "segment_index.cpp",
     CSRC / "common" / "restart_plan.cpp",
     CSRC / "common" / "exif_orientation.cpp",
 ]

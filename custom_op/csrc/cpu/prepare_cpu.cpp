@@ -21,6 +21,7 @@
 #include <numeric>
 #include <vector>
 
+#include "common/segment_index.h"
 #include "libjpeg_session.h"
 #include "restart_index.h"
 
@@ -78,6 +79,7 @@ struct Transcoder {
   unsigned long out_size = 0;
   unsigned char* kept = nullptr;
   unsigned long kept_size = 0;
+  unsigned int kept_interval = 0;  // the kept output's restart interval
   bool too_large = false;
 
   Transcoder() {
@@ -104,6 +106,7 @@ struct Transcoder {
     std::free(kept);
     kept = out;
     kept_size = out_size;
+    kept_interval = dst.restart_interval;
     out = nullptr;
     out_size = 0;
   }
@@ -244,8 +247,14 @@ struct Prediction {
 bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_t per_row, int64_t rows, int mcu_width,
                       int mcu_height, bool context) {
   const double bound = o.max_segment_bytes > 0 ? double(o.max_segment_bytes) : HUGE_VAL;
+  // Sizes count the segment index each file gets (common/segment_index.h).
+  const int64_t mcus = per_row * rows;
+  auto index_bytes = [&](int64_t k) {
+    return static_cast<double>(segment_index_bytes((mcus + k - 1) / k, std::max<int64_t>(1, per_row / k)));
+  };
   if (!encode(t, o, per_row)) return false;
-  const double row_size = static_cast<double>(t->out_size);
+  const double raw_row_size = static_cast<double>(t->out_size);
+  const double row_size = raw_row_size + index_bytes(per_row);
   const int64_t row_longest = longest(segment_lengths(t->out, t->out_size));
   t->keep_output();
   const double target = std::max(static_cast<double>(input_size), row_size) * (1.0 + o.max_growth);
@@ -253,10 +262,10 @@ bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_
 
   if (!encode(t, o, 1)) return false;
   const std::vector<int64_t> per_mcu = segment_lengths(t->out, t->out_size);
-  const int64_t mcus = per_row * rows;
   if (static_cast<int64_t>(per_mcu.size()) != mcus) return true;  // not expected: keep one segment per row
-  const double one_size = static_cast<double>(t->out_size);
-  const double per_marker = (one_size - row_size) / static_cast<double>(mcus - rows);
+  const double raw_one_size = static_cast<double>(t->out_size);
+  const double one_size = raw_one_size + index_bytes(1);
+  const double per_marker = (raw_one_size - raw_row_size) / static_cast<double>(mcus - rows);
   // Each one-MCU segment's own share of the bytes; a segment adds per_marker - 2 to its MCUs'.
   const double overhead = per_marker - 2.0;
   std::vector<double> sums(static_cast<size_t>(mcus) + 1, 0.0);
@@ -267,7 +276,7 @@ bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_
     double most = 0.0;
     for (int64_t a = 0; a < mcus; a += k) most = std::max(most, sums[size_t(std::min(mcus, a + k))] - sums[size_t(a)]);
     const double markers = static_cast<double>((mcus + k - 1) / k - rows);
-    predicted[size_t(k)] = {row_size + per_marker * markers, most + overhead};
+    predicted[size_t(k)] = {raw_row_size + per_marker * markers + index_bytes(k), most + overhead};
   }
   predicted[1] = {one_size, static_cast<double>(longest(per_mcu))};
   predicted[size_t(per_row)] = {row_size, static_cast<double>(row_longest)};
@@ -310,7 +319,8 @@ bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_
     const bool seen = std::any_of(measured.begin(), measured.end(), [&](const Measured& m) { return m.k == k; });
     if (seen) break;
     if (!encode(t, o, k)) return false;
-    const Measured now{k, static_cast<double>(t->out_size), double(longest(segment_lengths(t->out, t->out_size)))};
+    const Measured now{k, static_cast<double>(t->out_size) + index_bytes(k),
+                       double(longest(segment_lengths(t->out, t->out_size)))};
     measured.push_back(now);
     if (better(now, kept)) {
       t->keep_output();
@@ -346,6 +356,7 @@ at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool k
   Transcoder t;
   bool ok = read_input(&t, data.data_ptr<uint8_t>(), size, o);
   TORCH_CHECK_VALUE(ok || !t.too_large, "custom_op: ", t.err.message);
+  int64_t segments_per_row = 1;
   if (ok) {
     const int n = t.dst.num_components;
     int max_h = 1, max_v = 1;
@@ -366,10 +377,13 @@ at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool k
     } else {
       ok = encode_by_choice(&t, o, size, per_row, rows, mcu_width, mcu_height, context);
     }
+    if (t.kept_interval > 0) segments_per_row = std::max<int64_t>(1, per_row / t.kept_interval);
   }
   TORCH_CHECK(ok, "custom_op: cannot prepare JPEG: ", t.err.message);
-  at::Tensor out = at::empty({static_cast<int64_t>(t.kept_size)}, at::TensorOptions().dtype(at::kByte));
-  std::memcpy(out.data_ptr<uint8_t>(), t.kept, t.kept_size);
+  // With the segment index (common/segment_index.h), an entry for each MCU row's segments.
+  const std::vector<uint8_t> file = with_segment_index(t.kept, t.kept_size, segments_per_row);
+  at::Tensor out = at::empty({static_cast<int64_t>(file.size())}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(out.data_ptr<uint8_t>(), file.data(), file.size());
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/exif_orientation.h"
+#include "common/segment_index.h"
 
 namespace custom_op {
 namespace gpu {
@@ -93,6 +94,11 @@ bool parse_jpeg_header(const uint8_t* data, size_t size, JpegHeader* out) {
       if (n >= 12 && std::memcmp(seg, "Adobe", 5) == 0) {
         out->adobe = true;
         out->adobe_transform = seg[11];
+      }
+    } else if (is_segment_index(marker, seg, n)) {
+      if (out->segment_index == nullptr) {
+        out->segment_index = seg;
+        out->segment_index_length = n;
       }
     } else if (marker == 0xE1) {
       if (out->exif == nullptr && n >= 6 && std::memcmp(seg, "Exif\0\0", 6) == 0) {

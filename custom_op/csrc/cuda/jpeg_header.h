@@ -34,6 +34,8 @@ struct JpegHeader {
   int adobe_transform = -1;
   const uint8_t* exif = nullptr;  // payload of the first APP1 that starts with "Exif\0\0"
   size_t exif_length = 0;
+  const uint8_t* segment_index = nullptr;  // payload of prepare_jpeg's segment index (common/segment_index.h)
+  size_t segment_index_length = 0;
   bool has_eoi = false;      // an EOI marker in the file's last bytes: the file was not cut short
   int restart_interval = 0;  // from a DRI before the first scan (MCUs per restart segment; 0: none)
   // The first scan's header: how many components it interleaves, and the offset just past it (where

@@ -132,8 +132,9 @@ __global__ void find_segments_kernel(SegmentImage* images) {
     base += total;
     for (; marks != 0; marks &= marks - 1, ++k) {
       const int64_t p = a + __ffs(static_cast<int>(marks)) - 1;
-      // Markers past the EOI that ends the last segment are not the scan's (libjpeg stops reading).
-      if (k >= im.num_segments) continue;
+      // Markers past the last segment decoded are not checked (nor past the EOI that ends the last
+      // segment: they are not the scan's, and libjpeg stops reading).
+      if (k >= im.checked_segments) continue;
       const uint8_t code = d[p + 1];
       const bool last = k == im.num_segments - 1;
       if (last ? code != 0xD9 : code != 0xD0 + (k & 7)) bad |= kMarkersWrong;
@@ -146,8 +147,9 @@ __global__ void find_segments_kernel(SegmentImage* images) {
   }
   if (threadIdx.x == 0) {
     im.segment_begin[0] = begin;
-    // Fewer markers than segments: the data ends early (libjpeg: premature end of data).
-    if (base < im.num_segments) bad |= kMarkersWrong;
+    // Fewer markers than segments: the data ends early (libjpeg: premature end of data), or a
+    // segment index lied short.
+    if (base < im.checked_segments) bad |= kMarkersWrong;
     *im.status = 0;
   }
   __syncthreads();
@@ -162,6 +164,10 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const Segment
   const SegmentTask task = tasks[t];
   const SegmentImage& im = images[task.image];
   if (*im.status & (kMarkersWrong | kTableRefused)) return;  // segment ranges or tables not to be trusted
+  if (task.segment >= im.checked_segments) {  // no range was found for it (not expected: see plan())
+    atomicOr(im.status, kMarkersWrong);
+    return;
+  }
   const jc::Frame& f = im.frame;
   jc::SegmentTables tables;
   for (int c = 0; c < jc::kMaxComponents; ++c) {

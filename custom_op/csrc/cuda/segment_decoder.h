@@ -4,9 +4,10 @@
 // A restart marker resets the DC predictors and byte-aligns the data, so each restart segment can be
 // Huffman-decoded by its own GPU thread. A batch (or each part of one, segment_executor.cpp) runs as
 // a fixed number of launches, whatever its size:
-//   1. find_segments: one thread block per image finds every restart marker of its entropy-coded
-//      data and records each segment's byte range, checking that the markers are exactly those of a
-//      valid file (RST0..7 in turn, EOI last) as jpeg_core/segments.h's walk does on the host;
+//   1. find_segments: one thread block per image finds the restart markers of its entropy-coded
+//      data through the last segment decoded and records each segment's byte range, checking that
+//      the markers are exactly those of a valid file (RST0..7 in turn, EOI last) as
+//      jpeg_core/segments.h's walk does on the host;
 //   2. decode_segments: one thread per segment the window needs Huffman-decodes it into coefficient
 //      blocks in zigzag order (jpeg_core/huffman.h), which idct_blocks reorders. Neighbouring
 //      threads take neighbouring segments of one image, so that the threads of a warp look codes up
@@ -63,10 +64,15 @@ struct SegmentImage {
   int32_t table_at[kMaxImageTables];
   int32_t table_symbols[kMaxImageTables];
   uint8_t table_is_dc[kMaxImageTables];
-  const uint8_t* data;  // the file's bytes on the device
+  const uint8_t* data;  // the file's bytes on the device: its first `size` bytes (see checked_segments)
   int64_t size;
   int64_t scan_start;  // where the first scan's entropy-coded data starts
   int64_t num_segments;
+  // The segments whose markers find_segments finds and checks: every one through the last that is
+  // decoded. The bytes uploaded end at or past the marker that ends the last of them (a file's
+  // segment index, common/segment_index.h, says where), and the markers after them are not the
+  // decode's business: the CPU path does not read them either.
+  int64_t checked_segments;
   int64_t mcus_per_segment;  // the restart interval
   int64_t* segment_begin;    // num_segments offsets each, filled by find_segments
   int64_t* segment_end;

@@ -19,6 +19,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "common/restart_plan.h"
+#include "common/segment_index.h"
 #include "cuda/executor.h"
 #include "cuda/helper_threads.h"
 #include "cuda/scan_tables.h"
@@ -421,7 +422,7 @@ class SegmentExecutor : public Executor {
       segments = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
                                   im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0);
     }
-    if (!p.pinned) copy_to_upload(host_ + bytes_at_[k], it.bytes, it.size);
+    if (!p.pinned) copy_to_upload(host_ + bytes_at_[k], it.bytes, static_cast<size_t>(im.size));
 
     // Its descriptor, with the places of its arrays in the device buffer.
     uint8_t* const device = device_;
@@ -468,8 +469,7 @@ class SegmentExecutor : public Executor {
       const SegmentImage& im = p.image;
       const int32_t image = static_cast<int32_t>(k - k0);
       if (p.from_first) {
-        const int64_t last = ((int64_t(im.mcu_row0) + im.mcu_rows) * im.frame.mcus_per_row - 1) / im.mcus_per_segment;
-        for (int64_t s = 0; s <= last; ++s) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
+        for (int64_t s = 0; s < im.checked_segments; ++s) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
       } else {
         for (const int64_t s : segments_[k]) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
       }
@@ -567,6 +567,16 @@ class SegmentExecutor : public Executor {
     im.mcu_rows = r1 - r0;
     im.mcu_col0 = c0;
     im.mcu_cols = c1 - c0;
+    // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments
+    // reads no further: the rectangle covers the CPU path's context row), and the file is uploaded as
+    // far as the marker that ends it, where its segment index says so.
+    const int64_t last_segment =
+        std::min<int64_t>(last_segment_of_row(r1 - 1, f.mcus_per_row, interval), im.num_segments - 1);
+    im.checked_segments = last_segment + 1;
+    SegmentIndex index;
+    if (h.segment_index != nullptr && read_segment_index(h.segment_index, h.segment_index_length, it.size,
+                                                         h.header_end, im.num_segments, &index))
+      im.size = static_cast<int64_t>(segment_index_upload_end(index, last_segment, h.header_end, it.size));
 
     // The segments decoded (decode_part lists them): every segment the CPU path reads for any of the
     // windows, so that damage it would report is found here too (and the items go to it). It reads a
