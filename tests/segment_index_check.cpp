@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
   if (!custom_op::gpu::parse_jpeg_header(data, bytes.size(), &header)) return 3;
   custom_op::SegmentIndex index;
   if (header.segment_index == nullptr ||
-      !custom_op::read_segment_index(header.segment_index, header.segment_index_length, bytes.size(),
-                                     header.header_end, segments, &index)) {
+      !custom_op::read_segment_index(header.segment_index, header.segment_index_length, bytes.size(), header.header_end,
+                                     segments, &index)) {
     std::printf("0\n");
     return 0;
   }

@@ -7,7 +7,7 @@ namespace custom_op {
 namespace {
 
 constexpr char kId[kSegmentIndexIdBytes] = "custom_op.index";  // with its terminating NUL: 16 bytes
-constexpr size_t kMaxSegmentPayload = 65535 - 2;                // a segment's length field counts itself
+constexpr size_t kMaxSegmentPayload = 65535 - 2;               // a segment's length field counts itself
 
 uint32_t be32(const uint8_t* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
@@ -33,7 +33,8 @@ int64_t segments_per_entry(int64_t segments, int64_t segments_per_row) {
 }  // namespace
 
 size_t segment_index_bytes(int64_t segments, int64_t segments_per_row) {
-  return 4 + kSegmentIndexFixedBytes + 4 * static_cast<size_t>(ceil_div(segments, segments_per_entry(segments, segments_per_row)));
+  return 4 + kSegmentIndexFixedBytes +
+         4 * static_cast<size_t>(ceil_div(segments, segments_per_entry(segments, segments_per_row)));
 }
 
 bool is_segment_index(int marker, const uint8_t* payload, size_t size) {

@@ -164,7 +164,7 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const Segment
   const SegmentTask task = tasks[t];
   const SegmentImage& im = images[task.image];
   if (*im.status & (kMarkersWrong | kTableRefused)) return;  // segment ranges or tables not to be trusted
-  if (task.segment >= im.checked_segments) {  // no range was found for it (not expected: see plan())
+  if (task.segment >= im.checked_segments) {                 // no range was found for it (not expected: see plan())
     atomicOr(im.status, kMarkersWrong);
     return;
   }

@@ -574,8 +574,8 @@ class SegmentExecutor : public Executor {
         std::min<int64_t>(last_segment_of_row(r1 - 1, f.mcus_per_row, interval), im.num_segments - 1);
     im.checked_segments = last_segment + 1;
     SegmentIndex index;
-    if (h.segment_index != nullptr && read_segment_index(h.segment_index, h.segment_index_length, it.size,
-                                                         h.header_end, im.num_segments, &index))
+    if (h.segment_index != nullptr &&
+        read_segment_index(h.segment_index, h.segment_index_length, it.size, h.header_end, im.num_segments, &index))
       im.size = static_cast<int64_t>(segment_index_upload_end(index, last_segment, h.header_end, it.size));
 
     // The segments decoded (decode_part lists them): every segment the CPU path reads for any of the
