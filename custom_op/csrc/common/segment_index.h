@@ -1,6 +1,6 @@
 // The segment index that prepare_jpeg writes into its files: an APP9 segment saying where each run of
 // restart segments ends, so that our CUDA decoder uploads a file only as far as the last segment a
-// window needs instead of whole (on ImageNet-size photos, about a fifth less for a 224x224 window).
+// window needs instead of whole: the rows below the window are not sent.
 //
 // The index is only ever an upper bound on what is uploaded. The GPU still finds every restart marker
 // itself in the bytes it gets and checks them as before (cuda/segment_decoder.h): an index that lies
