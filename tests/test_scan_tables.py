@@ -6,8 +6,6 @@ independently). The GPU tests exercise it inside every batch of prepared files."
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -16,11 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import host_checks
 import jpeg_factory
 import jpeg_markers as jm
 from conftest import ROOT
 
-CSRC = ROOT / "custom_op" / "csrc"
+CSRC = host_checks.CSRC
 SOURCES = [
     ROOT / "tests" / "scan_tables_check.cpp",
     CSRC / "cuda" / "scan_tables.cpp",
@@ -45,13 +44,7 @@ ZIGZAG = _zigzag_of_natural()
 
 @pytest.fixture(scope="module")
 def check(tmp_path_factory) -> Path:
-    cxx = next((n for n in (os.environ.get("CXX"), "c++", "g++", "clang++") if n and shutil.which(n)), None)
-    if cxx is None:
-        pytest.skip("no C++ compiler here")
-    exe = tmp_path_factory.mktemp("scan_tables") / "scan_tables_check"
-    command = [cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", f"-I{CSRC}", *map(str, SOURCES), "-o", str(exe)]
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    return exe
+    return host_checks.build(tmp_path_factory.mktemp("scan_tables"), "scan_tables_check", SOURCES, ["-O2"])
 
 
 def _read(check: Path, data: bytes, tmp_path: Path) -> list[list[int]] | None:

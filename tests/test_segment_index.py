@@ -7,8 +7,6 @@ an index that lies."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import custom_op
+import host_checks
 import jpeg_factory
 import jpeg_markers as jm
 import restart_segments as rs
@@ -24,7 +23,7 @@ from conftest import ROOT
 WRITER_MISSING = jpeg_factory.unavailable_reason()
 pytestmark = pytest.mark.skipif(WRITER_MISSING is not None, reason=f"no test JPEG writer: {WRITER_MISSING}")
 
-CSRC = ROOT / "custom_op" / "csrc"
+CSRC = host_checks.CSRC
 SOURCES = [
     ROOT / "tests" / "segment_index_check.cpp",
     CSRC / "common" / "segment_index.cpp",
@@ -105,13 +104,7 @@ def test_size_budget_counts_the_index():
 
 @pytest.fixture(scope="module")
 def check(tmp_path_factory) -> Path:
-    cxx = next((n for n in (os.environ.get("CXX"), "c++", "g++", "clang++") if n and shutil.which(n)), None)
-    if cxx is None:
-        pytest.skip("no C++ compiler here")
-    exe = tmp_path_factory.mktemp("segment_index") / "segment_index_check"
-    command = [cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", f"-I{CSRC}", *map(str, SOURCES), "-o", str(exe)]
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    return exe
+    return host_checks.build(tmp_path_factory.mktemp("segment_index"), "segment_index_check", SOURCES, ["-O2"])
 
 
 def _upload_ends(check: Path, data: bytes, segments: int, tmp_path: Path) -> list[int] | None:
