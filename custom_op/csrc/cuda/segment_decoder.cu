@@ -147,8 +147,8 @@ __global__ void find_segments_kernel(SegmentImage* images) {
   }
   if (threadIdx.x == 0) {
     im.segment_begin[0] = begin;
-    // Fewer markers than segments: the data ends early (libjpeg: premature end of data), or a
-    // segment index lied short.
+    // Fewer markers than the segments checked: the data ends early (libjpeg: premature end of data),
+    // or a segment index lied short.
     if (base < im.checked_segments) bad |= kMarkersWrong;
     *im.status = 0;
   }
