@@ -4,10 +4,10 @@
 //
 // The index is only ever an upper bound on what is uploaded. The GPU still finds the restart markers
 // itself in the bytes it gets and checks those of the segments it decodes (cuda/segment_decoder.h):
-// an index that lies short leaves it too few markers, and the item goes to the CPU path, which decodes the file as libjpeg
-// does; one that lies long uploads more. An index whose recorded file size or scan start differs
-// from the file's (a file edited after it was prepared) is not used at all. Decoders that do not know
-// APP9 skip it, as they skip any application segment.
+// an index that lies short leaves it too few markers, and the item goes to the CPU path, which decodes the file as
+// libjpeg does; one that lies long uploads more. An index whose recorded file size or scan start differs from the
+// file's (a file edited after it was prepared) is not used at all. Decoders that do not know APP9 skip it, as they skip
+// any application segment.
 //
 // Payload, after the APP9 marker and its length, numbers big-endian:
 //   "custom_op.index\0"  16 bytes
