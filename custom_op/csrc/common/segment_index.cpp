@@ -30,6 +30,20 @@ int64_t segments_per_entry(int64_t segments, int64_t segments_per_row) {
   return per_entry;
 }
 
+bool starts_with_soi(const uint8_t* data, size_t size) { return size >= 2 && data[0] == 0xFF && data[1] == 0xD8; }
+
+// The header segment at *pos (a marker with a length; fill bytes are not expected in a file libjpeg
+// wrote): its marker and length, *pos moved past it. False where the bytes are not such a segment.
+bool next_header_segment(const uint8_t* data, size_t size, size_t* pos, size_t* marker, size_t* length) {
+  const size_t at = *pos;
+  if (at + 4 > size || data[at] != 0xFF) return false;
+  *marker = data[at + 1];
+  *length = (size_t(data[at + 2]) << 8) | data[at + 3];
+  if (*length < 2 || at + 2 + *length > size) return false;
+  *pos = at + 2 + *length;
+  return true;
+}
+
 }  // namespace
 
 size_t segment_index_bytes(int64_t segments, int64_t segments_per_row) {
@@ -66,54 +80,53 @@ size_t segment_index_upload_end(const SegmentIndex& index, int64_t last_segment,
   return std::clamp(end, std::min(scan_start, file_size), file_size);
 }
 
-std::vector<uint8_t> with_segment_index(const uint8_t* data, size_t size, int64_t segments_per_row) {
-  std::vector<uint8_t> unchanged(data, data + size);
-  if (size < 4 || size >= (uint64_t{1} << 32) || data[0] != 0xFF || data[1] != 0xD8) return unchanged;
-  // The header: where its leading APPn segments end (the index goes there), and where the scan starts.
-  size_t pos = 2, insert_at = 0, scan_start = 0;
-  while (scan_start == 0) {
-    if (pos + 4 > size || data[pos] != 0xFF) return unchanged;
-    const int marker = data[pos + 1];
-    const size_t length = (size_t(data[pos + 2]) << 8) | data[pos + 3];
-    if (length < 2 || pos + 2 + length > size) return unchanged;
-    if (insert_at == 0 && (marker < 0xE0 || marker > 0xEF)) insert_at = pos;
-    if (is_segment_index(marker, data + pos + 4, length - 2)) return unchanged;  // one index is enough
-    pos += 2 + length;
-    if (marker == 0xDA) scan_start = pos;
-  }
-  // Where each segment's terminating marker ends. libjpeg writes no fill bytes before its markers.
-  std::vector<size_t> ends;
-  for (size_t p = scan_start; p + 1 < size; ++p) {
+bool written_segment_ends(const uint8_t* data, size_t size, size_t* scan_start, std::vector<size_t>* ends) {
+  ends->clear();
+  if (!starts_with_soi(data, size)) return false;
+  size_t pos = 2, marker = 0, length = 0;
+  while (marker != 0xDA)
+    if (!next_header_segment(data, size, &pos, &marker, &length)) return false;
+  *scan_start = pos;
+  for (size_t p = pos; p + 1 < size; ++p) {
     if (data[p] != 0xFF || data[p + 1] == 0x00) continue;
     const uint8_t code = data[p + 1];
-    if (code == 0xD9) {
-      ends.push_back(p + 2);
-      break;
-    }
-    if (code < 0xD0 || code > 0xD7) return unchanged;
-    ends.push_back(p + 2);
+    ends->push_back(p + 2);
+    if (code == 0xD9) return true;
+    if (code < 0xD0 || code > 0xD7) return false;
     ++p;
   }
-  if (ends.empty() || data[ends.back() - 1] != 0xD9) return unchanged;
+  return false;
+}
+
+std::vector<uint8_t> segment_index_for(const uint8_t* data, size_t size, int64_t segments_per_row, size_t* insert_at) {
+  if (!starts_with_soi(data, size) || size >= (uint64_t{1} << 32)) return {};
+  // After the leading APPn segments; none where the file has one already.
+  *insert_at = 0;
+  size_t pos = 2, marker = 0, length = 0;
+  while (marker != 0xDA) {
+    const size_t at = pos;
+    if (!next_header_segment(data, size, &pos, &marker, &length)) return {};
+    if (is_segment_index(static_cast<int>(marker), data + at + 4, length - 2)) return {};
+    if (*insert_at == 0 && (marker < 0xE0 || marker > 0xEF)) *insert_at = at;
+  }
+  size_t scan_start;
+  std::vector<size_t> ends;
+  if (!written_segment_ends(data, size, &scan_start, &ends)) return {};
 
   const int64_t segments = static_cast<int64_t>(ends.size());
   const int64_t per_entry = segments_per_entry(segments, segments_per_row);
   const int64_t count = ceil_div(segments, per_entry);
   const size_t payload = kSegmentIndexFixedBytes + 4 * static_cast<size_t>(count);
   const size_t added = 4 + payload;  // marker, length, payload
-  if (size + added >= (uint64_t{1} << 32)) return unchanged;
+  if (size + added >= (uint64_t{1} << 32)) return {};
 
-  std::vector<uint8_t> out;
-  out.reserve(size + added);
-  out.insert(out.end(), data, data + insert_at);
-  const size_t at = out.size();
-  out.resize(at + added);
-  uint8_t* s = out.data() + at;
-  s[0] = 0xFF;
-  s[1] = static_cast<uint8_t>(kSegmentIndexMarker);
-  s[2] = static_cast<uint8_t>((payload + 2) >> 8);
-  s[3] = static_cast<uint8_t>(payload + 2);
-  uint8_t* p = s + 4;
+  std::vector<uint8_t> out(added);
+  uint8_t* p = out.data();
+  p[0] = 0xFF;
+  p[1] = static_cast<uint8_t>(kSegmentIndexMarker);
+  p[2] = static_cast<uint8_t>((payload + 2) >> 8);
+  p[3] = static_cast<uint8_t>(payload + 2);
+  p += 4;
   std::memcpy(p, kId, kSegmentIndexIdBytes);
   p += kSegmentIndexIdBytes;
   *p++ = kSegmentIndexVersion;
@@ -124,7 +137,6 @@ std::vector<uint8_t> with_segment_index(const uint8_t* data, size_t size, int64_
   p += 16;
   for (int64_t i = 0; i < count; ++i, p += 4)
     put_be32(p, ends[static_cast<size_t>(std::min((i + 1) * per_entry, segments) - 1)] + added);
-  out.insert(out.end(), data + insert_at, data + size);
   return out;
 }
 

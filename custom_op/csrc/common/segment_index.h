@@ -52,13 +52,18 @@ bool read_segment_index(const uint8_t* payload, size_t size, size_t file_size, s
 size_t segment_index_upload_end(const SegmentIndex& index, int64_t last_segment, size_t scan_start, size_t file_size);
 
 // The bytes an index adds to a file of `segments` restart segments, `segments_per_row` an MCU row
-// (marker and length included): what with_segment_index inserts.
+// (marker and length included): what segment_index_for makes.
 size_t segment_index_bytes(int64_t segments, int64_t segments_per_row);
 
-// The file libjpeg just wrote (baseline or extended sequential, one scan, a restart interval), with
-// an index inserted after its leading APPn segments. Entries hold about an MCU row's segments each
-// (`segments_per_row`), more where the index would not fit a segment. Returns the file unchanged
-// when its markers are not those of such a file or it is 4 GiB or larger.
-std::vector<uint8_t> with_segment_index(const uint8_t* data, size_t size, int64_t segments_per_row);
+// The restart segments of a file libjpeg just wrote (one sequential scan; no fill bytes before its
+// markers): where its entropy-coded data starts, and for each segment the offset just past the marker
+// (RSTn, or the EOI) that ends it. False when its markers are not those of such a file.
+bool written_segment_ends(const uint8_t* data, size_t size, size_t* scan_start, std::vector<size_t>* ends);
+
+// The index segment (marker and length included) for such a file, to be inserted at *insert_at (after
+// its leading APPn segments). Entries hold about an MCU row's segments each (`segments_per_row`), more
+// where the index would not fit a segment. Empty when the file has one already, its markers are not
+// those written_segment_ends expects, or it would be 4 GiB or larger.
+std::vector<uint8_t> segment_index_for(const uint8_t* data, size_t size, int64_t segments_per_row, size_t* insert_at);
 
 }  // namespace custom_op

@@ -176,28 +176,25 @@ bool encode(Transcoder* t, const Options& o, int64_t interval) {
   return true;
 }
 
-// The length in bytes of each restart segment's entropy-coded data in a file libjpeg just wrote (so
-// its structure is trusted): from the end of the SOS segment, or of a restart marker, to the next
-// marker. Stuffed zero bytes count; the markers do not.
+// The length in bytes of each restart segment's entropy-coded data in a file libjpeg just wrote:
+// from the end of the SOS segment, or of a restart marker, to the next marker. Stuffed zero bytes
+// count; the markers do not. Empty when the markers are not what libjpeg writes.
 std::vector<int64_t> segment_lengths(const uint8_t* data, size_t size) {
+  size_t begin;
+  std::vector<size_t> ends;
+  if (!written_segment_ends(data, size, &begin, &ends)) return {};
   std::vector<int64_t> out;
-  size_t p = 2;  // after SOI
-  while (p + 4 <= size && data[p] == 0xFF) {
-    const uint8_t marker = data[p + 1];
-    const size_t length = (size_t(data[p + 2]) << 8) | data[p + 3];
-    p += 2 + length;
-    if (marker == 0xDA) break;
-  }
-  size_t begin = p;
-  for (; p + 1 < size; ++p) {
-    if (data[p] != 0xFF || data[p + 1] == 0x00) continue;
-    out.push_back(static_cast<int64_t>(p - begin));
-    if (data[p + 1] < 0xD0 || data[p + 1] > 0xD7) break;
-    begin = p + 2;
-    ++p;
+  out.reserve(ends.size());
+  for (const size_t end : ends) {
+    out.push_back(static_cast<int64_t>(end - 2 - begin));
+    begin = end;
   }
   return out;
 }
+
+// Restart segments in an MCU row's worth of MCUs, for an interval of k MCUs (at least one): how the
+// segment index groups its entries.
+int64_t segments_per_row(int64_t per_row, int64_t k) { return std::max<int64_t>(1, per_row / k); }
 
 int64_t longest(const std::vector<int64_t>& lengths) {
   return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
@@ -250,7 +247,7 @@ bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_
   // Sizes count the segment index each file gets (common/segment_index.h).
   const int64_t mcus = per_row * rows;
   auto index_bytes = [&](int64_t k) {
-    return static_cast<double>(segment_index_bytes((mcus + k - 1) / k, std::max<int64_t>(1, per_row / k)));
+    return static_cast<double>(segment_index_bytes((mcus + k - 1) / k, segments_per_row(per_row, k)));
   };
   if (!encode(t, o, per_row)) return false;
   const double raw_row_size = static_cast<double>(t->out_size);
@@ -356,7 +353,7 @@ at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool k
   Transcoder t;
   bool ok = read_input(&t, data.data_ptr<uint8_t>(), size, o);
   TORCH_CHECK_VALUE(ok || !t.too_large, "custom_op: ", t.err.message);
-  int64_t segments_per_row = 1;
+  int64_t row_segments = 1;
   if (ok) {
     const int n = t.dst.num_components;
     int max_h = 1, max_v = 1;
@@ -377,13 +374,18 @@ at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool k
     } else {
       ok = encode_by_choice(&t, o, size, per_row, rows, mcu_width, mcu_height, context);
     }
-    if (t.kept_interval > 0) segments_per_row = std::max<int64_t>(1, per_row / t.kept_interval);
+    if (t.kept_interval > 0) row_segments = segments_per_row(per_row, t.kept_interval);
   }
   TORCH_CHECK(ok, "custom_op: cannot prepare JPEG: ", t.err.message);
-  // With the segment index (common/segment_index.h), an entry for each MCU row's segments.
-  const std::vector<uint8_t> file = with_segment_index(t.kept, t.kept_size, segments_per_row);
-  at::Tensor out = at::empty({static_cast<int64_t>(file.size())}, at::TensorOptions().dtype(at::kByte));
-  std::memcpy(out.data_ptr<uint8_t>(), file.data(), file.size());
+  // With the segment index (common/segment_index.h), an entry for each MCU row's segments, inserted
+  // as the file is copied out.
+  size_t at = 0;
+  const std::vector<uint8_t> index = segment_index_for(t.kept, t.kept_size, row_segments, &at);
+  at::Tensor out = at::empty({static_cast<int64_t>(t.kept_size + index.size())}, at::TensorOptions().dtype(at::kByte));
+  uint8_t* bytes = out.data_ptr<uint8_t>();
+  std::memcpy(bytes, t.kept, at);
+  std::memcpy(bytes + at, index.data(), index.size());
+  std::memcpy(bytes + at + index.size(), t.kept + at, t.kept_size - at);
   return out;
 }
 
