@@ -58,7 +58,7 @@ def run(
         images, statuses, messages = torch.ops.custom_op.decode_jpegs(
             tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack
         )
-        return BatchRun(list(images), list(statuses), list(messages), [CPU_PATH] * len(tensors))
+        return BatchRun(images, statuses, messages, [CPU_PATH] * len(tensors))
     index = cuda_index(dev)
     if stream is not None and stream.device.index != index:
         raise ValueError(f"stream is on {stream.device}, the output device is cuda:{index}")
@@ -67,4 +67,4 @@ def run(
     with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         args = (tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack, index)
         images, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(*args, check_entropy)
-    return BatchRun(list(images), list(statuses), list(messages), list(paths))
+    return BatchRun(images, statuses, messages, paths)

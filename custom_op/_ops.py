@@ -49,9 +49,15 @@ def _decode_jpeg_fake(data, mode, apply_exif_orientation, on_warning, max_pixels
     )
 
 
-def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, device):
+# Where each output of a CUDA batch's list starts in their one allocation: a multiple of this many
+# bytes (csrc/cuda/batch_outputs.h, kOutputAlignment).
+_OUTPUT_ALIGNMENT = 256
+
+
+def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, device, views=False):
     """The images of a batched decode in which every item decodes. It cannot know which items fail:
-    a failed item's real output is an empty [0] tensor instead (its status says so)."""
+    a failed item's real output is an empty [0] tensor instead (its status says so). ``views``: a list
+    of windows in RGB or GRAY is views of one allocation, as the CUDA operator makes it."""
     n = len(data)
     if not whole:
         torch._check_value(
@@ -75,10 +81,18 @@ def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, devic
             for i in range(1, n):
                 torch._check_value(
                     heights[i] == heights[0] and widths[i] == widths[0],
-                    lambda: "custom_op: stack=True needs windows of one size",
+                    lambda: "custom_op: stack=True needs one size",
                 )
         return [torch.empty((n, _channels(mode), *size(0)), dtype=torch.uint8, device=device)]
-    return [torch.empty((_channels(mode), *size(i)), dtype=torch.uint8, device=device) for i in range(n)]
+    shapes = [(_channels(mode), *size(i)) for i in range(n)]
+    if not views or whole or mode == int(ImageReadMode.UNCHANGED) or n == 0:
+        return [torch.empty(shape, dtype=torch.uint8, device=device) for shape in shapes]
+    starts, total = [], 0
+    for c, h, w in shapes:
+        starts.append(total)
+        total = total + (c * h * w + _OUTPUT_ALIGNMENT - 1) // _OUTPUT_ALIGNMENT * _OUTPUT_ALIGNMENT
+    block = torch.empty((total,), dtype=torch.uint8, device=device)
+    return [block.as_strided((c, h, w), (h * w, w, 1), start) for (c, h, w), start in zip(shapes, starts)]
 
 
 def _decode_jpegs_fake(
@@ -103,7 +117,9 @@ def _decode_jpegs_cuda_fake(
     device,
     check_entropy=False,
 ):
-    images = _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, torch.device("cuda", device))
+    images = _batch_outputs(
+        data, tops, lefts, heights, widths, whole, mode, stack, torch.device("cuda", device), views=True
+    )
     # Where each item was decoded is known only once it has run.
     return images, [0] * len(data), [""] * len(data), [-1] * len(data)
 

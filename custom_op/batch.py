@@ -69,7 +69,10 @@ def decode_and_crop_jpegs(
 
     Returns:
         A list of uint8 tensors ``[C, h, w]`` on ``device``, or with ``stack=True`` one tensor
-        ``[N, C, H, W]`` (with ``on_error="return"``: ``(tensor, errors)``).
+        ``[N, C, H, W]`` (with ``on_error="return"``: ``(tensor, errors)``). With ``device="cuda"``
+        and mode RGB or GRAY, the list's tensors are views of one allocation, as ``torch.unbind``'s
+        results are: its memory is freed with the last of them, and ``torch.save`` of one writes the
+        whole allocation (``clone()`` a window kept on its own).
 
     Raises:
         TypeError: ``data`` is not a list or tuple of bytes-like files, or an argument has the

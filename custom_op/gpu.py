@@ -102,6 +102,8 @@ def load_library() -> dict[str, str]:
 
 def unavailable_reason() -> Optional[str]:
     """None when ``device="cuda"`` works here, else why not (loads the CUDA library on first call)."""
+    if _loaded:  # (asked on every GPU call: once loaded, the answer stands)
+        return None
     reason = _no_cuda_reason()
     if reason is not None:
         return reason

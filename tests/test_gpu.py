@@ -245,6 +245,10 @@ def test_fake_kernel_shapes_and_device():
     outs, statuses, messages, paths = _fake_call(3, [10, 20, 30], [5, 6, 7], ImageReadMode.RGB, device=index)
     assert [tuple(o.shape) for o in outs] == [(3, 10, 5), (3, 20, 6), (3, 30, 7)]
     assert all(o.dtype == torch.uint8 and o.device == torch.device("cuda", index) and o.is_contiguous() for o in outs)
+    # Windows in RGB or GRAY: views of one allocation, each from a multiple of 256 bytes, as the operator
+    # makes them (test_windows_of_a_list_are_views_of_one_allocation).
+    assert len({o.untyped_storage()._cdata for o in outs}) == 1
+    assert [o.storage_offset() for o in outs] == [0, 256, 256 + 512]
     # Whether an item decodes, and where, is known only once it has run.
     assert statuses == [0] * 3 and messages == [""] * 3 and paths == [-1] * 3
     (stacked,), _, _, _ = _fake_call(4, [16] * 4, [24] * 4, ImageReadMode.GRAY, stack=True)
@@ -253,6 +257,7 @@ def test_fake_kernel_shapes_and_device():
     outs, _, _, _ = _fake_call(2, [8, 8], [9, 9], ImageReadMode.UNCHANGED)
     assert [tuple(o.shape[1:]) for o in outs] == [(8, 9), (8, 9)]
     assert all(not isinstance(o.shape[0], int) for o in outs)
+    assert len({o.untyped_storage()._cdata for o in outs}) == 2  # shapes from the files: one allocation each
     (whole,), _, _, _ = _fake_call(2, None, None, ImageReadMode.RGB, stack=True, whole=True)
     assert whole.shape[:2] == (2, 3) and not isinstance(whole.shape[2], int) and not isinstance(whole.shape[3], int)
     outs, _, _, _ = _fake_call(2, None, None, ImageReadMode.GRAY, whole=True)
@@ -971,6 +976,36 @@ def test_stream_argument(jpeg_writer):
         custom_op.decode_and_crop_jpeg(data, 4, 4, 32, 32, stream=side)
     with pytest.raises(TypeError, match="stream"):
         custom_op.decode_and_crop_jpegs([data], 4, 4, 32, 32, device="cuda", stream=0)
+
+
+@needs_gpu
+def test_windows_of_a_list_are_views_of_one_allocation(jpeg_writer):
+    plain = jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=1), sampling="4:4:4")
+    prepared = bytes(custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=2))).numpy())
+    cpu_only = jpeg_writer.encode(jpeg_writer.photo_like(64, 80, seed=3), sampling="4:1:1")
+    datas = [prepared, plain, cpu_only, plain, prepared]
+    wins = [(0, 0, 40, 50), (3, 5, 33, 21), (1, 2, 17, 9), (500, 0, 8, 8), (7, 7, 40, 50)]  # item 3 lies outside
+    outs, paths = testing.decode_with_paths(datas, *zip(*wins), device="cuda", on_error="return")
+    assert isinstance(outs[3], ValueError)
+    assert {paths[0], paths[2]} == {"cuda", "cpu"}
+    good = [o for o in outs if isinstance(o, torch.Tensor)]
+    for out, data, w in zip(outs, datas, wins):
+        if isinstance(out, torch.Tensor):
+            assert out.is_contiguous() and torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *w))
+    # One storage, item order, each window from a multiple of 256 bytes, none overlapping the next.
+    assert len({o.untyped_storage().data_ptr() for o in good}) == 1
+    starts = [o.storage_offset() for o in good]
+    assert all(s % 256 == 0 for s in starts)
+    assert all(a.storage_offset() + a.numel() <= b.storage_offset() for a, b in zip(good, good[1:]))
+    # The storage is the caching allocator's, so record_stream keeps it for another stream's work.
+    side = torch.cuda.Stream()
+    good[0].record_stream(side)
+    # Shapes only the files give (whole images, mode=UNCHANGED): an allocation each.
+    whole = custom_op.decode_jpegs([prepared, plain], device="cuda")
+    unchanged = custom_op.decode_and_crop_jpegs([prepared, plain], 0, 0, 8, 8, device="cuda", mode="unchanged")
+    for pair in (whole, unchanged):
+        assert pair[0].untyped_storage().data_ptr() != pair[1].untyped_storage().data_ptr()
+        assert all(o.storage_offset() == 0 for o in pair)
 
 
 # ---------------------------------------------------------------------------------------------------

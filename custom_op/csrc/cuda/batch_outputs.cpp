@@ -1,7 +1,6 @@
 #include "cuda/batch_outputs.h"
 
 #include <ATen/ATen.h>
-#include <ATen/cuda/EmptyTensor.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 
@@ -39,43 +38,52 @@ at::Tensor stack_after_decoding(const std::vector<Item>& items, const std::vecto
 
 }  // namespace
 
-BatchOutputs allocate_outputs(const std::vector<Item>& items, bool stack, const at::TensorOptions& device) {
+BatchOutputs allocate_outputs(const std::vector<Item>& items, bool stack, bool views, const at::TensorOptions& device) {
   BatchOutputs out;
   out.per_item.resize(items.size());
-  if (stack) {
-    const Item* first = nullptr;
-    int channels = 0;
-    for (const Item& it : items) {
-      if (!it.shape_known) continue;
-      if (first == nullptr) first = &it;
-      TORCH_CHECK_VALUE(it.height == first->height && it.width == first->width,
-                        "custom_op: stack=True needs windows of one size; got ", first->height, "x", first->width,
-                        " and ", it.height, "x", it.width);
-      if (channels == 0) channels = it.channels;
-      TORCH_CHECK_VALUE(it.channels == 0 || it.channels == channels,
-                        "custom_op: stack=True needs one channel count; mode=UNCHANGED gives ", channels,
-                        " channels for one file and ", it.channels,
-                        " for another (use mode=RGB or GRAY, or stack=False)");
+  if (!stack) {
+    // Every item whose output shape the header gives; with `views`, each output a view of its own part
+    // of one allocation: an allocation per output, and its release when the caller drops the output,
+    // cost the host more than the rest of a batch's work for that item.
+    std::vector<int64_t> at(items.size(), -1);
+    int64_t total = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Item& it = items[i];
+      if (!it.shape_known || it.channels <= 0 || failed(it.status)) continue;
+      if (!views) {
+        out.per_item[i] = at::empty({it.channels, it.height, it.width}, device);
+        continue;
+      }
+      at[i] = total;
+      total += output_part_bytes(int64_t{it.channels} * it.height * it.width);
     }
-    if (first != nullptr && channels > 0) {
-      out.stacked = at::empty({static_cast<int64_t>(items.size()), channels, first->height, first->width}, device);
-      const int64_t each = int64_t{channels} * first->height * first->width;
-      for (size_t i = 0; i < items.size(); ++i)
-        out.per_item[i] = part_of(out.stacked, static_cast<int64_t>(i) * each, {channels, first->height, first->width});
-    }
+    if (total == 0) return out;
+    const at::Tensor block = at::empty({total}, device);
+    for (size_t i = 0; i < items.size(); ++i)
+      if (at[i] >= 0) out.per_item[i] = part_of(block, at[i], {items[i].channels, items[i].height, items[i].width});
+    return out;
+  }
+  const Item* first = nullptr;
+  int channels = 0;
+  for (const Item& it : items) {
+    if (!it.shape_known) continue;
+    if (first == nullptr) first = &it;
+    TORCH_CHECK_VALUE(it.height == first->height && it.width == first->width,
+                      "custom_op: stack=True needs windows of one size; got ", first->height, "x", first->width,
+                      " and ", it.height, "x", it.width);
+    if (channels == 0) channels = it.channels;
+    TORCH_CHECK_VALUE(it.channels == 0 || it.channels == channels,
+                      "custom_op: stack=True needs one channel count; mode=UNCHANGED gives ", channels,
+                      " channels for one file and ", it.channels,
+                      " for another (use mode=RGB or GRAY, or stack=False)");
+  }
+  if (first != nullptr && channels > 0) {
+    out.stacked = at::empty({static_cast<int64_t>(items.size()), channels, first->height, first->width}, device);
+    const int64_t each = int64_t{channels} * first->height * first->width;
+    for (size_t i = 0; i < items.size(); ++i)
+      out.per_item[i] = part_of(out.stacked, static_cast<int64_t>(i) * each, {channels, first->height, first->width});
   }
   return out;
-}
-
-void allocate_item_outputs(const std::vector<Item>& items, std::vector<at::Tensor>& per_item,
-                           const at::TensorOptions& device) {
-  // Each its own allocation (the op's outputs must not alias one another), made without the dispatcher.
-  for (size_t i = 0; i < items.size(); ++i) {
-    const Item& it = items[i];
-    if (!per_item[i].defined() && on_gpu(it.path))
-      per_item[i] =
-          at::detail::empty_cuda({it.channels, it.height, it.width}, at::kByte, device.device(), c10::nullopt);
-  }
 }
 
 BatchResults batch_results(const std::vector<Item>& items, BatchOutputs& outputs, bool stack,

@@ -1,9 +1,12 @@
 // The output tensors of a GPU batch, and the op's results.
 //
-// With stack=True the [N, C, H, W] tensor is made before decoding when the planner knows the windows'
-// shape, and every decoder writes into its slices; outputs of different shapes or channel counts are
-// a call-level ValueError. Without it, each item a GPU decoder took gets its own [C, H, W] tensor once
-// the decodes are queued, and the CPU path makes its own.
+// Made before decoding, where the planner knows the shapes, and every decoder writes into them. With
+// stack=True: the [N, C, H, W] tensor, each item's output one of its slices; outputs of different
+// shapes or channel counts are a call-level ValueError. Without it, windows in RGB or GRAY (shapes the
+// call's arguments give, so that the fake kernel in custom_op/_ops.py makes the same views): one
+// allocation, of which each item's [C, H, W] output is a view of its own part, in item order, each
+// from a multiple of kOutputAlignment bytes. Otherwise an allocation per output. The CPU path makes
+// its own output for an item whose shape only it can tell.
 #pragma once
 
 #include <cstdint>
@@ -27,13 +30,17 @@ struct BatchOutputs {
 using BatchResults =
     std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::string>, std::vector<int64_t>>;
 
-// Before decoding: checks stack=True's shapes and allocates the stack (per_item: its slices, or
-// undefined).
-BatchOutputs allocate_outputs(const std::vector<Item>& items, bool stack, const at::TensorOptions& device);
+// Where each output starts in the one allocation of a list's outputs: a multiple of this many bytes.
+constexpr int64_t kOutputAlignment = 256;
 
-// Once the GPU decoders have claimed their items: a tensor for each item one took that has none yet.
-void allocate_item_outputs(const std::vector<Item>& items, std::vector<at::Tensor>& per_item,
-                           const at::TensorOptions& device);
+// The bytes an output of `bytes` takes in that allocation.
+inline int64_t output_part_bytes(int64_t bytes) {
+  return (bytes + kOutputAlignment - 1) / kOutputAlignment * kOutputAlignment;
+}
+
+// Before decoding: checks stack=True's shapes and allocates the outputs (per_item: the stack's slices,
+// the views of one allocation, or tensors of their own; undefined where the shape is not known yet).
+BatchOutputs allocate_outputs(const std::vector<Item>& items, bool stack, bool views, const at::TensorOptions& device);
 
 // After every decoder: a failed item's image is an empty tensor, or zeros in the stack.
 BatchResults batch_results(const std::vector<Item>& items, BatchOutputs& outputs, bool stack,

@@ -59,7 +59,7 @@ void capture_errors(Item& it, F&& f) {
 
 }  // namespace
 
-void decode_on_cpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, const CallOptions& options,
+void decode_on_cpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, const CallOptions& options, bool stack,
                    const at::TensorOptions& device) {
   for (size_t i = 0; i < items.size(); ++i) {
     Item& it = items[i];
@@ -67,6 +67,7 @@ void decode_on_cpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
     at::Tensor host, warnings;
     capture_errors(it, [&] { std::tie(host, warnings) = decode_item(it, options); });
     if (failed(it.status)) continue;
+    if (!stack && outputs[i].defined() && outputs[i].sizes() != host.sizes()) outputs[i] = at::Tensor();
     if (outputs[i].defined() && outputs[i].sizes() != host.sizes()) {
       std::ostringstream message;
       message << "custom_op: stack=True needs one output shape; this file decodes to " << host.sizes()

@@ -38,8 +38,8 @@ namespace gpu {
 namespace {
 
 void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, const CallOptions& options,
-                   const TestingOptions& testing, const at::TensorOptions& on_device) {
-  const c10::DeviceIndex device = on_device.device().index();
+                   const TestingOptions& testing, const c10::Device& on) {
+  const c10::DeviceIndex device = on.index();
   DeviceContext& context = device_context(device);
   StateLease lease(context);
   Slot& slot = lease->slots[lease->next_slot];
@@ -67,10 +67,6 @@ void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
     RECORD_FUNCTION("custom_op::gpu_queue", std::vector<c10::IValue>());
     for (const auto& executor : executors) executor->decode(call, items);
     share_leader_decodes(items);
-    {
-      RECORD_FUNCTION("custom_op::gpu_outputs", std::vector<c10::IValue>());
-      allocate_item_outputs(items, outputs, on_device);
-    }
     {
       RECORD_FUNCTION("custom_op::gpu_write", std::vector<c10::IValue>());
       for (const auto& executor : executors) executor->write(call, items);
@@ -113,14 +109,14 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   {
     RECORD_FUNCTION("custom_op::gpu_plan", std::vector<c10::IValue>());
     items = plan_items(data, tops, lefts, heights, widths, options, testing);
-    outputs = allocate_outputs(items, stack, on_device);
+    outputs = allocate_outputs(items, stack, !whole && read_mode != ReadMode::kUnchanged, on_device);
   }
   bool any_gpu = false;
   for (const Item& it : items) any_gpu |= it.path == kPending;
-  if (any_gpu) decode_on_gpu(items, outputs.per_item, options, testing, on_device);
+  if (any_gpu) decode_on_gpu(items, outputs.per_item, options, testing, device);
   {
     RECORD_FUNCTION("custom_op::cpu_fallback", std::vector<c10::IValue>());
-    decode_on_cpu(items, outputs.per_item, options, on_device);
+    decode_on_cpu(items, outputs.per_item, options, stack, on_device);
   }
   RECORD_FUNCTION("custom_op::gpu_results", std::vector<c10::IValue>());
   return batch_results(items, outputs, stack, on_device);
