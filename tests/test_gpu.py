@@ -981,7 +981,7 @@ def test_stream_argument(jpeg_writer):
 @needs_gpu
 def test_windows_of_a_list_are_views_of_one_allocation(jpeg_writer):
     plain = jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=1), sampling="4:4:4")
-    prepared = bytes(custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=2))).numpy())
+    prepared = custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=2)))
     cpu_only = jpeg_writer.encode(jpeg_writer.photo_like(64, 80, seed=3), sampling="4:1:1")
     datas = [prepared, plain, cpu_only, plain, prepared]
     wins = [(0, 0, 40, 50), (3, 5, 33, 21), (1, 2, 17, 9), (500, 0, 8, 8), (7, 7, 40, 50)]  # item 3 lies outside
