@@ -14,6 +14,14 @@ from conftest import ROOT
 
 CSRC = ROOT / "custom_op" / "csrc"
 
+#: The GPU library's header reader (cuda/jpeg_header.h) and the sources it links with.
+HEADER_READER = [
+    CSRC / "cuda" / "jpeg_header.cpp",
+    CSRC / "common" / "segment_index.cpp",
+    CSRC / "common" / "restart_plan.cpp",
+    CSRC / "common" / "exif_orientation.cpp",
+]
+
 
 def compiler() -> str | None:
     """$CXX, else the first C++ compiler on PATH."""

@@ -20,14 +20,7 @@ import jpeg_markers as jm
 from conftest import ROOT
 
 CSRC = host_checks.CSRC
-SOURCES = [
-    ROOT / "tests" / "scan_tables_check.cpp",
-    CSRC / "cuda" / "scan_tables.cpp",
-    CSRC / "cuda" / "jpeg_header.cpp",
-    CSRC / "common" / "segment_index.cpp",
-    CSRC / "common" / "restart_plan.cpp",
-    CSRC / "common" / "exif_orientation.cpp",
-]
+SOURCES = [ROOT / "tests" / "scan_tables_check.cpp", CSRC / "cuda" / "scan_tables.cpp", *host_checks.HEADER_READER]
 
 
 def _zigzag_of_natural() -> list[int]:

@@ -23,14 +23,7 @@ from conftest import ROOT
 WRITER_MISSING = jpeg_factory.unavailable_reason()
 pytestmark = pytest.mark.skipif(WRITER_MISSING is not None, reason=f"no test JPEG writer: {WRITER_MISSING}")
 
-CSRC = host_checks.CSRC
-SOURCES = [
-    ROOT / "tests" / "segment_index_check.cpp",
-    CSRC / "common" / "segment_index.cpp",
-    CSRC / "cuda" / "jpeg_header.cpp",
-    CSRC / "common" / "restart_plan.cpp",
-    CSRC / "common" / "exif_orientation.cpp",
-]
+SOURCES = [ROOT / "tests" / "segment_index_check.cpp", *host_checks.HEADER_READER]
 APP9 = 0xE9
 ID = b"custom_op.index\0"
 
