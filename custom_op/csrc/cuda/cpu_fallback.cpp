@@ -67,13 +67,15 @@ void decode_on_cpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
     at::Tensor host, warnings;
     capture_errors(it, [&] { std::tie(host, warnings) = decode_item(it, options); });
     if (failed(it.status)) continue;
-    if (!stack && outputs[i].defined() && outputs[i].sizes() != host.sizes()) outputs[i] = at::Tensor();
     if (outputs[i].defined() && outputs[i].sizes() != host.sizes()) {
-      std::ostringstream message;
-      message << "custom_op: stack=True needs one output shape; this file decodes to " << host.sizes()
-              << ", the stack holds " << outputs[i].sizes();
-      fail_item(it, ItemStatus::kValueError, message.str());
-      continue;
+      if (stack) {
+        std::ostringstream message;
+        message << "custom_op: stack=True needs one output shape; this file decodes to " << host.sizes()
+                << ", the stack holds " << outputs[i].sizes();
+        fail_item(it, ItemStatus::kValueError, message.str());
+        continue;
+      }
+      outputs[i] = at::Tensor();  // the planner's shape is not the CPU path's: an output of its own
     }
     const std::string text = text_of(warnings);
     if (!text.empty()) {
