@@ -81,7 +81,7 @@ def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, devic
             for i in range(1, n):
                 torch._check_value(
                     heights[i] == heights[0] and widths[i] == widths[0],
-                    lambda: "custom_op: stack=True needs one size",
+                    lambda: "custom_op: stack=True needs windows of one size",
                 )
         return [torch.empty((n, _channels(mode), *size(0)), dtype=torch.uint8, device=device)]
     shapes = [(_channels(mode), *size(i)) for i in range(n)]
