@@ -34,23 +34,16 @@ struct Planes {
 
 __global__ void decode_segments(const DeviceJob* job, const uint8_t* data, const size_t* begins, const size_t* ends,
                                 Planes planes, uint32_t* flags) {
-  // The four tables of a typical scan in shared memory, as a production kernel would keep them.
-  __shared__ jc::HuffTable shared_dc[jc::kMaxComponents], shared_ac[jc::kMaxComponents];
-  __shared__ jc::CoefOrder shared_order;
-  for (int i = threadIdx.x; i < jc::kMaxComponents; i += blockDim.x) {
-    shared_dc[i] = job->dc[i];
-    shared_ac[i] = job->ac[i];
-  }
-  if (threadIdx.x == 0) shared_order = job->order;
-  __syncthreads();
   const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= job->found) return;
+  // The tables in global memory, read through the read-only data cache (jpeg_core's load_readonly), as
+  // the production kernel reads them (an __ldg of shared memory is not allowed).
   jc::SegmentTables t;
   for (int c = 0; c < jc::kMaxComponents; ++c) {
-    t.dc[c] = &shared_dc[c];
-    t.ac[c] = &shared_ac[c];
+    t.dc[c] = &job->dc[c];
+    t.ac[c] = &job->ac[c];
   }
-  t.order = &shared_order;
+  t.order = &job->order;
   const int64_t total = jc::frame_total_mcus(job->frame);
   const int64_t first = s * job->mcus_per_segment;
   const int64_t count = total - first < job->mcus_per_segment ? total - first : job->mcus_per_segment;

@@ -226,7 +226,8 @@ def test_core_on_gpu_matches_cpu(tmp_path):
             str(ROOT / "tests" / "jpeg_core_gpu_check.cu"),
             "-o",
             str(binary),
-            *core._jpeg_flags(),
+            # nvcc passes linker options on with -Xlinker (it refuses g++'s -Wl, spelling)
+            *(f.replace("-Wl,", "-Xlinker=", 1) if f.startswith("-Wl,") else f for f in core._jpeg_flags()),
         ],
         capture_output=True,
         text=True,

@@ -67,10 +67,6 @@ void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
     RECORD_FUNCTION("custom_op::gpu_queue", std::vector<c10::IValue>());
     for (const auto& executor : executors) executor->decode(call, items);
     share_leader_decodes(items);
-    {
-      RECORD_FUNCTION("custom_op::gpu_write", std::vector<c10::IValue>());
-      for (const auto& executor : executors) executor->write(call, items);
-    }
     C10_CUDA_CHECK(cudaEventRecord(lease->decoded, lease->decode_stream));
     C10_CUDA_CHECK(cudaStreamWaitEvent(caller, lease->decoded, 0));
     copy_out(context, slot, items, outputs, caller);

@@ -4,9 +4,8 @@
 // left pending, those it decodes; the last one (the hybrid decoders) takes all that is left. Once every
 // item has its decoder, the slot's staging buffer is laid out and each executor queues its decodes:
 // nvJPEG's into staging on the decode state's stream, from which the copy-out kernel moves every window
-// into its output; our own CUDA decoder's (segment_decoder.h) straight into the outputs, which are
-// allocated once every decode is queued (so that the caching allocator's work overlaps the GPU's), by
-// kernels that write() queues. An item an executor fails on goes to the CPU path, which decodes it or
+// into its output; our own CUDA decoder's (segment_decoder.h) straight into the outputs, which exist
+// before any executor runs. An item an executor fails on goes to the CPU path, which decodes it or
 // gives libjpeg's error: nvJPEG's failures are known when decode() returns, our decoder's once its
 // kernels have run (finish()). A new decoder is one more Executor and one more path code
 // (decode_path.h): staging and copy-out read only an item's `decoded` region and `staged_format`.
@@ -32,7 +31,7 @@ struct DecodeCall {
   Slot& slot;          // the call's staging buffer and hardware decoder objects
   const CallOptions& options;
   const TestingOptions& testing;
-  // Per item: defined for every item a GPU decoder took by the time write() runs (not before).
+  // Per item: defined for every item a GPU decoder may take (allocated before the executors run).
   const std::vector<at::Tensor>& outputs;
   cudaStream_t caller;  // the caller's current stream
 };
@@ -43,12 +42,10 @@ class Executor {
   // Takes the pending items it will decode (never an item with a leader: that one shares its leader's
   // decode) and sets their path, their `decoded` region and their `staged_format`.
   virtual void claim(DecodeCall& call, std::vector<Item>& items) = 0;
-  // Queues the decodes of the items it claimed into staging, on call.state.decode_stream. Sets the path
-  // of those it fails on to kCpu.
+  // Queues the decodes of the items it claimed: nvJPEG's into staging, on call.state.decode_stream; our
+  // own decoder's into the outputs, ordered before the caller's stream's later work. Sets the path of
+  // those it fails on to kCpu.
   virtual void decode(DecodeCall& call, std::vector<Item>& items) = 0;
-  // After every executor's decode() and the allocation of the outputs: queues whatever writes into the
-  // outputs itself (nvJPEG's decoders leave that to the copy-out).
-  virtual void write(DecodeCall& call, std::vector<Item>& items) {}
   // After every executor's decode() and the copy-out: sets the path of the items whose decode turned
   // out to be unusable to kCpu (waiting for the GPU where it must).
   virtual void finish(DecodeCall& call, std::vector<Item>& items) {}

@@ -139,7 +139,7 @@ DecodeState* create_state(DeviceContext& c) {
   s->context = &c;
   C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s->decode_stream, cudaStreamNonBlocking));
   C10_CUDA_CHECK(cudaEventCreateWithFlags(&s->decoded, cudaEventDisableTiming));
-  for (int i = 0; i < DecodeState::kDecoderParts; ++i) {
+  for (int i = 0; i < kDecoderParts; ++i) {
     C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s->part_streams[i], cudaStreamNonBlocking));
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&s->part_done[i], cudaEventDisableTiming));
   }

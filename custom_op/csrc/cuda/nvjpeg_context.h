@@ -51,6 +51,9 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
+// Our own CUDA decoder decodes a batch in at most this many parts side by side (segment_executor.cpp).
+constexpr int kDecoderParts = 4;
+
 struct Slot {
   // The hardware decoder's batched calls: one per output format group in use (RGB or Y; planar
   // YCbCr), each with its own nvJPEG state, made on first use.
@@ -67,10 +70,10 @@ struct Slot {
   at::Tensor pinned_descriptors;                // host side of the same, pinned for the async copy
   std::vector<at::Tensor> inputs;               // the encoded bytes stay alive while nvJPEG may read them
   // Our own CUDA decoder's (segment_executor.cpp): its device buffer, the pinned host side of what it
-  // uploads and of the status words it reads back, and the event after that read-back.
+  // uploads and of the status words it reads back, and the event after each part's read-back.
   DeviceBuffer segments;
   at::Tensor pinned_segments;
-  cudaEvent_t segments_read = nullptr;
+  cudaEvent_t statuses_read[kDecoderParts] = {};
   cudaEvent_t done = nullptr;  // recorded on the caller's stream after the copy-out
   bool in_flight = false;
 
@@ -93,10 +96,9 @@ struct DecodeState {
   DeviceContext* context = nullptr;
   cudaStream_t decode_stream = nullptr;  // nvJPEG's stream; the caller's stream waits on `decoded`
   cudaEvent_t decoded = nullptr;
-  // Our own CUDA decoder's streams, one per part of a batch it decodes side by side
-  // (segment_executor.cpp), with an event after each part's work, which the caller's stream waits on,
-  // and `parts_start`, after the caller's earlier work, which each part's stream waits on.
-  static constexpr int kDecoderParts = 4;
+  // Our own CUDA decoder's streams, one per part of a batch (segment_executor.cpp), with an event after
+  // each part's work, which the caller's stream waits on, and `parts_start`, after the caller's earlier
+  // work, which each part's stream waits on.
   cudaStream_t part_streams[kDecoderParts] = {};
   cudaEvent_t part_done[kDecoderParts] = {};
   cudaEvent_t parts_start = nullptr;

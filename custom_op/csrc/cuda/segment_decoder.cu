@@ -298,23 +298,6 @@ __global__ void write_windows_kernel(const SegmentImage* images, const WindowWri
   }
 }
 
-// ---- 0. Files in pinned host memory ------------------------------------------------------------
-
-__global__ void copy_bytes_kernel(const ByteCopy* copies) {
-  const ByteCopy c = copies[blockIdx.y];
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (((reinterpret_cast<uintptr_t>(c.src) | reinterpret_cast<uintptr_t>(c.dst)) & 15) == 0) {
-    const int64_t vectors = c.size / 16;
-    const uint4* src = reinterpret_cast<const uint4*>(c.src);
-    uint4* dst = reinterpret_cast<uint4*>(c.dst);
-    for (int64_t i = first; i < vectors; i += stride) dst[i] = src[i];
-    for (int64_t i = vectors * 16 + first; i < c.size; i += stride) c.dst[i] = c.src[i];
-  } else {
-    for (int64_t i = first; i < c.size; i += stride) c.dst[i] = c.src[i];
-  }
-}
-
 int grid_for(int64_t work, int threads) {
   int64_t blocks = (work + threads - 1) / threads;
   if (blocks > kMaxBlocksPerImage) blocks = kMaxBlocksPerImage;
@@ -322,17 +305,6 @@ int grid_for(int64_t work, int threads) {
 }
 
 }  // namespace
-
-cudaError_t launch_copy_bytes(const ByteCopy* copies, int count, int64_t max_size, cudaStream_t stream) {
-  const int blocks = grid_for((max_size + 15) / 16, 256);
-  for (int first = 0; first < count; first += kMaxImagesPerLaunch) {
-    const int n = count - first < kMaxImagesPerLaunch ? count - first : kMaxImagesPerLaunch;
-    copy_bytes_kernel<<<dim3(blocks, n), 256, 0, stream>>>(copies + first);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
-}
 
 cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;

@@ -106,17 +106,6 @@ struct WindowWrite {
 
 enum WindowColor : int32_t { kWindowGray = 0, kWindowRgb = 1, kWindowGrayToRgb = 2 };
 
-// A file already in pinned host memory (a DataLoader with pin_memory=True delivers them so), copied
-// into the device buffer by a kernel that reads it through the unified address space: no host copy and
-// no copy call per file.
-struct ByteCopy {
-  const uint8_t* src;
-  uint8_t* dst;
-  int64_t size;
-};
-
-cudaError_t launch_copy_bytes(const ByteCopy* copies, int count, int64_t max_size, cudaStream_t stream);
-
 // Each launch returns its error code. Counts are those of the arrays (device memory); max_* bound the
 // work of one element, which sizes the grids.
 cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t stream);

@@ -1,8 +1,8 @@
 // Our own CUDA decoder as an executor (segment_decoder.h says how it decodes): it takes the files
 // whose restart segments are short enough for one GPU thread each, and writes their windows straight
-// into the outputs, in the caller's stream order (a large batch in parts on streams of their own,
-// which the caller's stream waits for). Items whose decode the kernels report as not exactly libjpeg's
-// go to the CPU path once the kernels have finished (finish()).
+// into the outputs, in the caller's stream order (a batch in parts on streams of their own, which the
+// caller's stream waits for). Items whose decode the kernels report as not exactly libjpeg's go to the
+// CPU path once the kernels have finished (finish()).
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -106,6 +106,37 @@ bool in_torch_pinned_memory(const at::Tensor& t) {
   return deleter != nullptr && deleter == torch_pinned_deleter();
 }
 
+// Copies files in pinned host memory into the device buffer, in stream order: one batch of copies for
+// the copy engines (cudaMemcpyBatchAsync, CUDA 12.8 and later; one call per file where the runtime
+// or driver lacks it). A copy kernel reading the files through the unified address space held
+// multiprocessors while it waited for the PCIe bus, and the parts' decode kernels beside it ran
+// slower (bench/results/gpu_h100.md, pinned rows).
+void upload_pinned(const std::vector<void*>& dst, const std::vector<const void*>& src, const std::vector<size_t>& size,
+                   cudaStream_t stream) {
+  if (dst.empty()) return;
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12080
+  cudaMemcpyAttributes attributes{};
+  attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t first = 0;
+#if CUDART_VERSION >= 13000
+  const cudaError_t err =
+      cudaMemcpyBatchAsync(dst.data(), src.data(), size.data(), dst.size(), &attributes, &first, 1, stream);
+#else
+  size_t failed = 0;
+  const cudaError_t err =
+      cudaMemcpyBatchAsync(const_cast<void**>(dst.data()), const_cast<void**>(src.data()),
+                           const_cast<size_t*>(size.data()), dst.size(), &attributes, &first, 1, &failed, stream);
+#endif
+  if (err == cudaSuccess) return;
+  // A driver older than the runtime: the copies one by one (the error is not sticky).
+  if (err != cudaErrorNotSupported && err != cudaErrorCallRequiresNewerDriver && err != cudaErrorInvalidValue)
+    C10_CUDA_CHECK(err);
+  (void)cudaGetLastError();
+#endif
+  for (size_t i = 0; i < dst.size(); ++i)
+    C10_CUDA_CHECK(cudaMemcpyAsync(dst[i], src[i], size[i], cudaMemcpyHostToDevice, stream));
+}
+
 struct Plan {
   size_t item;
   SegmentImage image;  // pointers filled in decode_part()
@@ -116,16 +147,15 @@ struct Plan {
   // It decodes every segment from the first through the rectangle's last row (a whole image, or a
   // sub-image the planner built), not decoder_segments' choice.
   bool from_first;
-  bool pinned;                 // its bytes are in pinned host memory: the GPU copies them itself
+  bool pinned;                 // its bytes are in pinned host memory: copied from there (upload_pinned)
   int64_t mean_segment_bytes;  // entropy-coded bytes per restart segment: decode() orders the parts by it
 };
 
 // Where a part's uploaded region holds each of its arrays (offsets into the device buffer and its
-// pinned host side): its images' descriptors, room for every segment of its images as tasks (which
-// are listed only when the part is prepared), its pinned files' copies, its windows (uploaded by
-// write(), once the outputs exist) and its files.
+// pinned host side): its images' descriptors, its windows, room for every segment of its images as
+// tasks (which are listed only when the part is prepared) and its files.
 struct PartLayout {
-  size_t images_at, tasks_at, copies_at, windows_at, files_at;
+  size_t images_at, windows_at, tasks_at, files_at;
 };
 
 int32_t window_color(const Item& it) {
@@ -133,8 +163,8 @@ int32_t window_color(const Item& it) {
   return it.channels == 3 ? kWindowGrayToRgb : kWindowGray;
 }
 
-// A batch is decoded in parts of at least this many images (at most DecodeState::kDecoderParts of
-// them), each on its own stream: the host prepares and uploads one part while the GPU decodes the
+// A batch is decoded in parts of at least this many images (at most kDecoderParts of them), each
+// on its own stream: the host prepares and uploads one part while the GPU decodes the
 // parts before it, and the parts' kernels run side by side. The parts are not smaller because a
 // decode launch lasts as long as its longest segment whatever its size, and each part costs a few
 // launches of host time.
@@ -226,12 +256,12 @@ class SegmentExecutor : public Executor {
         const Item& it = items[i];
         window_item_[next[static_cast<size_t>(k)]] = i;
         WindowWrite& w = windows[next[static_cast<size_t>(k)]++];
-        w.image = k;  // made relative to its part by write()
+        w.image = k;  // made relative to its part by decode_part()
         w.region_top = it.region.top;
         w.region_left = it.region.left;
         w.region_height = it.region.height;
         w.region_width = it.region.width;
-        w.dst = nullptr;  // write() sets it, once the outputs exist
+        w.dst = call.outputs[i].data_ptr<uint8_t>();
         w.channels = it.channels;
         w.orientation = it.orientation;
         w.color = plans_[static_cast<size_t>(k)].color;
@@ -241,8 +271,7 @@ class SegmentExecutor : public Executor {
     }
 
     // The parts: runs of consecutive images.
-    const size_t parts = parts_ =
-        std::clamp<size_t>(n / kMinPartImages, 1, static_cast<size_t>(DecodeState::kDecoderParts));
+    const size_t parts = parts_ = std::clamp<size_t>(n / kMinPartImages, 1, static_cast<size_t>(kDecoderParts));
     std::vector<size_t>& part_begin = part_begin_;
     part_begin.resize(parts + 1);
     for (size_t c = 0; c <= parts; ++c) part_begin[c] = n * c / parts;
@@ -269,9 +298,8 @@ class SegmentExecutor : public Executor {
       }
       PartLayout& L = part_layout[c];
       L.images_at = take((k1 - k0) * sizeof(SegmentImage));
-      L.tasks_at = take(segments * sizeof(SegmentTask));
-      L.copies_at = take((k1 - k0) * sizeof(ByteCopy));
       L.windows_at = take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
+      L.tasks_at = take(segments * sizeof(SegmentTask));
       L.files_at = take(files);
     }
     const size_t upload = at;
@@ -340,60 +368,20 @@ class SegmentExecutor : public Executor {
     ChunkedWork per_image(n, kImagesPerChunk, [this, &items](size_t begin, size_t end) {
       for (size_t k = begin; k < end; ++k) prepare_image(items, k);
     });
-    // The parts' streams start after the caller's earlier work.
+    // The parts' streams start after the caller's earlier work (such as what used the outputs' memory
+    // before), and the caller's stream waits for each part's last kernel.
     parts_wait_for_caller(call);
     for (size_t c = 0; c < parts; ++c) {
       RECORD_FUNCTION("custom_op::gpu_segments_part", std::vector<c10::IValue>());
-      decode_part(items, part_begin[c], part_begin[c + 1], part_layout[c], per_image, part_stream(call, c));
+      decode_part(call, items, c, per_image);
     }
     queued_ = true;
   }
 
-  // The windows' kernels, once the outputs exist, each part's after its decode; then the status of
-  // every decode back to the host for finish().
-  void write(DecodeCall& call, std::vector<Item>& items) override {
-    if (!queued_) return;
-    const cudaStream_t caller = call.caller;
-    DecodeState& state = call.state;
-    // The parts' streams write the outputs after the caller's work before their allocation (such as
-    // what used their memory before).
-    parts_wait_for_caller(call);
-    for (size_t c = 0; c < parts_; ++c) {
-      const cudaStream_t stream = part_stream(call, c);
-      const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
-      const size_t w0 = windows_begin_[k0], w1 = windows_begin_[k1];
-      const size_t windows_at = part_layout_[c].windows_at;
-      auto* windows = reinterpret_cast<WindowWrite*>(host_ + windows_at);
-      int64_t part_pixels = 0;
-      for (size_t w = w0; w < w1; ++w) {
-        WindowWrite& out = windows[w - w0];
-        out = windows_[w];
-        out.dst = call.outputs[window_item_[w]].data_ptr<uint8_t>();
-        part_pixels = std::max(part_pixels, max_pixels_[static_cast<size_t>(out.image)]);
-        out.image -= static_cast<int32_t>(k0);
-      }
-      const size_t bytes = (w1 - w0) * sizeof(WindowWrite);
-      C10_CUDA_CHECK(cudaMemcpyAsync(device_ + windows_at, host_ + windows_at, bytes, cudaMemcpyHostToDevice, stream));
-      C10_CUDA_CHECK(launch_write_windows(reinterpret_cast<SegmentImage*>(device_ + part_layout_[c].images_at),
-                                          reinterpret_cast<const WindowWrite*>(device_ + windows_at),
-                                          static_cast<int>(w1 - w0), part_pixels, stream));
-      if (parts_ > 1) {
-        C10_CUDA_CHECK(cudaEventRecord(state.part_done[c], stream));
-        C10_CUDA_CHECK(cudaStreamWaitEvent(caller, state.part_done[c], 0));
-      }
-    }
-    Slot& slot = call.slot;
-    C10_CUDA_CHECK(cudaMemcpyAsync(status_host_, device_ + status_at_, plans_.size() * sizeof(uint32_t),
-                                   cudaMemcpyDeviceToHost, caller));
-    if (slot.segments_read == nullptr)
-      C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.segments_read, cudaEventDisableTiming | cudaEventBlockingSync));
-    C10_CUDA_CHECK(cudaEventRecord(slot.segments_read, caller));
-    launched_ = true;
-  }
-
+  // Waits for each part's statuses (its window kernel may still run: the caller's stream waits for it).
   void finish(DecodeCall& call, std::vector<Item>& items) override {
-    if (!launched_) return;
-    C10_CUDA_CHECK(cudaEventSynchronize(call.slot.segments_read));
+    if (!queued_) return;
+    for (size_t c = 0; c < parts_; ++c) C10_CUDA_CHECK(cudaEventSynchronize(call.slot.statuses_read[c]));
     std::vector<char> failed(items.size(), 0);
     for (size_t k = 0; k < plans_.size(); ++k) {
       if (status_host_[k] == kSegmentDecodeOk) continue;
@@ -442,27 +430,29 @@ class SegmentExecutor : public Executor {
     std::memcpy(host_ + descriptor_at_[k], &d, sizeof(d));
   }
 
-  // Queues the part of images k0 .. k1 - 1 (its region of the device buffer and of the pinned buffer:
-  // `layout`, from decode()) on `stream`: uploads its files in ordinary memory as their copies are
+  // Queues part c (images k0 .. k1 - 1, its region of the device buffer and of the pinned buffer as
+  // decode() laid it out) on its stream: uploads its files in ordinary memory as their copies are
   // ready (`per_image`), a few megabytes at a time, so that the transfer of one piece overlaps the
-  // copying of the next; then its segment tasks and descriptors; then its kernels. Indices in its
-  // tasks and windows count from its first image.
-  void decode_part(const std::vector<Item>& items, size_t k0, size_t k1, const PartLayout& layout,
-                   ChunkedWork& per_image, cudaStream_t stream) {
+  // copying of the next; then its descriptors, windows and segment tasks; copies its files in pinned
+  // memory; then its kernels, with the read-back of its statuses before its window kernel, so that
+  // finish() waits only for the decodes. Indices in its tasks and windows count from its first image.
+  void decode_part(DecodeCall& call, const std::vector<Item>& items, size_t c, ChunkedWork& per_image) {
+    const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
+    const PartLayout& layout = part_layout_[c];
+    const cudaStream_t stream = call.state.part_streams[c];
     uint8_t* const device = device_;
     uint8_t* const host = host_;
     const size_t count = k1 - k0;
-    const size_t images_at = layout.images_at, tasks_at = layout.tasks_at;
-    const size_t copies_at = layout.copies_at, files_at = layout.files_at;
     auto send = [&](size_t from, size_t to) {
       C10_CUDA_CHECK(cudaMemcpyAsync(device + from, host + from, to - from, cudaMemcpyHostToDevice, stream));
     };
 
     // The files in ordinary memory lie first in the files' region, in image order.
-    auto* tasks = reinterpret_cast<SegmentTask*>(host + tasks_at);
-    size_t ntasks = 0, sent = files_at, copied = files_at;
-    int pinned_files = 0;
-    int64_t max_pinned = 0;
+    auto* tasks = reinterpret_cast<SegmentTask*>(host + layout.tasks_at);
+    size_t ntasks = 0, sent = layout.files_at, copied = layout.files_at;
+    pinned_dst_.clear();
+    pinned_src_.clear();
+    pinned_size_.clear();
     for (size_t k = k0; k < k1; ++k) {
       per_image.ready(k);
       const Plan& p = plans_[k];
@@ -474,8 +464,9 @@ class SegmentExecutor : public Executor {
         for (const int64_t s : segments_[k]) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
       }
       if (p.pinned) {
-        ++pinned_files;
-        max_pinned = std::max<int64_t>(max_pinned, im.size);
+        pinned_dst_.push_back(device + bytes_at_[k]);
+        pinned_src_.push_back(items[p.item].bytes);
+        pinned_size_.push_back(static_cast<size_t>(im.size));
         continue;
       }
       copied = bytes_at_[k] + static_cast<size_t>(im.size);
@@ -486,30 +477,39 @@ class SegmentExecutor : public Executor {
     }
     if (copied > sent) send(sent, copied);
 
+    const size_t w0 = windows_begin_[k0], w1 = windows_begin_[k1];
+    auto* windows = reinterpret_cast<WindowWrite*>(host + layout.windows_at);
+    int64_t part_pixels = 0;
+    for (size_t w = w0; w < w1; ++w) {
+      WindowWrite& out = windows[w - w0];
+      out = windows_[w];
+      part_pixels = std::max(part_pixels, max_pixels_[static_cast<size_t>(out.image)]);
+      out.image -= static_cast<int32_t>(k0);
+    }
     int max_blocks = 0;
     for (size_t k = k0; k < k1; ++k) max_blocks = std::max(max_blocks, plans_[k].image.blocks);
-    auto* copies = reinterpret_cast<ByteCopy*>(host + copies_at);
-    for (size_t k = k0, j = 0; k < k1; ++k)
-      if (plans_[k].pinned) copies[j++] = {items[plans_[k].item].bytes, device + bytes_at_[k], plans_[k].image.size};
-    send(images_at, copies_at + static_cast<size_t>(pinned_files) * sizeof(ByteCopy));
+    send(layout.images_at, layout.tasks_at + ntasks * sizeof(SegmentTask));
+    upload_pinned(pinned_dst_, pinned_src_, pinned_size_, stream);
 
-    auto* d_images = reinterpret_cast<SegmentImage*>(device + images_at);
-    C10_CUDA_CHECK(
-        launch_copy_bytes(reinterpret_cast<const ByteCopy*>(device + copies_at), pinned_files, max_pinned, stream));
+    auto* d_images = reinterpret_cast<SegmentImage*>(device + layout.images_at);
     C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(count), stream));
-    C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const SegmentTask*>(device + tasks_at),
+    C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const SegmentTask*>(device + layout.tasks_at),
                                           static_cast<int>(ntasks), stream));
     C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
+    Slot& slot = call.slot;
+    C10_CUDA_CHECK(cudaMemcpyAsync(status_host_ + k0, device_ + status_at_ + k0 * sizeof(uint32_t),
+                                   count * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+    if (slot.statuses_read[c] == nullptr)
+      C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.statuses_read[c], cudaEventDisableTiming | cudaEventBlockingSync));
+    C10_CUDA_CHECK(cudaEventRecord(slot.statuses_read[c], stream));
+    C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + layout.windows_at),
+                                        static_cast<int>(w1 - w0), part_pixels, stream));
+    C10_CUDA_CHECK(cudaEventRecord(call.state.part_done[c], stream));
+    C10_CUDA_CHECK(cudaStreamWaitEvent(call.caller, call.state.part_done[c], 0));
   }
 
-  cudaStream_t part_stream(const DecodeCall& call, size_t c) const {
-    return parts_ > 1 ? call.state.part_streams[c] : call.caller;
-  }
-
-  // Makes each part's stream wait for the work queued on the caller's stream so far (nothing to do
-  // where the one part runs on the caller's stream).
+  // Makes each part's stream wait for the work queued on the caller's stream so far.
   void parts_wait_for_caller(DecodeCall& call) const {
-    if (parts_ < 2) return;
     C10_CUDA_CHECK(cudaEventRecord(call.state.parts_start, call.caller));
     for (size_t c = 0; c < parts_; ++c)
       C10_CUDA_CHECK(cudaStreamWaitEvent(call.state.part_streams[c], call.state.parts_start, 0));
@@ -613,8 +613,11 @@ class SegmentExecutor : public Executor {
   size_t parts_ = 0;
   std::vector<size_t> part_begin_;  // part c: images part_begin_[c] .. part_begin_[c + 1] - 1
   std::vector<PartLayout> part_layout_;
-  bool queued_ = false;    // decode() queued the decodes
-  bool launched_ = false;  // write() queued the rest
+  bool queued_ = false;  // decode() queued the decodes
+  // decode_part()'s list of the part's files in pinned memory, for upload_pinned().
+  std::vector<void*> pinned_dst_;
+  std::vector<const void*> pinned_src_;
+  std::vector<size_t> pinned_size_;
 };
 
 }  // namespace
