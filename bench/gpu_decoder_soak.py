@@ -765,7 +765,9 @@ def sanitizer_section(report: Report, outdir: Path, note: str) -> tuple[bool, li
         "Each tool runs the soak's short mode (`python bench/gpu_decoder_soak.py soak --short`: 3 batches of 64 "
         "items, half of them damaged, each compared with the CPU path, a clean batch after each) with "
         "`--error-exitcode`; memcheck and initcheck with PYTORCH_NO_CUDA_MEMORY_CACHING=1, so that every "
-        "allocation is its own and an access past one is found. A tool passes with no error in its summary, "
+        "allocation is its own and an access past one is found; initcheck with every input in ordinary memory "
+        "(it does not count the copies of cudaMemcpyBatchAsync, which bring pinned inputs in, as writing their "
+        "destinations, and reports each read of one as uninitialised). A tool passes with no error in its summary, "
         "exit code 0 and the run's own checks passed; racecheck's warnings are shown, not counted. The logs are "
         "in the script's output folder." + earlier
     )
