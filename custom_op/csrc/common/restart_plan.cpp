@@ -5,10 +5,10 @@
 #include <numeric>
 #include <utility>
 
+#include "common/int_math.h"
+
 namespace custom_op {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // n / k, rounded toward 0 as C++ divides, for n = n0, n0 + step, n0 + 2 * step, ... (step >= 0, k > 0), without a
 // division for each: one for each MCU row cost a good part of the planning time.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/int_math.h"
+
 namespace custom_op {
 namespace {
 
@@ -19,8 +21,6 @@ void put_be32(uint8_t* p, uint64_t v) {
   p[2] = static_cast<uint8_t>(v >> 8);
   p[3] = static_cast<uint8_t>(v);
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Segments per entry: a row's, doubled until the entries fit one segment.
 int64_t segments_per_entry(int64_t segments, int64_t segments_per_row) {

@@ -9,6 +9,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/int_math.h"
+
 namespace custom_op {
 namespace {
 
@@ -16,8 +18,6 @@ std::atomic<int64_t> g_random_access_decodes{0};
 
 constexpr uint8_t kFF = 0xFF;
 constexpr uint8_t kEOI = 0xD9, kRST0 = 0xD0;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool is_rst(uint8_t code) { return code >= kRST0 && code <= kRST0 + 7; }
 
