@@ -28,6 +28,8 @@
 // The coefficients of a reported segment are whatever was decoded up to the error: unusable.
 #pragma once
 
+#include <string.h>
+
 #include "bit_reader.h"
 #include "tables.h"
 
@@ -101,8 +103,10 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
                                       int32_t* pred, int16_t* block) {
 #if defined(__CUDA_ARCH__)
   // Eight 16-byte stores rather than 64 of 2 bytes (the GPU decoder's blocks are 16-byte aligned): the
-  // decoding thread's time fell by a tenth on ImageNet photos.
-  for (int i = 0; i < kBlockSize / 8; ++i) reinterpret_cast<uint4*>(block)[i] = make_uint4(0, 0, 0, 0);
+  // decoding thread's time fell by a tenth on ImageNet photos. A memset of memory said to be aligned,
+  // not stores through a uint4 pointer: those break the aliasing rules, and nvcc, which compiles
+  // memset to the same eight stores, may then drop them together with the coefficients' own stores.
+  memset(__builtin_assume_aligned(block, 16), 0, kBlockSize * sizeof(int16_t));
 #else
   for (int i = 0; i < kBlockSize; ++i) block[i] = 0;
 #endif
