@@ -1353,7 +1353,7 @@ def assert_cuda_decoder_exact(inputs, datas, wins, stack=False):
 
 
 @needs_gpu
-def test_cuda_decoder_reads_pinned_inputs_itself(jpeg_writer):
+def test_cuda_decoder_takes_pinned_inputs(jpeg_writer):
     """Files in pinned memory (a DataLoader with pin_memory=True) are copied from there, without a
     host copy: the same pixels as from ordinary memory, mixed in one batch."""
     datas = [

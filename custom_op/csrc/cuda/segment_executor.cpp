@@ -108,9 +108,9 @@ bool in_torch_pinned_memory(const at::Tensor& t) {
 
 // Copies files in pinned host memory into the device buffer, in stream order: one batch of copies for
 // the copy engines (cudaMemcpyBatchAsync, CUDA 12.8 and later; one call per file where the runtime
-// or driver lacks it). A copy kernel reading the files through the unified address space held
-// multiprocessors while it waited for the PCIe bus, and the parts' decode kernels beside it ran
-// slower (bench/results/gpu_h100.md, pinned rows).
+// or driver lacks it), not a kernel reading the files through the unified address space: such a
+// kernel holds multiprocessors while it waits for the PCIe bus, and the parts' decode kernels beside
+// it run slower.
 void upload_pinned(const std::vector<void*>& dst, const std::vector<const void*>& src, const std::vector<size_t>& size,
                    cudaStream_t stream) {
   if (dst.empty()) return;
