@@ -16,6 +16,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "common/int_math.h"
 #include "cuda/batch_item.h"
 
 namespace custom_op {
@@ -34,9 +35,7 @@ using BatchResults =
 constexpr int64_t kOutputAlignment = 256;
 
 // The bytes an output of `bytes` takes in that allocation.
-inline int64_t output_part_bytes(int64_t bytes) {
-  return (bytes + kOutputAlignment - 1) / kOutputAlignment * kOutputAlignment;
-}
+inline int64_t output_part_bytes(int64_t bytes) { return ceil_div(bytes, kOutputAlignment) * kOutputAlignment; }
 
 // Before decoding: checks stack=True's shapes and allocates the outputs (per_item: the stack's slices,
 // the views of one allocation, or tensors of their own; undefined where the shape is not known yet).

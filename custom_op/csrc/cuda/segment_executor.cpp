@@ -245,7 +245,6 @@ class SegmentExecutor : public Executor {
     for (size_t k = 0; k < n; ++k) windows_begin[k + 1] += windows_begin[k];
     std::vector<WindowWrite>& windows = windows_;
     windows.resize(windows_begin[n]);
-    window_item_.resize(windows_begin[n]);
     std::vector<int64_t>& max_pixels = max_pixels_;
     max_pixels.assign(n, 0);
     {
@@ -254,7 +253,6 @@ class SegmentExecutor : public Executor {
         const int k = window_plan[i];
         if (k < 0) continue;
         const Item& it = items[i];
-        window_item_[next[static_cast<size_t>(k)]] = i;
         WindowWrite& w = windows[next[static_cast<size_t>(k)]++];
         w.image = k;  // made relative to its part by decode_part()
         w.region_top = it.region.top;
@@ -609,7 +607,6 @@ class SegmentExecutor : public Executor {
   std::vector<size_t> descriptor_at_;           // per image: where its SegmentImage lies
   std::vector<std::vector<int64_t>> segments_;  // per image: the segments it decodes (prepare_image)
   uint32_t* status_host_ = nullptr;
-  std::vector<size_t> window_item_;  // per window: its item
   size_t parts_ = 0;
   std::vector<size_t> part_begin_;  // part c: images part_begin_[c] .. part_begin_[c + 1] - 1
   std::vector<PartLayout> part_layout_;
