@@ -34,8 +34,8 @@ DEFAULT_MAX_GROWTH = 0.02
 #: The bound on every restart segment's entropy-coded data, in bytes, of the restart interval's choice
 #: with ``restart_mcus=None`` (see :func:`custom_op.prepare_jpeg`). Our CUDA decoder gives each segment
 #: a thread, which decodes about 2 bytes per microsecond, and a launch lasts as long as its longest
-#: segment: the bound caps that, for about 0.2% more bytes than a bound of 2 KB on ImageNet photos.
-DEFAULT_MAX_SEGMENT_BYTES = 512
+#: segment: the bound caps that, for about 0.4% more bytes than a bound of 2 KB on ImageNet photos.
+DEFAULT_MAX_SEGMENT_BYTES = 400
 
 
 def prepare_jpeg(
@@ -66,14 +66,14 @@ def prepare_jpeg(
             wide (narrower ones gain nothing; wider ones decode more columns beside the window), and
             preferably dividing the MCUs per row. Each restart marker costs about 4 bytes, so
             detailed photos get shorter segments than flat ones. The segment index (below) counts
-            in the budget. On the ImageNet sample the files grow by about 1.9% in all.
+            in the budget. On the ImageNet sample the files grow by about 2.1% in all.
         max_segment_bytes: with ``restart_mcus=None``, no restart segment holds more than this many
-            bytes of entropy-coded data (default 512; ``None``: no bound). The GPU decoder takes as
+            bytes of entropy-coded data (default 400; ``None``: no bound). The GPU decoder takes as
             long as the longest segment it decodes. This bound comes before ``max_growth``: when no
             interval within it fits the size budget, the coarsest one within it is used, and the file
-            grows by more than ``max_growth`` (a marker every 512 bytes costs about 0.8%, so files with
-            detailed rows among flat ones get there: 38 of the 200 ImageNet sample photos grow by
-            more than 2.5%). When a single MCU is longer than the bound, every MCU gets a segment of
+            grows by more than ``max_growth`` (a marker every 400 bytes costs about 1%, so files with
+            detailed rows among flat ones get there: 76 of the 200 ImageNet sample photos grow by
+            more than 2.5%, and all of them by 2.1%). When a single MCU is longer than the bound, every MCU gets a segment of
             its own.
         keep_exif: copy the APP1 segments (EXIF, with its orientation, and XMP). Default True.
         keep_icc: copy the ICC profile (APP2 ``ICC_PROFILE``). Default True. Other APPn and COM
