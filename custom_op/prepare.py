@@ -73,8 +73,8 @@ def prepare_jpeg(
             interval within it fits the size budget, the coarsest one within it is used, and the file
             grows by more than ``max_growth`` (a marker every 400 bytes costs about 1%, so files with
             detailed rows among flat ones get there: 76 of the 200 ImageNet sample photos grow by
-            more than 2.5%, and all of them by 2.1%). When a single MCU is longer than the bound, every MCU gets a segment of
-            its own.
+            more than 2.5%, and all of them by 2.1%). When a single MCU is longer than the bound,
+            every MCU gets a segment of its own.
         keep_exif: copy the APP1 segments (EXIF, with its orientation, and XMP). Default True.
         keep_icc: copy the ICC profile (APP2 ``ICC_PROFILE``). Default True. Other APPn and COM
             segments are dropped; the JFIF / Adobe segments are rewritten by libjpeg.
