@@ -53,10 +53,14 @@ constexpr size_t kPrefetchItems = 8;
 constexpr int64_t kPrefetchBytes = 1024;
 constexpr int64_t kCacheLine = 64;
 
+// Whether `data` is what the header scan reads: a dense, contiguous 1-D uint8 tensor on the CPU.
+bool readable_bytes(const at::Tensor& data) {
+  return data.layout() == at::kStrided && !data.is_nested() && data.device().is_cpu() &&
+         data.scalar_type() == at::kByte && data.dim() == 1 && data.is_contiguous();
+}
+
 void prefetch_file(const at::Tensor& data) {
-  if (data.layout() != at::kStrided || data.is_nested() || !data.device().is_cpu() || data.scalar_type() != at::kByte ||
-      data.dim() != 1 || !data.is_contiguous() || !data.has_storage())
-    return;
+  if (!readable_bytes(data) || !data.has_storage()) return;
   const int64_t size = data.numel();
   if (size <= 0) return;
   const char* bytes = static_cast<const char*>(data.const_data_ptr());
@@ -97,7 +101,7 @@ void prepare(Item& it, const CallOptions& options, const TestingOptions& testing
     fail_item(it, ItemStatus::kTypeError, c10::str(op, ": data must be a dense tensor, got a sparse or nested one"));
     return;
   }
-  if (data.scalar_type() != at::kByte || data.dim() != 1 || !data.is_contiguous()) return;
+  if (!readable_bytes(data)) return;
   it.bytes = data.data_ptr<uint8_t>();
   it.size = static_cast<size_t>(data.numel());
   if (!parse_jpeg_header(it.bytes, it.size, &it.header)) return;
