@@ -1368,6 +1368,30 @@ def test_cuda_decoder_takes_pinned_inputs(jpeg_writer):
 
 
 @needs_gpu
+def test_cuda_decoder_takes_files_at_any_place_in_one_pinned_buffer(jpeg_writer):
+    """Files that are views of one pinned buffer, at offsets 16-byte aligned or not, the last one
+    ending where the buffer does, copied from where they lie: every window is the CPU path's."""
+    datas = [
+        custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(130 + 9 * i, 170 + 3 * i, seed=80 + i)))
+        for i in range(5)
+    ]
+    offsets, at = [], 0
+    for i, d in enumerate(datas):
+        at += (16 - at % 16) % 16 + (0 if i % 2 == 0 else 16 + 2 * i + 1)
+        offsets.append(at)
+        at += len(d)
+    buffer = torch.zeros(at, dtype=torch.uint8).pin_memory()
+    views = []
+    for off, d in zip(offsets, datas):
+        buffer[off : off + len(d)] = torch.frombuffer(bytearray(d), dtype=torch.uint8)
+        views.append(buffer[off : off + len(d)])
+    assert [v.data_ptr() % 16 == 0 for v in views] == [True, False, True, False, True]
+    assert views[-1].data_ptr() + len(datas[-1]) == buffer.data_ptr() + buffer.numel()
+    windows = [(2 + i, 4 + 3 * i, 90, 110) for i in range(5)]
+    assert_cuda_decoder_exact(views, datas, windows)
+
+
+@needs_gpu
 def test_cuda_decoder_on_a_batch_of_several_megabytes(jpeg_writer):
     """Large prepared photos (several megabytes in one batch, in ordinary memory): every window is the
     CPU path's."""
