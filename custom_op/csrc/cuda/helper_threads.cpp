@@ -13,14 +13,10 @@ namespace custom_op {
 namespace gpu {
 namespace {
 
-// Helper threads besides the caller. The per-image work is a few microseconds (more for a file
-// copied into the upload buffer), so a few threads cut a batch's host time several-fold, and more
-// would mostly wait for the caller, which queues the GPU work in order.
-constexpr unsigned kMaxHelpers = 3;
-
-// (Asked once: std::thread::hardware_concurrency reads /sys each time.)
+// The pool's threads besides the caller: as many as a work may ask for (kCopyHelpers), fewer on a
+// machine with fewer cores. (Asked once: std::thread::hardware_concurrency reads /sys each time.)
 unsigned helper_count() {
-  static const unsigned count = std::min(kMaxHelpers, std::max(1u, std::thread::hardware_concurrency()) - 1);
+  static const unsigned count = std::min(kCopyHelpers, std::max(1u, std::thread::hardware_concurrency()) - 1);
   return count;
 }
 
@@ -79,7 +75,7 @@ struct ChunkedWork::Shared {
   }
 };
 
-ChunkedWork::ChunkedWork(size_t count, size_t chunk, std::function<void(size_t, size_t)> work)
+ChunkedWork::ChunkedWork(size_t count, size_t chunk, std::function<void(size_t, size_t)> work, unsigned max_helpers)
     : shared_(std::make_shared<Shared>()) {
   Shared& s = *shared_;
   s.work = std::move(work);
@@ -91,7 +87,7 @@ ChunkedWork::ChunkedWork(size_t count, size_t chunk, std::function<void(size_t, 
   if (s.chunks < 2) return;
   c10::ThreadPool* pool = helper_pool();
   if (pool == nullptr) return;
-  const size_t helpers = std::min<size_t>(pool->size(), s.chunks - 1);
+  const size_t helpers = std::min<size_t>({pool->size(), s.chunks - 1, max_helpers});
   for (size_t h = 0; h < helpers; ++h)
     pool->run([shared = shared_] {
       while (shared->run_one()) {

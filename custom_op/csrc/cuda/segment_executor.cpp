@@ -361,11 +361,16 @@ class SegmentExecutor : public Executor {
 
     // Each image's segments (common/restart_plan.h says which), and the copy of each file in ordinary
     // memory into the upload buffer, in image order on this thread and the helpers, while this one
-    // queues each part's uploads and kernels once its images are ready.
+    // queues each part's uploads and kernels once its images are ready; with more helpers where files
+    // are copied (helper_threads.h says why).
     segments_.resize(n);
-    ChunkedWork per_image(n, kImagesPerChunk, [this, &items](size_t begin, size_t end) {
-      for (size_t k = begin; k < end; ++k) prepare_image(items, k);
-    });
+    const bool host_copies = std::any_of(plans_.begin(), plans_.end(), [](const Plan& p) { return !p.pinned; });
+    ChunkedWork per_image(
+        n, kImagesPerChunk,
+        [this, &items](size_t begin, size_t end) {
+          for (size_t k = begin; k < end; ++k) prepare_image(items, k);
+        },
+        host_copies ? kCopyHelpers : kFewHelpers);
     // The parts' streams start after the caller's earlier work (such as what used the outputs' memory
     // before), and the caller's stream waits for each part's last kernel.
     parts_wait_for_caller(call);
