@@ -27,7 +27,9 @@ def check(tmp_path_factory) -> Path:
     return host_checks.build(tmp_path_factory.mktemp("helper_threads"), "helper_threads_check", SOURCES, flags, libs)
 
 
-@pytest.mark.parametrize("case", ["every_image_once", "exception_reaches_the_caller", "destroyed_early", "two_callers"])
+@pytest.mark.parametrize(
+    "case", ["every_image_once", "helpers_bounded", "exception_reaches_the_caller", "destroyed_early", "two_callers"]
+)
 def test_chunked_work(check, case):
     result = subprocess.run([str(check), case], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
