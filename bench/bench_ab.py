@@ -165,9 +165,12 @@ def resolve(spec: str, scratch: Path) -> tuple[Path, str]:
     path = Path(spec)
     if (path / "custom_op" / "__init__.py").is_file():
         path = path.resolve()
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True)
         # (A folder inside another repository, such as an export under this one, is not that repository's HEAD.)
-        own = top.returncode == 0 and Path(top.stdout.strip()).resolve() == path
+        try:
+            top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True)
+            own = top.returncode == 0 and Path(top.stdout.strip()).resolve() == path
+        except OSError:
+            own = False
         return path, f"{commit_description(path) if own else 'not a git checkout'} ({path})"
     try:
         sha = subprocess.run(
@@ -179,8 +182,7 @@ def resolve(spec: str, scratch: Path) -> tuple[Path, str]:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         raise SystemExit(f"bench_ab: {spec} is neither a checkout directory nor a revision of {ROOT}") from None
-    target = scratch / sha
-    target.mkdir(parents=True)
+    target = Path(tempfile.mkdtemp(prefix=f"{sha}-", dir=scratch))  # (A and B may be one revision)
     archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target, f"{sha} ({spec})"
