@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
 import statistics
 import subprocess
@@ -32,33 +31,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from common import ROOT, Report, commit_description, cpu_description, random_windows  # noqa: E402
+from common import ROOT, Report, commit_description, cpu_description, random_windows, spaced_photos  # noqa: E402
 
 WINDOW = 224
 BATCHES_PER_CONFIG = 10  # distinct batches a config cycles through (the photos, in turn)
 PROTOCOL = "AB "  # the prefix of a worker's lines meant for the driver (anything else is its log)
-
-
-def photos(folder: str, count: int) -> list[bytes]:
-    """The photos measured: every k-th of the folder in name order, else generated photo-like ones."""
-    path = Path(folder)
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file())
-        step = max(1, len(files) // count)
-        return [p.read_bytes() for p in files[::step][:count]]
-    from PIL import Image
-
-    from jpeg_factory import photo_like
-
-    out = []
-    for k in range(count):
-        height, width = (375, 500) if k % 2 == 0 else (500, 375)
-        buf = io.BytesIO()
-        Image.fromarray(photo_like(height, width, seed=k)).save(buf, "JPEG", quality=90, subsampling=k % 3)
-        out.append(buf.getvalue())
-    return out
 
 
 def configs(args) -> list[tuple[int, str]]:
@@ -81,7 +59,7 @@ def worker(args) -> None:
 
     if not Path(custom_op.__file__).resolve().is_relative_to(checkout):
         raise SystemExit(f"bench_ab: imported {custom_op.__file__}, not the custom_op of {checkout}")
-    originals = photos(args.imagenet, args.photos)
+    originals = [data for _, data in spaced_photos(args.imagenet, args.photos)]
     prepared = [custom_op.prepare_jpeg(f) for f in originals]
     windows = random_windows(originals, WINDOW, seed=0)
     cuda = args.device != "cpu"

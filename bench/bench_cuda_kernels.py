@@ -15,7 +15,6 @@ by photo: run each checkout's script, or ``bench/device_run.sh --compare`` for t
 from __future__ import annotations
 
 import argparse
-import io
 import platform
 import re
 import sys
@@ -26,9 +25,8 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from common import ROOT, Report, cpu_description, scan_facts  # noqa: E402
+from common import ROOT, Report, cpu_description, scan_facts, spaced_photos  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
@@ -36,26 +34,6 @@ from custom_op import gpu, testing  # noqa: E402
 # The kernels of a call, in the order they run (segment_decoder.h; files in ordinary memory are
 # uploaded by a copy, not by a kernel).
 KERNELS = ("find_segments", "decode_segments", "idct_blocks", "write_windows")
-
-
-def photos(args) -> list[tuple[str, bytes]]:
-    """(name, file) of the photos measured."""
-    folder = Path(args.imagenet)
-    if folder.is_dir():
-        files = sorted(p for p in folder.iterdir() if p.is_file())
-        step = max(1, len(files) // args.photos)
-        return [(p.name, p.read_bytes()) for p in files[::step][: args.photos]]
-    from PIL import Image
-
-    from jpeg_factory import photo_like
-
-    out = []
-    for k in range(args.photos):
-        height, width = (375, 500) if k % 2 == 0 else (500, 375)
-        buf = io.BytesIO()
-        Image.fromarray(photo_like(height, width, seed=k)).save(buf, "JPEG", quality=90, subsampling=k % 3)
-        out.append((f"generated-{k}", buf.getvalue()))
-    return out
 
 
 def kernel_times(data: torch.Tensor, height: int, width: int, calls: int) -> dict[str, float]:
@@ -105,7 +83,7 @@ def main():
         },
     )
     rows, sums, skipped = [], {k: 0.0 for k in KERNELS}, []
-    for name, original in photos(args):
+    for name, original in spaced_photos(args.imagenet, args.photos):
         prepared = custom_op.prepare_jpeg(original)
         info = custom_op.read_jpeg_header(prepared)
         tensor = torch.frombuffer(bytearray(prepared), dtype=torch.uint8)

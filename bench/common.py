@@ -33,6 +33,32 @@ def random_windows(files, size, seed):
     return out
 
 
+def spaced_photos(folder, count: int) -> list[tuple[str, bytes]]:
+    """(name, file) of `count` photos: every k-th file of `folder` in name order, so that every run (of
+    any checkout) measures the same ones; photo-like images generated alike each time where `folder`
+    is not a directory."""
+    path = Path(folder)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file())
+        step = max(1, len(files) // count)
+        return [(p.name, p.read_bytes()) for p in files[::step][:count]]
+    import io
+
+    from PIL import Image
+
+    if str(ROOT / "tests") not in sys.path:  # (the test suite's JPEG helpers)
+        sys.path.append(str(ROOT / "tests"))
+    from jpeg_factory import photo_like
+
+    out = []
+    for k in range(count):
+        height, width = (375, 500) if k % 2 == 0 else (500, 375)
+        buf = io.BytesIO()
+        Image.fromarray(photo_like(height, width, seed=k)).save(buf, "JPEG", quality=90, subsampling=k % 3)
+        out.append((f"generated-{k}", buf.getvalue()))
+    return out
+
+
 def cpu_description():
     """The CPU model, the logical core count and the OS, for the results files."""
     cpu = platform.processor() or platform.machine()
