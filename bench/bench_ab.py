@@ -11,7 +11,9 @@ between them (A then B, then B then A, ...): one process measures while the othe
 slow spell of a shared machine falls on both alike. A round is, for every batch size and memory kind,
 ``--calls`` calls of custom_op.decode_and_crop_jpegs one after another: images/s, and host CPU ms per
 image (the process's CPU time, all its threads). The report gives each checkout's median over the
-rounds with its range, B's median over A's, and whether the two checkouts' windows are the same bytes.
+rounds with its range, B's median over A's, the median (and range) of B over A within each pair of
+rounds that ran back to back, which a machine's drift over the run disturbs least, and whether the two
+checkouts' windows are the same bytes.
 
 Without DIR (the photos in name order, every k-th for ``--photos`` of them) the photos are photo-like
 images this script generates. The report is written only where ``--out`` says: it compares two states
@@ -232,6 +234,8 @@ def main(argv=None) -> None:
             else f"{args.photos} generated",
             "each figure": f"the median of {args.rounds} rounds per checkout (range in brackets); a round: "
             f"{args.calls} calls per row, one after another, 224x224 windows; rounds A B, B A, ... in turn",
+            "paired": "B / A within each pair of rounds run back to back (A's round i, B's round i): "
+            "their median (range in brackets)",
         },
     )
     same = all(workers[0].ready["digests"][n] == workers[1].ready["digests"][n] for n in workers[0].ready["digests"])
@@ -242,10 +246,22 @@ def main(argv=None) -> None:
         speed = [[r[name][0] for r in rounds[k]] for k in (0, 1)]
         host = [[r[name][1] for r in rounds[k]] for k in (0, 1)]
         ratio = statistics.median(speed[1]) / statistics.median(speed[0])
+        speed_pairs = [b / a for a, b in zip(*speed)]
+        host_pairs = [b / a for a, b in zip(*host)]
         rows.append(
-            [name, spread(speed[0], 0), spread(speed[1], 0), f"{ratio:.3f}x", spread(host[0], 4), spread(host[1], 4)]
+            [
+                name,
+                spread(speed[0], 0),
+                spread(speed[1], 0),
+                f"{ratio:.3f}x",
+                spread(speed_pairs, 3),
+                spread(host[0], 4),
+                spread(host[1], 4),
+                spread(host_pairs, 3),
+            ]
         )
-    report.table(["batch", "A images/s", "B images/s", "B / A", "A host CPU ms/image", "B host CPU ms/image"], rows)
+    columns = ["batch", "A images/s", "B images/s", "B / A", "B / A, paired", "A host CPU ms/image"]
+    report.table([*columns, "B host CPU ms/image", "B / A host CPU, paired"], rows)
     if args.out:
         report.write(args.out)
 

@@ -48,11 +48,15 @@ def test_two_checkouts_each_with_its_own_custom_op(tmp_path):
     assert body[0] == {"type": "text", "text": "windows identical in A and B: True"}
     table = body[1]
     assert [row[0] for row in table["rows"]] == ["batch 3, ordinary memory", "batch 5, ordinary memory"]
-    for numbers in table["numbers"]:
-        a, b, ratio, a_cpu, b_cpu = numbers[1:]
+    for row, numbers in zip(table["rows"], table["numbers"]):
+        a, b, ratio, paired, a_cpu, b_cpu, paired_cpu = numbers[1:]
         assert a > 0 and b > 0 and a_cpu > 0 and b_cpu > 0
         # B / A is of the medians before the table rounds them to whole images/s and it to 3 decimals.
         assert abs(ratio - b / a) <= 0.0005 + (b / a) * (0.5 / a + 0.5 / b) + 1e-9
+        # The paired ratios: a median within its range, of 3 pairs of rounds.
+        for text, median in ((row[4], paired), (row[7], paired_cpu)):
+            low, high = (float(v) for v in text.split("(")[1].rstrip(")").split("-"))
+            assert 0 < low <= median <= high, text
 
 
 def test_a_name_that_is_no_checkout_is_refused(tmp_path):
