@@ -518,8 +518,11 @@ def segments_read(data: bytes, window):
 
 
 def decoder_segments(data: bytes, windows) -> set:
-    """The segments our CUDA decoder decodes when one decode serves these windows."""
-    return set(torch.ops.custom_op._cuda_decoder_segments(as_tensor(data), *map(list, zip(*windows))).tolist())
+    """The segments our CUDA decoder decodes when one decode serves these windows (the operator lists
+    its runs one after another: in order, each segment once, which is asserted here)."""
+    listed = torch.ops.custom_op._cuda_decoder_segments(as_tensor(data), *map(list, zip(*windows))).tolist()
+    assert listed == sorted(set(listed)), listed
+    return set(listed)
 
 
 class Geometry(NamedTuple):

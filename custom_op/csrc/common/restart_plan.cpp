@@ -386,25 +386,22 @@ SegmentsRead cpu_segments_read(const FrameFacts& facts, const Region& region) {
   return read;
 }
 
-std::vector<int64_t> decoder_segments(const FrameFacts& facts, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                                      const Region* windows, size_t count) {
+std::vector<SegmentRun> decoder_segments(const FrameFacts& facts, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                         const Region* windows, size_t count) {
   RestartLayout L;
   if (!frame_geometry(facts, &L) || L.interval <= 0) return {};
   const int64_t P = L.mcus_per_row, k = L.interval;
   const int64_t total = ceil_div(P * L.mcu_rows, k);
   ThreadScratch scratch;
-  // One mark per segment of the file, then the marked ones in order: a call runs for every image of a
-  // GPU batch, and sorting the lists (hundreds of segments each) cost more host time than the rest.
+  // One mark per segment of the file, then the runs of marked ones in order: a call runs for every
+  // image of a GPU batch, and sorting and merging lists of segments cost more host time than the rest.
   std::vector<uint8_t>& wanted = scratch->wanted;
   wanted.assign(static_cast<size_t>(total), 0);
   uint8_t* marks = wanted.data();
-  int64_t set = 0;                                // marks set, some perhaps twice: at least the segments marked
   auto mark = [&](int64_t first, int64_t last) {  // those of segments first .. last that the file has
     first = std::max<int64_t>(first, 0);
     last = std::min(last, total - 1);
-    if (first > last) return;
-    std::memset(marks + first, 1, static_cast<size_t>(last - first + 1));
-    set += last - first + 1;
+    if (first <= last) std::memset(marks + first, 1, static_cast<size_t>(last - first + 1));
   };
   // The last MCU row read from the first segment down (-1: none).
   int64_t prefix_row = -1;
@@ -418,23 +415,24 @@ std::vector<int64_t> decoder_segments(const FrameFacts& facts, int64_t r0, int64
     int64_t last_row;
     if (const SubLayout* plan = plan_read(facts, L, windows[i], *scratch, &last_row)) {
       for (const int64_t s : plan->plan) marks[s] = 1;  // plan_slots fills each slot with a segment of the file
-      set += static_cast<int64_t>(plan->plan.size());
     } else {
       prefix_row = std::max(prefix_row, last_row);
     }
   }
   if (prefix_row >= 0) mark(0, last_segment_of_row(std::min<int64_t>(prefix_row, L.mcu_rows - 1), P, k));
-  // Gathered without a branch on each mark, which the branch predictor could not foresee: each segment is written
-  // at the end of the list, which moves on past it where it is marked. A write lands at the count of segments
-  // marked before it: at most `set`, and below `total`.
-  std::vector<int64_t> segments(static_cast<size_t>(std::min(set + 1, total)));
-  size_t n = 0;
-  for (int64_t s = 0; s < total; ++s) {
-    segments[n] = s;
-    n += marks[s];
+  // The runs, found with memchr (a few vector compares per run) rather than a branch on each mark,
+  // which the branch predictor could not foresee.
+  std::vector<SegmentRun> runs;
+  const uint8_t* const end = marks + total;
+  for (const uint8_t* at = marks; at < end;) {
+    const auto* first = static_cast<const uint8_t*>(std::memchr(at, 1, static_cast<size_t>(end - at)));
+    if (first == nullptr) break;
+    const auto* past = static_cast<const uint8_t*>(std::memchr(first, 0, static_cast<size_t>(end - first)));
+    if (past == nullptr) past = end;
+    runs.push_back({first - marks, past - first});
+    at = past;
   }
-  segments.resize(n);
-  return segments;
+  return runs;
 }
 
 }  // namespace custom_op

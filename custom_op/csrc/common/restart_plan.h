@@ -74,12 +74,18 @@ inline int64_t last_segment_of_row(int64_t row, int64_t mcus_per_row, int64_t in
   return ((row + 1) * mcus_per_row - 1) / interval;
 }
 
+// Restart segments first .. first + count - 1.
+struct SegmentRun {
+  int64_t first, count;
+};
+
 // The segments our CUDA decoder decodes for a file with these facts (restart_interval > 0), when it
 // decodes the MCU rectangle of rows [r0, r1) and columns [c0, c1) and takes the `count` windows
 // (stored-frame regions, full scale) from it: those holding the rectangle's MCUs, and every segment
 // the CPU path reads for any of the windows (cpu_segments_read). Without the random-access layout,
-// every segment from the first through the rectangle's last row. Sorted, each once.
-std::vector<int64_t> decoder_segments(const FrameFacts& facts, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                                      const Region* windows, size_t count);
+// every segment from the first through the rectangle's last row. As runs of consecutive segments,
+// in order, none empty and no two touching: a window's rectangle gives one run per MCU row at most.
+std::vector<SegmentRun> decoder_segments(const FrameFacts& facts, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                         const Region* windows, size_t count);
 
 }  // namespace custom_op

@@ -356,8 +356,9 @@ std::tuple<int64_t, at::Tensor> jpeg_segments_read_cpu(const at::Tensor& data, i
 }
 
 // The segments our CUDA decoder decodes when one decode serves these stored-frame windows
-// (decoder_segments), for the smallest rectangle it could decode: the windows' own MCUs (the one it
-// decodes holds margins around them, and a larger rectangle only adds segments).
+// (decoder_segments' runs, one after another), for the smallest rectangle it could decode: the
+// windows' own MCUs (the one it decodes holds margins around them, and a larger rectangle only adds
+// segments).
 at::Tensor cuda_decoder_segments_cpu(const at::Tensor& data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
                                      c10::IntArrayRef heights, c10::IntArrayRef widths) {
   const size_t n = tops.size();
@@ -377,7 +378,10 @@ at::Tensor cuda_decoder_segments_cpu(const at::Tensor& data, c10::IntArrayRef to
     c0 = std::min<int64_t>(c0, r.left / mcu_w);
     c1 = std::max<int64_t>(c1, (int64_t(r.left) + r.width + mcu_w - 1) / mcu_w);
   }
-  return index_tensor(decoder_segments(facts, r0, r1, c0, c1, windows.data(), windows.size()));
+  std::vector<int64_t> segments;
+  for (const SegmentRun& run : decoder_segments(facts, r0, r1, c0, c1, windows.data(), windows.size()))
+    for (int64_t s = run.first; s < run.first + run.count; ++s) segments.push_back(s);
+  return index_tensor(segments);
 }
 
 bool set_own_entropy_decoder_cpu(bool on) { return set_own_entropy_decoder(on); }

@@ -158,13 +158,14 @@ __global__ void find_segments_kernel(SegmentImage* images) {
 
 // ---- 2. Huffman decoding ----------------------------------------------------------------------
 
-__global__ void decode_segments_kernel(const SegmentImage* images, const SegmentTask* tasks, int count) {
+__global__ void decode_segments_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= count) return;
-  const SegmentTask task = tasks[t];
-  const SegmentImage& im = images[task.image];
+  if (t >= tasks) return;
+  const DecodeRun run = runs[run_of_task(runs, run_count, t)];
+  const int64_t segment = int64_t{run.first} + (t - run.before);
+  const SegmentImage& im = images[run.image];
   if (*im.status & (kMarkersWrong | kTableRefused)) return;  // segment ranges or tables not to be trusted
-  if (task.segment >= im.checked_segments) {                 // no range was found for it (not expected: see plan())
+  if (segment >= im.checked_segments) {                      // no range was found for it (not expected: see plan())
     atomicOr(im.status, kMarkersWrong);
     return;
   }
@@ -176,10 +177,10 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const Segment
   }
   // Zigzag order: no table read per coefficient (idct_blocks puts them in natural order).
   tables.order = nullptr;
-  const int64_t first = static_cast<int64_t>(task.segment) * im.mcus_per_segment;
+  const int64_t first = segment * im.mcus_per_segment;
   const int64_t total = jc::frame_total_mcus(f);
   const int64_t n = total - first < im.mcus_per_segment ? total - first : im.mcus_per_segment;
-  const int64_t b = im.segment_begin[task.segment], e = im.segment_end[task.segment];
+  const int64_t b = im.segment_begin[segment], e = im.segment_end[segment];
   if (b < im.scan_start || e < b || e > im.size) {
     atomicOr(im.status, kMarkersWrong);
     return;
@@ -312,10 +313,10 @@ cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t s
   return cudaGetLastError();
 }
 
-cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count,
+cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                    cudaStream_t stream) {
-  if (count <= 0) return cudaSuccess;
-  decode_segments_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(images, tasks, count);
+  if (tasks <= 0 || run_count <= 0) return cudaSuccess;
+  decode_segments_kernel<<<(tasks + kThreads - 1) / kThreads, kThreads, 0, stream>>>(images, runs, run_count, tasks);
   return cudaGetLastError();
 }
 

@@ -8,8 +8,9 @@
 //      data through the last segment decoded and records each segment's byte range, checking that
 //      the markers are exactly those of a valid file (RST0..7 in turn, EOI last) as
 //      jpeg_core/segments.h's walk does on the host;
-//   2. decode_segments: one thread per segment the window needs Huffman-decodes it into coefficient
-//      blocks in zigzag order (jpeg_core/huffman.h), which idct_blocks reorders. Neighbouring
+//   2. decode_segments: one thread per segment the window needs (listed as runs of consecutive
+//      segments, decode_runs.h) Huffman-decodes it into coefficient blocks in zigzag order
+//      (jpeg_core/huffman.h), which idct_blocks reorders. Neighbouring
 //      threads take neighbouring segments of one image, so that the threads of a warp look codes up
 //      in the same tables, which then stay in the L1 cache: faster than dealing the longest segments
 //      out to warps of their own, although a launch lasts as long as its slowest thread;
@@ -29,6 +30,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/decode_runs.h"
 #include "jpeg_core/tables.h"
 
 namespace custom_op {
@@ -88,12 +90,6 @@ struct SegmentImage {
   uint32_t* status;         // SegmentDecodeStatus bits, zeroed by find_segments
 };
 
-// One segment for decode_segments: which image, and which of its segments.
-struct SegmentTask {
-  int32_t image;
-  int32_t segment;
-};
-
 // One output window, written by write_windows.
 struct WindowWrite {
   int32_t image;
@@ -109,8 +105,9 @@ enum WindowColor : int32_t { kWindowGray = 0, kWindowRgb = 1, kWindowGrayToRgb =
 // Each launch returns its error code. Counts are those of the arrays (device memory); max_* bound the
 // work of one element, which sizes the grids.
 cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t stream);
-// `tasks`: those of one image after another, in the order they are decoded (see decode_segments above).
-cudaError_t launch_decode_segments(const SegmentImage* images, const SegmentTask* tasks, int count,
+// `runs`: the segments to decode, in task order (decode_runs.h), those of one image after another, in
+// the order they are decoded (see decode_segments above); `tasks`: their segments in all.
+cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                    cudaStream_t stream);
 cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);
 cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count, int64_t max_pixels,

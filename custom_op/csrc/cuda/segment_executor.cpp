@@ -152,10 +152,10 @@ struct Plan {
 };
 
 // Where a part's uploaded region holds each of its arrays (offsets into the device buffer and its
-// pinned host side): its images' descriptors, its windows, room for every segment of its images as
-// tasks (which are listed only when the part is prepared) and its files.
+// pinned host side): its images' descriptors, its windows, room for as many runs of segments as its
+// images could have (they are listed only when the part is prepared) and its files.
 struct PartLayout {
-  size_t images_at, windows_at, tasks_at, files_at;
+  size_t images_at, windows_at, runs_at, files_at;
 };
 
 int32_t window_color(const Item& it) {
@@ -274,10 +274,10 @@ class SegmentExecutor : public Executor {
     part_begin.resize(parts + 1);
     for (size_t c = 0; c <= parts; ++c) part_begin[c] = n * c / parts;
 
-    // One device buffer: each part's uploaded region (its images, tasks, pinned-file copies, windows
-    // and files), then what only the kernels use (the tables find_segments builds, the segments'
-    // ranges, the statuses, the coefficients and samples). A part's tasks are not known before it is
-    // prepared: its region has room for every segment of its images.
+    // One device buffer: each part's uploaded region (its images, windows, runs of segments and
+    // files), then what only the kernels use (the tables find_segments builds, the segments' ranges,
+    // the statuses, the coefficients and samples). A part's runs are not known before it is prepared:
+    // its region has room for the most its images could have.
     size_t at = 0;
     auto take = [&at](size_t bytes) {
       at = round_up(at, 256);
@@ -289,15 +289,15 @@ class SegmentExecutor : public Executor {
     part_layout.resize(parts);
     for (size_t c = 0; c < parts; ++c) {
       const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
-      size_t segments = 0, files = 0;
+      size_t runs = 0, files = 0;
       for (size_t k = k0; k < k1; ++k) {
-        segments += static_cast<size_t>(plans_[k].image.num_segments);
+        runs += static_cast<size_t>(plans_[k].image.num_segments + 1) / 2;  // runs never touch (decoder_segments)
         files += round_up(static_cast<size_t>(plans_[k].image.size), 16);
       }
       PartLayout& L = part_layout[c];
       L.images_at = take((k1 - k0) * sizeof(SegmentImage));
       L.windows_at = take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
-      L.tasks_at = take(segments * sizeof(SegmentTask));
+      L.runs_at = take(runs * sizeof(DecodeRun));
       L.files_at = take(files);
     }
     const size_t upload = at;
@@ -363,7 +363,7 @@ class SegmentExecutor : public Executor {
     // memory into the upload buffer, in image order on this thread and the helpers, while this one
     // queues each part's uploads and kernels once its images are ready; with more helpers where files
     // are copied (helper_threads.h says why).
-    segments_.resize(n);
+    runs_.resize(n);
     const bool host_copies = std::any_of(plans_.begin(), plans_.end(), [](const Plan& p) { return !p.pinned; });
     ChunkedWork per_image(
         n, kImagesPerChunk,
@@ -405,14 +405,15 @@ class SegmentExecutor : public Executor {
     const Plan& p = plans_[k];
     const Item& it = items[p.item];
     const SegmentImage& im = p.image;
-    std::vector<int64_t>& segments = segments_[k];
+    std::vector<SegmentRun>& runs = runs_[k];
     if (p.from_first) {
-      segments.clear();
+      runs.assign(1, SegmentRun{0, im.checked_segments});
     } else {
       const size_t w0 = regions_begin_[p.item], w1 = regions_begin_[p.item + 1];
-      segments = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
-                                  im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0);
+      runs = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
+                              im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0);
     }
+    TORCH_INTERNAL_ASSERT(runs.size() <= static_cast<size_t>(im.num_segments + 1) / 2, "more runs than decode() has room for");
     if (!p.pinned) copy_to_upload(host_ + bytes_at_[k], it.bytes, static_cast<size_t>(im.size));
 
     // Its descriptor, with the places of its arrays in the device buffer.
@@ -436,9 +437,9 @@ class SegmentExecutor : public Executor {
   // Queues part c (images k0 .. k1 - 1, its region of the device buffer and of the pinned buffer as
   // decode() laid it out) on its stream: uploads its files in ordinary memory as their copies are
   // ready (`per_image`), a few megabytes at a time, so that the transfer of one piece overlaps the
-  // copying of the next; then its descriptors, windows and segment tasks; copies its files in pinned
+  // copying of the next; then its descriptors, windows and runs of segments; copies its files in pinned
   // memory; then its kernels, with the read-back of its statuses before its window kernel, so that
-  // finish() waits only for the decodes. Indices in its tasks and windows count from its first image.
+  // finish() waits only for the decodes. Indices in its runs and windows count from its first image.
   void decode_part(DecodeCall& call, const std::vector<Item>& items, size_t c, ChunkedWork& per_image) {
     const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
     const PartLayout& layout = part_layout_[c];
@@ -451,8 +452,8 @@ class SegmentExecutor : public Executor {
     };
 
     // The files in ordinary memory lie first in the files' region, in image order.
-    auto* tasks = reinterpret_cast<SegmentTask*>(host + layout.tasks_at);
-    size_t ntasks = 0, sent = layout.files_at, copied = layout.files_at;
+    auto* runs = reinterpret_cast<DecodeRun*>(host + layout.runs_at);
+    size_t nruns = 0, ntasks = 0, sent = layout.files_at, copied = layout.files_at;
     pinned_dst_.clear();
     pinned_src_.clear();
     pinned_size_.clear();
@@ -461,10 +462,10 @@ class SegmentExecutor : public Executor {
       const Plan& p = plans_[k];
       const SegmentImage& im = p.image;
       const int32_t image = static_cast<int32_t>(k - k0);
-      if (p.from_first) {
-        for (int64_t s = 0; s < im.checked_segments; ++s) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
-      } else {
-        for (const int64_t s : segments_[k]) tasks[ntasks++] = {image, static_cast<int32_t>(s)};
+      for (const SegmentRun& run : runs_[k]) {
+        runs[nruns++] = {image, static_cast<int32_t>(run.first), static_cast<int32_t>(run.count),
+                         static_cast<int32_t>(ntasks)};
+        ntasks += static_cast<size_t>(run.count);
       }
       if (p.pinned) {
         pinned_dst_.push_back(device + bytes_at_[k]);
@@ -491,13 +492,13 @@ class SegmentExecutor : public Executor {
     }
     int max_blocks = 0;
     for (size_t k = k0; k < k1; ++k) max_blocks = std::max(max_blocks, plans_[k].image.blocks);
-    send(layout.images_at, layout.tasks_at + ntasks * sizeof(SegmentTask));
+    send(layout.images_at, layout.runs_at + nruns * sizeof(DecodeRun));
     upload_pinned(pinned_dst_, pinned_src_, pinned_size_, stream);
 
     auto* d_images = reinterpret_cast<SegmentImage*>(device + layout.images_at);
     C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(count), stream));
-    C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const SegmentTask*>(device + layout.tasks_at),
-                                          static_cast<int>(ntasks), stream));
+    C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const DecodeRun*>(device + layout.runs_at),
+                                          static_cast<int>(nruns), static_cast<int>(ntasks), stream));
     C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
     Slot& slot = call.slot;
     C10_CUDA_CHECK(cudaMemcpyAsync(status_host_ + k0, device_ + status_at_ + k0 * sizeof(uint32_t),
@@ -610,7 +611,7 @@ class SegmentExecutor : public Executor {
   std::vector<size_t> tables_at_, ranges_at_, coef_at_, samples_at_;
   std::vector<size_t> bytes_at_;                // per image: where its file lies
   std::vector<size_t> descriptor_at_;           // per image: where its SegmentImage lies
-  std::vector<std::vector<int64_t>> segments_;  // per image: the segments it decodes (prepare_image)
+  std::vector<std::vector<SegmentRun>> runs_;  // per image: the segments it decodes (prepare_image)
   uint32_t* status_host_ = nullptr;
   size_t parts_ = 0;
   std::vector<size_t> part_begin_;  // part c: images part_begin_[c] .. part_begin_[c + 1] - 1
