@@ -32,10 +32,8 @@ CUSTOM_OP_HD inline int run_of_task(const DecodeRun* runs, int count, int32_t ta
   int lo = 0, hi = count;  // the answer lies in [lo, hi)
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
-    if (jpeg_core::load_readonly(&runs[mid].before) <= task)
-      lo = mid;
-    else
-      hi = mid;
+    if (jpeg_core::load_readonly(&runs[mid].before) <= task) lo = mid;
+    else hi = mid;
   }
   return lo;
 }

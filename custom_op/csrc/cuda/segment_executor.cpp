@@ -413,7 +413,8 @@ class SegmentExecutor : public Executor {
       runs = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
                               im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0);
     }
-    TORCH_INTERNAL_ASSERT(runs.size() <= static_cast<size_t>(im.num_segments + 1) / 2, "more runs than decode() has room for");
+    TORCH_INTERNAL_ASSERT(runs.size() <= static_cast<size_t>(im.num_segments + 1) / 2,
+                          "more runs than decode() has room for");
     if (!p.pinned) copy_to_upload(host_ + bytes_at_[k], it.bytes, static_cast<size_t>(im.size));
 
     // Its descriptor, with the places of its arrays in the device buffer.
@@ -609,8 +610,8 @@ class SegmentExecutor : public Executor {
   uint8_t* host_ = nullptr;
   size_t status_at_ = 0;
   std::vector<size_t> tables_at_, ranges_at_, coef_at_, samples_at_;
-  std::vector<size_t> bytes_at_;                // per image: where its file lies
-  std::vector<size_t> descriptor_at_;           // per image: where its SegmentImage lies
+  std::vector<size_t> bytes_at_;               // per image: where its file lies
+  std::vector<size_t> descriptor_at_;          // per image: where its SegmentImage lies
   std::vector<std::vector<SegmentRun>> runs_;  // per image: the segments it decodes (prepare_image)
   uint32_t* status_host_ = nullptr;
   size_t parts_ = 0;
