@@ -129,7 +129,10 @@ _TARGETED = {
     "lying_dri": _lying_dri,
     "lying_sof": _lying_sof,
 }
-MUTATIONS = tuple(_TARGETED) + fuzz_corpus.MUTATIONS[:-2] + ("stacked",)
+#: The mutations of the restart layout (markers, segments, DRI, SOF), which leave every decoded
+#: coefficient one the encoder wrote; the others change bytes anywhere.
+STRUCTURAL = tuple(_TARGETED)
+MUTATIONS = STRUCTURAL + fuzz_corpus.MUTATIONS[:-2] + ("stacked",)
 
 
 def variant(name: str, seed: int, index: int) -> tuple[str, bytes]:
