@@ -6,7 +6,8 @@ missing, extra, misnumbered or moved, segments truncated, swapped or emptied, DR
 lie) besides fuzz_corpus's generic ones. Each case goes through fuzz_worker.Case, so the contract is the
 one test_fuzz.py checks: a uint8 tensor of the right shape or ValueError / RuntimeError, and a window
 equal to the full decode's whenever both succeed with on_warning="raise". The GPU path's sub-image op
-(_jpeg_sub_image) is called on every case too (check_sub_image). Output lines as fuzz_worker's.
+(_jpeg_sub_image) is called on every case too (check_sub_image), and so is the plan of the segments our
+CUDA decoder decodes (check_decoder_segments). Output lines as fuzz_worker's.
 
     python tests/random_access_fuzz_worker.py --seed 0 --count 200
 """
@@ -204,6 +205,32 @@ def check_sub_image(case, data: bytes) -> None:
             )
 
 
+def check_decoder_segments(case, data: bytes) -> None:
+    """The segments our CUDA decoder would decode for a window of the same bytes
+    (_cuda_decoder_segments, its runs one after another): in order and each once, holding every segment
+    of the sub-image the CPU path reads for that window; or the ValueError / RuntimeError of a header
+    the testing ops refuse."""
+    try:
+        info = custom_op.read_jpeg_header(data)
+    except (ValueError, RuntimeError):
+        return
+    tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    h, w = case.rng.randint(1, info.height), case.rng.randint(1, info.width)
+    top, left = case.rng.randint(0, info.height - h), case.rng.randint(0, info.width - w)
+    decoded, error = case.call(
+        "cuda_decoder_segments", lambda: torch.ops.custom_op._cuda_decoder_segments(tensor, [top], [left], [h], [w])
+    )
+    if decoded is None:
+        return
+    listed = decoded.tolist()
+    if listed != sorted(set(listed)) or (listed and listed[0] < 0):
+        case.fail(f"_cuda_decoder_segments({top}, {left}, {h}, {w}): not in order, each once: {listed[:20]}")
+        return
+    read, _ = case.call("segments_read", lambda: torch.ops.custom_op._jpeg_segments_read(tensor, top, left, h, w))
+    if read is not None and read[0] < 0 and not set(read[1].tolist()) <= set(listed):
+        case.fail(f"_cuda_decoder_segments({top}, {left}, {h}, {w}) lacks segments the CPU path's sub-image reads")
+
+
 _cache: dict = {}
 
 
@@ -247,6 +274,7 @@ def main() -> int:
             start = time.perf_counter()
             case.run(is_base=index < 0)
             check_sub_image(case, data)
+            check_decoder_segments(case, data)
             elapsed = time.perf_counter() - start
             faulthandler.cancel_dump_traceback_later()
             if elapsed > summary["max_case_s"]:
