@@ -34,7 +34,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, Report, commit_description, cpu_description, random_windows, spaced_photos  # noqa: E402
+from common import (  # noqa: E402
+    ROOT,
+    Report,
+    commit_description,
+    cpu_description,
+    random_windows,
+    short_commit,
+    spaced_photos,
+)
 
 WINDOW = 224
 BATCHES_PER_CONFIG = 10  # distinct batches a config cycles through (the photos, in turn)
@@ -153,13 +161,7 @@ def resolve(spec: str, scratch: Path) -> tuple[Path, str]:
             own = False
         return path, f"{commit_description(path) if own else 'not a git checkout'} ({path})"
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short=12", "--verify", f"{spec}^{{commit}}"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        sha = short_commit(ROOT, spec)
     except (OSError, subprocess.CalledProcessError):
         raise SystemExit(f"bench_ab: {spec} is neither a checkout directory nor a revision of {ROOT}") from None
     target = Path(tempfile.mkdtemp(prefix=f"{sha}-", dir=scratch))  # (A and B may be one revision)

@@ -73,14 +73,26 @@ def cpu_description():
     return f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}"
 
 
+def short_commit(root, revision: str) -> str:
+    """The 12-digit commit of `revision` in the repository at `root`; subprocess.CalledProcessError where
+    it names none (OSError without git)."""
+    import subprocess
+
+    return subprocess.run(
+        ["git", "rev-parse", "--short=12", "--verify", f"{revision}^{{commit}}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
 def commit_description(root) -> str:
     """The checkout's commit, marked "+ local changes" when the working tree differs from it."""
     import subprocess
 
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
+        head = short_commit(root, "HEAD")
         # The reports being rewritten in bench/results/ do not make the code differ from the commit.
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"],

@@ -158,6 +158,10 @@ struct PartLayout {
   size_t images_at, windows_at, runs_at, files_at;
 };
 
+// The most runs decoder_segments can give for an image of `segments` restart segments: its runs never
+// touch, so at least one segment lies between two of them. decode() makes room for that many.
+size_t most_runs(int64_t segments) { return static_cast<size_t>(segments + 1) / 2; }
+
 int32_t window_color(const Item& it) {
   if (it.header.components == 3 && it.channels == 3) return kWindowRgb;
   return it.channels == 3 ? kWindowGrayToRgb : kWindowGray;
@@ -291,7 +295,7 @@ class SegmentExecutor : public Executor {
       const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
       size_t runs = 0, files = 0;
       for (size_t k = k0; k < k1; ++k) {
-        runs += static_cast<size_t>(plans_[k].image.num_segments + 1) / 2;  // runs never touch (decoder_segments)
+        runs += most_runs(plans_[k].image.num_segments);
         files += round_up(static_cast<size_t>(plans_[k].image.size), 16);
       }
       PartLayout& L = part_layout[c];
@@ -413,8 +417,7 @@ class SegmentExecutor : public Executor {
       runs = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
                               im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0);
     }
-    TORCH_INTERNAL_ASSERT(runs.size() <= static_cast<size_t>(im.num_segments + 1) / 2,
-                          "more runs than decode() has room for");
+    TORCH_INTERNAL_ASSERT(runs.size() <= most_runs(im.num_segments), "more runs than decode() has room for");
     if (!p.pinned) copy_to_upload(host_ + bytes_at_[k], it.bytes, static_cast<size_t>(im.size));
 
     // Its descriptor, with the places of its arrays in the device buffer.
