@@ -1,0 +1,87 @@
+#include "cuda/upload_copy.h"
+
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CUSTOM_OP_STREAMING_STORES 1
+#endif
+
+namespace custom_op {
+namespace gpu {
+namespace {
+
+#if CUSTOM_OP_STREAMING_STORES
+// Each loads and stores four registers per iteration (a 64- or 128-byte stretch); the tail is memcpy.
+void stream_16(uint8_t* dst, const uint8_t* src, size_t size) {
+  size_t i = 0;
+  for (; i + 64 <= size; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  std::memcpy(dst + i, src + i, size - i);
+}
+
+__attribute__((target("avx2"))) void stream_32(uint8_t* dst, const uint8_t* src, size_t size) {
+  size_t i = 0;
+  for (; i + 128 <= size; i += 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
+  }
+  std::memcpy(dst + i, src + i, size - i);
+}
+#endif
+
+}  // namespace
+
+bool upload_copy_available(UploadCopy kind) {
+  switch (kind) {
+    case UploadCopy::kPlain:
+      return true;
+#if CUSTOM_OP_STREAMING_STORES
+    case UploadCopy::kStreaming16:
+      return true;
+    case UploadCopy::kStreaming32:
+      return __builtin_cpu_supports("avx2");
+#endif
+    default:
+      return false;
+  }
+}
+
+UploadCopy upload_copy_kind() {
+  static const UploadCopy kind = upload_copy_available(UploadCopy::kStreaming32)   ? UploadCopy::kStreaming32
+                                 : upload_copy_available(UploadCopy::kStreaming16) ? UploadCopy::kStreaming16
+                                                                                   : UploadCopy::kPlain;
+  return kind;
+}
+
+void copy_with(UploadCopy kind, uint8_t* dst, const uint8_t* src, size_t size) {
+#if CUSTOM_OP_STREAMING_STORES
+  if (kind != UploadCopy::kPlain && (reinterpret_cast<uintptr_t>(dst) & (kUploadAlignment - 1)) == 0) {
+    if (kind == UploadCopy::kStreaming32)
+      stream_32(dst, src, size);
+    else
+      stream_16(dst, src, size);
+    _mm_sfence();  // streaming stores are weakly ordered: make them visible before the caller says so
+    return;
+  }
+#endif
+  (void)kind;
+  std::memcpy(dst, src, size);
+}
+
+}  // namespace gpu
+}  // namespace custom_op
