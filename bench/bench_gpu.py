@@ -10,8 +10,9 @@ Sections (all by default; --only picks some):
             random access (custom_op.prepare_jpeg) in one table:
               - torchvision.io.decode_jpeg(list, device="cuda") + slicing (the anchor), on each;
               - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each (the prepared
-                copies go to our CUDA decoder); on the prepared copies also with the JPEG engines,
-                given the segments around the window, and given the whole file;
+                copies go to our CUDA decoder); on the prepared copies also from pinned memory, with
+                two calls in flight (custom_op.decode_ahead), and with the JPEG engines, given the
+                segments around the window, and given the whole file;
               - ours with a file repeated in a batch decoded once per window (batch 256 from 200
                 files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
                 decoding whole images (what regions of interest buy);
@@ -59,6 +60,8 @@ import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
 
 SECTIONS = ("sample", "large", "segments", "warmup")
+# decode_ahead's depth in the rows that use it: its default.
+AHEAD = 2
 WARMUP_METHODS = ("ours", "ours-prepared", "torchvision")
 
 
@@ -75,6 +78,7 @@ def as_tensor(data: bytes) -> torch.Tensor:
 class Method(NamedTuple):
     run: Callable
     inputs: str  # "original", "prepared", "pinned" (the prepared files in pinned memory) or "indices"
+    ahead: int = 0  # > 0: a round's batches go through custom_op.decode_ahead with this depth
 
 
 def torchvision_method(inputs="original"):
@@ -162,6 +166,16 @@ def call(method: Method, batch):
     return method.run(batch[method.inputs], batch["windows"])
 
 
+def call_all(method: Method, batches):
+    """Every batch of a round, one call after the other, or `ahead` of them decoding at once."""
+    if not method.ahead:
+        for batch in batches:
+            call(method, batch)
+        return
+    for _ in custom_op.decode_ahead(batches, lambda batch: call(method, batch), depth=method.ahead):
+        pass
+
+
 def measure(methods: dict[str, Method], batches, rounds, cpu_pool=None):
     """{name: (best img/s, median img/s, best host CPU ms/img)}."""
     results = {name: [] for name in methods}
@@ -175,8 +189,7 @@ def measure(methods: dict[str, Method], batches, rounds, cpu_pool=None):
             if cpu_pool is not None:
                 cpu_pool.worker_cpu = 0.0
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            for batch in batches:
-                call(method, batch)
+            call_all(method, batches)
             torch.cuda.synchronize()
             wall = time.perf_counter() - wall0
             cpu = time.process_time() - cpu0
@@ -309,6 +322,9 @@ def sample_section(args):
             "custom_op.decode_and_crop_jpegs(list, cuda), original files": ours_method(),
             "custom_op.decode_and_crop_jpegs(list, cuda), prepared files (our CUDA decoder)": ours_method("prepared"),
             "ours, prepared files in pinned memory (our CUDA decoder)": ours_method("pinned"),
+            f"ours, prepared files, {AHEAD} batches decoding at once (custom_op.decode_ahead)": ours_method(
+                "prepared"
+            )._replace(ahead=AHEAD),
             "ours, prepared files, the JPEG engines given the segments around the window": ours_method(
                 "prepared", force_path="hardware-roi", segments="always"
             ),

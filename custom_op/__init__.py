@@ -12,6 +12,7 @@ from ._args import DEFAULT_MAX_PIXELS, ImageReadMode  # noqa: E402
 from ._build import library_info  # noqa: E402
 from .batch import decode_and_crop_jpegs, decode_jpegs  # noqa: E402
 from .decode import JpegInfo, decode_and_crop_jpeg, decode_jpeg, read_jpeg_header  # noqa: E402
+from .decode_ahead import decode_ahead  # noqa: E402
 from .gpu import cuda_available  # noqa: E402
 from .prepare import prepare_jpeg  # noqa: E402
 from .resized_crop import decode_and_resized_crop_jpeg  # noqa: E402
@@ -27,6 +28,7 @@ __all__ = [
     "decode_and_crop_jpeg",
     "decode_and_crop_jpegs",
     "decode_and_resized_crop_jpeg",
+    "decode_ahead",
     "decode_jpeg",
     "decode_jpegs",
     "library_info",
