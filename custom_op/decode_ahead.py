@@ -13,23 +13,20 @@ import collections
 import concurrent.futures
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 
 from . import _args
 
-Batch = TypeVar("Batch")
-Result = TypeVar("Result")
-
 
 def decode_ahead(
-    batches: Iterable[Batch],
-    decode: Callable[[Batch], Result],
+    batches: Iterable,
+    decode: Callable[[Any], Any],
     *,
     depth: int = 2,
     device: Union[str, torch.device] = "cuda",
-) -> Iterator[Result]:
+) -> Iterator:
     """Yields ``decode(batch)`` for each of ``batches``, in order, computing up to ``depth`` of them
     ahead on background threads.
 

@@ -44,7 +44,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     ("py:(class|obj|data)", r"(torch|numpy|np)(\..*)?"),
     ("py:(class|obj|data)", r"(typing\.|collections\.abc\.)?(Any|Optional|Union|Sequence|Tuple|List|Dict)"),
-    ("py:(class|obj|data)", r"(typing\.|collections\.abc\.)?(Iterator|Callable)"),
+    ("py:(class|obj|data)", r"(typing\.|collections\.abc\.)?(Iterable|Iterator|Callable)"),
     ("py:(class|obj|data)", r"(typing\.)?NamedTuple"),
     ("py:class", r"custom_op\._args\.Data|Data|IntOrInts|Size|GeneratorLike"),
 ]
