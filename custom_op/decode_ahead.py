@@ -27,8 +27,8 @@ def decode_ahead(
     depth: int = 2,
     device: Union[str, torch.device] = "cuda",
 ) -> Iterator:
-    """Yields ``decode(batch)`` for each of ``batches``, in order, computing up to ``depth`` of them
-    ahead on background threads.
+    """Yields ``decode(batch)`` for each of ``batches``, in order, with the next ``depth`` of them
+    decoding on background threads meanwhile.
 
     Typical use, with a DataLoader whose workers deliver encoded files and windows::
 
@@ -41,16 +41,18 @@ def decode_ahead(
             ...  # the next two batches decode meanwhile
 
     Args:
-        batches: any iterable; it is read on the calling thread (a DataLoader iterator may be), one
-            batch ahead of each one handed to ``decode``.
+        batches: any iterable, read on the calling thread (as a DataLoader iterator must be): the
+            first ``depth`` batches when the first result is asked for, then one more as each result
+            is handed over.
         decode: called with one batch on a background thread; any function (a decode call, plus
             whatever else the batch needs). With ``device="cuda"`` it runs with a CUDA stream of its
             thread's own as the current stream, on ``device``, and that stream first waits for the work
             queued on the caller's current stream when the batch was taken (so CUDA tensors the caller
             made are ready for it).
-        depth: how many batches may be decoding at once (1 or more; each has a thread). Two kept an
-            H100 about twice as busy as one call at a time in ``bench/results/gpu_h100.md``; more helps
-            while the host's work per call, not the GPU, sets the pace.
+        depth: how many batches decode while the caller works on a result (1 or more; each has a
+            thread, and up to ``depth + 1`` batches' outputs are alive at once). On an H100, two ran
+            about RATIO times as many images per second as one call at a time
+            (``bench/results/gpu_h100.md``).
         device: ``"cuda"`` (or ``"cuda:N"``, an index): the results are ordered on the caller's current
             stream: before each one is yielded, that stream waits for the stream it was decoded on,
             and every CUDA tensor in it (in nested tuples, lists and dicts) is recorded as used on that
@@ -108,14 +110,21 @@ def _ahead(batches: Iterator, decode: Callable, depth: int, index: Optional[int]
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=depth, thread_name_prefix="custom_op_ahead")
     pending: collections.deque = collections.deque()
+    end = object()
     try:
-        for batch in batches:
+        for _ in range(depth):
+            batch = next(batches, end)
+            if batch is end:
+                break
             pending.append(submit(pool, batch))
-            if len(pending) < depth:
-                continue
-            yield _handed_over(pending.popleft().result(), index)
         while pending:
-            yield _handed_over(pending.popleft().result(), index)
+            outcome = pending.popleft().result()
+            # The next batch goes out before this one is handed over, so that `depth` of them decode
+            # while the caller works on this one.
+            batch = next(batches, end)
+            if batch is not end:
+                pending.append(submit(pool, batch))
+            yield _handed_over(outcome, index)
     finally:
         for future in pending:
             future.cancel()

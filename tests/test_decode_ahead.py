@@ -76,6 +76,21 @@ def test_depth_batches_decode_at_once():
     assert list(custom_op.decode_ahead(range(6), decode, depth=depth, device="cpu")) == list(range(6))
 
 
+def test_depth_batches_decode_while_the_caller_works():
+    """While the caller holds a result, the next `depth` batches are handed out and decoding."""
+    depth = 3
+    started = threading.Semaphore(0)
+
+    def decode(batch):
+        started.release()
+        return batch
+
+    for result in custom_op.decode_ahead(range(10), decode, depth=depth, device="cpu"):
+        if result + depth < 10:
+            for _ in range(1 if result else depth + 1):
+                assert started.acquire(timeout=10)  # batch result + depth has started
+
+
 def test_never_more_than_depth_at_once():
     depth, running, most = 2, [0], [0]
     lock = threading.Lock()
@@ -93,7 +108,7 @@ def test_never_more_than_depth_at_once():
     assert 1 <= most[0] <= depth
 
 
-def test_source_is_read_on_the_calling_thread_one_ahead():
+def test_source_is_read_on_the_calling_thread_depth_ahead():
     readers, taken = set(), []
 
     def source():
@@ -104,7 +119,7 @@ def test_source_is_read_on_the_calling_thread_one_ahead():
 
     it = custom_op.decode_ahead(source(), lambda b: b * 10, depth=2, device="cpu")
     assert next(it) == 0
-    assert taken == [0, 1]  # the first result needs the first `depth` batches handed out
+    assert taken == [0, 1, 2]  # `depth` batches handed out, then one more as the first result came
     assert list(it) == [10, 20, 30, 40]
     assert readers == {threading.current_thread()}
 

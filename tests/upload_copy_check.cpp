@@ -19,12 +19,9 @@ namespace {
 
 const char* name(UploadCopy kind) {
   switch (kind) {
-    case UploadCopy::kPlain:
-      return "plain";
-    case UploadCopy::kStreaming16:
-      return "streaming16";
-    case UploadCopy::kStreaming32:
-      return "streaming32";
+    case UploadCopy::kPlain: return "plain";
+    case UploadCopy::kStreaming16: return "streaming16";
+    case UploadCopy::kStreaming32: return "streaming32";
   }
   return "?";
 }

@@ -48,16 +48,12 @@ __attribute__((target("avx2"))) void stream_32(uint8_t* dst, const uint8_t* src,
 
 bool upload_copy_available(UploadCopy kind) {
   switch (kind) {
-    case UploadCopy::kPlain:
-      return true;
+    case UploadCopy::kPlain: return true;
 #if CUSTOM_OP_STREAMING_STORES
-    case UploadCopy::kStreaming16:
-      return true;
-    case UploadCopy::kStreaming32:
-      return __builtin_cpu_supports("avx2");
+    case UploadCopy::kStreaming16: return true;
+    case UploadCopy::kStreaming32: return __builtin_cpu_supports("avx2");
 #endif
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -71,10 +67,8 @@ UploadCopy upload_copy_kind() {
 void copy_with(UploadCopy kind, uint8_t* dst, const uint8_t* src, size_t size) {
 #if CUSTOM_OP_STREAMING_STORES
   if (kind != UploadCopy::kPlain && (reinterpret_cast<uintptr_t>(dst) & (kUploadAlignment - 1)) == 0) {
-    if (kind == UploadCopy::kStreaming32)
-      stream_32(dst, src, size);
-    else
-      stream_16(dst, src, size);
+    if (kind == UploadCopy::kStreaming32) stream_32(dst, src, size);
+    else stream_16(dst, src, size);
     _mm_sfence();  // streaming stores are weakly ordered: make them visible before the caller says so
     return;
   }
