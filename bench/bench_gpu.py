@@ -11,8 +11,8 @@ Sections (all by default; --only picks some):
               - torchvision.io.decode_jpeg(list, device="cuda") + slicing (the anchor), on each;
               - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each (the prepared
                 copies go to our CUDA decoder); on the prepared copies also from pinned memory, with
-                two calls in flight (custom_op.decode_ahead), and with the JPEG engines, given the
-                segments around the window, and given the whole file;
+                two calls in flight (custom_op.decode_ahead) from either memory, and with the JPEG
+                engines, given the segments around the window, and given the whole file;
               - ours with a file repeated in a batch decoded once per window (batch 256 from 200
                 files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
                 decoding whole images (what regions of interest buy);
@@ -324,6 +324,9 @@ def sample_section(args):
             "ours, prepared files in pinned memory (our CUDA decoder)": ours_method("pinned"),
             f"ours, prepared files, {AHEAD} batches decoding at once (custom_op.decode_ahead)": ours_method(
                 "prepared"
+            )._replace(ahead=AHEAD),
+            f"ours, prepared files in pinned memory, {AHEAD} batches decoding at once": ours_method(
+                "pinned"
             )._replace(ahead=AHEAD),
             "ours, prepared files, the JPEG engines given the segments around the window": ours_method(
                 "prepared", force_path="hardware-roi", segments="always"
