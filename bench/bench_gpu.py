@@ -325,9 +325,9 @@ def sample_section(args):
             f"ours, prepared files, {AHEAD} batches decoding at once (custom_op.decode_ahead)": ours_method(
                 "prepared"
             )._replace(ahead=AHEAD),
-            f"ours, prepared files in pinned memory, {AHEAD} batches decoding at once": ours_method(
-                "pinned"
-            )._replace(ahead=AHEAD),
+            f"ours, prepared files in pinned memory, {AHEAD} batches decoding at once": ours_method("pinned")._replace(
+                ahead=AHEAD
+            ),
             "ours, prepared files, the JPEG engines given the segments around the window": ours_method(
                 "prepared", force_path="hardware-roi", segments="always"
             ),
