@@ -51,8 +51,8 @@ def decode_ahead(
             made are ready for it).
         depth: how many batches decode while the caller works on a result (1 or more; each has a
             thread, and up to ``depth + 1`` batches' outputs are alive at once). On an H100, two ran
-            1.5 times as many images per second as one call at a time at batch 64, 1.3 times at 256
-            (``bench/results/gpu_h100.md``).
+            about 1.4 times as many images per second as one call at a time, at batch 64 and at 256,
+            with the files in ordinary memory (1.3 times in pinned memory; ``bench/results/gpu_h100.md``).
         device: ``"cuda"`` (or ``"cuda:N"``, an index): the results are ordered on the caller's current
             stream: before each one is yielded, that stream waits for the stream it was decoded on,
             and every CUDA tensor in it (in nested tuples, lists and dicts) is recorded as used on that
