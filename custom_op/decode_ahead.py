@@ -55,9 +55,10 @@ def decode_ahead(
             with the files in ordinary memory (1.3 times in pinned memory; ``bench/results/gpu_h100.md``).
         device: ``"cuda"`` (or ``"cuda:N"``, an index): the results are ordered on the caller's current
             stream: before each one is yielded, that stream waits for the stream it was decoded on,
-            and every CUDA tensor in it (in nested tuples, lists and dicts) is recorded as used on that
-            stream, so that its memory is not reused before the caller's work on it has run. ``"cpu"``:
-            threads only, no streams (the CPU operators decode a batch on torch's intra-op threads).
+            and every tensor in it on that device (in nested tuples, lists and dicts) is recorded as
+            used on that stream, so that its memory is not reused before the caller's work on it has
+            run. ``"cpu"``: threads only, no streams (the CPU operators decode a batch on torch's
+            intra-op threads).
 
     Returns:
         An iterator of the results. A ``decode`` that raises raises the same exception from the
@@ -140,7 +141,7 @@ def _handed_over(outcome: tuple[Any, Optional[torch.cuda.Event]], index: Optiona
     stream.wait_event(done)
     seen = set()
     for tensor in _tensors(result):
-        if tensor.is_cuda:
+        if tensor.is_cuda and tensor.device.index == index:
             # Once per allocation: a batch's windows are views of one (record_stream applies to the
             # whole allocation, and costs about a microsecond a call).
             storage = tensor.untyped_storage().data_ptr()
