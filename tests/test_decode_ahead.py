@@ -5,9 +5,11 @@ results ordered on the caller's stream."""
 
 from __future__ import annotations
 
+import gc
 import io
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -122,6 +124,31 @@ def test_source_is_read_on_the_calling_thread_depth_ahead():
     assert taken == [0, 1, 2]  # `depth` batches handed out, then one more as the first result came
     assert list(it) == [10, 20, 30, 40]
     assert readers == {threading.current_thread()}
+
+
+def test_a_result_the_caller_drops_is_freed_at_once():
+    """decode_ahead keeps no reference to a result it has handed over (a batch on the GPU would stay
+    allocated until the next one was asked for)."""
+    made = []
+
+    class Result:
+        pass
+
+    def decode(batch):
+        result = Result()
+        made.append(weakref.ref(result))
+        return result
+
+    it = custom_op.decode_ahead(range(6), decode, depth=2, device="cpu")
+    gc.disable()  # freed by reference counting, not by a later collection of a cycle
+    try:
+        result = next(it)
+        assert made[0]() is result
+        del result
+        assert made[0]() is None
+    finally:
+        gc.enable()
+        it.close()
 
 
 def test_an_exception_comes_at_its_batch():
@@ -260,7 +287,8 @@ def test_gpu_decode_sees_the_callers_earlier_work():
 
     def source():
         for k in range(4):
-            big.fill_(float(k))  # queued on the caller's stream
+            torch.cuda._sleep(50_000_000)  # the caller's stream is busy for some milliseconds,
+            big.fill_(float(k))  # then fills the tensor
             yield k
 
     def decode(k):
