@@ -121,13 +121,13 @@ def _ahead(batches: Iterator, decode: Callable, depth: int, index: Optional[int]
         while pending:
             # (In a list that is emptied as the result is handed over: held in a variable of this
             # frame, a batch would stay allocated until the caller asked for the next one.)
-            done = [pending.popleft().result()]
+            finished = [pending.popleft().result()]
             # The next batch goes out before this one is handed over, so that `depth` of them decode
             # while the caller works on this one.
             batch = next(batches, end)
             if batch is not end:
                 pending.append(submit(pool, batch))
-            yield _handed_over(done.pop(), index)
+            yield _handed_over(finished.pop(), index)
     finally:
         for future in pending:
             future.cancel()
