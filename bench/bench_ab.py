@@ -2,15 +2,16 @@
 windows from prepared photos, so that a change's effect shows through the machine's drift.
 
     python bench/bench_ab.py A B [--device cuda] [--imagenet DIR] [--batches 64,256]
-                                 [--memory ordinary,pinned] [--rounds 6] [--calls 20] [--out FILE]
+                                 [--memory ordinary,pinned] [--rounds 6] [--calls 20] [--ahead N] [--out FILE]
 
 A and B are checkout directories, or revisions of this repository (exported with git archive). Each
 runs in a process of its own that imports its own custom_op (built from its sources on first use)
 and prepares the photos with its own prepare_jpeg. Both processes stay up, and the rounds alternate
 between them (A then B, then B then A, ...): one process measures while the other waits, so that a
 slow spell of a shared machine falls on both alike. A round is, for every batch size and memory kind,
-``--calls`` calls of custom_op.decode_and_crop_jpegs one after another: images/s, and host CPU ms per
-image (the process's CPU time, all its threads). The report gives each checkout's median over the
+``--calls`` calls of custom_op.decode_and_crop_jpegs one after another (or, with ``--ahead N``, through
+custom_op.decode_ahead with N of them decoding at once, as a training loop would run them): images/s,
+and host CPU ms per image (the process's CPU time, all its threads). The report gives each checkout's median over the
 rounds with its range, B's median over A's, the median (and range) of B over A within each pair of
 rounds that ran back to back, which a machine's drift over the run disturbs least, and whether the two
 checkouts' windows are the same bytes.
@@ -69,6 +70,8 @@ def worker(args) -> None:
 
     if not Path(custom_op.__file__).resolve().is_relative_to(checkout):
         raise SystemExit(f"bench_ab: imported {custom_op.__file__}, not the custom_op of {checkout}")
+    if args.ahead and not hasattr(custom_op, "decode_ahead"):
+        raise SystemExit(f"bench_ab: --ahead needs custom_op.decode_ahead, which {checkout} does not have")
     originals = [data for _, data in spaced_photos(args.imagenet, args.photos)]
     prepared = [custom_op.prepare_jpeg(f) for f in originals]
     windows = random_windows(originals, WINDOW, seed=0)
@@ -92,8 +95,13 @@ def worker(args) -> None:
 
     def measure(key, calls: int) -> tuple[float, float]:
         cpu, wall = time.process_time(), time.perf_counter()
-        for i in range(calls):
-            decode(batches[key][i % BATCHES_PER_CONFIG])
+        items = (batches[key][i % BATCHES_PER_CONFIG] for i in range(calls))
+        if args.ahead:
+            for _ in custom_op.decode_ahead(items, decode, depth=args.ahead, device=args.device):
+                pass
+        else:
+            for item in items:
+                decode(item)
         if cuda:
             torch.cuda.synchronize()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -126,7 +134,7 @@ class Worker:
         command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(checkout)]
         command += ["--device", args.device, "--imagenet", args.imagenet, "--photos", str(args.photos)]
         command += ["--batches", ",".join(map(str, args.batches)), "--memory", ",".join(args.memory)]
-        command += ["--calls", str(args.calls)]
+        command += ["--calls", str(args.calls), "--ahead", str(args.ahead)]
         self.checkout = checkout
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.ready = self.receive()
@@ -195,6 +203,7 @@ def main(argv=None) -> None:
     parser.add_argument("--memory", default=None, help="ordinary, pinned or both (default: both on CUDA)")
     parser.add_argument("--rounds", type=int, default=6, help="rounds per checkout")
     parser.add_argument("--calls", type=int, default=20, help="calls per batch size and memory kind in a round")
+    parser.add_argument("--ahead", type=int, default=0, help="calls through custom_op.decode_ahead, N at once")
     parser.add_argument("--out", help="write the report to this .md file, and its data to the .json beside it")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -206,6 +215,8 @@ def main(argv=None) -> None:
         parser.error("--memory takes ordinary, pinned or both, comma-separated")
     if "pinned" in args.memory and args.device == "cpu":
         parser.error("--memory pinned needs a CUDA device")
+    if args.ahead < 0:
+        parser.error("--ahead takes how many calls decode at once (0: one call after another)")
     if args.worker:
         worker(args)
         return
@@ -235,7 +246,9 @@ def main(argv=None) -> None:
             if Path(args.imagenet).is_dir()
             else f"{args.photos} generated",
             "each figure": f"the median of {args.rounds} rounds per checkout (range in brackets); a round: "
-            f"{args.calls} calls per row, one after another, 224x224 windows; rounds A B, B A, ... in turn",
+            f"{args.calls} calls per row, "
+            + (f"through custom_op.decode_ahead, {args.ahead} at once" if args.ahead else "one after another")
+            + ", 224x224 windows; rounds A B, B A, ... in turn",
             "paired": "B / A within each pair of rounds run back to back (A's round i, B's round i): "
             "their median (range in brackets)",
         },

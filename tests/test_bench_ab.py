@@ -59,6 +59,29 @@ def test_two_checkouts_each_with_its_own_custom_op(tmp_path):
             assert 0 < low <= median <= high, text
 
 
+def test_calls_through_decode_ahead(tmp_path):
+    out = tmp_path / "ab.md"
+    options = ["--device", "cpu", "--imagenet", tmp_path / "none", "--photos", 4, "--batches", "2"]
+    result = run(ROOT, ROOT, *options, "--rounds", 2, "--calls", 3, "--ahead", 2, "--out", out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert "3 calls per row, through custom_op.decode_ahead, 2 at once" in report["details"]["each figure"]
+    assert all(n > 0 for n in report["body"][1]["numbers"][0][1:])
+
+
+def test_ahead_needs_decode_ahead_in_both_checkouts(tmp_path):
+    """A checkout from before decode_ahead is refused in words."""
+    copy = tmp_path / "old"
+    ignore = shutil.ignore_patterns("*.so", "_C.*", "__pycache__")
+    shutil.copytree(ROOT / "custom_op", copy / "custom_op", ignore=ignore)
+    init = copy / "custom_op" / "__init__.py"
+    init.write_text(init.read_text().replace("from .decode_ahead import decode_ahead  # noqa: E402\n", ""))
+    options = ["--device", "cpu", "--imagenet", tmp_path / "none", "--photos", 2, "--batches", "2", "--ahead", 2]
+    result = run(ROOT, copy, *options, "--rounds", 1, "--calls", 1)
+    assert result.returncode != 0
+    assert "--ahead needs custom_op.decode_ahead, which" in result.stderr
+
+
 def test_a_name_that_is_no_checkout_is_refused(tmp_path):
     result = run("no-such-revision-anywhere", ROOT, "--device", "cpu", "--imagenet", tmp_path)
     assert result.returncode != 0
