@@ -29,10 +29,6 @@ double thread_cpu_us() {
   return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
-const char* name(UploadCopy kind) {
-  return kind == UploadCopy::kPlain ? "plain" : kind == UploadCopy::kStreaming16 ? "streaming16" : "streaming32";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,7 +48,7 @@ int main(int argc, char** argv) {
   std::memset(buffer, 0, slot * batch);
 
   std::vector<UploadCopy> kinds;
-  for (UploadCopy k : {UploadCopy::kPlain, UploadCopy::kStreaming16, UploadCopy::kStreaming32})
+  for (const UploadCopy k : kUploadCopies)
     if (upload_copy_available(k)) kinds.push_back(k);
   size_t first = 0;  // the set's file the next call starts at
   for (int threads : thread_counts) {
@@ -74,12 +70,12 @@ int main(int argc, char** argv) {
         work();
         for (auto& h : helpers) h.join();
         const double wall = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wall0).count();
-        std::printf("%s %d %.1f %.1f\n", name(kind), threads, wall, cpu_ns.load() / 1e3);
+        std::printf("%s %d %.1f %.1f\n", upload_copy_name(kind), threads, wall, cpu_ns.load() / 1e3);
         first = (first + batch) % files.size();
       }
     }
   }
-  std::printf("used %s\n", name(upload_copy_kind()));
+  std::printf("used %s\n", upload_copy_name(upload_copy_kind()));
   std::free(buffer);
   return 0;
 }

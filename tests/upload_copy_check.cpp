@@ -11,20 +11,13 @@
 
 using custom_op::gpu::copy_with;
 using custom_op::gpu::kUploadAlignment;
+using custom_op::gpu::kUploadCopies;
 using custom_op::gpu::upload_copy_available;
 using custom_op::gpu::upload_copy_kind;
+using custom_op::gpu::upload_copy_name;
 using custom_op::gpu::UploadCopy;
 
 namespace {
-
-const char* name(UploadCopy kind) {
-  switch (kind) {
-    case UploadCopy::kPlain: return "plain";
-    case UploadCopy::kStreaming16: return "streaming16";
-    case UploadCopy::kStreaming32: return "streaming32";
-  }
-  return "?";
-}
 
 // Copies into buffer at kUploadAlignment + offset, and checks the copy and the kUploadAlignment bytes
 // on either side of it (the buffer holds 0xA5 elsewhere, before and after).
@@ -37,7 +30,8 @@ bool check(UploadCopy kind, size_t size, size_t offset, const std::vector<uint8_
     const bool inside = p >= dst && p < dst + size;
     const uint8_t want = inside ? from[p - dst] : 0xA5;
     if (*p != want) {
-      std::printf("%s: size %zu, offset %zu: byte %td is %u, not %u\n", name(kind), size, offset, p - dst, *p, want);
+      std::printf("%s: size %zu, offset %zu: byte %td is %u, not %u\n", upload_copy_name(kind), size, offset, p - dst,
+                  *p, want);
       ok = false;
     }
   }
@@ -52,22 +46,22 @@ int main() {
   std::vector<uint8_t> src(largest + 16);
   uint32_t state = 12345;
   for (uint8_t& b : src) b = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
-  const size_t buffer_size = largest + 4 * kUploadAlignment;
+  const size_t buffer_size = (largest / kUploadAlignment + 4) * kUploadAlignment;  // (aligned_alloc: a multiple)
   uint8_t* buffer = static_cast<uint8_t*>(std::aligned_alloc(kUploadAlignment, buffer_size));
   std::memset(buffer, 0xA5, buffer_size);
   std::vector<size_t> sizes;
   for (size_t s = 0; s <= 1000; ++s) sizes.push_back(s);
   for (size_t s : {4095, 4096, 4097, 65536 + 17, 131072, 299999, 300000}) sizes.push_back(s);
   bool ok = true;
-  for (UploadCopy kind : {UploadCopy::kPlain, UploadCopy::kStreaming16, UploadCopy::kStreaming32}) {
+  for (const UploadCopy kind : kUploadCopies) {
     if (!upload_copy_available(kind)) continue;
     for (size_t size : sizes)
       for (size_t offset = 0; offset <= kUploadAlignment && ok; offset += (size > 1000 ? 16 : 1))
         ok = check(kind, size, offset, src, buffer);
     if (!ok) break;
-    std::printf("%s ", name(kind));
+    std::printf("%s ", upload_copy_name(kind));
   }
-  std::printf("\nused: %s\n", name(upload_copy_kind()));
+  std::printf("\nused: %s\n", upload_copy_name(upload_copy_kind()));
   std::free(buffer);
   return ok ? 0 : 1;
 }

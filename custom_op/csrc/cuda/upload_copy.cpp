@@ -57,10 +57,22 @@ bool upload_copy_available(UploadCopy kind) {
   }
 }
 
+const char* upload_copy_name(UploadCopy kind) {
+  switch (kind) {
+    case UploadCopy::kPlain: return "plain";
+    case UploadCopy::kStreaming16: return "streaming16";
+    case UploadCopy::kStreaming32: return "streaming32";
+  }
+  return "?";
+}
+
 UploadCopy upload_copy_kind() {
-  static const UploadCopy kind = upload_copy_available(UploadCopy::kStreaming32)   ? UploadCopy::kStreaming32
-                                 : upload_copy_available(UploadCopy::kStreaming16) ? UploadCopy::kStreaming16
-                                                                                   : UploadCopy::kPlain;
+  static const UploadCopy kind = [] {
+    UploadCopy widest = UploadCopy::kPlain;
+    for (const UploadCopy k : kUploadCopies)
+      if (upload_copy_available(k)) widest = k;
+    return widest;
+  }();
   return kind;
 }
 

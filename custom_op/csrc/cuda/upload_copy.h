@@ -19,6 +19,12 @@ constexpr size_t kUploadAlignment = 64;
 // cache (SSE2: any x86-64 CPU), kStreaming32 32 bytes (AVX2).
 enum class UploadCopy { kPlain, kStreaming16, kStreaming32 };
 
+// Every way, narrowest first.
+constexpr UploadCopy kUploadCopies[] = {UploadCopy::kPlain, UploadCopy::kStreaming16, UploadCopy::kStreaming32};
+
+// The way's name, as the copy's test and benchmark print it: "plain", "streaming16" or "streaming32".
+const char* upload_copy_name(UploadCopy kind);
+
 // Whether this CPU (and this build) can copy that way.
 bool upload_copy_available(UploadCopy kind);
 
