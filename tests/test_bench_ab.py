@@ -29,11 +29,16 @@ def run(*args, cwd=ROOT):
     )
 
 
+def package_copy(checkout: Path) -> Path:
+    """checkout/custom_op: a copy of this checkout's package sources, without its builds."""
+    ignore = shutil.ignore_patterns("*.so", "_C.*", "__pycache__")
+    shutil.copytree(ROOT / "custom_op", checkout / "custom_op", ignore=ignore)
+    return checkout
+
+
 def test_two_checkouts_each_with_its_own_custom_op(tmp_path):
     # B: a copy of this checkout's package, outside any repository (the same sources, so the same build).
-    copy = tmp_path / "copy"
-    ignore = shutil.ignore_patterns("*.so", "_C.*", "__pycache__")
-    shutil.copytree(ROOT / "custom_op", copy / "custom_op", ignore=ignore)
+    copy = package_copy(tmp_path / "copy")
     out = tmp_path / "ab.md"
     options = ["--device", "cpu", "--imagenet", tmp_path / "none", "--photos", 6, "--batches", "3,5"]
     result = run(ROOT, copy, *options, "--rounds", 3, "--calls", 2, "--out", out)
@@ -71,9 +76,7 @@ def test_calls_through_decode_ahead(tmp_path):
 
 def test_ahead_needs_decode_ahead_in_both_checkouts(tmp_path):
     """A checkout from before decode_ahead is refused in words."""
-    copy = tmp_path / "old"
-    ignore = shutil.ignore_patterns("*.so", "_C.*", "__pycache__")
-    shutil.copytree(ROOT / "custom_op", copy / "custom_op", ignore=ignore)
+    copy = package_copy(tmp_path / "old")
     init = copy / "custom_op" / "__init__.py"
     init.write_text(init.read_text().replace("from .decode_ahead import decode_ahead  # noqa: E402\n", ""))
     options = ["--device", "cpu", "--imagenet", tmp_path / "none", "--photos", 2, "--batches", "2", "--ahead", 2]
