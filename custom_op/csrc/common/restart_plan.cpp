@@ -69,9 +69,9 @@ struct SubLayout {
 
 // The planners' working storage.
 struct Scratch {
-  SubLayout plan, fallback;          // plan_window's candidate, and the first plan it found with an unneeded segment
-  std::vector<int64_t> needed_full;  // plan_slots'
-  std::vector<uint8_t> wanted;       // decoder_segments' mark for each segment
+  SubLayout plan, fallback;  // plan_window's candidate, and the first plan it found with an unneeded segment
+  std::vector<SegmentRun> needed_full, needed_slots;  // plan_slots'
+  std::vector<uint8_t> wanted;                        // decoder_segments' mark for each segment
 };
 
 // A call's Scratch: the thread's own, kept between calls, as decoder_segments runs for every image of a GPU batch
@@ -81,9 +81,9 @@ class ThreadScratch {
  public:
   ThreadScratch() : s_(kept()) {}
   ~ThreadScratch() {
-    const size_t bytes =
-        sizeof(int64_t) * (s_.plan.plan.capacity() + s_.fallback.plan.capacity() + s_.needed_full.capacity()) +
-        s_.wanted.capacity();
+    const size_t bytes = sizeof(int64_t) * (s_.plan.plan.capacity() + s_.fallback.plan.capacity()) +
+                         sizeof(SegmentRun) * (s_.needed_full.capacity() + s_.needed_slots.capacity()) +
+                         s_.wanted.capacity();
     if (bytes > (size_t(4) << 20)) s_ = Scratch();
   }
   ThreadScratch(const ThreadScratch&) = delete;
@@ -120,7 +120,7 @@ class ThreadScratch {
 // decodes must hold a segment whose MCUs, as far as it decodes them, the ordinary path decodes too,
 // and the marker after it must be one the ordinary path reads if the sub-image path reads it.
 bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int64_t y1, int64_t last_row,
-                SubLayout* sub, std::vector<int64_t>& needed_full) {
+                SubLayout* sub, std::vector<SegmentRun>& needed_full, std::vector<SegmentRun>& needed_slots) {
   const int64_t P = L.mcus_per_row, k = L.interval;
   const int64_t total = P * L.mcu_rows;
   const int64_t segments = ceil_div(total, k);
@@ -155,15 +155,19 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
   const int64_t decoded = std::min<int64_t>(L.mcu_rows, last_row + 1) * P;
   const int64_t sure = (decoded - 1) / k;
   auto fits = [&](int64_t g, int64_t s) { return g < sure || fits_in_full(g, s); };
+  // Every slot is written below where the plan is made (the needed slots, then the gaps between them).
   std::vector<int64_t>& plan = sub->plan;
-  plan.assign(static_cast<size_t>(slots), -1);
+  plan.resize(static_cast<size_t>(slots));
   sub->unneeded = false;
   // The needed MCUs, row by row: the slots holding them take the segment that row lines up with, slot + d(i) / k
   // (d below). Row i's needed MCUs are the sub-image's i * cols + x0 - c_base through i * cols + x1 - 1 - c_base
   // (x0 >= c_base, cols >= x1 - c_base), so its first slot is at or past the row above's last, and only that one
-  // may be taken already. d(i) = offset(0) + i * (P - cols) never falls from row to row, so the segments rise from
-  // slot to slot: needed_full, the needed segments of k MCUs, holds each once, in order.
+  // may be taken already: the last one taken, assigned_end - 1. d(i) = offset(0) + i * (P - cols) never falls from
+  // row to row, so the segments rise from slot to slot: needed_full, the needed segments of k MCUs as a run per
+  // row, holds each once, in order, and needed_slots the needed slots, a run per row.
   needed_full.clear();
+  needed_slots.clear();
+  int64_t assigned_end = 0;  // past the last needed slot taken
   const int64_t i0 = std::max(y0, sub->r0) - sub->r0;
   Quotients firsts(i0 * sub->cols + x0 - sub->c_base, sub->cols, k);
   Quotients lasts(i0 * sub->cols + x1 - 1 - sub->c_base, sub->cols, k);
@@ -172,52 +176,77 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
        ++i, d += d_step, firsts.next(), lasts.next()) {
     const int64_t last = *lasts;
     int64_t slot = *firsts;
-    if (plan[size_t(slot)] == slot + d) {
+    if (slot < assigned_end) {
+      if (plan[size_t(slot)] != slot + d) return false;  // needed MCUs of two rows that do not line up alike
       ++slot;
-    } else if (plan[size_t(slot)] >= 0) {
-      return false;  // needed MCUs of two rows that do not line up alike
     }
     if (slot > last) continue;
     // Only the last slot may hold fewer than k MCUs, and only the last segment.
     if (slot + d < 0 || last + d >= segments || size_of(last + d) != length_of(last)) return false;
+    const int64_t full_end = length_of(last) == k ? last + 1 : last;  // past the row's slots of k MCUs
+    // Field by field: a SegmentRun built whole on the stack and copied in makes every row wait for the
+    // load of what it has just stored (a failed store-to-load forward).
+    if (full_end > slot) {
+      SegmentRun& full = needed_full.emplace_back();
+      full.first = slot + d;
+      full.count = full_end - slot;
+    }
+    SegmentRun& slots_run = needed_slots.emplace_back();
+    slots_run.first = slot;
+    slots_run.count = last - slot + 1;
+    assigned_end = last + 1;
+    if (last + d < sure) {  // every segment of the row fits (nearly every row): no test per slot
+      for (int64_t s = slot; s <= last; ++s) plan[size_t(s)] = s + d;
+      continue;
+    }
     for (; slot <= last; ++slot) {
       const int64_t g = slot + d;
       if (!fits(g, slot)) return false;
       plan[size_t(slot)] = g;
-      if (length_of(slot) == k) needed_full.push_back(g);
     }
   }
-  // The filler slots. `previous` is the segment of the last needed slot before s, one of k MCUs (only the last
-  // slot may hold fewer).
-  int64_t previous = -1, filled = -1;  // filled: the last filler slot
-  for (int64_t s = 0; s < slots; ++s) {
-    int64_t& g = plan[size_t(s)];
-    if (g >= 0) continue;
-    if (s > 0 && filled != s - 1) previous = plan[size_t(s - 1)];
-    filled = s;
-    const int64_t length = length_of(s);
-    if (length == k) {
-      if (previous >= 0 && fits(previous, s)) {
-        g = previous;
-      } else {
-        for (int64_t candidate : needed_full) {
-          if (fits(candidate, s)) {
-            g = candidate;
-            break;
-          }
+  // The filler slots: the gaps between the needed slots' runs. `previous` is the segment of the needed slot
+  // before the gap, one of k MCUs (only the last slot may hold fewer).
+  const int64_t full_slots = length_of(slots - 1) == k ? slots : slots - 1;  // those of k MCUs
+  int64_t s = 0;
+  for (size_t next = 0; s < slots;) {
+    if (next < needed_slots.size() && s == needed_slots[next].first) {
+      s += needed_slots[next++].count;
+      continue;
+    }
+    const int64_t gap_end = next < needed_slots.size() ? needed_slots[next].first : slots;
+    const int64_t previous = s > 0 ? plan[size_t(s - 1)] : -1;
+    if (previous >= 0 && previous < sure)  // it fits every slot of k MCUs, the gap's nearly always
+      for (; s < std::min(gap_end, full_slots); ++s) plan[size_t(s)] = previous;
+    for (; s < gap_end; ++s) {
+      int64_t& g = plan[size_t(s)];
+      g = -1;
+      const int64_t length = length_of(s);
+      if (length == k) {
+        if (previous >= 0 && fits(previous, s)) {
+          g = previous;
+          continue;
         }
+        for (size_t r = 0; r < needed_full.size() && g < 0; ++r)
+          for (int64_t candidate = needed_full[r].first; candidate < needed_full[r].first + needed_full[r].count;
+               ++candidate) {
+            if (fits(candidate, s)) {
+              g = candidate;
+              break;
+            }
+          }
+        if (g >= 0) continue;
       }
-      if (g >= 0) continue;
+      const int64_t own = (s * k + offset(s * k / sub->cols)) / k;  // the segment its first row lines up with
+      if (own < segments && size_of(own) == length && fits(own, s)) {
+        g = own;
+      } else if (length == last_size && fits(segments - 1, s)) {
+        g = segments - 1;
+      } else {
+        return false;
+      }
+      sub->unneeded = true;
     }
-    const int64_t own = (s * k + offset(s * k / sub->cols)) / k;  // the segment its first row lines up with
-    if (own < segments && size_of(own) == length && fits(own, s)) {
-      g = own;
-    } else if (length == last_size && fits(segments - 1, s)) {
-      g = segments - 1;
-    } else {
-      return false;
-    }
-    sub->unneeded = true;
   }
   return true;
 }
@@ -318,7 +347,7 @@ const SubLayout* plan_window(const RestartLayout& L, int64_t width, int64_t heig
     plan->rows = candidates[i].rows;
     plan->c_base = candidates[i].c_base;
     plan->cols = candidates[i].cols;
-    if (!plan_slots(L, x0, x1, y0, y1, last_row, plan, scratch.needed_full)) continue;
+    if (!plan_slots(L, x0, x1, y0, y1, last_row, plan, scratch.needed_full, scratch.needed_slots)) continue;
     found = !plan->unneeded;
     if (!found && !found_fallback) {
       std::swap(plan, fallback);
@@ -423,13 +452,16 @@ std::vector<SegmentRun> decoder_segments(const FrameFacts& facts, int64_t r0, in
   // The runs, found with memchr (a few vector compares per run) rather than a branch on each mark,
   // which the branch predictor could not foresee.
   std::vector<SegmentRun> runs;
+  runs.reserve(static_cast<size_t>(std::max<int64_t>(r1 - r0, 0)) + 1);  // a run per row, as a rule
   const uint8_t* const end = marks + total;
   for (const uint8_t* at = marks; at < end;) {
     const auto* first = static_cast<const uint8_t*>(std::memchr(at, 1, static_cast<size_t>(end - at)));
     if (first == nullptr) break;
     const auto* past = static_cast<const uint8_t*>(std::memchr(first, 0, static_cast<size_t>(end - first)));
     if (past == nullptr) past = end;
-    runs.push_back({first - marks, past - first});
+    SegmentRun& run = runs.emplace_back();  // (field by field: see plan_slots)
+    run.first = first - marks;
+    run.count = past - first;
     at = past;
   }
   return runs;
