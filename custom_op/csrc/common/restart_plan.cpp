@@ -71,7 +71,7 @@ struct SubLayout {
 struct Scratch {
   SubLayout plan, fallback;  // plan_window's candidate, and the first plan it found with an unneeded segment
   std::vector<SegmentRun> needed_full, needed_slots;  // plan_slots'
-  std::vector<uint8_t> wanted;                        // decoder_segments' mark for each segment
+  std::vector<uint64_t> wanted;                       // decoder_segments' mark for each segment, a bit each
 };
 
 // A call's Scratch: the thread's own, kept between calls, as decoder_segments runs for every image of a GPU batch
@@ -83,7 +83,7 @@ class ThreadScratch {
   ~ThreadScratch() {
     const size_t bytes = sizeof(int64_t) * (s_.plan.plan.capacity() + s_.fallback.plan.capacity()) +
                          sizeof(SegmentRun) * (s_.needed_full.capacity() + s_.needed_slots.capacity()) +
-                         s_.wanted.capacity();
+                         sizeof(uint64_t) * s_.wanted.capacity();
     if (bytes > (size_t(4) << 20)) s_ = Scratch();
   }
   ThreadScratch(const ThreadScratch&) = delete;
@@ -422,15 +422,20 @@ std::vector<SegmentRun> decoder_segments(const FrameFacts& facts, int64_t r0, in
   const int64_t P = L.mcus_per_row, k = L.interval;
   const int64_t total = ceil_div(P * L.mcu_rows, k);
   ThreadScratch scratch;
-  // One mark per segment of the file, then the runs of marked ones in order: a call runs for every
-  // image of a GPU batch, and sorting and merging lists of segments cost more host time than the rest.
-  std::vector<uint8_t>& wanted = scratch->wanted;
-  wanted.assign(static_cast<size_t>(total), 0);
-  uint8_t* marks = wanted.data();
+  // One mark per segment of the file, a bit each, then the runs of marked ones in order: a call runs for
+  // every image of a GPU batch, and sorting and merging lists of segments cost more host time than the rest.
+  std::vector<uint64_t>& wanted = scratch->wanted;
+  wanted.assign(static_cast<size_t>(ceil_div(total, 64)), 0);
+  uint64_t* const bits = wanted.data();
   auto mark = [&](int64_t first, int64_t last) {  // those of segments first .. last that the file has
     first = std::max<int64_t>(first, 0);
     last = std::min(last, total - 1);
-    if (first <= last) std::memset(marks + first, 1, static_cast<size_t>(last - first + 1));
+    for (int64_t w = first >> 6; first <= last && w <= last >> 6; ++w) {
+      uint64_t m = ~uint64_t{0};
+      if (w == first >> 6) m &= ~uint64_t{0} << (first & 63);
+      if (w == last >> 6) m &= ~uint64_t{0} >> (63 - (last & 63));
+      bits[w] |= m;
+    }
   };
   // The last MCU row read from the first segment down (-1: none).
   int64_t prefix_row = -1;
@@ -443,26 +448,40 @@ std::vector<SegmentRun> decoder_segments(const FrameFacts& facts, int64_t r0, in
   for (size_t i = 0; i < count; ++i) {
     int64_t last_row;
     if (const SubLayout* plan = plan_read(facts, L, windows[i], *scratch, &last_row)) {
-      for (const int64_t s : plan->plan) marks[s] = 1;  // plan_slots fills each slot with a segment of the file
+      // plan_slots fills each slot with a segment of the file
+      for (const int64_t s : plan->plan) bits[s >> 6] |= uint64_t{1} << (s & 63);
     } else {
       prefix_row = std::max(prefix_row, last_row);
     }
   }
   if (prefix_row >= 0) mark(0, last_segment_of_row(std::min<int64_t>(prefix_row, L.mcu_rows - 1), P, k));
-  // The runs, found with memchr (a few vector compares per run) rather than a branch on each mark,
-  // which the branch predictor could not foresee.
+  // The runs: where one starts or ends, a bit differs from the one before it; those bits are taken in
+  // order, a word at a time (a memchr for each run's start and end cost more than the planning). No
+  // bit is set past the last segment.
   std::vector<SegmentRun> runs;
   runs.reserve(static_cast<size_t>(std::max<int64_t>(r1 - r0, 0)) + 1);  // a run per row, as a rule
-  const uint8_t* const end = marks + total;
-  for (const uint8_t* at = marks; at < end;) {
-    const auto* first = static_cast<const uint8_t*>(std::memchr(at, 1, static_cast<size_t>(end - at)));
-    if (first == nullptr) break;
-    const auto* past = static_cast<const uint8_t*>(std::memchr(first, 0, static_cast<size_t>(end - first)));
-    if (past == nullptr) past = end;
-    SegmentRun& run = runs.emplace_back();  // (field by field: see plan_slots)
-    run.first = first - marks;
-    run.count = past - first;
-    at = past;
+  int64_t start = -1;
+  uint64_t before = 0;  // the previous word's last bit
+  for (size_t w = 0; w < wanted.size(); ++w) {
+    const uint64_t m = bits[w];
+    uint64_t edges = m ^ ((m << 1) | before);
+    before = m >> 63;
+    for (; edges != 0; edges &= edges - 1) {
+      const int64_t at = static_cast<int64_t>(w) * 64 + __builtin_ctzll(edges);
+      if (start < 0) {
+        start = at;
+        continue;
+      }
+      SegmentRun& run = runs.emplace_back();  // (field by field: see plan_slots)
+      run.first = start;
+      run.count = at - start;
+      start = -1;
+    }
+  }
+  if (start >= 0) {
+    SegmentRun& run = runs.emplace_back();
+    run.first = start;
+    run.count = total - start;
   }
   return runs;
 }
