@@ -121,10 +121,12 @@ struct Plan {
 };
 
 // Where a part's uploaded region holds each of its arrays (offsets into the device buffer and its
-// pinned host side): its images' descriptors, its windows, room for as many runs of segments as its
-// images could have (they are listed only when the part is prepared) and its files.
+// pinned host side): its files in ordinary memory, its images' descriptors, its windows, room for as
+// many runs of segments as its images could have (they are listed only when the part is prepared), and
+// its files in pinned memory. The host copies the first four in that order and sends the last piece
+// of them in one upload, up to the runs it has listed; the GPU copies the files in pinned memory.
 struct PartLayout {
-  size_t images_at, windows_at, runs_at, files_at;
+  size_t files_at, images_at, windows_at, runs_at, pinned_files_at;
 };
 
 // The most runs decoder_segments can give for an image of `segments` restart segments: its runs never
@@ -263,16 +265,18 @@ class SegmentExecutor : public Executor {
     part_layout.resize(parts);
     for (size_t c = 0; c < parts; ++c) {
       const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
-      size_t runs = 0, files = 0;
+      size_t runs = 0, files = 0, pinned_files = 0;
       for (size_t k = k0; k < k1; ++k) {
         runs += most_runs(plans_[k].image.num_segments);
-        files += round_up(static_cast<size_t>(plans_[k].image.size), kUploadAlignment);
+        (plans_[k].pinned ? pinned_files : files) +=
+            round_up(static_cast<size_t>(plans_[k].image.size), kUploadAlignment);
       }
       PartLayout& L = part_layout[c];
+      L.files_at = take(files);
       L.images_at = take((k1 - k0) * sizeof(SegmentImage));
       L.windows_at = take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
       L.runs_at = take(runs * sizeof(DecodeRun));
-      L.files_at = take(files);
+      L.pinned_files_at = take(pinned_files);
     }
     const size_t upload = at;
     std::vector<size_t>& tables_at = tables_at_;
@@ -314,22 +318,17 @@ class SegmentExecutor : public Executor {
     uint8_t* host = host_ = pinned.data_ptr<uint8_t>();
     status_host_ = reinterpret_cast<uint32_t*>(host + round_up(upload, 256));
 
-    // Where each file goes in its part's region: those in ordinary memory first, as they are uploaded
-    // with the descriptors; the GPU copies those in pinned memory itself.
+    // Where each file goes in its part's region (PartLayout), in image order.
     std::vector<size_t>& bytes_at = bytes_at_;
     bytes_at.assign(n, 0);
     descriptor_at_.resize(n);
     for (size_t c = 0; c < parts; ++c) {
-      for (size_t k = part_begin[c]; k < part_begin[c + 1]; ++k)
+      size_t file_at = part_layout[c].files_at, pinned_file_at = part_layout[c].pinned_files_at;
+      for (size_t k = part_begin[c]; k < part_begin[c + 1]; ++k) {
         descriptor_at_[k] = part_layout[c].images_at + (k - part_begin[c]) * sizeof(SegmentImage);
-      size_t file_at = part_layout[c].files_at;
-      for (int pass = 0; pass < 2; ++pass) {
-        for (size_t k = part_begin[c]; k < part_begin[c + 1]; ++k) {
-          const Plan& p = plans_[k];
-          if (p.pinned != (pass == 1)) continue;
-          bytes_at[k] = file_at;
-          file_at += round_up(static_cast<size_t>(p.image.size), kUploadAlignment);
-        }
+        size_t& next = plans_[k].pinned ? pinned_file_at : file_at;
+        bytes_at[k] = next;
+        next += round_up(static_cast<size_t>(plans_[k].image.size), kUploadAlignment);
       }
     }
 
@@ -411,8 +410,8 @@ class SegmentExecutor : public Executor {
   // Queues part c (images k0 .. k1 - 1, its region of the device buffer and of the pinned buffer as
   // decode() laid it out) on its stream: uploads its files in ordinary memory as their copies are
   // ready (`per_image`), a few megabytes at a time, so that the transfer of one piece overlaps the
-  // copying of the next; then its descriptors, windows and runs of segments; copies its files in pinned
-  // memory; then its kernels, with the read-back of its statuses before its window kernel, so that
+  // copying of the next, the last piece with its descriptors, windows and runs of segments; copies its
+  // files in pinned memory; then its kernels, with the read-back of its statuses before its window kernel, so that
   // finish() waits only for the decodes. Indices in its runs and windows count from its first image.
   void decode_part(DecodeCall& call, const std::vector<Item>& items, size_t c, ChunkedWork& per_image) {
     const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
@@ -425,7 +424,7 @@ class SegmentExecutor : public Executor {
       C10_CUDA_CHECK(cudaMemcpyAsync(device + from, host + from, to - from, cudaMemcpyHostToDevice, stream));
     };
 
-    // The files in ordinary memory lie first in the files' region, in image order.
+    // The files in ordinary memory lie first in the part's region (PartLayout), in image order.
     auto* runs = reinterpret_cast<DecodeRun*>(host + layout.runs_at);
     size_t nruns = 0, ntasks = 0, sent = layout.files_at, copied = layout.files_at;
     pinned_dst_.clear();
@@ -453,7 +452,6 @@ class SegmentExecutor : public Executor {
         sent = copied;
       }
     }
-    if (copied > sent) send(sent, copied);
 
     const size_t w0 = windows_begin_[k0], w1 = windows_begin_[k1];
     auto* windows = reinterpret_cast<WindowWrite*>(host + layout.windows_at);
@@ -466,7 +464,7 @@ class SegmentExecutor : public Executor {
     }
     int max_blocks = 0;
     for (size_t k = k0; k < k1; ++k) max_blocks = std::max(max_blocks, plans_[k].image.blocks);
-    send(layout.images_at, layout.runs_at + nruns * sizeof(DecodeRun));
+    send(sent, layout.runs_at + nruns * sizeof(DecodeRun));  // the files' last piece, descriptors, windows and runs
     upload_pinned(pinned_dst_, pinned_src_, pinned_size_, stream);
 
     auto* d_images = reinterpret_cast<SegmentImage*>(device + layout.images_at);
