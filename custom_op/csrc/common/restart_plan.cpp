@@ -1,7 +1,6 @@
 #include "restart_plan.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <utility>
 
