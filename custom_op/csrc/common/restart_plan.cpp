@@ -66,11 +66,17 @@ struct SubLayout {
   int64_t width, height;  // the sub-image's frame in full-size pixels, set on the plan plan_window chooses
 };
 
+// A sub-image row's needed slots, as plan_slots finds them: slots first .. first + count - 1, which
+// take the original's segments slot + shift.
+struct NeededRun {
+  int64_t first, count, shift;
+};
+
 // The planners' working storage.
 struct Scratch {
-  SubLayout plan, fallback;  // plan_window's candidate, and the first plan it found with an unneeded segment
-  std::vector<SegmentRun> needed_full, needed_slots;  // plan_slots'
-  std::vector<uint64_t> wanted;                       // decoder_segments' mark for each segment, a bit each
+  SubLayout plan, fallback;       // plan_window's candidate, and the first plan it found with an unneeded segment
+  std::vector<NeededRun> needed;  // plan_slots'
+  std::vector<uint64_t> wanted;   // decoder_segments' mark for each segment, a bit each
 };
 
 // A call's Scratch: the thread's own, kept between calls, as decoder_segments runs for every image of a GPU batch
@@ -81,8 +87,7 @@ class ThreadScratch {
   ThreadScratch() : s_(kept()) {}
   ~ThreadScratch() {
     const size_t bytes = sizeof(int64_t) * (s_.plan.plan.capacity() + s_.fallback.plan.capacity()) +
-                         sizeof(SegmentRun) * (s_.needed_full.capacity() + s_.needed_slots.capacity()) +
-                         sizeof(uint64_t) * s_.wanted.capacity();
+                         sizeof(NeededRun) * s_.needed.capacity() + sizeof(uint64_t) * s_.wanted.capacity();
     if (bytes > (size_t(4) << 20)) s_ = Scratch();
   }
   ThreadScratch(const ThreadScratch&) = delete;
@@ -119,7 +124,7 @@ class ThreadScratch {
 // decodes must hold a segment whose MCUs, as far as it decodes them, the ordinary path decodes too,
 // and the marker after it must be one the ordinary path reads if the sub-image path reads it.
 bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int64_t y1, int64_t last_row,
-                SubLayout* sub, std::vector<SegmentRun>& needed_full, std::vector<SegmentRun>& needed_slots) {
+                SubLayout* sub, std::vector<NeededRun>& needed) {
   const int64_t P = L.mcus_per_row, k = L.interval;
   const int64_t total = P * L.mcu_rows;
   const int64_t segments = ceil_div(total, k);
@@ -162,10 +167,9 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
   // (d below). Row i's needed MCUs are the sub-image's i * cols + x0 - c_base through i * cols + x1 - 1 - c_base
   // (x0 >= c_base, cols >= x1 - c_base), so its first slot is at or past the row above's last, and only that one
   // may be taken already: the last one taken, assigned_end - 1. d(i) = offset(0) + i * (P - cols) never falls from
-  // row to row, so the segments rise from slot to slot: needed_full, the needed segments of k MCUs as a run per
-  // row, holds each once, in order, and needed_slots the needed slots, a run per row.
-  needed_full.clear();
-  needed_slots.clear();
+  // row to row, so the segments rise from slot to slot: `needed`, the needed slots as a run per row, holds each
+  // needed segment once, in order.
+  needed.clear();
   int64_t assigned_end = 0;  // past the last needed slot taken
   const int64_t i0 = std::max(y0, sub->r0) - sub->r0;
   Quotients firsts(i0 * sub->cols + x0 - sub->c_base, sub->cols, k);
@@ -182,17 +186,12 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
     if (slot > last) continue;
     // Only the last slot may hold fewer than k MCUs, and only the last segment.
     if (slot + d < 0 || last + d >= segments || size_of(last + d) != length_of(last)) return false;
-    const int64_t full_end = length_of(last) == k ? last + 1 : last;  // past the row's slots of k MCUs
-    // Field by field: a SegmentRun built whole on the stack and copied in makes every row wait for the
+    // Field by field: a NeededRun built whole on the stack and copied in makes every row wait for the
     // load of what it has just stored (a failed store-to-load forward).
-    if (full_end > slot) {
-      SegmentRun& full = needed_full.emplace_back();
-      full.first = slot + d;
-      full.count = full_end - slot;
-    }
-    SegmentRun& slots_run = needed_slots.emplace_back();
-    slots_run.first = slot;
-    slots_run.count = last - slot + 1;
+    NeededRun& run = needed.emplace_back();
+    run.first = slot;
+    run.count = last - slot + 1;
+    run.shift = d;
     assigned_end = last + 1;
     if (last + d < sure) {  // every segment of the row fits (nearly every row): no test per slot
       for (int64_t s = slot; s <= last; ++s) plan[size_t(s)] = s + d;
@@ -209,11 +208,11 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
   const int64_t full_slots = length_of(slots - 1) == k ? slots : slots - 1;  // those of k MCUs
   int64_t s = 0;
   for (size_t next = 0; s < slots;) {
-    if (next < needed_slots.size() && s == needed_slots[next].first) {
-      s += needed_slots[next++].count;
+    if (next < needed.size() && s == needed[next].first) {
+      s += needed[next++].count;
       continue;
     }
-    const int64_t gap_end = next < needed_slots.size() ? needed_slots[next].first : slots;
+    const int64_t gap_end = next < needed.size() ? needed[next].first : slots;
     const int64_t previous = s > 0 ? plan[size_t(s - 1)] : -1;
     if (previous >= 0 && previous < sure)  // it fits every slot of k MCUs, the gap's nearly always
       for (; s < std::min(gap_end, full_slots); ++s) plan[size_t(s)] = previous;
@@ -226,11 +225,11 @@ bool plan_slots(const RestartLayout& L, int64_t x0, int64_t x1, int64_t y0, int6
           g = previous;
           continue;
         }
-        for (size_t r = 0; r < needed_full.size() && g < 0; ++r)
-          for (int64_t candidate = needed_full[r].first; candidate < needed_full[r].first + needed_full[r].count;
-               ++candidate) {
-            if (fits(candidate, s)) {
-              g = candidate;
+        // Else the first needed segment of k MCUs that fits.
+        for (size_t r = 0; r < needed.size() && g < 0; ++r)
+          for (int64_t slot = needed[r].first; slot < std::min(needed[r].first + needed[r].count, full_slots); ++slot) {
+            if (fits(slot + needed[r].shift, s)) {
+              g = slot + needed[r].shift;
               break;
             }
           }
@@ -346,7 +345,7 @@ const SubLayout* plan_window(const RestartLayout& L, int64_t width, int64_t heig
     plan->rows = candidates[i].rows;
     plan->c_base = candidates[i].c_base;
     plan->cols = candidates[i].cols;
-    if (!plan_slots(L, x0, x1, y0, y1, last_row, plan, scratch.needed_full, scratch.needed_slots)) continue;
+    if (!plan_slots(L, x0, x1, y0, y1, last_row, plan, scratch.needed)) continue;
     found = !plan->unneeded;
     if (!found && !found_fallback) {
       std::swap(plan, fallback);
