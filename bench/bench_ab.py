@@ -43,6 +43,7 @@ from common import (  # noqa: E402
     random_windows,
     short_commit,
     spaced_photos,
+    window_batches,
 )
 
 WINDOW = 224
@@ -77,18 +78,10 @@ def worker(args) -> None:
     windows = random_windows(originals, WINDOW, seed=0)
     cuda = args.device != "cpu"
 
-    def tensor(data: bytes, memory: str):
-        t = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        return t.pin_memory() if memory == "pinned" else t
-
-    batches = {}
-    for batch, memory in configs(args):
-        files = [tensor(d, memory) for d in prepared]
-        batches[batch, memory] = []
-        for k in range(BATCHES_PER_CONFIG):
-            picked = [(k * batch + j) % len(files) for j in range(batch)]
-            lists = [list(x) for x in zip(*(windows[i] for i in picked))]  # tops, lefts, heights, widths
-            batches[batch, memory].append(([files[i] for i in picked], lists))
+    batches = {
+        (batch, memory): window_batches(prepared, windows, batch, BATCHES_PER_CONFIG, memory)
+        for batch, memory in configs(args)
+    }
 
     def decode(item):
         return custom_op.decode_and_crop_jpegs(item[0], *item[1], device=args.device)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
-from common import ROOT, Report, cpu_description, random_windows, spaced_photos  # noqa: E402
+from common import ROOT, Report, cpu_description, random_windows, spaced_photos, window_batches  # noqa: E402
 
 import custom_op  # noqa: E402
 
@@ -158,13 +158,7 @@ def main():
     by_thread, spans = [], {}
     for batch in (int(b) for b in args.batches.split(",")):
         for memory in ("ordinary", "pinned"):
-            files = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in prepared]
-            if memory == "pinned":
-                files = [f.pin_memory() for f in files]
-            batches = []
-            for k in range(BATCHES_PER_CONFIG):
-                picked = [(k * batch + j) % len(files) for j in range(batch)]
-                batches.append(([files[i] for i in picked], [list(x) for x in zip(*(windows[i] for i in picked))]))
+            batches = window_batches(prepared, windows, batch, BATCHES_PER_CONFIG, memory)
             name = f"batch {batch}, {memory} memory"
             images_per_s, cpu_ms, per_call, spans[name] = measure(batches, args.calls, args.rounds, caller)
             by_thread.append(

@@ -33,6 +33,23 @@ def random_windows(files, size, seed):
     return out
 
 
+def window_batches(files: list[bytes], windows, batch: int, count: int, memory: str = "ordinary"):
+    """`count` batches of `batch` files in turn through `files` (wrapping round), each (the files as
+    uint8 tensors, [tops, lefts, heights, widths] of their `windows`), as the batched decode takes
+    them; memory "pinned" puts the tensors in page-locked memory (Tensor.pin_memory())."""
+    import torch
+
+    tensors = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in files]
+    if memory == "pinned":
+        tensors = [t.pin_memory() for t in tensors]
+    out = []
+    for k in range(count):
+        picked = [(k * batch + j) % len(tensors) for j in range(batch)]
+        lists = [list(x) for x in zip(*(windows[i] for i in picked))]
+        out.append(([tensors[i] for i in picked], lists))
+    return out
+
+
 def spaced_photos(folder, count: int) -> list[tuple[str, bytes]]:
     """(name, file) of `count` photos: every k-th file of `folder` in name order, so that every run (of
     any checkout) measures the same ones; photo-like images generated alike each time where `folder`

@@ -411,8 +411,9 @@ class SegmentExecutor : public Executor {
   // decode() laid it out) on its stream: uploads its files in ordinary memory as their copies are
   // ready (`per_image`), a few megabytes at a time, so that the transfer of one piece overlaps the
   // copying of the next, the last piece with its descriptors, windows and runs of segments; copies its
-  // files in pinned memory; then its kernels, with the read-back of its statuses before its window kernel, so that
-  // finish() waits only for the decodes. Indices in its runs and windows count from its first image.
+  // files in pinned memory; then its kernels, with the read-back of its statuses before its window
+  // kernel, so that finish() waits only for the decodes. Indices in its runs and windows count from its
+  // first image.
   void decode_part(DecodeCall& call, const std::vector<Item>& items, size_t c, ChunkedWork& per_image) {
     const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
     const PartLayout& layout = part_layout_[c];
