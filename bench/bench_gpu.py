@@ -17,6 +17,10 @@ Sections (all by default; --only picks some):
                 files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
                 decoding whole images (what regions of interest buy);
               - the CPU path in one process per core, then one pinned copy of the batch to the GPU.
+  outputs   the sample's photos of at least 224x224, prepared, 224x224 windows, batch 64 and 256: ours
+            with a list of window tensors (the default) against one stacked [N, 3, 224, 224] tensor
+            (stack=True), one call at a time and through custom_op.decode_ahead, from ordinary and
+            from pinned memory (what a tensor per window costs the host).
   large     one generated 4000x3000 photo, 512 random windows in one batch: 224x224, and 512x512
             (--large-windows sets the sizes).
   segments  prepared photos of several sizes, one 224x224 window per decode: the JPEG engines given
@@ -59,7 +63,7 @@ from common import Report, cpu_description, random_windows  # noqa: E402
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
 
-SECTIONS = ("sample", "large", "segments", "warmup")
+SECTIONS = ("sample", "outputs", "large", "segments", "warmup")
 # decode_ahead's depth in the rows that use it: its default.
 AHEAD = 2
 WARMUP_METHODS = ("ours", "ours-prepared", "torchvision")
@@ -92,12 +96,13 @@ def torchvision_method(inputs="original"):
     return f"torchvision {torchvision.__version__} decode_jpeg(list, cuda) + slice", Method(run, inputs)
 
 
-def ours_method(inputs="original", **settings):
-    """settings: testing.gpu_options for this method's calls (process-wide, restored after each call)."""
+def ours_method(inputs="original", stack=False, **settings):
+    """settings: testing.gpu_options for this method's calls (process-wide, restored after each call).
+    stack: the windows as one [N, C, H, W] tensor, which iterates as the list would."""
 
     def run(tensors, windows):
         with testing.gpu_options(**settings) if settings else contextlib.nullcontext():
-            return custom_op.decode_and_crop_jpegs(tensors, *zip(*windows), device="cuda")
+            return custom_op.decode_and_crop_jpegs(tensors, *zip(*windows), device="cuda", stack=stack)
 
     return Method(run, inputs)
 
@@ -365,6 +370,55 @@ def sample_section(args):
             lines += emit(table(f"batch {batch}", summary, anchor, diffs, extra))
     finally:
         cpu_pool.close()
+    return lines
+
+
+def outputs_section(args):
+    """A list of window tensors against one stacked tensor, on the sample's photos that hold a 224x224
+    window (stack=True needs windows of one size)."""
+    files, prepared_files, windows = load_sample(args)
+    keep = [i for i, (_, _, h, w) in enumerate(windows) if (h, w) == (224, 224)]
+    files = [files[i] for i in keep]
+    prepared = [as_tensor(prepared_files[i]) for i in keep]
+    pinned = [t.pin_memory() for t in prepared]
+    windows = [windows[i] for i in keep]
+    refs = [custom_op.decode_and_crop_jpeg(d, *w) for d, w in zip(files, windows)]
+    methods = {}
+    for memory, label in (("prepared", "ordinary memory"), ("pinned", "pinned memory")):
+        for ahead in (0, AHEAD):
+            calls = "one call at a time" if not ahead else f"{ahead} batches decoding at once (decode_ahead)"
+            for stack, output in ((False, "list of windows"), (True, "stack=True")):
+                methods[f"{label}, {calls}, {output}"] = ours_method(memory, stack=stack)._replace(ahead=ahead)
+    lines = emit(
+        [
+            f"## List or stacked output: {len(files)} of the sample's photos (those of at least 224x224), "
+            "prepared, 224x224 windows, our CUDA decoder",
+            "",
+            "The same calls with the windows returned as a list of [3, 224, 224] tensors (the default) or "
+            "as one [N, 3, 224, 224] tensor (stack=True): a tensor per window costs the host its creation, "
+            "its conversion to a Python object and its release, and decode_ahead's walk over the result.",
+            "",
+        ]
+    )
+    for batch in args.batches:
+        batches = make_batches(files, prepared, windows, batch, max(1, args.images_per_round // batch), pinned=pinned)
+        checked = batches[: -(-len(files) // batch)]
+        diffs = {name: max_diff(m, checked, refs) for name, m in methods.items()}
+        summary = measure(methods, batches, args.rounds)
+        rows = [
+            f"### batch {batch}",
+            "",
+            "| memory, calls, output | images/s (best) | images/s (median) | host CPU ms/image | "
+            "stack=True / list (images/s, host CPU) | max abs diff vs CPU path |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for name, (best, median, cpu_ms) in summary.items():
+            ratio = ""
+            if name.endswith("stack=True"):
+                list_best, _, list_cpu = summary[name.replace("stack=True", "list of windows")]
+                ratio = f"{best / list_best:.2f}x, {cpu_ms / list_cpu:.2f}x"
+            rows.append(f"| {name} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} | {ratio} | {diffs[name]} |")
+        lines += emit(rows + [""])
     return lines
 
 
@@ -664,6 +718,7 @@ def main():
     emit(report.to_markdown().splitlines())
     sections = {
         "sample": sample_section,
+        "outputs": outputs_section,
         "large": large_section,
         "segments": segments_section,
         "warmup": warmup_section if args.warmup_calls > 0 else None,
