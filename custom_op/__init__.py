@@ -14,6 +14,7 @@ from .batch import decode_and_crop_jpegs, decode_jpegs  # noqa: E402
 from .decode import JpegInfo, decode_and_crop_jpeg, decode_jpeg, read_jpeg_header  # noqa: E402
 from .decode_ahead import decode_ahead  # noqa: E402
 from .gpu import cuda_available  # noqa: E402
+from .packed_files import PackedFiles, pack_files  # noqa: E402
 from .prepare import prepare_jpeg  # noqa: E402
 from .resized_crop import decode_and_resized_crop_jpeg  # noqa: E402
 from .transforms import RandomResizedCropJpeg, ResizeCenterCropJpeg  # noqa: E402
@@ -22,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "ImageReadMode",
     "JpegInfo",
+    "PackedFiles",
     "RandomResizedCropJpeg",
     "ResizeCenterCropJpeg",
     "cuda_available",
@@ -32,6 +34,7 @@ __all__ = [
     "decode_jpeg",
     "decode_jpegs",
     "library_info",
+    "pack_files",
     "prepare_jpeg",
     "read_jpeg_header",
 ]

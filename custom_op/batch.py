@@ -16,6 +16,7 @@ import torch
 
 from . import _args, _device, _outcomes
 from ._args import DEFAULT_MAX_PIXELS, ImageReadMode
+from .packed_files import PackedFiles
 
 __all__ = ["decode_and_crop_jpegs", "decode_jpegs"]
 
@@ -43,8 +44,9 @@ def decode_and_crop_jpegs(
 
     Args:
         data: a list or tuple of encoded files, each as :func:`custom_op.decode_and_crop_jpeg` takes
-            one. A file may appear several times (several windows of one photo); the GPU backend
-            then decodes it once.
+            one, or a :class:`custom_op.PackedFiles` (:func:`custom_op.pack_files`: the files of a
+            DataLoader batch in one tensor). A file may appear several times (several windows of one
+            photo); the GPU backend then decodes it once.
         tops, lefts, heights, widths: one int for every file, or one per file (a list, tuple, 1-D
             tensor or array).
         mode, apply_exif_orientation, on_warning, max_pixels, check_entropy: as for one image,
@@ -75,11 +77,13 @@ def decode_and_crop_jpegs(
         whole allocation (``clone()`` a window kept on its own).
 
     Raises:
-        TypeError: ``data`` is not a list or tuple of bytes-like files, or an argument has the
-            wrong type; with ``on_error="raise"``, also a bad item's TypeError. (A tensor that is
+        TypeError: ``data`` is not a list or tuple of bytes-like files or a PackedFiles (or the
+            PackedFiles' tensors are not what :meth:`custom_op.PackedFiles.unpack` takes), or an
+            argument has the wrong type; with ``on_error="raise"``, also a bad item's TypeError. (A tensor that is
             not 1-D, contiguous, uint8 and on the CPU is a bad item with ``device="cuda"``, returned
             in its place with ``on_error="return"``; on the CPU it fails the whole call.)
-        ValueError: the window lists do not have one entry per file, a window size is below 1, an
+        ValueError: the window lists do not have one entry per file, a window size is below 1, a
+            PackedFiles' sizes do not add up to its data, an
             option has an unknown value, or ``stack=True`` with outputs of different shapes; with
             ``on_error="raise"``, also a bad item's ValueError (a window outside its image, ...).
         RuntimeError: with ``on_error="raise"``, an item that cannot be decoded. Every item's
@@ -121,7 +125,8 @@ def decode_jpegs(
 ):
     """Decodes each whole JPEG in ``data``: the batched :func:`custom_op.decode_jpeg`.
 
-    The arguments mean what they mean for :func:`decode_and_crop_jpegs`; ``stack=True`` needs
+    The arguments mean what they mean for :func:`decode_and_crop_jpegs` (``data`` may be a
+    :class:`custom_op.PackedFiles` too); ``stack=True`` needs
     images of one size (and, with ``apply_exif_orientation``, one displayed orientation of it).
     """
     return _decode(
@@ -148,10 +153,13 @@ def decode_with_paths(
     return _decode(tensors, _windows(tops, lefts, heights, widths, len(tensors)), with_paths=True, **options)
 
 
-def _files(data: Sequence, device) -> list[torch.Tensor]:
+def _files(data, device) -> list[torch.Tensor]:
     """The batch's files as tensors. The CUDA operator checks each tensor itself (a bad one is that
     item's TypeError, as on the CPU), so for device="cuda" a list of tensors is passed on unchecked;
-    the CPU operator is dispatched on its tensors' device, so there every file is checked first."""
+    the CPU operator is dispatched on its tensors' device, so there every file is checked first. A
+    PackedFiles gives views of its one tensor, which unpack() has checked."""
+    if isinstance(data, PackedFiles):
+        return list(data.unpack())
     return _args.tensors(data, check_tensors=_args.device(device).type != "cuda")
 
 

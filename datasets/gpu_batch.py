@@ -1,10 +1,11 @@
 """The `gpu` pipeline's batch path: workers send encoded bytes and windows, the main process decodes.
 
-Workers only read the file and its header (JpegCropDataset with pipeline="gpu"); collate_encoded keeps
-the variable-length byte tensors as a list, and decode_batch decodes all windows of the batch in one
-call to custom_op.decode_and_crop_jpegs on the device, then applies the same further transforms as the
-CPU pipelines, with the same per-sample random streams. The GPU backend's pixels are the CPU path's, so
-`gpu` samples equal `roi` samples.
+Workers only read the file and its header (JpegCropDataset with pipeline="gpu"); collate_encoded lays
+the batch's variable-length files end to end in one tensor (custom_op.pack_files), which crosses to the
+main process as one piece of shared memory instead of one per file, and decode_batch decodes all
+windows of the batch in one call to custom_op.decode_and_crop_jpegs on the device, then applies the
+same further transforms as the CPU pipelines, with the same per-sample random streams. The GPU
+backend's pixels are the CPU path's, so `gpu` samples equal `roi` samples.
 JpegCropDataset refuses pipeline="gpu" where custom_op.cuda_available() is False.
 """
 
@@ -18,14 +19,16 @@ from .windows import TRANSFORM_STREAM, sample_rng
 
 
 def collate_encoded(batch):
-    """[(bytes tensor, window, label, info)] -> (list of bytes tensors, windows [B, 4], labels [B], info)."""
-    data = [item[0] for item in batch]
+    """[(bytes tensor, window, label, info)] -> (custom_op.PackedFiles, windows [B, 4], labels [B], info)."""
+    import custom_op
+
+    data = custom_op.pack_files([item[0] for item in batch])
     rest = default_collate([item[1:] for item in batch])
     return (data, *rest)
 
 
 def decode_batch(
-    data: list[torch.Tensor],
+    data,
     windows: torch.Tensor,
     indices: torch.Tensor,
     *,
@@ -34,13 +37,14 @@ def decode_batch(
     device,
     output_size: int,
 ) -> torch.Tensor:
-    """Decode each sample's window on `device` and apply the further transforms: uint8 [B, 3, S, S]."""
+    """Decode each sample's window on `device` and apply the further transforms: uint8 [B, 3, S, S].
+    data: the batch's files, as collate_encoded packs them (or a list)."""
     import custom_op
 
     tops, lefts, heights, widths = (windows[:, k].tolist() for k in range(4))
     # One call for the whole batch; a list, not a stacked tensor: windows of images smaller than the
     # crop differ in size until the scale transform.
-    images = custom_op.decode_and_crop_jpegs(list(data), tops, lefts, heights, widths, device=device)
+    images = custom_op.decode_and_crop_jpegs(data, tops, lefts, heights, widths, device=device)
     out = [
         further_transforms(img, sample_rng(seed, epoch, index, TRANSFORM_STREAM), output_size)
         for img, index in zip(images, indices.tolist())

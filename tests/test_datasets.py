@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import custom_op  # noqa: E402
 import datasets  # noqa: E402
 from datasets import (  # noqa: E402
     CorruptImageError,
@@ -491,7 +492,8 @@ def test_collate_encoded_keeps_variable_length_bytes():
         for n in (5, 9)
     ]
     data, windows, labels, info = collate_encoded(items)
-    assert [len(d) for d in data] == [5, 9]
+    assert isinstance(data, custom_op.PackedFiles) and data.sizes.tolist() == [5, 9]
+    assert [d.tolist() for d in data.unpack()] == [list(range(5)), list(range(9))]
     assert windows.shape == (2, 4) and labels.tolist() == [1, 1] and info["index"].tolist() == [5, 9]
 
 
