@@ -121,7 +121,7 @@ def main():
             "loader": f"torch.utils.data.DataLoader, {args.workers} workers, default sharing strategy "
             f"({torch.multiprocessing.get_sharing_strategy()}), no pinning; torch {torch.__version__}",
             "each figure": f"ms per batch over {args.count} batches; the median of {args.rounds} rounds, "
-            "the two ways in turn",
+            "the ways in turn",
         },
     )
     rows = []
