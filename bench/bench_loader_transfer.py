@@ -135,7 +135,7 @@ def main():
         for way in WAYS:
             main_s, workers_s, wall_s = medians[way]
             # (The workers' CPU time comes in clock ticks: a short run may count none.)
-            ratios = [f"{x / b:.2f}x" if b > 0 else "-" for x, b in zip((main_s, workers_s, wall_s), base)]
+            ratios = [f"{b / x:.2f}x" if x > 0 else "-" for x, b in zip((main_s, workers_s, wall_s), base)]
             ratio = "" if way == BASELINE else ", ".join(ratios)
             rows.append(
                 [
@@ -156,7 +156,7 @@ def main():
             "per image, us",
             "workers' CPU, ms per batch",
             "wall, ms per batch",
-            "over one tensor per file (main, workers, wall)",
+            "one tensor per file's over this (main, workers, wall)",
         ],
         rows,
         align="rlrrrrr",
