@@ -30,7 +30,8 @@ def decode_ahead(
     """Yields ``decode(batch)`` for each of ``batches``, in order, with the next ``depth`` of them
     decoding on background threads meanwhile.
 
-    Typical use, with a DataLoader whose workers deliver encoded files and windows::
+    Typical use, with a DataLoader whose workers deliver encoded files (packed by
+    :func:`custom_op.pack_files` in its ``collate_fn``) and windows::
 
         def decode(batch):
             data, windows, labels = batch

@@ -28,9 +28,9 @@ class PackedFiles(NamedTuple):
     """
 
     data: torch.Tensor
-    """The files one after another: a 1-D uint8 tensor on the CPU."""
+    """The files one after another, in a 1-D uint8 tensor on the CPU."""
     sizes: torch.Tensor
-    """Each file's length in bytes, in order: a 1-D int64 tensor whose sum is ``data``'s length."""
+    """Each file's length in bytes, in order, in a 1-D int64 tensor whose sum is ``data``'s length."""
 
     def unpack(self) -> tuple[torch.Tensor, ...]:
         """The files, as 1-D uint8 views of ``data`` (no copy): pinned where ``data`` is.
