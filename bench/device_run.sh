@@ -93,7 +93,7 @@ fi
 status=0
 if [ "$WHAT" != bench ]; then
   start=$(date +%s)
-  timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -rs tests/test_gpu.py tests/test_decode_ahead.py "$@" 2>&1 | tee "$OUTDIR/tests.log" || status=1
+  timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -rs tests/test_gpu.py tests/test_decode_ahead.py tests/test_packed_files.py "$@" 2>&1 | tee "$OUTDIR/tests.log" || status=1
   echo "tests: $(( $(date +%s) - start )) s" | tee -a "$OUTDIR/env.txt"
 fi
 if [ "$WHAT" != tests ]; then
