@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import default_collate
 
-from .transforms import further_transforms
+from .transforms import further_transforms_batch
 from .windows import TRANSFORM_STREAM, sample_rng
 
 
@@ -45,8 +45,5 @@ def decode_batch(
     # One call for the whole batch; a list, not a stacked tensor: windows of images smaller than the
     # crop differ in size until the scale transform.
     images = custom_op.decode_and_crop_jpegs(data, tops, lefts, heights, widths, device=device)
-    out = [
-        further_transforms(img, sample_rng(seed, epoch, index, TRANSFORM_STREAM), output_size)
-        for img, index in zip(images, indices.tolist())
-    ]
-    return torch.stack(out)
+    rngs = [sample_rng(seed, epoch, index, TRANSFORM_STREAM) for index in indices.tolist()]
+    return further_transforms_batch(images, rngs, output_size)

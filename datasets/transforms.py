@@ -15,13 +15,19 @@ import torch.nn.functional as F
 DEFAULT_OUTPUT_SIZE = 224
 
 
-def random_mask(img: torch.Tensor, rng: np.random.Generator, max_fraction: float = 0.5) -> torch.Tensor:
-    """Zero a random rectangle (each side up to max_fraction of the image's) in place: cutout-style."""
-    _, h, w = img.shape
+def mask_box(h: int, w: int, rng: np.random.Generator, max_fraction: float = 0.5) -> tuple[int, int, int, int]:
+    """The rectangle random_mask zeroes in an h x w image, (top, left, height, width): each side up to
+    max_fraction of the image's, drawn from rng."""
     mh = int(rng.integers(0, int(h * max_fraction) + 1))
     mw = int(rng.integers(0, int(w * max_fraction) + 1))
     top = int(rng.integers(0, h - mh + 1))
     left = int(rng.integers(0, w - mw + 1))
+    return top, left, mh, mw
+
+
+def random_mask(img: torch.Tensor, rng: np.random.Generator, max_fraction: float = 0.5) -> torch.Tensor:
+    """Zero a random rectangle (each side up to max_fraction of the image's) in place: cutout-style."""
+    top, left, mh, mw = mask_box(img.shape[1], img.shape[2], rng, max_fraction)
     img[:, top : top + mh, left : left + mw] = 0
     return img
 
@@ -35,12 +41,18 @@ def scale(img: torch.Tensor, size: int = DEFAULT_OUTPUT_SIZE) -> torch.Tensor:
     """Resize to size x size with antialiased bilinear interpolation; the result stays uint8.
 
     An image already of that size (the rrc pipelines resize while decoding) is returned as it is."""
-    if img.shape[-2:] == (size, size):
-        return img
-    if img.device.type == "cpu":
+    return _scale_images(img[None], size)[0]
+
+
+def _scale_images(images: torch.Tensor, size: int) -> torch.Tensor:
+    """scale() of each image of an [N, C, h, w] batch: torch resizes each one on its own, with the same
+    arithmetic as alone."""
+    if images.shape[-2:] == (size, size):
+        return images
+    if images.device.type == "cpu":
         # torch's CPU kernel resizes uint8 directly (and rounds), with no float copy of the image.
-        return F.interpolate(img[None], size=(size, size), mode="bilinear", antialias=True, align_corners=False)[0]
-    out = F.interpolate(img[None].float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False)[0]
+        return F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    out = F.interpolate(images.float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False)
     return out.round_().clamp_(0, 255).to(torch.uint8)
 
 
@@ -51,3 +63,32 @@ def further_transforms(
     img = random_mask(img, rng)
     img = rgb_to_bgr(img)
     return scale(img, output_size).contiguous()
+
+
+def further_transforms_batch(
+    images: list[torch.Tensor], rngs: list[np.random.Generator], output_size: int = DEFAULT_OUTPUT_SIZE
+) -> torch.Tensor:
+    """further_transforms of each image with its rng, as one uint8 [N, 3, output_size, output_size]: the
+    same pixels, in a few operations per group of images of one size instead of several per image
+    (on a GPU, each is a kernel launch). The images are not changed."""
+    if not images:
+        return torch.empty((0, 3, output_size, output_size), dtype=torch.uint8)
+    device = images[0].device
+    out = torch.empty((len(images), images[0].shape[0], output_size, output_size), dtype=torch.uint8, device=device)
+    # Images of one size are transformed together: the windows of photos smaller than the crop differ.
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, img in enumerate(images):
+        groups.setdefault(tuple(img.shape), []).append(i)
+    for (_, h, w), members in groups.items():
+        batch = torch.stack([images[i] for i in members])  # a copy: the images are not changed
+        boxes = torch.tensor([mask_box(h, w, rngs[i]) for i in members], dtype=torch.int64).to(device)
+        top, left, mh, mw = (boxes[:, k, None, None] for k in range(4))
+        rows = torch.arange(h, device=device)[None, :, None]
+        cols = torch.arange(w, device=device)[None, None, :]
+        inside = (rows >= top) & (rows < top + mh) & (cols >= left) & (cols < left + mw)
+        batch.masked_fill_(inside[:, None], 0)
+        scaled = _scale_images(batch.flip(1), output_size)
+        if len(members) == len(images):
+            return scaled.contiguous()
+        out[torch.tensor(members, device=device)] = scaled
+    return out

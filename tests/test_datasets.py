@@ -566,3 +566,27 @@ def test_rrc_pipeline_in_a_dataloader_worker(synth):
     images, labels, info = next(iter(loader))
     assert images.shape == (4, 3, OUT, OUT)
     assert torch.equal(images[0], ds[0][0])
+
+
+# ----------------------------------------------------------------------------- further transforms, batched
+@pytest.mark.parametrize(
+    "device",
+    ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))],
+)
+def test_further_transforms_batch_equals_each_image_alone(device):
+    from datasets.transforms import further_transforms, further_transforms_batch
+
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(64, 64), (40, 56), (64, 64), (224, 224), (40, 56), (64, 64), (100, 30)]
+    images = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=gen).to(device) for h, w in shapes]
+    kept = [img.clone() for img in images]
+    got = further_transforms_batch(images, [sample_rng(3, 0, i, 7) for i in range(len(images))], OUT)
+    want = torch.stack([further_transforms(img.clone(), sample_rng(3, 0, i, 7), OUT) for i, img in enumerate(images)])
+    assert got.dtype == torch.uint8 and got.shape == (len(images), 3, OUT, OUT) and got.device == want.device
+    assert torch.equal(got, want)
+    assert all(torch.equal(a, b) for a, b in zip(images, kept))  # the inputs are not changed
+    one_size = [img for img in images if img.shape[1:] == (64, 64)]
+    got = further_transforms_batch(one_size, [sample_rng(3, 0, i, 7) for i in range(3)], OUT)
+    want = torch.stack([further_transforms(img.clone(), sample_rng(3, 0, i, 7), OUT) for i, img in enumerate(one_size)])
+    assert torch.equal(got, want)
+    assert further_transforms_batch([], [], OUT).shape == (0, 3, OUT, OUT)
