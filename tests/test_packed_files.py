@@ -171,3 +171,18 @@ def test_packed_files_in_pinned_memory_decode_on_the_gpu_as_on_the_cpu():
         got, paths = testing.decode_with_paths(files, tops, lefts, 24, 32, device="cuda")
         assert all(torch.equal(g.cpu(), w) for g, w in zip(got, want))
         assert set(paths) == {"cuda"}, paths
+
+
+@needs_gpu
+def test_a_pinning_dataloader_delivers_the_pack_in_pinned_memory():
+    loader = DataLoader(_Files(), batch_size=3, num_workers=1, collate_fn=_collate, pin_memory=True)
+    seen = 0
+    for packed, windows in loader:
+        assert isinstance(packed, PackedFiles) and packed.data.is_pinned()
+        assert all(view.is_pinned() for view in packed.unpack())
+        tops, lefts = windows[:, 0].tolist(), windows[:, 1].tolist()
+        images = custom_op.decode_and_crop_jpegs(packed, tops, lefts, 16, 16, device="cuda")
+        for image, (top, left), file in zip(images, windows.tolist(), FILES[seen:]):
+            assert torch.equal(image.cpu(), custom_op.decode_and_crop_jpeg(file, top, left, 16, 16))
+        seen += len(images)
+    assert seen == len(FILES)
