@@ -950,10 +950,17 @@ def _stream_race(datas):
 
 
 @needs_gpu
-def test_outputs_are_written_in_stream_order(jpeg_writer):
-    datas = [jpeg_writer.encode(jpeg_writer.photo_like(128, 128, seed=i)) for i in range(8)]
+@pytest.mark.parametrize("prepared", [False, True], ids=["nvjpeg", "our-decoder"])
+def test_outputs_are_written_in_stream_order(jpeg_writer, prepared):
+    # Prepared files go to our CUDA decoder, whose decode kernels overlap the caller's queued work and
+    # whose window kernels must not: they write the outputs.
+    datas = [jpeg_writer.encode(jpeg_writer.photo_like(192, 256, seed=i)) for i in range(8)]
+    if prepared:
+        datas = [custom_op.prepare_jpeg(d) for d in datas]
+        _, paths = testing.decode_with_paths(datas, 0, 0, 96, 96, device="cuda")
+        assert set(paths) == {"cuda"}, paths
     bad, total = _stream_race(datas)
-    REPORT["stream_order"] = {"corrupted_reductions": bad, "of": total}
+    REPORT[f"stream_order_{'prepared' if prepared else 'plain'}"] = {"corrupted_reductions": bad, "of": total}
     assert bad == 0
 
 

@@ -98,7 +98,7 @@ struct DecodeState {
   cudaEvent_t decoded = nullptr;
   // Our own CUDA decoder's streams, one per part of a batch (segment_executor.cpp), with an event after
   // each part's work, which the caller's stream waits on, and `parts_start`, after the caller's earlier
-  // work, which each part's stream waits on.
+  // work, which each part's window kernel waits for.
   cudaStream_t part_streams[kDecoderParts] = {};
   cudaEvent_t part_done[kDecoderParts] = {};
   cudaEvent_t parts_start = nullptr;

@@ -344,9 +344,9 @@ class SegmentExecutor : public Executor {
           for (size_t k = begin; k < end; ++k) prepare_image(items, k);
         },
         host_copies ? kCopyHelpers : kFewHelpers);
-    // The parts' streams start after the caller's earlier work (such as what used the outputs' memory
-    // before), and the caller's stream waits for each part's last kernel.
-    parts_wait_for_caller(call);
+    // Each part's window kernel runs after the caller's earlier work (such as what used the outputs'
+    // memory before), and the caller's stream waits for each part's last kernel.
+    record_caller_point(call);
     for (size_t c = 0; c < parts; ++c) {
       RECORD_FUNCTION("custom_op::gpu_segments_part", std::vector<c10::IValue>());
       decode_part(call, items, c, per_image);
@@ -412,7 +412,8 @@ class SegmentExecutor : public Executor {
   // ready (`per_image`), a few megabytes at a time, so that the transfer of one piece overlaps the
   // copying of the next, the last piece with its descriptors, windows and runs of segments; copies its
   // files in pinned memory; then its kernels, with the read-back of its statuses before its window
-  // kernel, so that finish() waits only for the decodes. Indices in its runs and windows count from its
+  // kernel, so that finish() waits only for the decodes, and the window kernel after the caller's
+  // earlier work (record_caller_point). Indices in its runs and windows count from its
   // first image.
   void decode_part(DecodeCall& call, const std::vector<Item>& items, size_t c, ChunkedWork& per_image) {
     const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
@@ -479,17 +480,20 @@ class SegmentExecutor : public Executor {
     if (slot.statuses_read[c] == nullptr)
       C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.statuses_read[c], cudaEventDisableTiming | cudaEventBlockingSync));
     C10_CUDA_CHECK(cudaEventRecord(slot.statuses_read[c], stream));
+    C10_CUDA_CHECK(cudaStreamWaitEvent(stream, call.state.parts_start, 0));  // the outputs' memory is free
     C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + layout.windows_at),
                                         static_cast<int>(w1 - w0), part_pixels, stream));
     C10_CUDA_CHECK(cudaEventRecord(call.state.part_done[c], stream));
     C10_CUDA_CHECK(cudaStreamWaitEvent(call.caller, call.state.part_done[c], 0));
   }
 
-  // Makes each part's stream wait for the work queued on the caller's stream so far.
-  void parts_wait_for_caller(DecodeCall& call) const {
+  // Records the point the window kernels wait for: the work queued on the caller's stream so far.
+  // Only they wait. The uploads and the decode kernels write the slot's own buffers, which no other
+  // work uses (Slot::wait), and read files the host has read already, so they overlap the caller's
+  // queued work (a training step's compute): in a loop that decodes between steps, a call then waits
+  // only for its own decodes, not for the step queued before it.
+  void record_caller_point(DecodeCall& call) const {
     C10_CUDA_CHECK(cudaEventRecord(call.state.parts_start, call.caller));
-    for (size_t c = 0; c < parts_; ++c)
-      C10_CUDA_CHECK(cudaStreamWaitEvent(call.state.part_streams[c], call.state.parts_start, 0));
   }
 
   bool plan(const DecodeCall& call, Item& it, Plan* p) {
