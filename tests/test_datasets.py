@@ -34,6 +34,7 @@ from datasets import (  # noqa: E402
 )
 from datasets.synthetic import encode_jpeg, image_path, synthetic_set_dir  # noqa: E402
 from datasets.windows import WINDOW_STREAM  # noqa: E402
+from test_resized_crop import PILLOW_ORDER  # noqa: E402
 
 IMAGENET = REPO.parent / "shared" / "data" / "imagenet-sample"
 H, W = 120, 160  # small images keep the tests fast; crops below are smaller than the images
@@ -549,13 +550,14 @@ def test_rrc_pipelines_same_windows_and_pixels_where_decoded_at_full_scale(synth
     for i, (_top, _left, h, w) in enumerate(windows):
         a, b = pil[i][0], rrc[i][0]
         assert a.shape == b.shape == (3, OUT, OUT) and b.dtype == torch.uint8
-        if choose_scale(h, w, OUT) == 8:
+        if choose_scale(h, w, OUT) == 8 and PILLOW_ORDER:
+            # (Pillow before 13 orders its resampling passes otherwise: a few values differ by one.)
             full_scale += 1
             assert torch.equal(a, b), f"sample {i}: pil-rrc and rrc differ at full scale"
         else:
             mse = (a.double() - b.double()).pow(2).mean().item()
             assert mse == 0 or 10 * np.log10(255**2 / mse) > 30, f"sample {i}: PSNR too low"
-    assert full_scale > 0
+    assert full_scale > 0 or not PILLOW_ORDER
     # With the further transforms, the output size is unchanged and the transforms draw alike.
     assert make_ds(synth, "rrc", seed=3)[0][0].shape == (3, OUT, OUT)
 
