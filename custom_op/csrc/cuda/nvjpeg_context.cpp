@@ -143,7 +143,7 @@ DecodeState* create_state(DeviceContext& c) {
     C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s->part_streams[i], cudaStreamNonBlocking));
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&s->part_done[i], cudaEventDisableTiming));
   }
-  C10_CUDA_CHECK(cudaEventCreateWithFlags(&s->parts_start, cudaEventDisableTiming));
+  C10_CUDA_CHECK(cudaEventCreateWithFlags(&s->caller_point, cudaEventDisableTiming));
   for (Slot& slot : s->slots) C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
   CUSTOM_OP_NVJPEG_CHECK(nvjpegJpegStreamCreate(c.hybrid, &s->hybrid_stream));
   CUSTOM_OP_NVJPEG_CHECK(nvjpegDecodeParamsCreate(c.hybrid, &s->hybrid_params));

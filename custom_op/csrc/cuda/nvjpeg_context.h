@@ -97,11 +97,11 @@ struct DecodeState {
   cudaStream_t decode_stream = nullptr;  // nvJPEG's stream; the caller's stream waits on `decoded`
   cudaEvent_t decoded = nullptr;
   // Our own CUDA decoder's streams, one per part of a batch (segment_executor.cpp), with an event after
-  // each part's work, which the caller's stream waits on, and `parts_start`, after the caller's earlier
-  // work, which each part's window kernel waits for.
+  // each part's work, which the caller's stream waits on, and `caller_point`, after the caller's
+  // earlier work, which each part's window kernel waits for.
   cudaStream_t part_streams[kDecoderParts] = {};
   cudaEvent_t part_done[kDecoderParts] = {};
-  cudaEvent_t parts_start = nullptr;
+  cudaEvent_t caller_point = nullptr;
   Slot slots[2];
   int next_slot = 0;
   nvjpegJpegStream_t hybrid_stream = nullptr;

@@ -480,7 +480,7 @@ class SegmentExecutor : public Executor {
     if (slot.statuses_read[c] == nullptr)
       C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.statuses_read[c], cudaEventDisableTiming | cudaEventBlockingSync));
     C10_CUDA_CHECK(cudaEventRecord(slot.statuses_read[c], stream));
-    C10_CUDA_CHECK(cudaStreamWaitEvent(stream, call.state.parts_start, 0));  // the outputs' memory is free
+    C10_CUDA_CHECK(cudaStreamWaitEvent(stream, call.state.caller_point, 0));  // the outputs' memory is free
     C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + layout.windows_at),
                                         static_cast<int>(w1 - w0), part_pixels, stream));
     C10_CUDA_CHECK(cudaEventRecord(call.state.part_done[c], stream));
@@ -493,7 +493,7 @@ class SegmentExecutor : public Executor {
   // queued work (a training step's compute): in a loop that decodes between steps, a call then waits
   // only for its own decodes, not for the step queued before it.
   void record_caller_point(DecodeCall& call) const {
-    C10_CUDA_CHECK(cudaEventRecord(call.state.parts_start, call.caller));
+    C10_CUDA_CHECK(cudaEventRecord(call.state.caller_point, call.caller));
   }
 
   bool plan(const DecodeCall& call, Item& it, Plan* p) {
