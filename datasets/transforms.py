@@ -33,8 +33,9 @@ def random_mask(img: torch.Tensor, rng: np.random.Generator, max_fraction: float
 
 
 def rgb_to_bgr(img: torch.Tensor) -> torch.Tensor:
-    """Channel order RGB -> BGR, as models trained with OpenCV-loaded data expect."""
-    return img.flip(0)
+    """Channel order RGB -> BGR, as models trained with OpenCV-loaded data expect: of a CHW image, or of
+    each image of an NCHW batch."""
+    return img.flip(-3)
 
 
 def scale(img: torch.Tensor, size: int = DEFAULT_OUTPUT_SIZE) -> torch.Tensor:
@@ -74,11 +75,11 @@ def further_transforms_batch(
     if not images:
         return torch.empty((0, 3, output_size, output_size), dtype=torch.uint8)
     device = images[0].device
-    out = torch.empty((len(images), images[0].shape[0], output_size, output_size), dtype=torch.uint8, device=device)
     # Images of one size are transformed together: the windows of photos smaller than the crop differ.
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, img in enumerate(images):
         groups.setdefault(tuple(img.shape), []).append(i)
+    out = None  # made only where the images are of several sizes
     for (_, h, w), members in groups.items():
         batch = torch.stack([images[i] for i in members])  # a copy: the images are not changed
         boxes = torch.tensor([mask_box(h, w, rngs[i]) for i in members], dtype=torch.int64).to(device)
@@ -87,8 +88,10 @@ def further_transforms_batch(
         cols = torch.arange(w, device=device)[None, None, :]
         inside = (rows >= top) & (rows < top + mh) & (cols >= left) & (cols < left + mw)
         batch.masked_fill_(inside[:, None], 0)
-        scaled = _scale_images(batch.flip(1), output_size)
-        if len(members) == len(images):
+        scaled = _scale_images(rgb_to_bgr(batch), output_size)
+        if len(groups) == 1:
             return scaled.contiguous()
+        if out is None:
+            out = torch.empty((len(images), *scaled.shape[1:]), dtype=torch.uint8, device=device)
         out[torch.tensor(members, device=device)] = scaled
     return out
