@@ -188,14 +188,17 @@ def stream_check(dev: torch.device, stream) -> None:
         raise TypeError(f"stream must be a torch.cuda.Stream, got {type(stream).__name__}")
 
 
-def tensors(data: Sequence, check_tensors: bool = True) -> list[torch.Tensor]:
-    """The files of a batch as tensors; the message names the bad item.
+def tensors(data: Sequence, check_tensors: bool = True, caller: Optional[str] = None) -> list[torch.Tensor]:
+    """The files of a batch as tensors; the message names the bad item. ``caller``: the public function
+    that takes the list, named in the message when ``data`` is not one (default: the batched decodes).
 
     ``check_tensors=False``: a batch of torch tensors only is passed on as it is, for an operator that
     checks each file itself and reports a bad one as that item's TypeError (the CUDA operator does).
     (Four attribute reads per file were most of a GPU batch call's Python time before its operator.)
     """
     if isinstance(data, (bytes, bytearray, memoryview, str, torch.Tensor)) or not isinstance(data, Sequence):
+        if caller is not None:
+            raise TypeError(f"custom_op: {caller} takes a list or tuple of encoded files, got {type(data).__name__}")
         raise TypeError(
             "data must be a list or tuple of encoded files (for one file use decode_and_crop_jpeg / "
             f"decode_jpeg), got {type(data).__name__}"

@@ -90,9 +90,7 @@ def pack_files(files: Sequence) -> PackedFiles:
         TypeError: ``files`` is not a list or tuple of files, or one of them has the wrong type (the
             message names it).
     """
-    if isinstance(files, (bytes, bytearray, memoryview, str, torch.Tensor)) or not isinstance(files, Sequence):
-        raise TypeError(f"custom_op: pack_files takes a list or tuple of encoded files, got {type(files).__name__}")
-    tensors = _args.tensors(files)
+    tensors = _args.tensors(files, caller="pack_files")
     sizes = torch.tensor([t.numel() for t in tensors], dtype=torch.int64)
     data = torch.cat(tensors) if tensors else torch.empty(0, dtype=torch.uint8)
     return PackedFiles(data, sizes)
