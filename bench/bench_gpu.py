@@ -21,6 +21,11 @@ Sections (all by default; --only picks some):
             with a list of window tensors (the default) against one stacked [N, 3, 224, 224] tensor
             (stack=True), one call at a time and through custom_op.decode_ahead, from ordinary and
             from pinned memory (what a tensor per window costs the host).
+  steps     the same photos and windows, stacked, in a loop that also runs a training step's GPU work
+            (--step-ms: that many ms per image of matrix products on the loop's stream, after a
+            conversion of the batch to float): the step alone, on a batch decoded beforehand, against
+            a decode call per step (ordinary and pinned memory) and custom_op.decode_ahead; what the
+            decode adds to a step.
   large     one generated 4000x3000 photo, 512 random windows in one batch: 224x224, and 512x512
             (--large-windows sets the sizes).
   segments  prepared photos of several sizes, one 224x224 window per decode: the JPEG engines given
@@ -63,7 +68,7 @@ from common import Report, cpu_description, random_windows  # noqa: E402
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
 
-SECTIONS = ("sample", "outputs", "large", "segments", "warmup")
+SECTIONS = ("sample", "outputs", "steps", "large", "segments", "warmup")
 # decode_ahead's depth in the rows that use it: its default.
 AHEAD = 2
 WARMUP_METHODS = ("ours", "ours-prepared", "torchvision")
@@ -424,6 +429,110 @@ def outputs_section(args):
     return lines
 
 
+class StepWork:
+    """A stand-in for a training step's GPU work, queued on the current stream: the batch converted to
+    float (which reads the decoded windows, as a model's input normalisation does), then square matrix
+    products, as many as take about `ms` milliseconds on this GPU (timed once)."""
+
+    SIZE = 2048
+
+    def __init__(self):
+        self.matrix = torch.randn(self.SIZE, self.SIZE, device="cuda")
+        for _ in range(3):
+            torch.mm(self.matrix, self.matrix)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(50):
+            torch.mm(self.matrix, self.matrix)
+        end.record()
+        end.synchronize()
+        self.product_ms = start.elapsed_time(end) / 50
+
+    def products(self, ms: float) -> int:
+        return max(1, round(ms / self.product_ms))
+
+    def __call__(self, images: torch.Tensor, products: int) -> None:
+        images.float()
+        for _ in range(products):
+            torch.mm(self.matrix, self.matrix)
+
+
+def step_loop(method, batches, decoded, work: StepWork, products: int) -> None:
+    """A training loop's steps over `batches`: each one's decode (method None: the batch `decoded`
+    beforehand), then the step's GPU work on it."""
+    if method is None:
+        for _ in batches:
+            work(decoded, products)
+    elif not method.ahead:
+        for batch in batches:
+            work(call(method, batch), products)
+    else:
+        for images in custom_op.decode_ahead(batches, lambda batch: call(method, batch), depth=method.ahead):
+            work(images, products)
+
+
+def steps_section(args):
+    """The decode in a training loop: each step's GPU work queued on the loop's stream, the decode of
+    the step's batch before it (one call per step, or custom_op.decode_ahead), against the same steps
+    on a batch decoded beforehand."""
+    files, prepared_files, windows = load_sample(args)
+    keep = [i for i, (_, _, h, w) in enumerate(windows) if (h, w) == (224, 224)]
+    files = [files[i] for i in keep]
+    prepared = [as_tensor(prepared_files[i]) for i in keep]
+    pinned = [t.pin_memory() for t in prepared]
+    windows = [windows[i] for i in keep]
+    work = StepWork()
+    ahead = f"decode_ahead ({AHEAD} batches decoding at once)"
+    loops = {
+        "the step alone (on a batch decoded beforehand)": None,
+        "a decode call per step, ordinary memory": ours_method("prepared", stack=True),
+        "a decode call per step, pinned memory": ours_method("pinned", stack=True),
+        f"{ahead}, ordinary memory": ours_method("prepared", stack=True)._replace(ahead=AHEAD),
+        f"{ahead}, pinned memory": ours_method("pinned", stack=True)._replace(ahead=AHEAD),
+    }
+    alone = next(iter(loops))
+    lines = []
+    for batch in args.batches:
+        batches = make_batches(files, prepared, windows, batch, max(1, args.images_per_round // batch), pinned=pinned)
+        decoded = call(ours_method("pinned", stack=True), batches[0])
+        for step_ms in args.step_ms:
+            products = work.products(step_ms * batch)
+            for method in loops.values():  # warm-up
+                step_loop(method, batches, decoded, work, products)
+            torch.cuda.synchronize()
+            rounds = {name: [] for name in loops}  # each round's ms per step
+            for r in range(args.rounds):
+                names = list(loops)
+                names = names[r % len(names) :] + names[: r % len(names)]  # each loop first in turn
+                for name in names:
+                    wall0 = time.perf_counter()
+                    step_loop(loops[name], batches, decoded, work, products)
+                    torch.cuda.synchronize()
+                    rounds[name].append((time.perf_counter() - wall0) / len(batches) * 1e3)
+            rows = [
+                f"### Decoding in a training loop, batch {batch}: a step's GPU work of "
+                f"{products * work.product_ms:.1f} ms ({step_ms} ms per image)",
+                "",
+                f"{len(files)} of the sample's photos (those of at least 224x224), prepared, 224x224 windows, "
+                f"stacked (stack=True), our CUDA decoder. Each step converts its batch to float, then runs "
+                f"{products} products of {StepWork.SIZE}x{StepWork.SIZE} matrices on the loop's stream, and "
+                "the loop goes on to the next step without waiting for them. What the decode adds is a loop's "
+                "step time less the step alone's in the same round, the median over the rounds.",
+                "",
+                "| loop | ms per step (median) | the decode adds, ms per step | the same, share of the step alone "
+                "| images/s (median) |",
+                "| --- | ---: | ---: | ---: | ---: |",
+            ]
+            base = statistics.median(rounds[alone])
+            for name, steps in rounds.items():
+                step = statistics.median(steps)
+                added = statistics.median(t - a for t, a in zip(steps, rounds[alone]))
+                cells = ("", "") if name == alone else (f"{added:.2f}", f"{added / base:.1%}")
+                rows.append(f"| {name} | {step:.2f} | {cells[0]} | {cells[1]} | {batch / step * 1e3:,.0f} |")
+            lines += emit(rows + [""])
+    return lines
+
+
 def large_photo():
     from jpeg_factory import photo_like
 
@@ -686,6 +795,14 @@ def main():
     parser.add_argument("--processes", type=int, default=os.cpu_count())
     parser.add_argument("--large-rounds", type=int, default=2)
     parser.add_argument(
+        "--step-ms",
+        type=float,
+        nargs="+",
+        default=[0.02, 0.2],
+        help="steps section: a training step's GPU work in ms per image, one table each (0.02: a small "
+        "model's; 0.2: about a ResNet-50's on an H100)",
+    )
+    parser.add_argument(
         "--large-windows", type=int, nargs="+", default=[224, 512], help="large section: window sizes, one table each"
     )
     parser.add_argument(
@@ -721,6 +838,7 @@ def main():
     sections = {
         "sample": sample_section,
         "outputs": outputs_section,
+        "steps": steps_section,
         "large": large_section,
         "segments": segments_section,
         "warmup": warmup_section if args.warmup_calls > 0 else None,
