@@ -1309,7 +1309,7 @@ def windows_everywhere(rng, height, width):
 
 
 @needs_gpu
-@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "gray"])
+@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "4:1:1", "gray"])
 def test_cuda_decoder_is_exact_on_every_layout(jpeg_writer, sampling):
     channels = 1 if sampling == "gray" else 3
     height, width = 301, 403
@@ -1331,17 +1331,37 @@ def test_cuda_decoder_is_exact_on_every_layout(jpeg_writer, sampling):
 
 
 @needs_gpu
+@pytest.mark.parametrize("sampling", ["1x2,2x1,1x1", "2x2,1x2,2x1", "1x1,2x2,2x2"])
+def test_unusual_samplings_with_restart_segments_give_the_cpu_pixels(jpeg_writer, sampling):
+    """Per-component sampling factors no camera writes (chroma sampled more finely than luma, or
+    differently per component), in every restart layout: whichever decoder takes them, each window is
+    the CPU path's."""
+    height, width = 150, 210
+    pixels = jpeg_writer.photo_like(height, width, seed=47)
+    wins = windows_everywhere(np.random.default_rng(47), height, width)
+    for layout, data in restart_layouts(jpeg_writer, pixels, sampling).items():
+        outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
+        for win, out in zip(wins, outs):
+            ref = custom_op.decode_and_crop_jpeg(data, *win)
+            assert out.shape == ref.shape and torch.equal(out.cpu(), ref), (layout, win, used)
+        REPORT.setdefault("unusual_samplings", {})[f"{sampling} {layout}"] = sorted(set(used))
+
+
+@needs_gpu
 @pytest.mark.parametrize("mode", list(ImageReadMode))
 def test_cuda_decoder_in_every_mode_and_orientation(jpeg_writer, mode):
     color = jpeg_writer.encode(jpeg_writer.photo_like(140, 190, seed=42), sampling="4:2:0", restart_interval=2)
     gray = jpeg_writer.encode(jpeg_writer.photo_like(140, 190, 1, seed=43), restart_interval=3)
+    wide = jpeg_writer.encode(jpeg_writer.photo_like(140, 190, seed=44), sampling="4:1:1", restart_interval=2)
     for orientation in range(1, 9):
-        datas = [with_exif_orientation(color, orientation), with_exif_orientation(gray, orientation)]
-        wins = [(7, 13, 50, 60), (90, 101, 40, 70)] if orientation < 5 else [(13, 7, 60, 50), (101, 90, 70, 40)]
+        datas = [with_exif_orientation(f, orientation) for f in (color, gray, wide)]
+        wins = [(7, 13, 50, 60), (90, 101, 40, 70), (33, 61, 45, 95)]
+        if orientation >= 5:
+            wins = [(left, top, width, height) for top, left, height, width in wins]
         outs, used = testing.decode_with_paths(
             datas, *zip(*wins), mode=mode, apply_exif_orientation=True, device="cuda"
         )
-        assert used == ["cuda", "cuda"], used
+        assert used == ["cuda"] * 3, used
         for data, win, out in zip(datas, wins, outs):
             ref = custom_op.decode_and_crop_jpeg(data, *win, mode=mode, apply_exif_orientation=True)
             assert torch.equal(out.cpu(), ref), (orientation, win)
@@ -1484,6 +1504,7 @@ def test_cuda_decoder_gives_damaged_files_the_cpu_paths_outcome(jpeg_writer, on_
         custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(760, 1000, seed=46), sampling="4:2:0")),
         jpeg_writer.encode(jpeg_writer.photo_like(90, 170, seed=48), sampling="4:4:4", restart_interval=3),
         jpeg_writer.encode(jpeg_writer.photo_like(120, 100, 1, seed=49), restart_rows=1),
+        custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(110, 260, seed=50), sampling="4:1:1")),
     ]
     datas, wins = [], []
     for base in bases:

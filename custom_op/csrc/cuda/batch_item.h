@@ -40,7 +40,8 @@ struct Item {
   Region decoded{0, 0, 0, 0};  // what the decoder writes to staging: the region with margins, or the whole image
   int channels = 0;            // output channels; 0 while only the CPU path can tell
   DecodePath path = kCpu;
-  int leader = -1;  // an earlier item with the same bytes, whose decode this one takes its window from
+  bool nvjpeg_takes = false;  // nvJPEG may decode it too, not only our own CUDA decoder (planner.h)
+  int leader = -1;            // an earlier item with the same bytes, whose decode this one takes its window from
   nvjpegOutputFormat_t staged_format = NVJPEG_OUTPUT_RGB;  // what the decoder writes (staged_planes)
   size_t staging_offset = 0;
   int64_t staging_pitch = 0;

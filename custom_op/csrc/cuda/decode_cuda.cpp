@@ -56,7 +56,10 @@ void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
     RECORD_FUNCTION("custom_op::gpu_claim", std::vector<c10::IValue>());
     for (const auto& executor : executors) {
       executor->claim(call, items);
-      if (executor == executors[0] && options.check_entropy) send_unchecked_files_to_cpu(items);
+      if (executor == executors[0]) {
+        leave_to_cpu_what_nvjpeg_cannot_take(items);
+        if (options.check_entropy) send_unchecked_files_to_cpu(items);
+      }
       if (testing.nvjpeg_allowed()) continue;
       for (Item& it : items)
         if (it.path == kPending && it.leader < 0) it.path = kCpu;

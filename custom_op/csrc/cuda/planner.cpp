@@ -32,16 +32,21 @@ int output_channels(ReadMode mode, ColorSpace cs) {
   }
 }
 
-// Files whose decode by nvJPEG matches libjpeg's up to IDCT and upsampling rounding. Everything else
-// (CMYK/YCCK, RGB-stored, arithmetic, lossless, 12-bit, 4:1:1 and odd samplings, files cut short,
-// where on_warning="raise" must raise as libjpeg does) goes to the CPU path.
-bool gpu_eligible(const JpegHeader& h, ColorSpace cs, bool unsure) {
+// Files a GPU decoder may take: 8-bit sequential or progressive Huffman-coded files with an end, in
+// YCbCr of a sampling below, or grey. Everything else (CMYK/YCCK, RGB-stored, arithmetic, lossless,
+// 12-bit, 4:1:0 and odd per-component samplings, files cut short, where on_warning="raise" must raise
+// as libjpeg does) goes to the CPU path. *nvjpeg: whether nvJPEG may take it too, decoding it like
+// libjpeg up to IDCT and upsampling rounding: not 4:1:1, which only our own CUDA decoder takes (its
+// upsampling is libjpeg's for every sampling the CPU harness checks, tests/test_jpeg_core.py).
+bool gpu_eligible(const JpegHeader& h, ColorSpace cs, bool unsure, bool* nvjpeg) {
+  *nvjpeg = false;
   if (unsure || !h.has_eoi || h.precision != 8) return false;
   if (h.sof != 0xC0 && h.sof != 0xC1 && h.sof != 0xC2) return false;
-  if (cs == ColorSpace::kGray) return h.components == 1;
+  if (cs == ColorSpace::kGray) return *nvjpeg = h.components == 1;
   if (cs != ColorSpace::kYCbCr) return false;
   const Subsampling ss = subsampling_of(h);
-  return ss == Subsampling::k444 || ss == Subsampling::k422 || ss == Subsampling::k420 || ss == Subsampling::k440;
+  *nvjpeg = ss == Subsampling::k444 || ss == Subsampling::k422 || ss == Subsampling::k420 || ss == Subsampling::k440;
+  return *nvjpeg || ss == Subsampling::k411;
 }
 
 // The bytes of a file that prepare() reads, asked into the cache some items ahead of its turn: the
@@ -125,7 +130,7 @@ void prepare(Item& it, const CallOptions& options, const TestingOptions& testing
   bool unsure = false;
   const ColorSpace cs = libjpeg_color_space(h, &unsure);
   it.channels = output_channels(options.mode, cs);
-  it.path = gpu_eligible(h, cs, unsure) && !testing.cpu_only() ? kPending : kCpu;
+  it.path = gpu_eligible(h, cs, unsure, &it.nvjpeg_takes) && !testing.cpu_only() ? kPending : kCpu;
   it.decoded = testing.no_margin ? it.region : with_margin(it.region, h);
 }
 
@@ -163,7 +168,9 @@ void use_sub_images(std::vector<Item>& items, SegmentsRule rule, bool shared_all
     if (items[i].leader >= 0) followers[static_cast<size_t>(items[i].leader)].push_back(i);
   for (size_t i = 0; i < items.size(); ++i) {
     Item& leader = items[i];
-    if (leader.path != kPending || leader.leader >= 0 || !random_access_layout(layout_facts(leader.header))) continue;
+    if (leader.path != kPending || leader.leader >= 0 || !leader.nvjpeg_takes ||
+        !random_access_layout(layout_facts(leader.header)))
+      continue;
     if (int64_t(leader.header.width) * leader.header.height < kSegmentsMinPixels && rule != SegmentsRule::kAlways)
       continue;
     if (!followers[i].empty() && !shared_allowed) continue;
@@ -231,6 +238,12 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
 // through the dispatcher, in parallel on the intra-op pool; any file the check does not pass (damage,
 // a libjpeg warning or error in its headers, or a scan the walk does not take, such as a progressive
 // one) goes to the CPU path, with the other windows of that file.
+void leave_to_cpu_what_nvjpeg_cannot_take(std::vector<Item>& items) {
+  // (A repeated file's other items follow their leader's path: share_leader_decodes.)
+  for (Item& it : items)
+    if (it.path == kPending && it.leader < 0 && !it.nvjpeg_takes) it.path = kCpu;
+}
+
 void send_unchecked_files_to_cpu(std::vector<Item>& items) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("custom_op::_check_entropy_data", "")

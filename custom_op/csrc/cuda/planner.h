@@ -22,11 +22,15 @@
 namespace custom_op {
 namespace gpu {
 
-// Items nvJPEG may decode come back kPending, the others kCpu (kFailed: a data tensor not on the CPU).
-// The window lists are read only without options.whole.
+// Items a GPU decoder may take come back kPending (Item::nvjpeg_takes: nvJPEG too), the others kCpu (kFailed: a data
+// tensor not on the CPU). The window lists are read only without options.whole.
 std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
                              c10::IntArrayRef heights, c10::IntArrayRef widths, const CallOptions& options,
                              const TestingOptions& testing);
+
+// Items still pending that nvJPEG may not take (Item::nvjpeg_takes: 4:1:1, which only our own CUDA
+// decoder takes) go to the CPU path; run once our own decoder has claimed its items.
+void leave_to_cpu_what_nvjpeg_cannot_take(std::vector<Item>& items);
 
 // The bytes nvJPEG would decode of each pending item (its sub-image, where it has one) are checked on
 // the CPU (the CPU library's _check_entropy_data), and a file found wrong in any way goes to the CPU
