@@ -381,15 +381,19 @@ def sample_section(args):
     return lines
 
 
+def load_full_windows(args):
+    """The sample's photos that hold a whole 224x224 window (windows of one size, as stack=True needs):
+    their files, the prepared copies as tensors in ordinary and in pinned memory, and the windows."""
+    files, prepared_files, windows = load_sample(args)
+    keep = [i for i, (_, _, h, w) in enumerate(windows) if (h, w) == (224, 224)]
+    prepared = [as_tensor(prepared_files[i]) for i in keep]
+    return [files[i] for i in keep], prepared, [t.pin_memory() for t in prepared], [windows[i] for i in keep]
+
+
 def outputs_section(args):
     """A list of window tensors against one stacked tensor, on the sample's photos that hold a 224x224
     window (stack=True needs windows of one size)."""
-    files, prepared_files, windows = load_sample(args)
-    keep = [i for i, (_, _, h, w) in enumerate(windows) if (h, w) == (224, 224)]
-    files = [files[i] for i in keep]
-    prepared = [as_tensor(prepared_files[i]) for i in keep]
-    pinned = [t.pin_memory() for t in prepared]
-    windows = [windows[i] for i in keep]
+    files, prepared, pinned, windows = load_full_windows(args)
     refs = [custom_op.decode_and_crop_jpeg(d, *w) for d, w in zip(files, windows)]
     methods = {}
     for memory, label in (("prepared", "ordinary memory"), ("pinned", "pinned memory")):
@@ -475,12 +479,7 @@ def steps_section(args):
     """The decode in a training loop: each step's GPU work queued on the loop's stream, the decode of
     the step's batch before it (one call per step, or custom_op.decode_ahead), against the same steps
     on a batch decoded beforehand."""
-    files, prepared_files, windows = load_sample(args)
-    keep = [i for i, (_, _, h, w) in enumerate(windows) if (h, w) == (224, 224)]
-    files = [files[i] for i in keep]
-    prepared = [as_tensor(prepared_files[i]) for i in keep]
-    pinned = [t.pin_memory() for t in prepared]
-    windows = [windows[i] for i in keep]
+    files, prepared, pinned, windows = load_full_windows(args)
     work = StepWork()
     ahead = f"decode_ahead ({AHEAD} batches decoding at once)"
     loops = {
