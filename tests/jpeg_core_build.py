@@ -159,16 +159,18 @@ def run(command: list[str], files, *, simd: bool | str = True, variant: str = "p
     return result.stdout
 
 
-def check(files, *, simd: bool | str = True, variant: str = "plain") -> list[dict]:
-    """One summary per file: the core's decode compared with libjpeg-turbo's (see the harness's header)."""
-    out = run(["check"], files, simd=simd, variant=variant)
+def check(files, *, simd: bool | str = True, variant: str = "plain", gray_output: bool = False) -> list[dict]:
+    """One summary per file: the core's decode compared with libjpeg-turbo's (see the harness's header);
+    gray_output: YCbCr files decoded to grayscale on both sides."""
+    out = run(["check", *(["--gray-output"] if gray_output else [])], files, simd=simd, variant=variant)
     return [json.loads(line) for line in out.decode().splitlines()]
 
 
-def dump(files, *, simd: bool | str = True) -> list[dict]:
+def dump(files, *, simd: bool | str = True, gray_output: bool = False) -> list[dict]:
     """Per file: the summary plus the arrays: core_coef / ref_coef (lists of per-component planes, shape
-    (block_rows, blocks_per_row, 64), natural order), core_pixels / ref_pixels (H, W, C) and segment_flags."""
-    out = run(["dump"], files, simd=simd)
+    (block_rows, blocks_per_row, 64), natural order), core_pixels / ref_pixels (H, W, C) and segment_flags.
+    gray_output: as for check."""
+    out = run(["dump", *(["--gray-output"] if gray_output else [])], files, simd=simd)
     results, pos = [], 0
     for _ in files:
         end = out.index(b"\n", pos)

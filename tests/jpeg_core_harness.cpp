@@ -14,6 +14,11 @@
 //                                with JDCT_ISLOW and fancy upsampling), restricted to the segments the
 //                                core accepted (and, for pixels, when libjpeg runs with SIMD, to blocks
 //                                the core marks as SIMD-exact; with JSIMD_FORCENONE=1 every block)
+//   jpeg_core_harness check --gray-output
+//                                the same, with YCbCr files decoded to grayscale on both sides (libjpeg's
+//                                JCS_GRAYSCALE output: the luma alone, upsampled where the luma is
+//                                subsampled; what mode=GRAY gives, and what the GPU decoder's window
+//                                kernel writes for it); also for dump
 //   jpeg_core_harness dump       per record: the same JSON line, then the core's coefficient planes
 //                                (int16, one per component), its pixels (uint8, H x W x C), libjpeg's
 //                                coefficient planes and pixels (same shapes, zero where unavailable),
@@ -316,7 +321,7 @@ CUSTOM_OP_HD inline void convert_pixel(int color, const jc::SamplePlane* sp, int
   }
 }
 
-void core_decode(const uint8_t* data, size_t size, CoreDecode* out) {
+void core_decode(const uint8_t* data, size_t size, CoreDecode* out, bool gray_output = false) {
   Prepared p;
   prepare(data, size, &p);
   if (!p.error.empty()) {
@@ -328,8 +333,8 @@ void core_decode(const uint8_t* data, size_t size, CoreDecode* out) {
   const HeaderInfo& info = p.info;
   jc::Frame& f = out->frame;
   f = p.frame;
-  out->color = info.color;
-  out->out_components = info.color == kGray ? 1 : 3;
+  out->color = gray_output && info.color == kYcc ? kGray : info.color;
+  out->out_components = out->color == kGray ? 1 : 3;
   out->restart_interval = info.restart_interval;
   const int64_t total = jc::frame_total_mcus(f);
   out->mcus_per_segment = p.mcus_per_segment;
@@ -628,11 +633,11 @@ std::string summary_json(const CoreDecode& d, const Reference& ref, const Compar
   return s + "}\n";
 }
 
-void run_check(bool dump) {
+void run_check(bool dump, bool gray_output) {
   std::vector<uint8_t> file;
   while (read_record(&file)) {
     CoreDecode d;
-    core_decode(file.data(), file.size(), &d);
+    core_decode(file.data(), file.size(), &d, gray_output);
     Reference ref;
     if (d.error.empty()) {
       reference_coefficients(file.data(), file.size(), d.frame, &ref);
@@ -1038,7 +1043,12 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string command = argv[1];
   if (command == "check" || command == "dump") {
-    run_check(command == "dump");
+    bool gray_output = false;
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) != "--gray-output") return usage();
+      gray_output = true;
+    }
+    run_check(command == "dump", gray_output);
     return 0;
   }
   if (command == "selftest") {

@@ -89,11 +89,11 @@ def _restart_variants(files):
     return out
 
 
-def assert_exact(files, *, expect_methods=None):
+def assert_exact(files, *, expect_methods=None, gray_output=False):
     """Every file decodes with no flag, coefficients and pixels equal to libjpeg's with its default SIMD code
     (compared in numpy from the dump), with SSE2 only and with its C code (both compared in the harness).
-    Returns (files, pixel values) compared."""
-    dumped = core.dump(files, simd=True)
+    gray_output: YCbCr files decoded to grayscale on both sides. Returns (files, pixel values) compared."""
+    dumped = core.dump(files, simd=True, gray_output=gray_output)
     methods = set()
     values = 0
     for i, d in enumerate(dumped):
@@ -118,7 +118,7 @@ def assert_exact(files, *, expect_methods=None):
         methods.update(d["upsample"])
         values += d["core_pixels"].size
     for simd in ("sse2", False):
-        for r in core.check(files, simd=simd):
+        for r in core.check(files, simd=simd, gray_output=gray_output):
             assert r["pixel_mismatches"] == 0 and r["coef_mismatch_blocks"] == 0, (simd, r)
             assert r["pixels_compared"] == r["pixels"], (simd, r)
     if expect_methods is not None:
@@ -299,6 +299,22 @@ def test_unusual_sampling_factors():
                 _encode(jpeg_factory.photo_like(h, w, 3, seed=i), spec, quality=90, restart_interval=1 + i % 3)
             )
     assert_exact(files, expect_methods={UPSAMPLE_FULL, FANCY_H2V1, FANCY_H1V2, FANCY_H2V2, REPLICATE})
+
+
+@pytest.mark.parametrize("specs", [SAMPLINGS[:-1], UNUSUAL_SAMPLINGS], ids=["usual", "unusual"])
+def test_gray_output_of_color_files(specs):
+    """YCbCr files decoded to grayscale (mode=GRAY): the luma alone, upsampled as libjpeg does where the
+    luma is subsampled (some unusual samplings), the very pixels libjpeg's JCS_GRAYSCALE output gives."""
+    files = []
+    for i, spec in enumerate(specs):
+        for h, w in [(1, 1), (2, 2), (5, 3), (9, 2), (33, 47)]:
+            files.append(
+                _encode(jpeg_factory.photo_like(h, w, 3, seed=i), spec, quality=90, restart_interval=1 + i % 3)
+            )
+    count, values = assert_exact(files, gray_output=True)
+    dumped = core.dump(files[-1:], gray_output=True)[0]
+    assert dumped["out_components"] == 1 and dumped["color"] == "gray", dumped["color"]
+    assert count == len(files) and values > 0
 
 
 def test_quality_100_extreme_content():
