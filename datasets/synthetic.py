@@ -29,6 +29,9 @@ JPEG_QUALITY = 90
 JPEG_SUBSAMPLING = 2
 
 _COMPLETE_MARKER = ".complete.json"
+# A prepared copy's own marker: the set's marker is copied into it with the other files, whenever the
+# copy gets to it, so it cannot tell a finished copy.
+_PREPARED_MARKER = ".prepared.json"
 
 
 def _interp_matrix(n_out: int, n_in: int) -> np.ndarray:
@@ -257,6 +260,38 @@ def make_synthetic_set(
         }
         _atomic_write(marker, json.dumps(meta, indent=2).encode())
     return root
+
+
+def prepared_copy(root: str | os.PathLike, *, show_progress: bool = True) -> Path:
+    """A copy of the set under `root` prepared for random access (custom_op.prepare_jpeg: lossless, the
+    same pixels), made once beside it as <root>-prepared and reused by later calls; an interrupted copy
+    is completed (files already written are kept), and concurrent callers are serialized with a file
+    lock, as for the set itself. RuntimeError when a JPEG cannot be prepared."""
+    from filelock import FileLock
+
+    from custom_op.prepare_folder import prepare_folder
+
+    root = Path(root)
+    dst = root.with_name(root.name + "-prepared")
+    marker = dst / _PREPARED_MARKER
+    if marker.is_file():
+        return dst
+    dst.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dst) + ".lock"):
+        if marker.is_file():  # another process finished it while we waited
+            return dst
+        if show_progress:
+            print(f"preparing the JPEGs of {root} for random access into {dst}", file=sys.stderr)
+        summary = prepare_folder(root, dst, quiet=not show_progress)
+        left = [
+            r
+            for r in summary.results
+            if r.status == "left" and r.kind != "already random-access" and r.path.lower().endswith((".jpg", ".jpeg"))
+        ]
+        if left:
+            raise RuntimeError(f"could not prepare {left[0].path} for random access: {left[0].reason or left[0].kind}")
+        _atomic_write(marker, json.dumps({"prepared_from": str(root)}, indent=2).encode())
+    return dst
 
 
 def _image_seed(seed: int, index: int) -> int:

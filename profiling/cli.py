@@ -15,7 +15,7 @@ import torch
 
 from datasets import PIPELINES, CorruptImageError, GpuBackendUnavailableError, check_pipeline, list_jpegs
 from datasets.errors import dataset_message
-from datasets.synthetic import make_synthetic_set
+from datasets.synthetic import make_synthetic_set, prepared_copy
 
 from .arg_types import image_size as _image_size
 from .arg_types import non_negative as _non_negative
@@ -85,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=(533, 800),
         metavar="HxW",
         help="synthetic set: HEIGHTxWIDTH (default: 533x800, landscape)",
+    )
+    data.add_argument(
+        "--prepared",
+        action="store_true",
+        help="synthetic set: decode a copy prepared for random access (custom_op.prepare_jpeg, lossless), "
+        "made once in the cache beside it: windows decode in proportion to their size, and on a GPU the "
+        "gpu pipeline's files go to custom_op's own CUDA decoder (for a folder of your own, prepare it "
+        "with python -m custom_op prepare SRC DST and give --data DST)",
     )
     data.add_argument(
         "--cache-dir",
@@ -238,6 +246,11 @@ def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     pipelines = _pipelines(args, parser)
+    if args.prepared and args.data is not None:
+        parser.error(
+            "--prepared applies to the synthetic set; prepare a folder of your own with "
+            "python -m custom_op prepare SRC DST and give --data DST"
+        )
     if args.workers is None:
         args.workers = max(1, usable_cpus() - 1)
     device = _device(args.device, parser)
@@ -256,12 +269,14 @@ def _main(argv: list[str] | None) -> int:
         if args.data is None:
             h, w = args.image_size
             root = str(make_synthetic_set(args.num_images, h, w, seed=0, cache_dir=args.cache_dir))
+            if args.prepared:
+                root = str(prepared_copy(root))
         else:
             root = args.data
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             files = list_jpegs(root, layout=args.layout)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, RuntimeError) as e:
         print(f"python -m profiling: error: {e}", file=sys.stderr)
         return 2
     # What the listing leaves out, as the tool's own message rather than Python's warning format.

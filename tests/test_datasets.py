@@ -32,7 +32,7 @@ from datasets import (  # noqa: E402
     random_window,
     sample_rng,
 )
-from datasets.synthetic import encode_jpeg, image_path, synthetic_set_dir  # noqa: E402
+from datasets.synthetic import encode_jpeg, image_path, prepared_copy, synthetic_set_dir  # noqa: E402
 from datasets.windows import WINDOW_STREAM  # noqa: E402
 from test_resized_crop import PILLOW_ORDER  # noqa: E402
 
@@ -132,6 +132,39 @@ def test_synthetic_set_completes_an_interrupted_one(tmp_path):
     make_synthetic_set(3, 32, 48, cache_dir=tmp_path, show_progress=False)
     assert victim.is_file() and os.stat(keep).st_mtime_ns == before
     assert not [p for p in root.rglob(".tmp-*")]
+
+
+def test_prepared_copy_is_random_access_with_the_same_pixels_and_made_once(tmp_path):
+    root = make_synthetic_set(4, 96, 128, num_classes=2, cache_dir=tmp_path, show_progress=False)
+    prepared = prepared_copy(root, show_progress=False)
+    assert prepared == root.with_name(root.name + "-prepared")
+    originals, copies = list_jpegs(root), list_jpegs(prepared)
+    assert [Path(p).relative_to(root) for p in originals.paths] == [Path(p).relative_to(prepared) for p in copies.paths]
+    assert copies.labels == originals.labels
+    for src, dst in zip(originals.paths, copies.paths):
+        data = Path(dst).read_bytes()
+        assert custom_op.read_jpeg_header(data).random_access, dst
+        assert torch.equal(custom_op.decode_jpeg(data), custom_op.decode_jpeg(Path(src).read_bytes())), dst
+    mtimes = {p: os.stat(p).st_mtime_ns for p in copies.paths}
+    assert prepared_copy(root, show_progress=False) == prepared
+    assert {p: os.stat(p).st_mtime_ns for p in copies.paths} == mtimes
+    # An interrupted copy (the set's own marker copied, a file missing) is completed, the rest kept.
+    (prepared / ".prepared.json").unlink()
+    assert (prepared / ".complete.json").is_file()
+    victim, keep = Path(copies.paths[1]), Path(copies.paths[0])
+    victim.unlink()
+    assert prepared_copy(root, show_progress=False) == prepared
+    assert victim.is_file() and custom_op.read_jpeg_header(victim.read_bytes()).random_access
+    assert os.stat(keep).st_mtime_ns == mtimes[copies.paths[0]]
+
+
+def test_prepared_copy_refuses_a_file_it_cannot_prepare(tmp_path):
+    root = tmp_path / "set"
+    write_folder(root, n=2)
+    (root / "img_1.jpg").write_bytes(b"\xff\xd8 not a JPEG")
+    with pytest.raises(RuntimeError, match="img_1.jpg"):
+        prepared_copy(root, show_progress=False)
+    assert not (tmp_path / "set-prepared" / ".prepared.json").exists()
 
 
 def test_synthetic_set_shows_its_progress_with_tqdm(tmp_path, capsys, monkeypatch):

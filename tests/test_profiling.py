@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import custom_op  # noqa: E402
 from datasets import PIPELINES, make_synthetic_set  # noqa: E402
 from datasets.synthetic import encode_jpeg, photo_like  # noqa: E402
 from profiling.cli import main  # noqa: E402
@@ -66,6 +67,20 @@ def test_compare_run_writes_traces_events_summary_and_plot(tiny_set, tmp_path, c
 
     assert "speedup vs pil (p50 step)" in out and "data wait share of step" in out
     assert str(logdir) in out and "tensorboard --logdir" in out and "ui.perfetto.dev" in out
+
+
+def test_prepared_synthetic_set_trains_on_the_prepared_copy(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    args = ["--num-images", "8", "--image-size", "72x96", "--cache-dir", str(cache), "--prepared"]
+    rc = main([*args, "--pipeline", "roi", "--workers", "1", "--logdir", str(tmp_path / "logs"), *TINY])
+    out = capsys.readouterr().out
+    assert rc == 0
+    prepared = next(cache.glob("synthetic-*-prepared"))
+    assert f"data: {prepared} (8 JPEGs" in out
+    files = sorted(prepared.rglob("*.jpg"))
+    assert len(files) == 8 and all(custom_op.read_jpeg_header(f.read_bytes()).random_access for f in files)
+    summary = json.loads((tmp_path / "logs" / "summary.json").read_text())
+    assert summary["config"]["data"] == str(prepared)
 
 
 def test_tensorboard_events_hold_per_step_scalars(tiny_set, tmp_path):
@@ -163,6 +178,7 @@ def test_marker_filter_passes_every_other_line_on(capfd):
         (["--image-size", "big"], "expected HEIGHTxWIDTH"),
         (["--device", "tpu"], "device"),
         (["--model", "nope"], "unknown model 'nope'"),
+        (["--data", "somewhere", "--prepared"], "python -m custom_op prepare SRC DST"),
     ],
 )
 def test_bad_arguments_exit_with_a_message(args, message, capsys):
