@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from tqdm import tqdm
@@ -231,16 +232,8 @@ def make_synthetic_set(
     root = synthetic_set_dir(
         num_images, height, width, seed=seed, num_classes=num_classes, quality=quality, cache_dir=cache_dir
     )
-    marker = root / _COMPLETE_MARKER
-    if marker.is_file():
-        return root
 
-    from filelock import FileLock
-
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root) + ".lock"):
-        if marker.is_file():  # another process finished it while we waited
-            return root
+    def generate() -> dict:
         for k in range(min(num_classes, num_images)):
             (root / f"class_{k:03d}").mkdir(exist_ok=True)
         todo = [i for i in range(num_images) if not image_path(root, i, num_classes).is_file()]
@@ -248,7 +241,7 @@ def make_synthetic_set(
         for i in tqdm(todo, desc=desc, unit="img", file=sys.stderr, disable=not show_progress or not todo):
             pixels = photo_like(height, width, seed=_image_seed(seed, i))
             _atomic_write(image_path(root, i, num_classes), encode_jpeg(pixels, quality))
-        meta = {
+        return {
             "generator_version": GENERATOR_VERSION,
             "num_images": num_images,
             "height": height,
@@ -258,8 +251,8 @@ def make_synthetic_set(
             "quality": quality,
             "subsampling": "4:2:0",
         }
-        _atomic_write(marker, json.dumps(meta, indent=2).encode())
-    return root
+
+    return _made_once(root, _COMPLETE_MARKER, generate)
 
 
 def prepared_copy(root: str | os.PathLike, *, show_progress: bool = True) -> Path:
@@ -267,31 +260,37 @@ def prepared_copy(root: str | os.PathLike, *, show_progress: bool = True) -> Pat
     same pixels), made once beside it as <root>-prepared and reused by later calls; an interrupted copy
     is completed (files already written are kept), and concurrent callers are serialized with a file
     lock, as for the set itself. RuntimeError when a JPEG cannot be prepared."""
-    from filelock import FileLock
-
     from custom_op.prepare_folder import prepare_folder
 
     root = Path(root)
     dst = root.with_name(root.name + "-prepared")
-    marker = dst / _PREPARED_MARKER
-    if marker.is_file():
-        return dst
-    dst.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(dst) + ".lock"):
-        if marker.is_file():  # another process finished it while we waited
-            return dst
+
+    def prepare() -> dict:
         if show_progress:
             print(f"preparing the JPEGs of {root} for random access into {dst}", file=sys.stderr)
         summary = prepare_folder(root, dst, quiet=not show_progress)
-        left = [
-            r
-            for r in summary.results
-            if r.status == "left" and r.kind != "already random-access" and r.path.lower().endswith((".jpg", ".jpeg"))
-        ]
-        if left:
-            raise RuntimeError(f"could not prepare {left[0].path} for random access: {left[0].reason or left[0].kind}")
-        _atomic_write(marker, json.dumps({"prepared_from": str(root)}, indent=2).encode())
-    return dst
+        for r in summary.results:
+            if r.status == "left" and r.kind != "already random-access" and r.path.lower().endswith((".jpg", ".jpeg")):
+                raise RuntimeError(f"could not prepare {r.path} for random access: {r.reason or r.kind}")
+        return {"prepared_from": str(root)}
+
+    return _made_once(dst, _PREPARED_MARKER, prepare)
+
+
+def _made_once(folder: Path, marker_name: str, make: Callable[[], dict]) -> Path:
+    """`folder`, filled by make() once: a folder holding the marker (make's dict, as JSON) is finished and
+    returned as it is. Concurrent callers wait on a file lock; after an interrupted make, the next call
+    runs it again, over what it wrote (make completes a partial folder)."""
+    from filelock import FileLock
+
+    marker = folder / marker_name
+    if marker.is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        if not marker.is_file():  # else another process finished it while we waited
+            _atomic_write(marker, json.dumps(make(), indent=2).encode())
+    return folder
 
 
 def _image_seed(seed: int, index: int) -> int:
