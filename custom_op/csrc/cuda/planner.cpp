@@ -232,18 +232,18 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
   return items;
 }
 
-// nvJPEG decodes damaged entropy-coded data without a word (a bad code, a missing restart marker, a
-// file cut short and ended with an end-of-image marker...), where libjpeg warns or raises. So each
-// file nvJPEG would get (its sub-image, where it has one) is walked on the CPU first, in one call
-// through the dispatcher, in parallel on the intra-op pool; any file the check does not pass (damage,
-// a libjpeg warning or error in its headers, or a scan the walk does not take, such as a progressive
-// one) goes to the CPU path, with the other windows of that file.
 void leave_to_cpu_what_nvjpeg_cannot_take(std::vector<Item>& items) {
   // (A repeated file's other items follow their leader's path: share_leader_decodes.)
   for (Item& it : items)
     if (it.path == kPending && it.leader < 0 && !it.nvjpeg_takes) it.path = kCpu;
 }
 
+// nvJPEG decodes damaged entropy-coded data without a word (a bad code, a missing restart marker, a
+// file cut short and ended with an end-of-image marker...), where libjpeg warns or raises. So each
+// file nvJPEG would get (its sub-image, where it has one) is walked on the CPU first, in one call
+// through the dispatcher, in parallel on the intra-op pool; any file the check does not pass (damage,
+// a libjpeg warning or error in its headers, or a scan the walk does not take, such as a progressive
+// one) goes to the CPU path, with the other windows of that file.
 void send_unchecked_files_to_cpu(std::vector<Item>& items) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("custom_op::_check_entropy_data", "")
