@@ -21,6 +21,8 @@ from typing import Callable
 import numpy as np
 from tqdm import tqdm
 
+from .folder import JPEG_SUFFIXES
+
 # Part of the cache directory name: bump it whenever the pixels the generator makes change, so that a
 # cache written by an older generator is never reused as if it were the new one.
 GENERATOR_VERSION = 1
@@ -270,7 +272,7 @@ def prepared_copy(root: str | os.PathLike, *, show_progress: bool = True) -> Pat
             print(f"preparing the JPEGs of {root} for random access into {dst}", file=sys.stderr)
         summary = prepare_folder(root, dst, quiet=not show_progress)
         for r in summary.results:
-            if r.status == "left" and r.kind != "already random-access" and r.path.lower().endswith((".jpg", ".jpeg")):
+            if r.status == "left" and r.kind != "already random-access" and r.path.lower().endswith(JPEG_SUFFIXES):
                 raise RuntimeError(f"could not prepare {r.path} for random access: {r.reason or r.kind}")
         return {"prepared_from": str(root)}
 
