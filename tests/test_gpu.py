@@ -1331,20 +1331,21 @@ def test_cuda_decoder_is_exact_on_every_layout(jpeg_writer, sampling):
 
 
 @needs_gpu
-@pytest.mark.parametrize("sampling", ["1x2,2x1,1x1", "2x2,1x2,2x1", "1x1,2x2,2x2"])
-def test_unusual_samplings_with_restart_segments_give_the_cpu_pixels(jpeg_writer, sampling):
-    """Per-component sampling factors no camera writes (chroma sampled more finely than luma, or
-    differently per component), in every restart layout: whichever decoder takes them, each window is
-    the CPU path's."""
+@pytest.mark.parametrize("sampling", ["4x2,1x1,1x1", "3x1,1x1,1x1", "1x2,2x1,1x1", "2x2,1x2,2x1", "1x1,2x2,2x2"])
+def test_cuda_decoder_takes_unusual_samplings(jpeg_writer, sampling):
+    """4:1:0 and per-component sampling factors no camera writes (a ratio of 3, chroma sampled more
+    finely than luma, or differently per component), in every restart layout and mode: our decoder
+    takes them (nvJPEG must not), and each window is the CPU path's."""
     height, width = 150, 210
     pixels = jpeg_writer.photo_like(height, width, seed=47)
     wins = windows_everywhere(np.random.default_rng(47), height, width)
     for layout, data in restart_layouts(jpeg_writer, pixels, sampling).items():
-        outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
-        for win, out in zip(wins, outs):
-            ref = custom_op.decode_and_crop_jpeg(data, *win)
-            assert out.shape == ref.shape and torch.equal(out.cpu(), ref), (layout, win, used)
-        REPORT.setdefault("unusual_samplings", {})[f"{sampling} {layout}"] = sorted(set(used))
+        for mode in ImageReadMode:
+            outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), mode=mode, device="cuda")
+            assert set(used) == {"cuda"}, (layout, mode, used)
+            for win, out in zip(wins, outs):
+                ref = custom_op.decode_and_crop_jpeg(data, *win, mode=mode)
+                assert out.shape == ref.shape and torch.equal(out.cpu(), ref), (layout, mode, win)
 
 
 @needs_gpu
@@ -1505,6 +1506,7 @@ def test_cuda_decoder_gives_damaged_files_the_cpu_paths_outcome(jpeg_writer, on_
         jpeg_writer.encode(jpeg_writer.photo_like(90, 170, seed=48), sampling="4:4:4", restart_interval=3),
         jpeg_writer.encode(jpeg_writer.photo_like(120, 100, 1, seed=49), restart_rows=1),
         custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(110, 260, seed=50), sampling="4:1:1")),
+        custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(130, 200, seed=51), sampling="4x2,1x1,1x1")),
     ]
     datas, wins = [], []
     for base in bases:

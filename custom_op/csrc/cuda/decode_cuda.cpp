@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -54,16 +55,12 @@ void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
   const std::unique_ptr<Executor> executors[] = {segment_executor(), hardware_executor(), hybrid_executor()};
   {
     RECORD_FUNCTION("custom_op::gpu_claim", std::vector<c10::IValue>());
-    for (const auto& executor : executors) {
-      executor->claim(call, items);
-      if (executor == executors[0]) {
-        leave_to_cpu_what_nvjpeg_cannot_take(items);
-        if (options.check_entropy) send_unchecked_files_to_cpu(items);
-      }
-      if (testing.nvjpeg_allowed()) continue;
-      for (Item& it : items)
-        if (it.path == kPending && it.leader < 0) it.path = kCpu;
-    }
+    // Our own decoder claims first; what it leaves goes to nvJPEG's executors only where nvJPEG may
+    // take it, checked first when the caller asks for the CPU path's outcome on damaged files.
+    executors[0]->claim(call, items);
+    leave_to_cpu_what_nvjpeg_cannot_take(items, testing);
+    if (options.check_entropy) send_unchecked_files_to_cpu(items);
+    for (size_t e = 1; e < std::size(executors); ++e) executors[e]->claim(call, items);
     slot.staging.reserve(std::max<size_t>(lay_out_staging(items), 1), context.tag_stream);
   }
   {

@@ -32,21 +32,35 @@ int output_channels(ReadMode mode, ColorSpace cs) {
   }
 }
 
+// Whether each component's sampling factors divide the largest ones: the samplings libjpeg upsamples
+// (it refuses the others). jpeg_core's upsampling is libjpeg's for every one of them: the CPU harness
+// checks the usual ones and a dozen unusual ones, luma subsampled included (tests/test_jpeg_core.py).
+bool integral_sampling(const JpegHeader& h) {
+  int max_h = 0, max_v = 0;
+  for (int c = 0; c < h.components; ++c) {
+    max_h = std::max(max_h, h.h[c]);
+    max_v = std::max(max_v, h.v[c]);
+  }
+  for (int c = 0; c < h.components; ++c)
+    if (h.h[c] < 1 || h.v[c] < 1 || max_h % h.h[c] != 0 || max_v % h.v[c] != 0) return false;
+  return true;
+}
+
 // Files a GPU decoder may take: 8-bit sequential or progressive Huffman-coded files with an end, in
-// YCbCr of a sampling below, or grey. Everything else (CMYK/YCCK, RGB-stored, arithmetic, lossless,
-// 12-bit, 4:1:0 and odd per-component samplings, files cut short, where on_warning="raise" must raise
-// as libjpeg does) goes to the CPU path. *nvjpeg: whether nvJPEG may take it too, decoding it like
-// libjpeg up to IDCT and upsampling rounding: not 4:1:1, which only our own CUDA decoder takes (its
-// upsampling is libjpeg's for every sampling the CPU harness checks, tests/test_jpeg_core.py).
+// YCbCr of a sampling libjpeg upsamples, or grey. Everything else (CMYK/YCCK, RGB-stored, arithmetic,
+// lossless, 12-bit, files cut short, where on_warning="raise" must raise as libjpeg does) goes to the
+// CPU path. *nvjpeg: whether nvJPEG may take it too, decoding it like libjpeg up to IDCT and
+// upsampling rounding: only 4:4:4, 4:2:2, 4:2:0, 4:4:0 and grey. The other samplings (4:1:1, 4:1:0,
+// unusual per-component factors) only our own CUDA decoder takes.
 bool gpu_eligible(const JpegHeader& h, ColorSpace cs, bool unsure, bool* nvjpeg) {
   *nvjpeg = false;
   if (unsure || !h.has_eoi || h.precision != 8) return false;
   if (h.sof != 0xC0 && h.sof != 0xC1 && h.sof != 0xC2) return false;
   if (cs == ColorSpace::kGray) return *nvjpeg = h.components == 1;
-  if (cs != ColorSpace::kYCbCr) return false;
+  if (cs != ColorSpace::kYCbCr || h.components != 3) return false;
   const Subsampling ss = subsampling_of(h);
   *nvjpeg = ss == Subsampling::k444 || ss == Subsampling::k422 || ss == Subsampling::k420 || ss == Subsampling::k440;
-  return *nvjpeg || ss == Subsampling::k411;
+  return *nvjpeg || integral_sampling(h);
 }
 
 // The bytes of a file that prepare() reads, asked into the cache some items ahead of its turn: the
@@ -232,10 +246,10 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
   return items;
 }
 
-void leave_to_cpu_what_nvjpeg_cannot_take(std::vector<Item>& items) {
+void leave_to_cpu_what_nvjpeg_cannot_take(std::vector<Item>& items, const TestingOptions& testing) {
   // (A repeated file's other items follow their leader's path: share_leader_decodes.)
   for (Item& it : items)
-    if (it.path == kPending && it.leader < 0 && !it.nvjpeg_takes) it.path = kCpu;
+    if (it.path == kPending && it.leader < 0 && (!it.nvjpeg_takes || !testing.nvjpeg_allowed())) it.path = kCpu;
 }
 
 // nvJPEG decodes damaged entropy-coded data without a word (a bad code, a missing restart marker, a

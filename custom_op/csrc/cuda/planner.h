@@ -28,9 +28,10 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
                              c10::IntArrayRef heights, c10::IntArrayRef widths, const CallOptions& options,
                              const TestingOptions& testing);
 
-// Items still pending that nvJPEG may not take (Item::nvjpeg_takes: 4:1:1, which only our own CUDA
-// decoder takes) go to the CPU path; run once our own decoder has claimed its items.
-void leave_to_cpu_what_nvjpeg_cannot_take(std::vector<Item>& items);
+// Items still pending that nvJPEG may not take (Item::nvjpeg_takes: samplings such as 4:1:1, which
+// only our own CUDA decoder takes; every item where a test forbids nvJPEG) go to the CPU path; run
+// once our own decoder has claimed its items.
+void leave_to_cpu_what_nvjpeg_cannot_take(std::vector<Item>& items, const TestingOptions& testing);
 
 // The bytes nvJPEG would decode of each pending item (its sub-image, where it has one) are checked on
 // the CPU (the CPU library's _check_entropy_data), and a file found wrong in any way goes to the CPU
