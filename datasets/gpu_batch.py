@@ -1,11 +1,13 @@
 """The `gpu` pipeline's batch path: workers send encoded bytes and windows, the main process decodes.
 
-Workers only read the file and its header (JpegCropDataset with pipeline="gpu"); collate_encoded lays
-the batch's variable-length files end to end in one tensor (custom_op.pack_files), which crosses to the
-main process as one piece of shared memory instead of one per file, and decode_batch decodes all
-windows of the batch in one call to custom_op.decode_and_crop_jpegs on the device, then applies the
-same further transforms as the CPU pipelines, with the same per-sample random streams. The GPU
-backend's pixels are the CPU path's, so `gpu` samples equal `roi` samples.
+Workers only read the file and its header and draw the sample's window and mask (JpegCropDataset with
+pipeline="gpu"); collate_encoded lays the batch's variable-length files end to end in one tensor
+(custom_op.pack_files), which crosses to the main process as one piece of shared memory instead of one
+per file, and decode_batch decodes all windows of the batch in one call to
+custom_op.decode_and_crop_jpegs on the device, then applies the same further transforms as the CPU
+pipelines, with the masks the workers drew from the same per-sample random streams. The training
+process's host time is the scarce one: drawing the masks there cost about as much as the decode call.
+The GPU backend's pixels are the CPU path's, so `gpu` samples equal `roi` samples.
 JpegCropDataset refuses pipeline="gpu" where custom_op.cuda_available() is False.
 """
 
@@ -15,11 +17,11 @@ import torch
 from torch.utils.data import default_collate
 
 from .transforms import further_transforms_batch
-from .windows import TRANSFORM_STREAM, sample_rng
 
 
 def collate_encoded(batch):
-    """[(bytes tensor, window, label, info)] -> (custom_op.PackedFiles, windows [B, 4], labels [B], info)."""
+    """[(bytes tensor, window, mask, label, info)] -> (custom_op.PackedFiles, windows [B, 4], masks [B, 4],
+    labels [B], info)."""
     import custom_op
 
     data = custom_op.pack_files([item[0] for item in batch])
@@ -27,17 +29,9 @@ def collate_encoded(batch):
     return (data, *rest)
 
 
-def decode_batch(
-    data,
-    windows: torch.Tensor,
-    indices: torch.Tensor,
-    *,
-    seed: int,
-    epoch: int,
-    device,
-    output_size: int,
-) -> torch.Tensor:
-    """Decode each sample's window on `device` and apply the further transforms: uint8 [B, 3, S, S].
+def decode_batch(data, windows: torch.Tensor, masks: torch.Tensor, *, device, output_size: int) -> torch.Tensor:
+    """Decode each sample's window on `device` and apply the further transforms with each sample's
+    mask (drawn by the worker, JpegCropDataset): uint8 [B, 3, S, S].
     data: the batch's files, as collate_encoded packs them (or a list)."""
     import custom_op
 
@@ -45,5 +39,4 @@ def decode_batch(
     # One call for the whole batch; a list, not a stacked tensor: windows of images smaller than the
     # crop differ in size until the scale transform.
     images = custom_op.decode_and_crop_jpegs(data, tops, lefts, heights, widths, device=device)
-    rngs = [sample_rng(seed, epoch, index, TRANSFORM_STREAM) for index in indices.tolist()]
-    return further_transforms_batch(images, rngs, output_size)
+    return further_transforms_batch(images, masks, output_size)

@@ -9,8 +9,11 @@ Each sample is (image, label, info):
   which torch.profiler does not see), plus "index" (the file index actually loaded) and "skipped"
   (paths of corrupt files replaced by this sample, newline-separated, "" if none). The default
   collate turns the numbers into tensors and the strings into a list, and the training loop sums them.
-The `gpu` pipeline returns (encoded bytes as a 1-D uint8 tensor, window, label, info) instead; see
-gpu_batch.py for its collate function and the main-process decode.
+The `gpu` pipeline returns (encoded bytes as a 1-D uint8 tensor, window, mask, label, info) instead:
+the window to decode and the rectangle the further transforms' random mask zeroes in it, both drawn
+here, where `roi` draws them, so that the training process only decodes and applies them; see
+gpu_batch.py for its collate function and the main-process decode. Its info's "transform" is the
+time to draw the mask.
 
 Each step is wrapped in torch.profiler.record_function, named "read", "decode" and "transform", so
 they show up in traces when samples load in the profiled process (num_workers=0).
@@ -29,7 +32,7 @@ from torch.profiler import record_function
 from . import decoders
 from .errors import CorruptImageError, GpuBackendUnavailableError
 from .folder import FileList, list_jpegs
-from .transforms import DEFAULT_OUTPUT_SIZE, further_transforms
+from .transforms import DEFAULT_OUTPUT_SIZE, further_transforms, mask_box
 from .windows import TRANSFORM_STREAM, WINDOW_STREAM, random_resized_crop_window, random_window, sample_rng
 
 PIPELINES = ("pil", "roi", "gpu", "pil-rrc", "rrc")
@@ -215,9 +218,12 @@ class JpegCropDataset(torch.utils.data.Dataset):
                 "skipped": "\n".join(skipped),
             }
             label = self.labels[loaded]
-            if self.pipeline == "gpu":
-                return out, torch.tensor(win, dtype=torch.int64), label, info
             t0 = time.perf_counter()
+            if self.pipeline == "gpu":
+                rng = sample_rng(self.seed, self.epoch, loaded, TRANSFORM_STREAM)
+                mask = torch.tensor(mask_box(win.height, win.width, rng), dtype=torch.int64)
+                info["transform"] = time.perf_counter() - t0
+                return out, torch.tensor(win, dtype=torch.int64), mask, label, info
             if self.transforms:
                 with record_function("transform"):
                     out = further_transforms(

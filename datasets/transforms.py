@@ -67,14 +67,21 @@ def further_transforms(
 
 
 def further_transforms_batch(
-    images: list[torch.Tensor], rngs: list[np.random.Generator], output_size: int = DEFAULT_OUTPUT_SIZE
+    images: list[torch.Tensor], masks: torch.Tensor, output_size: int = DEFAULT_OUTPUT_SIZE
 ) -> torch.Tensor:
-    """further_transforms of each image with its rng, as one uint8 [N, 3, output_size, output_size]: the
-    same pixels, in a few operations per group of images of one size instead of several per image
-    (on a GPU, each is a kernel launch). The images are not changed."""
+    """further_transforms of each image, with the rectangle its random mask zeroes given (masks[i]:
+    image i's mask_box, drawn from the rng further_transforms would get), as one uint8
+    [N, 3, output_size, output_size]: the same pixels, in a few operations per group of images of one
+    size instead of several per image (on a GPU, each is a kernel launch). The images are not
+    changed. masks: an int64 [N, 4] tensor of (top, left, height, width) rows, on the CPU (pinned
+    memory, as a DataLoader with pin_memory=True gives it, copies without waiting) or on the images'
+    device."""
     if not images:
         return torch.empty((0, 3, output_size, output_size), dtype=torch.uint8)
+    if masks.shape != (len(images), 4):
+        raise ValueError(f"masks must be a [{len(images)}, 4] tensor, one row per image; got {list(masks.shape)}")
     device = images[0].device
+    masks = masks.to(device, non_blocking=True)
     # Images of one size are transformed together: the windows of photos smaller than the crop differ.
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, img in enumerate(images):
@@ -82,7 +89,7 @@ def further_transforms_batch(
     out = None  # made only where the images are of several sizes
     for (_, h, w), members in groups.items():
         batch = torch.stack([images[i] for i in members])  # a copy: the images are not changed
-        boxes = torch.tensor([mask_box(h, w, rngs[i]) for i in members], dtype=torch.int64).to(device)
+        boxes = masks if len(groups) == 1 else masks[torch.tensor(members, device=device)]
         top, left, mh, mw = (boxes[:, k, None, None] for k in range(4))
         rows = torch.arange(h, device=device)[None, :, None]
         cols = torch.arange(w, device=device)[None, None, :]

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-# Separate streams for the window and for the further transforms: the `gpu` pipeline draws the window
-# in a worker and the transforms in the main process, and both must see what `pil`/`roi` see.
+# Separate streams for the window and for the further transforms: a sample's mask is then the same
+# whichever way its window was drawn (the rrc pipelines draw theirs differently).
 WINDOW_STREAM = 0
 TRANSFORM_STREAM = 1
 

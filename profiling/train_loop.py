@@ -34,22 +34,13 @@ def train_step(
     loss_fn,
     optimizer,
     device: torch.device,
-    seed: int,
 ):
     """One step on a loaded batch, timed by phase: the GPU decode (gpu pipeline), the host-to-device
     copy and the compute (forward, backward, optimizer step). Returns (loss, labels, worker info)."""
     if pipeline == "gpu":
-        data, windows, labels, info = batch
+        data, windows, masks, labels, info = batch
         with timer.phase("gpu_decode"), record_function("gpu_decode"):
-            images = decode_batch(
-                data,
-                windows,
-                info["index"],
-                seed=seed,
-                epoch=dataset.epoch,
-                device=device,
-                output_size=dataset.output_size,
-            )
+            images = decode_batch(data, windows, masks, device=device, output_size=dataset.output_size)
         with timer.phase("h2d"), record_function("h2d"):
             labels = labels.to(device, non_blocking=True)
     else:
@@ -146,7 +137,7 @@ def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str, files: FileList | 
                 timer.start_step()
                 with timer.phase("data_wait"), record_function("data_wait"):
                     batch = next(batches)
-                loss, labels, info = train_step(batch, pipeline, ds, timer, model, loss_fn, optimizer, device, cfg.seed)
+                loss, labels, info = train_step(batch, pipeline, ds, timer, model, loss_fn, optimizer, device)
                 times = timer.end_step()
                 n = len(labels)
                 worker_ms = {k: float(info[k].sum()) * 1000.0 / n for k in WORKER_STAGES}

@@ -155,9 +155,7 @@ def train(
                         batch = next(batches)
                 if failure is not None and failure[:2] == (ranks.rank, step):
                     raise InjectedFailure(f"injected failure on rank {ranks.rank} at step {step} (--inject-failure)")
-                loss, labels, info = train_step(
-                    batch, args.pipeline, ds, timer, model, loss_fn, optimizer, device, args.seed
-                )
+                loss, labels, info = train_step(batch, args.pipeline, ds, timer, model, loss_fn, optimizer, device)
                 times = timer.end_step()
                 n = len(labels)
                 worker_ms = {k: float(info[k].sum()) * 1000.0 / n for k in WORKER_STAGES}

@@ -33,7 +33,8 @@ from datasets import (  # noqa: E402
     sample_rng,
 )
 from datasets.synthetic import encode_jpeg, image_path, prepared_copy, synthetic_set_dir  # noqa: E402
-from datasets.windows import WINDOW_STREAM  # noqa: E402
+from datasets.transforms import mask_box  # noqa: E402
+from datasets.windows import TRANSFORM_STREAM, WINDOW_STREAM  # noqa: E402
 from test_resized_crop import PILLOW_ORDER  # noqa: E402
 
 IMAGENET = REPO.parent / "shared" / "data" / "imagenet-sample"
@@ -520,15 +521,17 @@ def test_collate_encoded_keeps_variable_length_bytes():
         (
             torch.arange(n, dtype=torch.uint8),
             torch.tensor([0, 0, 4, 4]),
+            torch.tensor([1, 1, 2, n]),
             1,
             {"read": 0.1, "decode": 0.0, "transform": 0.0, "index": n, "skipped": ""},
         )
         for n in (5, 9)
     ]
-    data, windows, labels, info = collate_encoded(items)
+    data, windows, masks, labels, info = collate_encoded(items)
     assert isinstance(data, custom_op.PackedFiles) and data.sizes.tolist() == [5, 9]
     assert [d.tolist() for d in data.unpack()] == [list(range(5)), list(range(9))]
     assert windows.shape == (2, 4) and labels.tolist() == [1, 1] and info["index"].tolist() == [5, 9]
+    assert masks.tolist() == [[1, 1, 2, 5], [1, 1, 2, 9]]
 
 
 def test_gpu_batch_path_matches_roi_when_decoded_on_the_cpu(synth, monkeypatch):
@@ -539,12 +542,14 @@ def test_gpu_batch_path_matches_roi_when_decoded_on_the_cpu(synth, monkeypatch):
     monkeypatch.setattr(jd, "gpu_backend_available", lambda: True)
     gpu = make_ds(synth, "gpu", seed=4)
     roi = make_ds(synth, "roi", seed=4)
-    encoded, window, label, info = gpu[3]
+    encoded, window, mask, label, info = gpu[3]
     assert encoded.dtype == torch.uint8 and encoded.dim() == 1
     assert tuple(window.tolist()) == tuple(roi.window(3)) and label == roi.labels[3]
+    assert tuple(mask.tolist()) == mask_box(window[2], window[3], sample_rng(4, 0, 3, TRANSFORM_STREAM))
     loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
-    for b, (data, windows, labels, info) in enumerate(loader):
-        images = datasets.decode_batch(data, windows, info["index"], seed=4, epoch=0, device="cpu", output_size=OUT)
+    for b, (data, windows, masks, labels, _info) in enumerate(loader):
+        assert masks.shape == (4, 4) and masks.dtype == torch.int64
+        images = datasets.decode_batch(data, windows, masks, device="cpu", output_size=OUT)
         expected = torch.stack([roi[i][0] for i in range(4 * b, 4 * b + 4)])
         assert torch.equal(images, expected)
         assert labels.tolist() == roi.labels[4 * b : 4 * b + 4]
@@ -562,8 +567,8 @@ def test_gpu_pipeline_on_cuda_is_close_to_roi(synth):
     gpu = make_ds(synth, "gpu", seed=6)
     roi = make_ds(synth, "roi", seed=6)
     loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
-    for b, (data, windows, _labels, info) in enumerate(loader):
-        images = datasets.decode_batch(data, windows, info["index"], seed=6, epoch=0, device="cuda", output_size=OUT)
+    for b, (data, windows, masks, _labels, _info) in enumerate(loader):
+        images = datasets.decode_batch(data, windows, masks, device="cuda", output_size=OUT)
         assert images.device.type == "cuda" and images.dtype == torch.uint8 and images.shape == (4, 3, OUT, OUT)
         expected = torch.stack([roi[i][0] for i in range(4 * b, 4 * b + 4)])
         diff = (images.cpu().int() - expected.int()).abs()
@@ -615,13 +620,20 @@ def test_further_transforms_batch_equals_each_image_alone(device):
     shapes = [(64, 64), (40, 56), (64, 64), (224, 224), (40, 56), (64, 64), (100, 30)]
     images = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8, generator=gen).to(device) for h, w in shapes]
     kept = [img.clone() for img in images]
-    got = further_transforms_batch(images, [sample_rng(3, 0, i, 7) for i in range(len(images))], OUT)
+
+    def masks(imgs):  # each image's mask_box, drawn from the rng further_transforms gets
+        boxes = [mask_box(img.shape[1], img.shape[2], sample_rng(3, 0, i, 7)) for i, img in enumerate(imgs)]
+        return torch.tensor(boxes)
+
+    got = further_transforms_batch(images, masks(images), OUT)
     want = torch.stack([further_transforms(img.clone(), sample_rng(3, 0, i, 7), OUT) for i, img in enumerate(images)])
     assert got.dtype == torch.uint8 and got.shape == (len(images), 3, OUT, OUT) and got.device == want.device
     assert torch.equal(got, want)
     assert all(torch.equal(a, b) for a, b in zip(images, kept))  # the inputs are not changed
     one_size = [img for img in images if img.shape[1:] == (64, 64)]
-    got = further_transforms_batch(one_size, [sample_rng(3, 0, i, 7) for i in range(3)], OUT)
+    got = further_transforms_batch(one_size, masks(one_size).pin_memory() if device == "cuda" else masks(one_size), OUT)
     want = torch.stack([further_transforms(img.clone(), sample_rng(3, 0, i, 7), OUT) for i, img in enumerate(one_size)])
     assert torch.equal(got, want)
-    assert further_transforms_batch([], [], OUT).shape == (0, 3, OUT, OUT)
+    assert further_transforms_batch([], torch.empty(0, 4, dtype=torch.int64), OUT).shape == (0, 3, OUT, OUT)
+    with pytest.raises(ValueError, match=r"masks must be a \[3, 4\] tensor"):
+        further_transforms_batch(one_size, masks(images), OUT)
