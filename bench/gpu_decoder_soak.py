@@ -7,11 +7,14 @@ by hand, on a CUDA machine, from the repository root:
     python bench/gpu_decoder_soak.py soak --dry-run --batches 20                 # no GPU: decoded on the CPU
     python bench/gpu_decoder_soak.py report OUTDIR --out bench/results/gpu_decoder_checks.md
 
-The files are made here, without the tests' JPEG writer (a GPU machine may have no C compiler set up):
-photo-like pixels (tests/jpeg_factory.py's photo_like) encoded by Pillow in 4:4:4, 4:2:2, 4:2:0 and
-grayscale, each with restart markers laid out five ways: custom_op.prepare_jpeg with its own interval, with
-restart_mcus=1 and with restart_mcus=3 (random-access layouts), and Pillow's every 7 MCUs and every MCU
-row; two of them carry an EXIF orientation. Every one is a file our decoder takes.
+The files are made here: photo-like pixels (tests/jpeg_factory.py's photo_like) encoded by Pillow in
+4:4:4, 4:2:2, 4:2:0 and grayscale, and by the tests' JPEG writer (tests/jpeg_factory.py's encode, libjpeg)
+in 4:1:1 and 4:1:0, which Pillow cannot write; each with restart markers laid out five ways:
+custom_op.prepare_jpeg with its own interval, with restart_mcus=1 and with restart_mcus=3 (random-access
+layouts), and the encoder's every 7 MCUs and every MCU row; two of them carry an EXIF orientation. Every
+one is a file our decoder takes. The writer is compiled on first use; where it cannot be (no C compiler
+or no jpeglib.h, as on a machine that runs a prebuilt custom_op), the 4:1:1 and 4:1:0 files are left
+out, and the results name the samplings that ran.
 
 A batch: 64 items (--batch-size), one random window each. 40% of them (--damaged) are damaged copies of
 those files (tests/damaged_jpegs.py): half damaged at random places (bit flips, restart markers
@@ -67,6 +70,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import Report, cpu_description  # noqa: E402
 
 import custom_op  # noqa: E402
+import jpeg_factory  # noqa: E402
 import restart_segments  # noqa: E402
 from custom_op import ImageReadMode, testing  # noqa: E402
 from damaged_jpegs import KINDS, damaged, damaged_copy, restart_markers  # noqa: E402
@@ -76,6 +80,8 @@ from jpeg_factory import photo_like, with_exif_orientation  # noqa: E402
 # (kMaxMeanSegmentBytes in custom_op/csrc/cuda/segment_executor.cpp): every file made here stays below.
 MAX_MEAN_SEGMENT_BYTES = 4096
 SAMPLINGS = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2, "gray": None}  # Pillow's subsampling= values
+# Samplings Pillow cannot write, as the tests' JPEG writer spells them (per-component factors for 4:1:0).
+WRITER_SAMPLINGS = {"4:1:1": "4:1:1", "4:1:0": "4x2,1x1,1x1"}
 LAYOUTS = ("prepared", "prepared-1", "prepared-3", "every-7-mcus", "every-row")
 SIZES = ((301, 403), (150, 230), (97, 211), (240, 320), (123, 77))  # height, width
 QUALITIES = (75, 90, 97)
@@ -107,27 +113,42 @@ class Base(NamedTuple):
 
 
 def encode(pixels: np.ndarray, sampling: str, quality: int, layout: str) -> bytes:
-    options = {} if sampling == "gray" else {"subsampling": SAMPLINGS[sampling]}
-    if layout == "every-7-mcus":
-        options["restart_marker_blocks"] = 7
-    elif layout == "every-row":
-        options["restart_marker_rows"] = 1
-    buf = io.BytesIO()
-    from PIL import Image
+    if sampling in WRITER_SAMPLINGS:
+        data = jpeg_factory.encode(
+            pixels,
+            sampling=WRITER_SAMPLINGS[sampling],
+            quality=quality,
+            restart_interval=7 if layout == "every-7-mcus" else 0,
+            restart_rows=1 if layout == "every-row" else 0,
+        )
+    else:
+        options = {} if sampling == "gray" else {"subsampling": SAMPLINGS[sampling]}
+        if layout == "every-7-mcus":
+            options["restart_marker_blocks"] = 7
+        elif layout == "every-row":
+            options["restart_marker_rows"] = 1
+        buf = io.BytesIO()
+        from PIL import Image
 
-    Image.fromarray(pixels).save(buf, "JPEG", quality=quality, **options)
-    data = buf.getvalue()
+        Image.fromarray(pixels).save(buf, "JPEG", quality=quality, **options)
+        data = buf.getvalue()
     if layout.startswith("prepared"):
         restart_mcus = {"prepared": None, "prepared-1": 1, "prepared-3": 3}[layout]
         data = custom_op.prepare_jpeg(data, restart_mcus=restart_mcus)
     return data
 
 
+def samplings() -> list[str]:
+    """The samplings of the files: Pillow's, and the writer's where it can be compiled here."""
+    return [*SAMPLINGS, *(WRITER_SAMPLINGS if jpeg_factory.unavailable_reason() is None else ())]
+
+
 def make_bases() -> list[Base]:
     """The files the batches are made of, one per sampling and layout; ValueError when one of them
-    is not a file our decoder takes (a Pillow without the restart options writes none)."""
+    is not a file our decoder takes (a Pillow without the restart options writes none) or not of its
+    sampling."""
     bases = []
-    for i, (sampling, layout) in enumerate((s, lay) for s in SAMPLINGS for lay in LAYOUTS):
+    for i, (sampling, layout) in enumerate((s, lay) for s in samplings() for lay in LAYOUTS):
         height, width = SIZES[(i + i // len(LAYOUTS)) % len(SIZES)]  # each layout in several sizes
         pixels = photo_like(height, width, 1 if sampling == "gray" else 3, seed=100 + i)
         data = encode(pixels, sampling, QUALITIES[i % len(QUALITIES)], layout)
@@ -144,6 +165,8 @@ def make_bases() -> list[Base]:
             raise ValueError(f"{name}: restart segments of {mean:.0f} bytes on average, too long for our decoder")
         shown = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
         info = custom_op.read_jpeg_header(data)
+        if info.subsampling != sampling:
+            raise ValueError(f"{name}: written as {info.subsampling}")
         start = data.index(b"\xff\xda")
         bases.append(
             Base(
@@ -228,13 +251,15 @@ def make_batch(bases: list[Base], index: int, args) -> Batch:
 
 def largest_batches(bases: list[Base], args) -> list[Batch]:
     """Batches of the largest decodes: every item the whole image of the file with the most pixels,
-    and of the one with the most restart segments, in ordinary memory, each decoded on its own. Run
-    twice each in the warm-up, so that both of the decoder's buffer slots reach their largest size."""
+    of the one with the most restart segments, and of the one with the most bytes, in ordinary memory,
+    each decoded on its own. Run twice each in the warm-up, so that both of the decoder's buffer slots
+    reach their largest size."""
     n = args.batch_size
     largest = max(range(len(bases)), key=lambda b: bases[b].height * bases[b].width * bases[b].channels)
     most = max(range(len(bases)), key=lambda b: bases[b].segments)
+    biggest = max(range(len(bases)), key=lambda b: len(bases[b].data))
     out = []
-    for b in (largest, most):
+    for b in dict.fromkeys((largest, most, biggest)):
         base = bases[b]
         batch = Batch(
             -1,
@@ -779,6 +804,28 @@ def sanitizer_section(report: Report, outdir: Path, note: str) -> tuple[bool, li
     return True, failures
 
 
+def files_detail(results: list) -> str:
+    """What the runs' files were: the samplings come from their names (make_bases)."""
+    names = [f["name"] for r in results if r is not None for f in r.get("files", [])]
+    if not names:
+        return "not recorded by the runs"
+    used = list(dict.fromkeys(name.split()[0] for name in names))
+
+    def listed(group) -> str:
+        return ", ".join("grayscale" if s == "gray" else s for s in used if s in group)
+
+    encoders = f"Pillow ({listed(SAMPLINGS)})"
+    if any(s in WRITER_SAMPLINGS for s in used):
+        encoders += f" and by the tests' JPEG writer ({listed(WRITER_SAMPLINGS)})"
+    else:
+        encoders += " (not 4:1:1 or 4:1:0: the tests' JPEG writer could not be compiled there)"
+    return (
+        f"photo-like images encoded by {encoders} with restart markers laid out by custom_op.prepare_jpeg "
+        "(its own interval, restart_mcus=1, restart_mcus=3) and by the encoder (every 7 MCUs, every MCU row); "
+        "damaged copies from tests/damaged_jpegs.py"
+    )
+
+
 def write_report(args) -> int:
     outdir = Path(args.outdir)
     note_file = outdir / "sanitizer.txt"
@@ -795,9 +842,7 @@ def write_report(args) -> int:
         commit=args.commit,
         details={
             "versions": versions_line,
-            "files": "photo-like images encoded by Pillow (4:4:4, 4:2:2, 4:2:0, grayscale) with restart markers laid "
-            "out by custom_op.prepare_jpeg (its own interval, restart_mcus=1, restart_mcus=3) and by Pillow "
-            "(every 7 MCUs, every MCU row); damaged copies from tests/damaged_jpegs.py",
+            "files": files_detail(results),
             "decoded": 'custom_op.decode_and_crop_jpegs(..., device="cuda", on_error="return") under '
             'testing.gpu_options(force_path="cuda"): our decoder, or the CPU path for what its kernels report',
         },
