@@ -6,7 +6,7 @@ package named `datasets` would shadow Hugging Face's.
 
 from .errors import CorruptImageError, GpuBackendUnavailableError
 from .folder import FileList, list_jpegs
-from .gpu_batch import collate_encoded, decode_batch
+from .gpu_batch import collate_encoded, decode_batch, decode_windows
 from .jpeg_dataset import ON_ERROR, PIPELINES, JpegCropDataset, check_pipeline, gpu_backend_available
 from .synthetic import default_cache_dir, make_synthetic_set, photo_like, synthetic_set_dir
 from .transforms import further_transforms
@@ -23,6 +23,7 @@ __all__ = [
     "check_pipeline",
     "collate_encoded",
     "decode_batch",
+    "decode_windows",
     "default_cache_dir",
     "further_transforms",
     "gpu_backend_available",

@@ -4,11 +4,12 @@ Workers only read the file and its header and draw the sample's window and mask 
 pipeline="gpu"); collate_encoded lays the batch's variable-length files end to end in one tensor
 (custom_op.pack_files), which crosses to the main process as one piece of shared memory instead of one
 per file, and decode_batch decodes all windows of the batch in one call to
-custom_op.decode_and_crop_jpegs on the device, then applies the same further transforms as the CPU
-pipelines, with the masks the workers drew from the same per-sample random streams. The training
-process's host time is the scarce one: drawing the masks there cost about as much as the decode call.
-The GPU backend's pixels are the CPU path's, so `gpu` samples equal `roi` samples.
-JpegCropDataset refuses pipeline="gpu" where custom_op.cuda_available() is False.
+custom_op.decode_and_crop_jpegs on the device (decode_windows), then applies the same further
+transforms as the CPU pipelines (further_transforms_batch), with the masks the workers drew from the
+same per-sample random streams. The training process's host time is the scarce one: drawing the masks
+there cost about as much as the decode call. The GPU backend's pixels are the CPU path's, so `gpu`
+samples equal `roi` samples. JpegCropDataset refuses pipeline="gpu" where custom_op.cuda_available()
+is False.
 """
 
 from __future__ import annotations
@@ -29,14 +30,18 @@ def collate_encoded(batch):
     return (data, *rest)
 
 
-def decode_batch(data, windows: torch.Tensor, masks: torch.Tensor, *, device, output_size: int) -> torch.Tensor:
-    """Decode each sample's window on `device` and apply the further transforms with each sample's
-    mask (drawn by the worker, JpegCropDataset): uint8 [B, 3, S, S].
+def decode_windows(data, windows: torch.Tensor, *, device) -> list[torch.Tensor]:
+    """Each sample's window, decoded on `device` in one call: uint8 [3, h, w] each.
     data: the batch's files, as collate_encoded packs them (or a list)."""
     import custom_op
 
     tops, lefts, heights, widths = (windows[:, k].tolist() for k in range(4))
-    # One call for the whole batch; a list, not a stacked tensor: windows of images smaller than the
-    # crop differ in size until the scale transform.
-    images = custom_op.decode_and_crop_jpegs(data, tops, lefts, heights, widths, device=device)
-    return further_transforms_batch(images, masks, output_size)
+    # A list, not a stacked tensor: windows of images smaller than the crop differ in size until the
+    # scale transform.
+    return custom_op.decode_and_crop_jpegs(data, tops, lefts, heights, widths, device=device)
+
+
+def decode_batch(data, windows: torch.Tensor, masks: torch.Tensor, *, device, output_size: int) -> torch.Tensor:
+    """decode_windows, then the further transforms with each sample's mask (drawn by the worker,
+    JpegCropDataset): uint8 [B, 3, S, S]."""
+    return further_transforms_batch(decode_windows(data, windows, device=device), masks, output_size)

@@ -8,7 +8,13 @@ import numpy as np
 
 from .train_loop import RunResult
 
-_PHASE_COLORS = {"data_wait": "tab:red", "gpu_decode": "tab:purple", "h2d": "tab:orange", "compute": "tab:blue"}
+_PHASE_COLORS = {
+    "data_wait": "tab:red",
+    "gpu_decode": "tab:purple",
+    "gpu_transform": "tab:pink",
+    "h2d": "tab:orange",
+    "compute": "tab:blue",
+}
 
 
 def plot_step_times(results: dict[str, RunResult], path: str, title: str | None = None) -> str:

@@ -19,6 +19,7 @@ _TIME_ROWS = [
     ("data wait p95 (s)", "data_wait", 95),
     ("host-to-device p50 (s)", "h2d", 50),
     ("gpu decode p50 (s)", "gpu_decode", 50),
+    ("gpu transforms p50 (s)", "gpu_transform", 50),
     ("compute p50 (s)", "compute", 50),
     ("compute p95 (s)", "compute", 95),
 ]

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import torch
 
 # Phases whose work runs on the device, timed with CUDA events there.
-DEVICE_PHASES = ("h2d", "gpu_decode", "compute")
+DEVICE_PHASES = ("h2d", "gpu_decode", "gpu_transform", "compute")
 
 
 class StepTimer:
