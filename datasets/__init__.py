@@ -9,7 +9,7 @@ from .folder import FileList, list_jpegs
 from .gpu_batch import collate_encoded, decode_batch, decode_windows
 from .jpeg_dataset import ON_ERROR, PIPELINES, JpegCropDataset, check_pipeline, gpu_backend_available
 from .synthetic import default_cache_dir, make_synthetic_set, photo_like, synthetic_set_dir
-from .transforms import further_transforms
+from .transforms import further_transforms, further_transforms_batch
 from .windows import Window, random_window, sample_rng
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "decode_windows",
     "default_cache_dir",
     "further_transforms",
+    "further_transforms_batch",
     "gpu_backend_available",
     "list_jpegs",
     "make_synthetic_set",

@@ -15,8 +15,7 @@ import torch
 from torch.profiler import record_function
 from torch.utils.data import DataLoader, RandomSampler
 
-from datasets import FileList, JpegCropDataset, collate_encoded, decode_windows
-from datasets.transforms import further_transforms_batch
+from datasets import FileList, JpegCropDataset, collate_encoded, decode_windows, further_transforms_batch
 
 from .model import build_model
 from .scalars import ScalarLog
