@@ -89,16 +89,17 @@ def further_transforms_batch(
     out = None  # made only where the images are of several sizes
     for (_, h, w), members in groups.items():
         batch = torch.stack([images[i] for i in members])  # a copy: the images are not changed
-        boxes = masks if len(groups) == 1 else masks[torch.tensor(members, device=device)]
+        index = None if len(groups) == 1 else torch.tensor(members, device=device)  # the group's rows
+        boxes = masks if index is None else masks[index]
         top, left, mh, mw = (boxes[:, k, None, None] for k in range(4))
         rows = torch.arange(h, device=device)[None, :, None]
         cols = torch.arange(w, device=device)[None, None, :]
         inside = (rows >= top) & (rows < top + mh) & (cols >= left) & (cols < left + mw)
         batch.masked_fill_(inside[:, None], 0)
         scaled = _scale_images(rgb_to_bgr(batch), output_size)
-        if len(groups) == 1:
+        if index is None:
             return scaled.contiguous()
         if out is None:
             out = torch.empty((len(images), *scaled.shape[1:]), dtype=torch.uint8, device=device)
-        out[torch.tensor(members, device=device)] = scaled
+        out[index] = scaled
     return out
