@@ -707,8 +707,8 @@ def warmup_section(args):
             "",
             f"| method | batch | setup s | warm-up call ms | first {n}: images/s | host CPU ms/image | "
             f"steady {n}: images/s | host CPU ms/image | steady / first | each of the first {n} calls, ms "
-            "| reserved MiB (after warm-up, first, steady) |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+            f"| each of the steady {n} calls, ms | reserved MiB (after warm-up, first, steady) |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
         ]
     )
     for method in WARMUP_METHODS:
@@ -738,13 +738,13 @@ def warmup_section(args):
 
             first_rate, first_cpu = rate(r["first"], batch)
             steady_rate, steady_cpu = rate(r["steady"], batch)
-            each = " ".join(f"{c[0] * 1e3:.1f}" for c in r["first"])
+            each, each_steady = (" ".join(f"{c[0] * 1e3:.1f}" for c in r[k]) for k in ("first", "steady"))
             reserved = ", ".join(f"{m / 2**20:.0f}" for m in r["reserved"])
             lines += emit(
                 [
                     f"| {method} | {batch} | {r['setup_s']:.2f} | {r['first_call'][0] * 1e3:.1f} | "
                     f"{first_rate:,.0f} | {first_cpu:.3f} | {steady_rate:,.0f} | {steady_cpu:.3f} | "
-                    f"{steady_rate / first_rate:.2f}x | {each} | {reserved} |"
+                    f"{steady_rate / first_rate:.2f}x | {each} | {each_steady} | {reserved} |"
                 ]
             )
     return lines + emit(
