@@ -9,8 +9,7 @@ they decode.
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
+import queue
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable, Optional, Union
@@ -88,53 +87,111 @@ def decode_ahead(
 
 
 def _ahead(batches: Iterator, decode: Callable, depth: int, index: Optional[int]) -> Iterator:
-    """decode_ahead's iterator; index: the CUDA device's, None on the CPU."""
-    cuda = index is not None
-    local = threading.local()
+    """decode_ahead's iterator; index: the CUDA device's, None on the CPU.
 
-    def run(batch, ready: Optional[torch.cuda.Event]):
-        if not cuda:
-            return decode(batch), None
-        if getattr(local, "stream", None) is None:
-            local.stream = torch.cuda.Stream(device=index)
-        stream = local.stream
-        with torch.cuda.device(index), torch.cuda.stream(stream):
-            stream.wait_event(ready)
-            result = decode(batch)
-            done = torch.cuda.Event()
-            done.record(stream)
-        return result, done
-
-    def submit(pool, batch):
-        ready = None
-        if cuda:
-            ready = torch.cuda.Event()
-            ready.record(torch.cuda.current_stream(index))
-        return pool.submit(run, batch, ready)
-
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=depth, thread_name_prefix="custom_op_ahead")
-    pending: collections.deque = collections.deque()
+    Batch k goes to thread k % depth, so each thread has at most one batch at a time and its results
+    come back in order through a queue of its own: a hand-over is a put and a get of C queues, not a
+    future with its Python locks, and each thread enters its device and stream once, not per batch.
+    Both cost the host time per batch that a decode call of a few microseconds per image notices."""
+    workers = [_Worker(k, decode, index) for k in range(depth)]
+    handed_out = received = 0
     end = object()
     try:
-        for _ in range(depth):
+        for worker in workers:
             batch = next(batches, end)
             if batch is end:
                 break
-            pending.append(submit(pool, batch))
-        while pending:
+            worker.hand_out(batch)
+            handed_out += 1
+        while received < handed_out:
+            worker = workers[received % depth]
             # (In a list that is emptied as the result is handed over: held in a variable of this
             # frame, a batch would stay allocated until the caller asked for the next one.)
-            finished = [pending.popleft().result()]
+            finished = [worker.result()]
+            received += 1
             # The next batch goes out before this one is handed over, so that `depth` of them decode
-            # while the caller works on this one.
+            # while the caller works on this one. This worker is free, and batch handed_out is its turn.
             batch = next(batches, end)
             if batch is not end:
-                pending.append(submit(pool, batch))
+                worker.hand_out(batch)
+                handed_out += 1
+            del batch
             yield _handed_over(finished.pop(), index)
     finally:
-        for future in pending:
-            future.cancel()
-        pool.shutdown(wait=True)
+        for worker in workers:
+            worker.stop()
+        for worker in workers:
+            worker.join()
+
+
+class _Worker:
+    """One decoding thread (started with its first batch), with a CUDA stream of its own as the
+    thread's current stream on the device, set once."""
+
+    _STOP = object()
+
+    def __init__(self, number: int, decode: Callable, index: Optional[int]):
+        self._decode = decode
+        self._index = index
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._results: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=f"custom_op_ahead_{number}", daemon=True)
+
+    def hand_out(self, batch) -> None:
+        ready = None
+        if self._index is not None:
+            # What the caller queued so far (CUDA tensors it made for this batch) comes first.
+            ready = torch.cuda.Event()
+            ready.record(torch.cuda.current_stream(self._index))
+        self._jobs.put((batch, ready))
+        if self._thread.ident is None:
+            self._thread.start()
+
+    def result(self) -> tuple[Any, Optional[torch.cuda.Event]]:
+        """The next batch's (result, event after its work), or its decode's exception raised."""
+        ok, value, done = self._results.get()
+        if not ok:
+            raise value
+        return value, done
+
+    def stop(self) -> None:
+        """Batches handed out and not started are dropped; the one running finishes (join)."""
+        self._stopping = True
+        self._jobs.put(self._STOP)
+
+    def join(self) -> None:
+        if self._thread.ident is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        stream = None
+        while True:
+            job = self._jobs.get()
+            if job is self._STOP:
+                return
+            if self._stopping:
+                continue
+            batch, ready = job
+            del job
+            try:
+                if self._index is not None:
+                    if stream is None:
+                        torch.cuda.set_device(self._index)
+                        stream = torch.cuda.Stream(device=self._index)
+                        torch.cuda.set_stream(stream)
+                    stream.wait_event(ready)
+                result = self._decode(batch)
+                done = None
+                if stream is not None:
+                    done = torch.cuda.Event()
+                    done.record(stream)
+                self._results.put((True, result, done))
+            except BaseException as error:  # noqa: BLE001 - raised on the caller's thread at its turn
+                self._results.put((False, error, None))
+            # Nothing of the batch stays referenced here while the thread waits for the next one.
+            del batch, ready
+            result = None
 
 
 def _handed_over(outcome: tuple[Any, Optional[torch.cuda.Event]], index: Optional[int]) -> Any:
@@ -146,7 +203,7 @@ def _handed_over(outcome: tuple[Any, Optional[torch.cuda.Event]], index: Optiona
     stream.wait_event(done)
     seen = set()
     for tensor in _tensors(result):
-        if tensor.is_cuda and tensor.device.index == index:
+        if tensor.get_device() == index:  # (-1 on the CPU; one call, where .is_cuda and .device build objects)
             # Once per allocation: a batch's windows are views of one (record_stream applies to the
             # whole allocation, and costs about a microsecond a call).
             storage = tensor.untyped_storage().data_ptr()
