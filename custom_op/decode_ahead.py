@@ -51,7 +51,7 @@ def decode_ahead(
             made are ready for it).
         depth: how many batches decode while the caller works on a result (1 or more; each has a
             thread, and up to ``depth + 1`` batches' outputs are alive at once). On an H100, two ran
-            1.2 to 1.4 times as many images per second as one call at a time, at batch 64 and at 256,
+            1.3 to 1.6 times as many images per second as one call at a time, at batch 64 and at 256,
             with the files in ordinary or in pinned memory (``bench/results/gpu_h100.md``); a
             ``decode`` that returns the windows stacked (``stack=True``) rather than as a list costs
             the loop's thread less (it walks the result for the CUDA tensors in it).
