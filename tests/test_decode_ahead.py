@@ -205,6 +205,24 @@ def test_leaving_early_waits_for_the_batches_in_flight():
     assert len(started) <= 1 + 1 + 3  # the two yielded, and at most `depth` more handed out
 
 
+def test_an_iterator_dropped_unfinished_stops_its_threads():
+    """An iteration neither finished nor closed (the loop's frame gone, the iterator garbage) waits for
+    the batch running and stops the threads, as close() does."""
+    finished = []
+
+    def decode(batch):
+        time.sleep(0.02)
+        finished.append(batch)
+        return batch
+
+    it = custom_op.decode_ahead(range(100), decode, depth=3, device="cpu")
+    assert next(it) == 0
+    del it
+    gc.collect()
+    assert not ahead_threads()
+    assert len(finished) <= 1 + 3
+
+
 def test_an_empty_source_gives_nothing():
     assert list(custom_op.decode_ahead([], decode_cpu, device="cpu")) == []
     assert threads_gone()
