@@ -9,8 +9,10 @@ they decode.
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable, Optional, Union
 
@@ -126,7 +128,11 @@ def _ahead(batches: Iterator, decode: Callable, depth: int, index: Optional[int]
 
 class _Worker:
     """One decoding thread (started with its first batch), with a CUDA stream of its own as the
-    thread's current stream on the device, set once."""
+    thread's current stream on the device, set once.
+
+    The thread is a daemon, so that an iteration left unfinished does not keep the interpreter from
+    exiting; at exit, _stop_workers_at_exit waits for the batch each thread is decoding, which the
+    interpreter would otherwise stop halfway through a decode call."""
 
     _STOP = object()
 
@@ -137,6 +143,7 @@ class _Worker:
         self._results: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=f"custom_op_ahead_{number}", daemon=True)
+        _live_workers.add(self)
 
     def hand_out(self, batch) -> None:
         ready = None
@@ -192,6 +199,20 @@ class _Worker:
             # Nothing of the batch stays referenced here while the thread waits for the next one.
             del batch, ready
             result = None
+
+
+_live_workers: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_workers_at_exit() -> None:
+    """Runs before the interpreter stops its daemon threads: the batches being decoded finish, those
+    handed out and not started are dropped, as when an iteration is left early."""
+    workers = list(_live_workers)
+    for worker in workers:
+        worker.stop()
+    for worker in workers:
+        worker.join()
 
 
 def _handed_over(outcome: tuple[Any, Optional[torch.cuda.Event]], index: Optional[int]) -> Any:

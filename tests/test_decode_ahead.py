@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import gc
 import io
+import subprocess
+import sys
 import threading
 import time
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -221,6 +224,31 @@ def test_an_iterator_dropped_unfinished_stops_its_threads():
     gc.collect()
     assert not ahead_threads()
     assert len(finished) <= 1 + 3
+
+
+def test_exit_waits_for_the_batches_being_decoded(tmp_path):
+    """An iteration still held when the interpreter exits: the batches its threads are decoding finish
+    (they are daemon threads, which the interpreter would stop halfway through a decode call)."""
+    done = tmp_path / "done.txt"
+    script = f"""
+import sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+import custom_op
+
+def decode(batch):
+    time.sleep(0.1 + 0.5 * batch)  # batch 1 is still decoding when the first result comes
+    with open({str(done)!r}, "a") as f:
+        f.write(f"{{batch}}\\n")
+    return batch
+
+it = custom_op.decode_ahead(range(10), decode, depth=2, device="cpu")
+print(next(it))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
+    finished = done.read_text().split()
+    assert "1" in finished and len(finished) <= 1 + 2  # the first result, and at most `depth` more
 
 
 def test_an_empty_source_gives_nothing():
