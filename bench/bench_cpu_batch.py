@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,10 +26,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import Report, cpu_description, random_windows  # noqa: E402
+import common  # noqa: E402
 
 import custom_op  # noqa: E402
-from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 BATCH = 64
 
@@ -51,33 +47,32 @@ def loop(files, windows):
 
 
 def cases(args):
-    imagenet = Path(args.imagenet)
-    if imagenet.is_dir():
-        files = [p.read_bytes() for p in sorted(imagenet.iterdir()) if p.suffix.lower() in (".jpg", ".jpeg")]
+    files = common.imagenet_files(args.imagenet)
+    if files is not None:
         yield f"ImageNet sample, batches of {BATCH}", files
-    root = make_synthetic_set(2 * BATCH, 533, 800, seed=args.seed, show_progress=False)
-    files = [p.read_bytes() for p in sorted(root.rglob("*.jpg"))]
-    yield f"generated 800x533, batches of {BATCH}", files
+    yield f"generated 800x533, batches of {BATCH}", common.generated_files(2 * BATCH, 533, 800, seed=args.seed)
 
 
 def measure(files, windows, methods, rounds):
     batches = [(files[k : k + BATCH], windows[k : k + BATCH]) for k in range(0, len(files) - BATCH + 1, BATCH)]
-    times = {name: [] for name in methods}
-    for _ in range(rounds):
-        for name, fn in methods.items():
-            start = time.perf_counter()
+
+    def one_pass(fn):
+        def run():
             for f, w in batches:
                 fn(f, w)
-            times[name].append((time.perf_counter() - start) / (len(batches) * BATCH) * 1e3)
-    return {name: (min(t), statistics.median(t)) for name, t in times.items()}
+
+        return run
+
+    passes = {name: one_pass(fn) for name, fn in methods.items()}
+    return common.time_in_rounds(passes, rounds, len(batches) * BATCH)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
+    common.add_imagenet_option(parser)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
+    common.add_report_options(parser, commit=False)
     args = parser.parse_args()
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -87,12 +82,11 @@ def main():
     methods["loop of decode_and_crop_jpeg, 1 thread"] = loop
     base = "decode_and_crop_jpegs, 1 thread"
     before = torch.get_num_threads()
-    report = Report(
+    report = common.Report(
         "Batched CPU decode on the intra-op thread pool",
-        machine=cpu_description(),
+        machine=common.cpu_description(),
         details={
-            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, custom_op linked against "
-            f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "versions": common.versions(),
             "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image; speed-up: one "
             "thread's time / this method's",
         },
@@ -100,7 +94,7 @@ def main():
     try:
         for title, files in cases(args):
             files = files[: len(files) // BATCH * BATCH]
-            windows = random_windows(files, 224, args.seed)
+            windows = common.random_windows(files, 224, args.seed)
             reference = [loop(files[k : k + BATCH], windows[k : k + BATCH]) for k in range(0, len(files), BATCH)]
             identical = all(
                 all(map(torch.equal, fn(files[k : k + BATCH], windows[k : k + BATCH]), reference[k // BATCH]))
@@ -112,10 +106,7 @@ def main():
             report.text(f"outputs identical to the loop of single calls: {identical}")
             report.table(
                 ["method", "ms/image", "speed-up"],
-                [
-                    [name, f"{best:.3f} ({median:.3f})", f"{result[base][0] / best:.2f}x"]
-                    for name, (best, median) in result.items()
-                ],
+                common.method_rows(result, result[base][0]),
             )
     finally:
         torch.set_num_threads(before)

@@ -17,10 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
-import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +27,9 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import Report, cpu_description, random_windows  # noqa: E402
+import common  # noqa: E402
 
 import custom_op  # noqa: E402
-from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 
 def pillow_crop(data, top, left, height, width):
@@ -60,6 +56,9 @@ def custom_op_libjpeg_huffman(data, top, left, height, width):
     return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
 
 
+# The window size for each size of generated files (height, width); 224 for the ImageNet photos.
+WINDOWS = {(533, 800): 256, (3000, 4000): 512}
+
 # Process-wide knobs set around the timed loop of a method (not per call): (setter, value).
 KNOBS = {
     custom_op_libjpeg_huffman: (torch.ops.custom_op._set_own_entropy_decoder, False),
@@ -78,33 +77,29 @@ def methods():
 
 
 def cases(args):
-    imagenet = Path(args.imagenet)
-    if imagenet.is_dir():
-        files = [p.read_bytes() for p in sorted(imagenet.iterdir())]
-        yield f"ImageNet sample ({len(files)} photos), 224x224", files, 224
-    else:
-        print(f"{imagenet} is absent: skipping the ImageNet case", file=sys.stderr)
-    for count, height, width, window in ((args.n_medium, 533, 800, 256), (args.n_large, 3000, 4000, 512)):
-        if count == 0:
-            continue
-        root = make_synthetic_set(count, height, width, seed=1)
-        files = [p.read_bytes() for p in sorted(root.rglob("*.jpg"))]
-        yield f"generated {width}x{height} ({len(files)} files), {window}x{window}", files, window
+    for title, files, size in common.photo_cases(args):
+        window = WINDOWS.get(size, 224)
+        yield f"{title}, {window}x{window}", files, window
+
+
+def one_pass(fn, files, windows):
+    """A pass of `fn` over every file, with its knob (KNOBS) set for the pass."""
+
+    def run():
+        setter, value = KNOBS.get(fn, (None, None))
+        previous = setter(value) if setter is not None else None
+        try:
+            for data, window in zip(files, windows):
+                fn(data, *window)
+        finally:
+            if setter is not None:
+                setter(previous)
+
+    return run
 
 
 def measure(files, windows, fns, rounds):
-    per_round = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            setter, value = KNOBS.get(fn, (None, None))
-            previous = setter(value) if setter is not None else None
-            start = time.perf_counter()
-            for data, window in zip(files, windows):
-                fn(data, *window)
-            per_round[name].append((time.perf_counter() - start) / len(files) * 1e3)
-            if setter is not None:
-                setter(previous)
-    return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
+    return common.time_in_rounds({name: one_pass(fn, files, windows) for name, fn in fns.items()}, rounds, len(files))
 
 
 def check_same_pixels(files, windows):
@@ -118,38 +113,30 @@ def check_same_pixels(files, windows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
-    parser.add_argument("--n-medium", type=int, default=100, help="number of 533x800 files (0: skip the case)")
-    parser.add_argument("--n-large", type=int, default=8, help="number of 4000x3000 files (0: skip the case)")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
+    common.add_case_options(parser, medium=(100, 533, 800), large=(8, 3000, 4000), rounds=7)
+    common.add_report_options(parser, commit=False)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     fns = methods()
     ours = "custom_op.decode_and_crop_jpeg"
-    report = Report(
+    report = common.Report(
         "CPU decode-and-crop benchmark, single thread",
-        machine=cpu_description(),
+        machine=common.cpu_description(),
         details={
-            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
-            f"custom_op linked against libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "versions": common.versions(f"Pillow {Image.__version__}"),
             "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image",
         },
     )
     for title, files, size in cases(args):
-        windows = random_windows(files, size, args.seed)
+        windows = common.random_windows(files, size, args.seed)
         exact = check_same_pixels(files, windows)
         result = measure(files, windows, fns, args.rounds)
         report.heading(title)
         report.text(f"custom_op output equals Pillow's on every window: {exact}")
         report.table(
             ["method", "ms/image", "time / custom_op time"],
-            [
-                [name, f"{best:.3f} ({median:.3f})", f"{best / result[ours][0]:.2f}x"]
-                for name, (best, median) in result.items()
-            ],
+            common.method_rows(result, result[ours][0], speed_up=False),
         )
     if args.out:
         report.write(args.out)

@@ -47,7 +47,6 @@ import io
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -63,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from common import Report, cpu_description, random_windows  # noqa: E402
+import common  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
@@ -276,18 +275,13 @@ def table(title, summary, anchor, diffs, extra=""):
     return lines + [""]
 
 
-def emit(lines):
-    print("\n".join(lines), flush=True)
-    return lines
-
-
 # ---------------------------------------------------------------------------------------------------
 # Sections
 
 
 def load_sample(args):
     originals = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
-    return originals, [custom_op.prepare_jpeg(f) for f in originals], random_windows(originals, 224, seed=0)
+    return originals, [custom_op.prepare_jpeg(f) for f in originals], common.random_windows(originals, 224, seed=0)
 
 
 def sample_section(args):
@@ -307,7 +301,7 @@ def sample_section(args):
     engine_counts, engine_by_path = paths_and_accuracy(
         files, prepared, windows, refs, force_path="hardware-roi", segments="always"
     )
-    lines = emit(
+    lines = common.emit(
         [
             f"## ImageNet sample: {len(files)} photos, 224x224 windows; the same photos prepared for random "
             f"access (custom_op.prepare_jpeg, {growth * 100:+.1f}% bytes), same windows",
@@ -375,7 +369,7 @@ def sample_section(args):
                 if repeats
                 else ""
             )
-            lines += emit(table(f"batch {batch}", summary, anchor, diffs, extra))
+            lines += common.emit(table(f"batch {batch}", summary, anchor, diffs, extra))
     finally:
         cpu_pool.close()
     return lines
@@ -429,7 +423,7 @@ def outputs_section(args):
                 cpu = statistics.median(s[1] / lst[1] for s, lst in pairs)
                 ratio = f"{speed:.2f}x, {cpu:.2f}x"
             rows.append(f"| {name} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} | {ratio} | {diffs[name]} |")
-        lines += emit(rows + [""])
+        lines += common.emit(rows + [""])
     return lines
 
 
@@ -528,7 +522,7 @@ def steps_section(args):
                 added = statistics.median(t - a for t, a in zip(steps, rounds[alone]))
                 cells = ("", "") if name == alone else (f"{added:.2f}", f"{added / base:.1%}")
                 rows.append(f"| {name} | {step:.2f} | {cells[0]} | {cells[1]} | {batch / step * 1e3:,.0f} |")
-            lines += emit(rows + [""])
+            lines += common.emit(rows + [""])
     return lines
 
 
@@ -593,7 +587,7 @@ def large_table(args, big, original, prepared, full, size):
         summary = measure(methods, [batch], args.large_rounds, cpu_pool)
     finally:
         cpu_pool.close()
-    return emit(
+    return common.emit(
         table(
             f"one 4000x3000 photo (4:2:0, q90), 512 windows of {size}x{size} in one batch",
             summary,
@@ -608,7 +602,7 @@ def segments_section(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250
     """Where the default's size threshold for segments comes from."""
     from jpeg_factory import photo_like
 
-    lines = emit(
+    lines = common.emit(
         [
             "### Files prepared for random access, one 224x224 window per decode, batches of 64: the "
             "sub-image of the window's segments or the whole file",
@@ -643,13 +637,13 @@ def segments_section(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250
         diff = max_diff(methods["segments"], batches, [full[:, t : t + h, l : l + w] for t, l, h, w in wins])
         r = measure(methods, batches, args.large_rounds + 1)
         cell = {k: f"{v[0]:,.0f} img/s, {v[2]:.3f} ms" for k, v in r.items()}
-        lines += emit(
+        lines += common.emit(
             [
                 f"| {width}x{height} ({len(buf.getvalue()) / 1e6:.2f} MB) | {cell['original']} | "
                 f"{cell['whole']} | {cell['segments']} | {r['segments'][0] / r['whole'][0]:.2f}x | {diff} |"
             ]
         )
-    return lines + emit(["", "(images/s, host CPU ms per image; best of the rounds)", ""])
+    return lines + common.emit(["", "(images/s, host CPU ms per image; best of the rounds)", ""])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -697,7 +691,7 @@ def warmup_probe(args):
 
 def warmup_section(args):
     n = args.warmup_calls
-    lines = emit(
+    lines = common.emit(
         [
             f"### The first {n} calls of a fresh process after one warm-up call, against {n} calls in steady state",
             "",
@@ -728,7 +722,7 @@ def warmup_section(args):
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
-                lines += emit([f"| {method} | {batch} | failed (exit {done.returncode}): {tail[0]} |"])
+                lines += common.emit([f"| {method} | {batch} | failed (exit {done.returncode}): {tail[0]} |"])
                 continue
             r = json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -740,14 +734,14 @@ def warmup_section(args):
             steady_rate, steady_cpu = rate(r["steady"], batch)
             each, each_steady = (" ".join(f"{c[0] * 1e3:.1f}" for c in r[k]) for k in ("first", "steady"))
             reserved = ", ".join(f"{m / 2**20:.0f}" for m in r["reserved"])
-            lines += emit(
+            lines += common.emit(
                 [
                     f"| {method} | {batch} | {r['setup_s']:.2f} | {r['first_call'][0] * 1e3:.1f} | "
                     f"{first_rate:,.0f} | {first_cpu:.3f} | {steady_rate:,.0f} | {steady_cpu:.3f} | "
                     f"{steady_rate / first_rate:.2f}x | {each} | {each_steady} | {reserved} |"
                 ]
             )
-    return lines + emit(
+    return lines + common.emit(
         [
             "",
             "(ours-prepared: the prepared copies, default choice of segments; setup: library load "
@@ -760,24 +754,16 @@ def warmup_section(args):
 # ---------------------------------------------------------------------------------------------------
 
 
-def header(args) -> Report:
+def header(args) -> common.Report:
     """The report, its header filled in: the sections' Markdown is added to it as they finish."""
     import torchvision
 
-    info = gpu.backend_info()
-    engines = (
-        f"{info.hardware_engines} engine(s) x {info.hardware_cores} cores"
-        if info.hardware
-        else f"not used: {info.hardware_note}"
-    )
-    return Report(
+    return common.Report(
         "GPU decode-and-crop benchmark",
-        machine=f"{torch.cuda.get_device_name()}; {cpu_description()}",
+        machine=common.gpu_description(),
         commit=args.commit,
         details={
-            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, torchvision "
-            f"{torchvision.__version__}, nvJPEG {info.nvjpeg_version} (JPEG engines: {engines}), custom_op CPU path "
-            f"on libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "versions": common.versions(f"torchvision {torchvision.__version__}", common.nvjpeg_description()),
             "each figure": f"best of {args.rounds} rounds (median beside it; {args.large_rounds} rounds for the "
             "large photo); host CPU = process CPU time (all threads; the CPU path adds its workers') per image",
         },
@@ -787,7 +773,7 @@ def header(args) -> Report:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
+    common.add_imagenet_option(parser)
     parser.add_argument("--batches", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--images-per-round", type=int, default=2560)
     parser.add_argument("--rounds", type=int, default=5)
@@ -818,12 +804,7 @@ def main():
         default=16,
         help="warmup section: calls timed after the one warm-up call, and as many in steady state",
     )
-    parser.add_argument(
-        "--commit",
-        help="the commit line of the report, for a checkout without .git (the device "
-        "machine gets the working tree only)",
-    )
-    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
+    common.add_report_options(parser)
     parser.add_argument("--warmup-probe", choices=WARMUP_METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -832,8 +813,6 @@ def main():
         sys.exit(f"no GPU backend here: {gpu.unavailable_reason()}")
     if args.warmup_probe:
         return warmup_probe(args)
-    report = header(args)
-    emit(report.to_markdown().splitlines())
     sections = {
         "sample": sample_section,
         "outputs": outputs_section,
@@ -842,11 +821,7 @@ def main():
         "segments": segments_section,
         "warmup": warmup_section if args.warmup_calls > 0 else None,
     }
-    for name in SECTIONS:
-        if name in args.only and sections[name] is not None:
-            report.markdown(sections[name](args))
-            if args.out:  # after each section, so that a run cut short keeps what it measured
-                report.write(args.out)
+    common.run_sections(header(args), sections, args)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ The report belongs on the benchmarks page: docs/benchmarks.md names each file of
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from pathlib import Path
@@ -36,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import common  # noqa: E402
 from bench_gpu import Method, as_tensor, make_batches, measure  # noqa: E402
-from common import Report, cpu_description, random_windows  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
@@ -45,16 +44,11 @@ from custom_op import gpu, testing  # noqa: E402
 SECTIONS = ("walk", "gpu")
 
 
-def emit(lines):
-    print("\n".join(lines), flush=True)
-    return lines
-
-
 def load_sample(folder):
     files = [p.read_bytes() for p in sorted(Path(folder).iterdir())]
     if not files:
         sys.exit(f"no files in {folder}")
-    return files, random_windows(files, 224, seed=0)
+    return files, common.random_windows(files, 224, seed=0)
 
 
 def flipped(data: bytes, rng: np.random.Generator) -> bytes:
@@ -108,7 +102,7 @@ def walk_section(args):
     for threads in sorted({1, args.threads}):
         wall, cpu = time_walk(tensors, threads, args.walk_rounds)
         lines.append(f"| {threads} | {wall:.3f} | {cpu:.3f} |")
-    return emit(lines + ["", f"(best of {args.walk_rounds} rounds)", ""])
+    return common.emit(lines + ["", f"(best of {args.walk_rounds} rounds)", ""])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -157,14 +151,14 @@ def gpu_table(title, files, windows, methods, args, extra):
                 f"| {name} | {batch} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} | {best / base:.2f}x | "
                 f"{differ} of {len(files)} |"
             )
-    return emit(lines + [""])
+    return common.emit(lines + [""])
 
 
 def gpu_section(args):
     files, windows = load_sample(args.imagenet)
     found = testing.check_entropy_data(files)
     clean = {"without the check": ours(False), "check_entropy=True": ours(True)}
-    lines = emit(
+    lines = common.emit(
         [
             f"## In GPU batches: {len(files)} ImageNet photos, one 224x224 window each",
             "",
@@ -193,31 +187,20 @@ def gpu_section(args):
 # ---------------------------------------------------------------------------------------------------
 
 
-def header(args, with_gpu) -> Report:
+def header(args, with_gpu) -> common.Report:
     """The report, its header filled in: the sections' Markdown is added to it as they finish."""
-    libjpeg = custom_op.library_info().get("libjpeg_turbo_version", "?")
-    details = {}
-    if with_gpu:
-        info = gpu.backend_info()
-        engines = f"{info.hardware_engines} engine(s)" if info.hardware else f"not used: {info.hardware_note}"
-        machine = f"{torch.cuda.get_device_name()}; {cpu_description()}"
-        details["versions"] = (
-            f"Python {platform.python_version()}, torch {torch.__version__}, nvJPEG {info.nvjpeg_version} "
-            f"(JPEG engines: {engines}), libjpeg-turbo {libjpeg}"
-        )
-    else:
-        machine = cpu_description()
-        details["versions"] = f"Python {platform.python_version()}, torch {torch.__version__}, libjpeg-turbo {libjpeg}"
-    details["GPU figures"] = (
-        f"best of {args.rounds} rounds (median beside it); host CPU = process CPU time (all threads) per image; "
-        f"torch's intra-op threads: {args.threads}"
-    )
-    return Report("The cost of check_entropy", machine=machine, commit=args.commit, details=details, echo=False)
+    details = {
+        "versions": common.versions(common.nvjpeg_description()) if with_gpu else common.versions(),
+        "GPU figures": f"best of {args.rounds} rounds (median beside it); host CPU = process CPU time (all threads) "
+        f"per image; torch's intra-op threads: {args.threads}",
+    }
+    machine = common.gpu_description() if with_gpu else common.cpu_description()
+    return common.Report("The cost of check_entropy", machine=machine, commit=args.commit, details=details, echo=False)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
+    common.add_imagenet_option(parser)
     parser.add_argument("--batches", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--images-per-round", type=int, default=2560)
     parser.add_argument("--rounds", type=int, default=5)
@@ -229,22 +212,14 @@ def main(argv=None):
     parser.add_argument(
         "--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION", help="walk, gpu"
     )
-    parser.add_argument("--commit", help="the commit line of the report, for a checkout without .git")
-    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
+    common.add_report_options(parser)
     args = parser.parse_args(argv)
 
     with_gpu = "gpu" in args.only
     if with_gpu and not gpu.cuda_available():
         sys.exit(f"no GPU backend here ({gpu.unavailable_reason()}); --only walk runs the check alone")
     torch.set_num_threads(args.threads)
-    report = header(args, with_gpu)
-    emit(report.to_markdown().splitlines())
-    sections = {"walk": walk_section, "gpu": gpu_section}
-    for name in SECTIONS:
-        if name in args.only:
-            report.markdown(sections[name](args))
-            if args.out:  # after each section, so that a run cut short keeps what it measured
-                report.write(args.out)
+    common.run_sections(header(args, with_gpu), {"walk": walk_section, "gpu": gpu_section}, args)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import platform
 import random
 import statistics
 import sys
@@ -35,11 +34,10 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import Report, cpu_description, random_windows, scan_facts  # noqa: E402
+import common  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op.testing import random_access_decodes  # noqa: E402
-from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 
 def pillow_crop(data, top, left, height, width):
@@ -58,22 +56,6 @@ def custom_op_crop_libjpeg_huffman(data, top, left, height, width):
         return custom_op.decode_and_crop_jpeg(data, top, left, height, width)
     finally:
         torch.ops.custom_op._set_own_entropy_decoder(previous)
-
-
-def cases(args):
-    imagenet = Path(args.imagenet)
-    if imagenet.is_dir():
-        yield (
-            f"ImageNet sample ({len(list(imagenet.iterdir()))} photos)",
-            [p.read_bytes() for p in sorted(imagenet.iterdir())],
-        )
-    else:
-        print(f"{imagenet} is absent: skipping the ImageNet case", file=sys.stderr)
-    for count, height, width in ((args.n_medium, 533, 800), (args.n_large, 3000, 4000)):
-        if count > 0:
-            root = make_synthetic_set(count, height, width, seed=1)
-            files = [p.read_bytes() for p in sorted(root.rglob("*.jpg"))]
-            yield f"generated {width}x{height} ({len(files)} files)", files
 
 
 def prepare_all(files, args):
@@ -124,12 +106,8 @@ def measure(runs, rounds):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
-    parser.add_argument("--n-medium", type=int, default=100, help="number of 800x533 files (0: skip)")
-    parser.add_argument("--n-large", type=int, default=8, help="number of 4000x3000 files (0: skip)")
+    common.add_case_options(parser, medium=(100, 533, 800), large=(8, 3000, 4000), rounds=9)
     parser.add_argument("--sizes", default="224,128", help="window sizes, comma-separated")
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--max-growth", type=float, default=custom_op.prepare.DEFAULT_MAX_GROWTH, help="prepare_jpeg's size budget"
     )
@@ -140,27 +118,26 @@ def main():
         help="prepare_jpeg's bound on segment lengths (0: no bound)",
     )
     parser.add_argument("--note", default="", help="a line about the machine's state, added to the report")
-    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
+    common.add_report_options(parser, commit=False)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    report = Report(
+    report = common.Report(
         "Random-access decoding benchmark, single thread",
-        machine=cpu_description() + (f"; {args.note}" if args.note else ""),
+        machine=common.cpu_description(args.note),
         details={
-            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
-            f"custom_op linked against libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "versions": common.versions(f"Pillow {Image.__version__}"),
             "prepared with": f"`custom_op.prepare_jpeg(data, max_growth={args.max_growth}, "
             f"max_segment_bytes={args.max_segment_bytes or None})` (restart interval chosen per file)",
             "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image; the same random "
             f"windows (seed {args.seed}) for every method",
         },
     )
-    for title, originals in cases(args):
+    for title, originals, _ in common.photo_cases(args):
         prepared, prepare_s = prepare_all(originals, args)
         before, after = sum(map(len, originals)), sum(map(len, prepared))
-        lengths = [n for data in prepared for n in scan_facts(data)[2]]
+        lengths = [n for data in prepared for n in common.scan_facts(data)[2]]
         report.heading(title)
         report.text(
             f"prepared copies: {before / 1e6:.2f} MB -> {after / 1e6:.2f} MB "
@@ -170,7 +147,7 @@ def main():
             f"prepare pass {1e3 * prepare_s / len(originals):.1f} ms/file (one process)"
         )
         for size in sizes:
-            windows = random_windows(originals, size, args.seed)
+            windows = common.random_windows(originals, size, args.seed)
             exact, fast = check_exact(originals, prepared, windows)
             result = measure(
                 {
@@ -193,10 +170,7 @@ def main():
             )
             report.table(
                 ["method", "ms/image", "speed-up over Pillow"],
-                [
-                    [name, f"{best:.3f} ({median:.3f})", f"{pillow / best:.2f}x"]
-                    for name, (best, median) in result.items()
-                ],
+                common.method_rows(result, pillow),
             )
     if args.out:
         report.write(args.out)

@@ -26,7 +26,6 @@ import argparse
 import collections
 import io
 import math
-import platform
 import statistics
 import sys
 import time
@@ -40,11 +39,10 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import Report, cpu_description  # noqa: E402
+import common  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op.resized_crop import INTERPOLATIONS, choose_scale  # noqa: E402
-from datasets.synthetic import make_synthetic_set  # noqa: E402
 
 SIZE = 224
 ALL_SCALES = tuple(range(1, 9))
@@ -85,7 +83,13 @@ def crop_then_resize_box(data, window):
     crop = custom_op.decode_and_crop_jpeg(data, *window)
     _, h, w = crop.shape
     return torch.ops.custom_op.resize_box(
-        crop, [0.0, 0.0, float(h), float(w)], [SIZE, SIZE], [0, 0, SIZE, SIZE], [0, 0], INTERPOLATIONS["bilinear"], True
+        crop,
+        box=[0.0, 0.0, float(h), float(w)],
+        size=[SIZE, SIZE],
+        out_window=[0, 0, SIZE, SIZE],
+        origin=[0, 0],
+        filter=INTERPOLATIONS["bilinear"],
+        antialias=True,
     )
 
 
@@ -167,8 +171,7 @@ EVAL = {
 def scale_table(rounds):
     """Fused time for square windows of side L at every DCT scale that keeps them >= 224: the data
     behind AUTO_SCALES. One generated 1600x1200 4:2:0 file; window at (100, 100). (columns, rows)."""
-    root = make_synthetic_set(1, 1200, 1600, seed=2, show_progress=False)
-    data = next(root.rglob("*.jpg")).read_bytes()
+    data = common.generated_files(1, 1200, 1600, seed=2)[0]
     rows = []
     for side in (240, 300, 360, 420, 500, 700, 1000):
         cells = []
@@ -191,17 +194,11 @@ def scale_table(rounds):
 
 
 def cases(args):
-    imagenet = Path(args.imagenet)
-    if imagenet.is_dir():
-        files = [p.read_bytes() for p in sorted(imagenet.iterdir())]
-        yield f"ImageNet sample ({len(files)} photos, about 500x375)", files
-    else:
-        print(f"{imagenet} is absent: skipping the ImageNet case", file=sys.stderr)
-    for count, height, width in ((args.n_medium, 1200, 1600), (args.n_large, 3000, 4000)):
-        if count > 0:
-            root = make_synthetic_set(count, height, width, seed=1, show_progress=False)
-            files = [p.read_bytes() for p in sorted(root.rglob("*.jpg"))]
-            yield f"generated photo-like {width}x{height} ({len(files)} files, 4:2:0, q90)", files
+    return common.photo_cases(
+        args,
+        imagenet="ImageNet sample ({count} photos, about 500x375)",
+        generated="generated photo-like {width}x{height} ({count} files, 4:2:0, q90)",
+    )
 
 
 def windows_for(files, seed):
@@ -215,14 +212,14 @@ def windows_for(files, seed):
 
 
 def measure(files, windows, fns, rounds):
-    per_round = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
+    def one_pass(fn):
+        def run():
             for data, window in zip(files, windows):
                 fn(data, window)
-            per_round[name].append((time.perf_counter() - start) / len(files) * 1e3)
-    return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
+
+        return run
+
+    return common.time_in_rounds({name: one_pass(fn) for name, fn in fns.items()}, rounds, len(files))
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -240,43 +237,35 @@ def mean_psnr(files, windows, fn, reference):
 
 
 def table_rows(result, baseline, psnrs):
-    return [
-        [name, f"{best:.3f} ({median:.3f})", f"{result[baseline][0] / best:.2f}x", psnrs[name]]
-        for name, (best, median) in result.items()
-    ]
+    return [row + [psnrs[row[0]]] for row in common.method_rows(result, result[baseline][0])]
 
 
 TABLE_COLUMNS = ["method", "ms/image, best (median)", "Pillow full / method", "PSNR vs Pillow full, dB"]
 
 
 def machine(label):
-    return f"{label} ({cpu_description()})"
+    return f"{label} ({common.cpu_description()})"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--imagenet", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
-    parser.add_argument("--n-medium", type=int, default=24, help="number of generated 1600x1200 files (0: skip)")
-    parser.add_argument("--n-large", type=int, default=6, help="number of generated 4000x3000 files (0: skip)")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=0)
+    common.add_case_options(parser, medium=(24, 1200, 1600), large=(6, 3000, 4000), rounds=7)
     parser.add_argument("--machine", default="2-core CPU VM", help="how to name the machine in the report")
     parser.add_argument("--note", default="", help="a line added under the header (e.g. that the machine was shared)")
-    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
+    common.add_report_options(parser, commit=False)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     details = {
-        "versions": f"Python {platform.python_version()}, torch {torch.__version__}, Pillow {Image.__version__}, "
-        f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+        "versions": common.versions(f"Pillow {Image.__version__}"),
         "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image, torch threads = 1",
     }
     if args.note:
         details["note"] = args.note
-    report = Report(
+    report = common.Report(
         "RandomResizedCrop decoding to 224x224, single thread", machine=machine(args.machine), details=details
     )
-    for title, files in cases(args):
+    for title, files, _ in cases(args):
         windows = windows_for(files, args.seed)
         scales = collections.Counter(choose_scale(w[2], w[3], SIZE) for w in windows)
         scales_all = collections.Counter(choose_scale(w[2], w[3], SIZE, ALL_SCALES) for w in windows)

@@ -18,7 +18,6 @@ prepared files against the originals (in all and per file), and the files with t
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import Report, cpu_description, scan_facts  # noqa: E402
+from common import IMAGENET, Report, add_report_options, cpu_description, scan_facts, versions  # noqa: E402
 
 import custom_op  # noqa: E402
 from custom_op.prepare import DEFAULT_MAX_GROWTH, DEFAULT_MAX_SEGMENT_BYTES  # noqa: E402
@@ -49,7 +48,7 @@ def percentile(values, q) -> float:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", nargs="?", default=str(ROOT.parent / "shared" / "data" / "imagenet-sample"))
+    parser.add_argument("folder", nargs="?", default=str(IMAGENET))
     parser.add_argument("--prepared", action="store_true", help="measure the files as they are")
     parser.add_argument("--restart-mcus", type=int, default=None, help="prepare_jpeg's restart_mcus")
     parser.add_argument("--max-growth", type=float, default=DEFAULT_MAX_GROWTH, help="prepare_jpeg's max_growth")
@@ -61,7 +60,7 @@ def main():
     )
     parser.add_argument("--top", type=int, default=8, help="files listed with their longest segment")
     parser.add_argument("--note", default="", help="a line about the machine's state, added to the report")
-    parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
+    add_report_options(parser, commit=False)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -119,10 +118,9 @@ def main():
     )
     report = Report(
         "Restart segments of prepared files",
-        machine=cpu_description() + (f"; {args.note}" if args.note else ""),
+        machine=cpu_description(args.note),
         details={
-            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, custom_op linked against "
-            f"libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "versions": versions(),
             "files": f"{len(rows)} JPEGs under `{folder.name}/`, {what}"
             + (f"; {len(skipped)} left out (not preparable)" if skipped else ""),
             "segment length": "the bytes of entropy-coded data between two markers",

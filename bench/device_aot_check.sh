@@ -8,29 +8,22 @@
 #
 #   bash bench/device_aot_check.sh [OUTDIR]      # logs go to OUTDIR, else $OUT, else ./aot-check
 #
-# Prepared as bench/device_run.sh prepares its runs: libjpeg-turbo and nvJPEG from the optional folder
-# .gpu_extras/ when the machine lacks them, CXX=the system g++.
+# Prepared as bench/device_run.sh prepares its runs (bench/device_env.sh): libjpeg-turbo and nvJPEG from
+# the optional folder .gpu_extras/ when the machine lacks them, CXX=the system g++; the check itself runs
+# with an empty cache of its own.
 # No network is used (--no-index).
 set -uo pipefail
 OUTDIR=${1:-${OUT:-aot-check}}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
-ROOT=$(pwd)
-EXTRAS=$ROOT/.gpu_extras
-export PYTHONUNBUFFERED=1
 
 fail() { echo "FAIL: $*"; exit 1; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 
 [ -f setup.py ] && [ -d custom_op ] || fail "run from the repository root"
-if [ -d "$EXTRAS/jpeg/usr" ]; then
-  export CUSTOM_OP_JPEG_PREFIX=$EXTRAS/jpeg/usr
-fi
-if ! python3 custom_op/_nvjpeg_paths.py >/dev/null 2>&1 && [ -d "$EXTRAS/nvjpeg" ]; then
-  export CUSTOM_OP_NVJPEG_PREFIX=$EXTRAS/nvjpeg
-fi
-export CXX=${CUSTOM_OP_DEVICE_CXX:-$(command -v g++)}
+# shellcheck source=bench/device_env.sh
+. "$(dirname "$0")/device_env.sh"
 # Without ninja on PATH, torch's BuildExtension compiles one file at a time.
 if ! command -v ninja >/dev/null; then
   NINJA_DIR=$(python3 -c "import ninja; print(ninja.BIN_DIR)" 2>/dev/null) && export PATH=$NINJA_DIR:$PATH

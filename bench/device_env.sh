@@ -7,7 +7,8 @@
 #             .gpu_extras/data       imagenet-sample/ and odd-jpegs/ (else CUSTOM_OP_TEST_DATA or ../shared/data)
 #   DATA    the folder of the real photos (it may not exist)
 # and exports CUSTOM_OP_JPEG_PREFIX, CUSTOM_OP_NVJPEG_PREFIX and CUSTOM_OP_TEST_DATA where .gpu_extras
-# has them, CUSTOM_OP_CACHE_DIR (default /tmp/custom_op_cache), CXX and PYTHONUNBUFFERED.
+# has them, CUSTOM_OP_CACHE_DIR (default /tmp/custom_op_cache), CXX and PYTHONUNBUFFERED. machine_lines
+# prints the machine for a run's env.txt.
 # shellcheck shell=bash
 ROOT=$(pwd)
 EXTRAS=$ROOT/.gpu_extras
@@ -33,3 +34,16 @@ export CUSTOM_OP_CACHE_DIR=${CUSTOM_OP_CACHE_DIR:-/tmp/custom_op_cache}
 # extensions (as some CUDA images' /opt/gcc does) makes them crash formatting their first error
 # message. CUSTOM_OP_DEVICE_CXX picks another compiler.
 export CXX=${CUSTOM_OP_DEVICE_CXX:-$(command -v g++)}
+
+# The machine, for a run's env.txt: the date, the GPUs, torch (and torchvision where installed), the
+# libjpeg-turbo and nvJPEG found, the cores, the compiler and the commit (BENCH_COMMIT, else git's).
+machine_lines() {
+  date -Is
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c "import importlib.util, torch
+tv = importlib.util.find_spec('torchvision') and __import__('torchvision').__version__
+print('torch', torch.__version__, 'cuda', torch.version.cuda, *(['torchvision', tv] if tv else []))"
+  echo "libjpeg: $(python3 custom_op/_jpeg_paths.py 2>&1 | tail -1)"
+  echo "nvjpeg:  $(python3 custom_op/_nvjpeg_paths.py 2>&1 | tail -1)"
+  echo "cores: $(nproc); CXX=$CXX; commit: ${BENCH_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo 'unknown (no .git here)')}"
+}

@@ -42,14 +42,7 @@ OUTDIR=$(cd "$OUTDIR" && pwd)
 . "$(dirname "$0")/device_env.sh"
 export CUSTOM_OP_GPU_REPORT=$OUTDIR/gpu_test_report.json
 
-{
-  date -Is
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  python3 -c "import torch, torchvision; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__)"
-  echo "libjpeg: $(python3 custom_op/_jpeg_paths.py 2>&1 | tail -1)"
-  echo "nvjpeg:  $(python3 custom_op/_nvjpeg_paths.py 2>&1 | tail -1)"
-  echo "cores: $(nproc); CXX=$CXX; commit: ${BENCH_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo 'unknown (no .git here)')}"
-} 2>&1 | tee "$OUTDIR/env.txt"
+machine_lines 2>&1 | tee "$OUTDIR/env.txt"
 
 # The other checkout, resolved before anything runs, so that a wrong argument fails at once.
 COMPARE_DIR=

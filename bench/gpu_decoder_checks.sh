@@ -66,13 +66,8 @@ find_sanitizer() {
 SANITIZER=$(find_sanitizer)
 
 {
-  date -Is
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-  echo "libjpeg: $(python3 custom_op/_jpeg_paths.py 2>&1 | tail -1)"
-  echo "nvjpeg:  $(python3 custom_op/_nvjpeg_paths.py 2>&1 | tail -1)"
+  machine_lines
   echo "compute-sanitizer: ${SANITIZER:-not found} $([ -n "$SANITIZER" ] && "$SANITIZER" --version | grep -i version | tail -1)"
-  echo "cores: $(nproc); CXX=$CXX; commit: ${BENCH_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo 'unknown (no .git here)')}"
 } 2>&1 | tee "$OUTDIR/env.txt"
 
 # Both libraries built (or found in the cache) before anything is timed or run under a sanitizer.

@@ -48,7 +48,6 @@ import faulthandler
 import io
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -67,7 +66,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from common import Report, cpu_description  # noqa: E402
+from common import Report, cpu_description, nvjpeg_description, versions  # noqa: E402
 
 import custom_op  # noqa: E402
 import jpeg_factory  # noqa: E402
@@ -557,7 +556,7 @@ def soak(args) -> dict:
             "CPU comparisons, seconds": round(compare_seconds, 1),
         },
         "machine": machine(),
-        "versions": versions(),
+        "versions": versions_line(),
     }
 
 
@@ -587,15 +586,10 @@ def machine() -> str:
     return f"{gpu}{f' (driver {driver[0]})' if driver else ''}; {cpu_description()}"
 
 
-def versions() -> str:
+def versions_line() -> str:
     import torch
 
-    text = f"Python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda})"
-    if torch.cuda.is_available():
-        from custom_op import gpu
-
-        text += f", nvJPEG {gpu.backend_info().nvjpeg_version}"
-    return text + f", libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}"
+    return versions(f"CUDA {torch.version.cuda}", *([nvjpeg_description()] if torch.cuda.is_available() else []))
 
 
 def dry_run(args) -> dict:
@@ -832,16 +826,16 @@ def write_report(args) -> int:
     note = note_file.read_text(encoding="utf-8").strip() if note_file.is_file() else ""
     results = [read_json(outdir / f"{stem}.json") for stem in ["soak", *(f"sanitizer_{t}" for t in TOOLS)]]
     first = next((r for r in results if r is not None), {})
-    versions_line = first.get("versions", "unknown (no run wrote a result)")
+    versions_text = first.get("versions", "unknown (no run wrote a result)")
     if note.startswith("compute-sanitizer") and "not found" not in note:
-        versions_line += f", {note}"
+        versions_text += f", {note}"
     report = Report(
         "Robustness of the CUDA decoder",
         machine=first.get("machine", "unknown (no run wrote a result)"),
         command=args.command,
         commit=args.commit,
         details={
-            "versions": versions_line,
+            "versions": versions_text,
             "files": files_detail(results),
             "decoded": 'custom_op.decode_and_crop_jpegs(..., device="cuda", on_error="return") under '
             'testing.gpu_options(force_path="cuda"): our decoder, or the CPU path for what its kernels report',

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shlex
 import statistics
@@ -35,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from common import Report, cpu_description  # noqa: E402
+from common import Report, cpu_description, versions  # noqa: E402
 
 # A round counts as quiet when other processes used less than this many cores on average.
 QUIET_CORES = 0.1
@@ -125,15 +124,12 @@ def main() -> int:
     import PIL
     import torch
 
-    import custom_op
-
-    machine = cpu_description() + (f"; {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "; no GPU")
+    machine = cpu_description(torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU")
     report = Report(
         f"Step time of a training loop, {base} against {other} (`python -m profiling`)",
         machine=machine,
         details={
-            "versions": f"Python {platform.python_version()}, torch {torch.__version__}, Pillow {PIL.__version__}, "
-            f"custom_op linked against libjpeg-turbo {custom_op.library_info().get('libjpeg_turbo_version', '?')}",
+            "versions": versions(f"Pillow {PIL.__version__}"),
             "each figure": f"the p50 step time of a run of the tool, s; speed-up: {base}'s p50 step / {other}'s; "
             f"other processes: the CPU time that other processes used during the round, in cores (a round is quiet "
             f"below {QUIET_CORES})",

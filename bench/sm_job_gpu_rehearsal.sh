@@ -9,8 +9,9 @@
 # then the report that bench/sm_job_report.py writes from them: REPORT (default OUTDIR/sm_job_gpu.md) and its
 # data in the .json beside it. BENCH_COMMIT is the report's commit line, for a checkout without .git.
 #
-# Prepared as bench/device_run.sh prepares its runs: the libjpeg-turbo in .gpu_extras/jpeg/usr,
-# nvJPEG from the CUDA toolkit or .gpu_extras/nvjpeg, and the system g++.
+# Prepared as bench/device_run.sh prepares its runs (bench/device_env.sh): the libjpeg-turbo in
+# .gpu_extras/jpeg/usr, nvJPEG from the CUDA toolkit or .gpu_extras/nvjpeg, and the system g++; the
+# rehearsals use a build cache of their own.
 set -o pipefail
 OUTDIR=${1:-${OUT:-sm-gpu-run}}
 NPROC=${NPROC:-1}
@@ -18,14 +19,8 @@ REPORT=${REPORT:-$OUTDIR/sm_job_gpu.md}
 COMMAND="NPROC=$NPROC bash bench/sm_job_gpu_rehearsal.sh${1:+ $1}"
 mkdir -p "$OUTDIR"
 rm -f "$OUTDIR/builds.log"
-ROOT=$(pwd)
-EXTRAS=$ROOT/.gpu_extras
-export PYTHONUNBUFFERED=1
-[ -d "$EXTRAS/jpeg/usr" ] && export CUSTOM_OP_JPEG_PREFIX=$EXTRAS/jpeg/usr
-if ! python3 custom_op/_nvjpeg_paths.py >/dev/null 2>&1 && [ -d "$EXTRAS/nvjpeg" ]; then
-  export CUSTOM_OP_NVJPEG_PREFIX=$EXTRAS/nvjpeg
-fi
-export CXX=${CUSTOM_OP_DEVICE_CXX:-$(command -v g++)}
+# shellcheck source=bench/device_env.sh
+. "$(dirname "$0")/device_env.sh"
 CACHE=${SM_REHEARSAL_CACHE:-/tmp/sm_job_cache}
 rm -rf "$CACHE"
 {  # key: value lines, read by bench/sm_job_report.py

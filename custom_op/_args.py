@@ -11,7 +11,7 @@ import enum
 import operator
 import warnings
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import torch
 
@@ -133,9 +133,29 @@ def mode_code(mode) -> int:
     raise TypeError(f"mode must be an ImageReadMode or its name, got {type(mode).__name__}")
 
 
-def decode_options(mode, apply_exif_orientation, on_warning, max_pixels) -> tuple[int, bool, int, int]:
-    """(mode, apply_exif_orientation, on_warning, max_pixels) as every decoding operator takes them."""
-    return mode_code(mode), bool(apply_exif_orientation), warning_code(on_warning), pixel_limit(max_pixels)
+class DecodeOptions(NamedTuple):
+    """The options every decoding operator takes, checked and coded once: the operators take them by
+    name (``**options.op_kwargs()``; keyword-only in their schemas, csrc/ops.cpp)."""
+
+    mode: int  #: an ImageReadMode code
+    apply_exif_orientation: bool
+    on_warning: int  #: an ON_WARNING code
+    max_pixels: int  #: 0 for no limit
+
+    @property
+    def warns(self) -> bool:
+        """True with on_warning="warn": the operators then return libjpeg's warnings to emit."""
+        return self.on_warning == ON_WARNING["warn"]
+
+    def op_kwargs(self) -> dict:
+        return self._asdict()
+
+
+def decode_options(mode, apply_exif_orientation, on_warning, max_pixels) -> DecodeOptions:
+    """The public decoding options as every decoding operator takes them."""
+    return DecodeOptions(
+        mode_code(mode), bool(apply_exif_orientation), warning_code(on_warning), pixel_limit(max_pixels)
+    )
 
 
 def flag(name: str, value) -> bool:

@@ -1,8 +1,9 @@
 """One batch on one device: the operator call, on the CPU or on a CUDA device and stream.
 
-The public functions (decode.py, batch.py) convert their arguments first (_args.py) and turn the
-per-item statuses into results afterwards (_outcomes.py); this module only picks and calls the
-operator. The CUDA library is loaded here on the first call with a CUDA device, never at import.
+The public functions (decode.py, batch.py) convert their arguments first (_args.py, and
+:func:`placement` here) and turn the per-item statuses into results afterwards (_outcomes.py); this
+module only picks and calls the operator. The CUDA library is loaded here on the first call with a
+CUDA device, never at import.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from . import gpu
+from . import _args, gpu
 
 #: The path code of an item decoded on the CPU (the CUDA operator's codes are in gpu.PATH_NAMES).
 CPU_PATH = 4
@@ -24,6 +25,20 @@ class BatchRun(NamedTuple):
     statuses: list[int]  # _outcomes.OK, WARNED, VALUE_ERROR, ...
     messages: list[str]
     paths: list[int]  # which decoder took each item
+
+
+class Placement(NamedTuple):
+    """Where a call decodes: the public ``device``, ``stream`` and ``check_entropy`` options, checked."""
+
+    device: torch.device
+    stream: Optional[torch.cuda.Stream]
+    check_entropy: bool  # reaches the CUDA operator only: the CPU path needs no check
+
+
+def placement(device, stream, check_entropy) -> Placement:
+    dev = _args.device(device)
+    _args.stream_check(dev, stream)
+    return Placement(dev, stream, _args.flag("check_entropy", check_entropy))
 
 
 def cuda_index(dev: torch.device) -> int:
@@ -41,30 +56,36 @@ def cuda_index(dev: torch.device) -> int:
 def run(
     tensors: list[torch.Tensor],
     windows: Optional[Sequence[list[int]]],
-    mode: int,
-    exif: bool,
-    on_warning: int,
-    max_pixels: int,
+    options: _args.DecodeOptions,
+    where: Placement,
+    *,
     stack: bool,
-    dev: torch.device,
-    stream=None,
-    check_entropy: bool = False,
 ) -> BatchRun:
-    """Decodes ``tensors`` (whole images when ``windows`` is None, else (tops, lefts, heights, widths)).
-    ``check_entropy`` reaches the CUDA operator only: the CPU path needs no check."""
+    """Decodes ``tensors`` (whole images when ``windows`` is None, else (tops, lefts, heights, widths))."""
     whole = windows is None
     tops, lefts, heights, widths = ([], [], [], []) if whole else windows
-    if dev.type == "cpu":
+    if where.device.type == "cpu":
         images, statuses, messages = torch.ops.custom_op.decode_jpegs(
-            tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack
+            tensors, tops, lefts, heights, widths, whole=whole, stack=stack, **options.op_kwargs()
         )
         return BatchRun(images, statuses, messages, [CPU_PATH] * len(tensors))
-    index = cuda_index(dev)
+    index = cuda_index(where.device)
+    stream = where.stream
     if stream is not None and stream.device.index != index:
         raise ValueError(f"stream is on {stream.device}, the output device is cuda:{index}")
     # No stream context without a stream: the current one is the default, and torch.compile cannot
     # trace torch.cuda.stream(None).
     with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-        args = (tensors, tops, lefts, heights, widths, whole, mode, exif, on_warning, max_pixels, stack, index)
-        images, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(*args, check_entropy)
+        images, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
+            tensors,
+            tops,
+            lefts,
+            heights,
+            widths,
+            whole=whole,
+            stack=stack,
+            device=index,
+            check_entropy=where.check_entropy,
+            **options.op_kwargs(),
+        )
     return BatchRun(images, statuses, messages, paths)

@@ -8,7 +8,7 @@ UNCHANGED, the length of a rewritten file) are dynamic.
 
 import torch
 
-from ._args import ImageReadMode
+from ._args import ON_WARNING, ImageReadMode
 
 _MODE_CHANNELS = {int(ImageReadMode.GRAY): 1, int(ImageReadMode.RGB): 3}
 
@@ -18,21 +18,23 @@ def _channels(mode: int):
     return channels if channels is not None else torch.library.get_ctx().new_dynamic_size(min=1, max=4)
 
 
+def _check_codes(mode: int, on_warning: int) -> None:
+    """A fake call fails where the kernel's check of the option codes (csrc/common/options.h) fails."""
+    torch._check_value(mode in set(map(int, ImageReadMode)), lambda: f"custom_op: mode code {mode} is not a read mode")
+    torch._check_value(
+        on_warning in ON_WARNING.values(), lambda: f"custom_op: on_warning code {on_warning} is not a warning policy"
+    )
+
+
 def _check_bytes(data) -> None:
     torch._check(data.dtype == torch.uint8 and data.dim() == 1, lambda: "custom_op: data must be 1-D uint8")
 
 
-def _check_mode(mode: int) -> None:
-    torch._check_value(
-        0 <= mode <= 2, lambda: f"custom_op: mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got {mode}"
-    )
-
-
 def _decode_and_crop_jpeg_fake(
-    data, top, left, height, width, mode, apply_exif_orientation, on_warning, max_pixels, scale_num=8
+    data, top, left, height, width, *, mode, apply_exif_orientation, on_warning, max_pixels, scale_num=8
 ):
     _check_bytes(data)
-    _check_mode(mode)
+    _check_codes(mode, on_warning)
     return data.new_empty((_channels(mode), height, width)), _warnings_text(data)
 
 
@@ -40,9 +42,9 @@ def _warnings_text(data):
     return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=0),))
 
 
-def _decode_jpeg_fake(data, mode, apply_exif_orientation, on_warning, max_pixels):
+def _decode_jpeg_fake(data, *, mode, apply_exif_orientation, on_warning, max_pixels):
     _check_bytes(data)
-    _check_mode(mode)
+    _check_codes(mode, on_warning)
     ctx = torch.library.get_ctx()
     return data.new_empty((_channels(mode), ctx.new_dynamic_size(min=1), ctx.new_dynamic_size(min=1))), _warnings_text(
         data
@@ -50,11 +52,11 @@ def _decode_jpeg_fake(data, mode, apply_exif_orientation, on_warning, max_pixels
 
 
 # Where each output of a CUDA batch's list starts in their one allocation: a multiple of this many
-# bytes (csrc/cuda/batch_outputs.h, kOutputAlignment).
-_OUTPUT_ALIGNMENT = 256
+# bytes (csrc/common/output_layout.h, kOutputAlignment; tests/test_ops.py checks they agree).
+OUTPUT_ALIGNMENT = 256
 
 
-def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, device, views=False):
+def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, on_warning, stack, device, views=False):
     """The images of a batched decode in which every item decodes. It cannot know which items fail:
     a failed item's real output is an empty [0] tensor instead (its status says so). ``views``: a list
     of windows in RGB or GRAY is views of one allocation, as the CUDA operator makes it."""
@@ -64,7 +66,7 @@ def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, devic
             len(tops) == n and len(lefts) == n and len(heights) == n and len(widths) == n,
             lambda: f"custom_op: tops, lefts, heights and widths must each have one entry per image ({n})",
         )
-    _check_mode(mode)
+    _check_codes(mode, on_warning)
     for d in data:
         _check_bytes(d)
     ctx = torch.library.get_ctx()
@@ -90,15 +92,15 @@ def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, devic
     starts, total = [], 0
     for c, h, w in shapes:
         starts.append(total)
-        total = total + (c * h * w + _OUTPUT_ALIGNMENT - 1) // _OUTPUT_ALIGNMENT * _OUTPUT_ALIGNMENT
+        total = total + (c * h * w + OUTPUT_ALIGNMENT - 1) // OUTPUT_ALIGNMENT * OUTPUT_ALIGNMENT
     block = torch.empty((total,), dtype=torch.uint8, device=device)
     return [block.as_strided((c, h, w), (h * w, w, 1), start) for (c, h, w), start in zip(shapes, starts)]
 
 
 def _decode_jpegs_fake(
-    data, tops, lefts, heights, widths, whole, mode, apply_exif_orientation, on_warning, max_pixels, stack
+    data, tops, lefts, heights, widths, *, whole, mode, apply_exif_orientation, on_warning, max_pixels, stack
 ):
-    images = _batch_outputs(data, tops, lefts, heights, widths, whole, mode, stack, torch.device("cpu"))
+    images = _batch_outputs(data, tops, lefts, heights, widths, whole, mode, on_warning, stack, torch.device("cpu"))
     return images, [0] * len(data), [""] * len(data)
 
 
@@ -108,6 +110,7 @@ def _decode_jpegs_cuda_fake(
     lefts,
     heights,
     widths,
+    *,
     whole,
     mode,
     apply_exif_orientation,
@@ -118,18 +121,18 @@ def _decode_jpegs_cuda_fake(
     check_entropy=False,
 ):
     images = _batch_outputs(
-        data, tops, lefts, heights, widths, whole, mode, stack, torch.device("cuda", device), views=True
+        data, tops, lefts, heights, widths, whole, mode, on_warning, stack, torch.device("cuda", device), views=True
     )
     # Where each item was decoded is known only once it has run.
     return images, [0] * len(data), [""] * len(data), [-1] * len(data)
 
 
-def _prepare_jpeg_fake(data, restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth, max_segment_bytes):
+def _prepare_jpeg_fake(data, *, restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth, max_segment_bytes):
     _check_bytes(data)
     return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=2),))
 
 
-def _resize_box_fake(image, box, size, out_window, origin, filter, antialias):
+def _resize_box_fake(image, *, box, size, out_window, origin, filter, antialias):
     torch._check(image.dtype == torch.uint8 and image.dim() == 3, lambda: "custom_op: image must be [C, H, W] uint8")
     return image.new_empty((image.shape[0], out_window[2], out_window[3]))
 

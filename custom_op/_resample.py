@@ -12,7 +12,7 @@ from typing import NamedTuple, Optional, Union
 import torch
 
 from . import _outcomes
-from ._args import ON_WARNING, as_int
+from ._args import DecodeOptions, as_int
 
 #: The DCT scales (in eighths) the automatic choice picks from. Only 1/8, 2/8, 4/8 and 8/8 have SIMD
 #: inverse DCTs in libjpeg-turbo; bench/bench_resized_crop.py compares this set with all of 1..8.
@@ -38,6 +38,18 @@ class Axis(NamedTuple):
     out_start: int  # first output pixel produced
     out_count: int  # output pixels produced
     origin: int  # frame position of the first decoded pixel
+
+
+class Resample(NamedTuple):
+    """How the decoded pixels are resampled: a resize_box filter code, and whether it is widened by
+    the downscale factor."""
+
+    filter: int
+    antialias: bool
+
+
+def resampling(interpolation, antialias) -> Resample:
+    return Resample(filter_code(interpolation), bool(antialias))
 
 
 def filter_code(interpolation) -> int:
@@ -91,15 +103,13 @@ def crop_axis(start: int, length: int, s: int, out: int) -> Axis:
     )
 
 
-def resize_crop_axis(
-    image_size: int, s: int, resized: int, crop_start: int, crop: int, code: int, antialias: bool
-) -> Axis:
+def resize_crop_axis(image_size: int, s: int, resized: int, crop_start: int, crop: int, resample: Resample) -> Axis:
     """Resize-then-crop along one axis: the whole scaled image onto `resized` pixels, of which
     [crop_start, crop_start + crop) are produced, from only the scaled pixels their filter taps read."""
     scaled_size = -(-image_size * s // 8)
     in1 = image_size * s / 8
     step = in1 / resized
-    support = _SUPPORT[code] * (max(step, 1.0) if antialias else 1.0)
+    support = _SUPPORT[resample.filter] * (max(step, 1.0) if resample.antialias else 1.0)
     lo_centre = (crop_start + 0.5) * step
     hi_centre = (crop_start + crop - 0.5) * step
     # The op rounds the tap range as Pillow does; one pixel more each side covers any rounding here.
@@ -109,29 +119,20 @@ def resize_crop_axis(
 
 
 def decode_and_resample(
-    tensor: torch.Tensor,
-    rows: Axis,
-    cols: Axis,
-    s: int,
-    code: int,
-    antialias: bool,
-    mode: int,
-    exif: bool,
-    on_warning: int,
-    max_pixels: int,
+    tensor: torch.Tensor, rows: Axis, cols: Axis, s: int, resample: Resample, options: DecodeOptions
 ) -> torch.Tensor:
     window = (rows.first, cols.first, rows.count, cols.count)
-    region, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, mode, exif, on_warning, max_pixels, s)
-    if on_warning == ON_WARNING["warn"]:
+    region, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, scale_num=s, **options.op_kwargs())
+    if options.warns:
         _outcomes.warn_text(warnings, stacklevel=5)
     return torch.ops.custom_op.resize_box(
         region,
-        [rows.in0, cols.in0, rows.in1, cols.in1],
-        [rows.out_size, cols.out_size],
-        [rows.out_start, cols.out_start, rows.out_count, cols.out_count],
-        [rows.origin, cols.origin],
-        code,
-        antialias,
+        box=[rows.in0, cols.in0, rows.in1, cols.in1],
+        size=[rows.out_size, cols.out_size],
+        out_window=[rows.out_start, cols.out_start, rows.out_count, cols.out_count],
+        origin=[rows.origin, cols.origin],
+        filter=resample.filter,
+        antialias=resample.antialias,
     )
 
 
@@ -148,31 +149,17 @@ def check_window(top: int, left: int, height: int, width: int, image_h: int, ima
 
 def resized_crop(
     tensor: torch.Tensor,
-    image_h: int,
-    image_w: int,
+    image_size: tuple[int, int],
     window: tuple[int, int, int, int],
     out: tuple[int, int],
     scale: Optional[int],
-    code: int,
-    antialias: bool,
-    mode: int,
-    exif: bool,
-    on_warning: int,
-    max_pixels: int,
+    resample: Resample,
+    options: DecodeOptions,
 ) -> torch.Tensor:
-    """The work of decode_and_resized_crop_jpeg once the arguments are checked and the header read."""
+    """The work of decode_and_resized_crop_jpeg once the arguments are checked and the header read
+    (``image_size``: the image's height and width, in the frame the window is given in)."""
     top, left, height, width = window
-    check_window(top, left, height, width, image_h, image_w, exif)
+    check_window(top, left, height, width, *image_size, options.apply_exif_orientation)
     s = scale if scale is not None else choose_scale(height, width, out)
-    return decode_and_resample(
-        tensor,
-        crop_axis(top, height, s, out[0]),
-        crop_axis(left, width, s, out[1]),
-        s,
-        code,
-        antialias,
-        mode,
-        exif,
-        on_warning,
-        max_pixels,
-    )
+    rows, cols = crop_axis(top, height, s, out[0]), crop_axis(left, width, s, out[1])
+    return decode_and_resample(tensor, rows, cols, s, resample, options)

@@ -9,8 +9,9 @@ call. Either way each item's pixels are those of :func:`custom_op.decode_and_cro
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import torch
 
@@ -95,19 +96,10 @@ def decode_and_crop_jpegs(
     if tensors and min(min(windows[2]), min(windows[3])) < 1:
         for i, (h, w) in enumerate(zip(windows[2], windows[3])):
             _args.size_check(h, w, where=f"batch item {i}: ")
-    return _decode(
-        tensors,
-        windows,
-        mode,
-        apply_exif_orientation,
-        on_warning,
-        max_pixels,
-        device,
-        stream,
-        stack,
-        on_error,
-        check_entropy=check_entropy,
+    call = _batch_call(
+        mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error, check_entropy
     )
+    return _decode(tensors, windows, call)
 
 
 def decode_jpegs(
@@ -129,19 +121,11 @@ def decode_jpegs(
     :class:`custom_op.PackedFiles` too); ``stack=True`` needs
     images of one size (and, with ``apply_exif_orientation``, one displayed orientation of it).
     """
-    return _decode(
-        _files(data, device),
-        None,
-        mode,
-        apply_exif_orientation,
-        on_warning,
-        max_pixels,
-        device,
-        stream,
-        stack,
-        on_error,
-        check_entropy=check_entropy,
+    tensors = _files(data, device)
+    call = _batch_call(
+        mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error, check_entropy
     )
+    return _decode(tensors, None, call)
 
 
 def decode_with_paths(
@@ -149,8 +133,12 @@ def decode_with_paths(
 ):
     """:func:`decode_and_crop_jpegs` and the path code of each item (which decoder took it: see
     custom_op.gpu.PATH_NAMES). For tests and benchmarks; custom_op.testing wraps it."""
-    tensors = _files(data, options.get("device", "cpu"))
-    return _decode(tensors, _windows(tops, lefts, heights, widths, len(tensors)), with_paths=True, **options)
+    unknown = set(options) - set(_DEFAULTS)
+    if unknown:
+        raise TypeError(f"decode_with_paths() got unexpected keyword arguments {sorted(unknown)}")
+    call = _batch_call(**{**_DEFAULTS, **options})
+    tensors = _files(data, call.placement.device)
+    return _decode(tensors, _windows(tops, lefts, heights, widths, len(tensors)), call, with_paths=True)
 
 
 def _files(data, device) -> list[torch.Tensor]:
@@ -173,31 +161,42 @@ def _windows(tops, lefts, heights, widths, n: int) -> tuple[list[int], list[int]
     )
 
 
-def _decode(
-    tensors: list[torch.Tensor],
-    windows,
-    mode=ImageReadMode.RGB,
-    apply_exif_orientation=False,
-    on_warning="raise",
-    max_pixels=DEFAULT_MAX_PIXELS,
-    device="cpu",
-    stream=None,
-    stack=False,
-    on_error="raise",
-    with_paths=False,
-    check_entropy=False,
-):
-    _args.on_error_check(on_error)
-    dev = _args.device(device)
-    _args.stream_check(dev, stream)
-    check_entropy = _args.flag("check_entropy", check_entropy)
-    options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
+class _BatchCall(NamedTuple):
+    """A batched call's options, checked."""
+
+    options: _args.DecodeOptions
+    placement: _device.Placement
+    stack: bool
+    on_error: str
+
+
+def _batch_call(
+    mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error, check_entropy
+) -> _BatchCall:
+    return _BatchCall(
+        _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels),
+        _device.placement(device, stream, check_entropy),
+        bool(stack),
+        _args.on_error_check(on_error),
+    )
+
+
+#: decode_and_crop_jpegs' options and their defaults (what decode_with_paths takes).
+_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(decode_and_crop_jpegs).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+}
+
+
+def _decode(tensors: list[torch.Tensor], windows, call: _BatchCall, with_paths: bool = False):
+    stack, on_error = call.stack, call.on_error
     if not tensors:
-        empty = torch.empty(0, dtype=torch.uint8, device=dev)
+        empty = torch.empty(0, dtype=torch.uint8, device=call.placement.device)
         result = (empty, []) if stack and on_error == "return" else empty if stack else []
         return (result, []) if with_paths else result
     try:
-        run = _device.run(tensors, windows, *options, bool(stack), dev, stream, check_entropy=check_entropy)
+        run = _device.run(tensors, windows, call.options, call.placement, stack=stack)
     except RuntimeError:
         # A file the operator cannot even be called with (a meta tensor dispatches to the operators'
         # fake kernels), passed on unchecked (_files): the TypeError that names it instead.

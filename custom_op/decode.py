@@ -42,32 +42,26 @@ _COLOR_SPACES = {0: "unknown", 1: "gray", 2: "rgb", 3: "ycbcr", 4: "cmyk", 5: "y
 _SUBSAMPLING = {(1, 1): "4:4:4", (2, 1): "4:2:2", (2, 2): "4:2:0", (1, 2): "4:4:0", (4, 1): "4:1:1", (4, 2): "4:1:0"}
 
 
-def _decode_one(
-    data, window, batched: str, mode, apply_exif_orientation, on_warning, max_pixels, device, stream, check_entropy
-) -> torch.Tensor:
+def _decode_one(data, window, batched: str, options: _args.DecodeOptions, placement: _device.Placement) -> torch.Tensor:
     """The work of decode_and_crop_jpeg (``window``: its top, left, height, width) and of decode_jpeg
     (``window`` None), on the CPU or a CUDA device. ``batched`` names the call a list belongs to."""
     _not_a_list(data, batched)
-    dev = _args.device(device)
-    _args.stream_check(dev, stream)
-    check_entropy = _args.flag("check_entropy", check_entropy)
     tensor = _args.as_tensor(data)
     if window is not None:
         window = _args.window(*window)
-    options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
-    if dev.type == "cuda":
+    if placement.device.type == "cuda":
         # The batched operator with one item, its outcome worded as a single call's.
         windows = None if window is None else [[v] for v in window]
-        run = _device.run([tensor], windows, *options, False, dev, stream, check_entropy=check_entropy)
+        run = _device.run([tensor], windows, options, placement, stack=False)
         (error,) = _outcomes.settle(run.statuses, run.messages, single=True, stacklevel=5)
         if error is not None:
             raise error
         return run.images[0]
     if window is None:
-        image, warnings = torch.ops.custom_op.decode_jpeg(tensor, *options)
+        image, warnings = torch.ops.custom_op.decode_jpeg(tensor, **options.op_kwargs())
     else:
-        image, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, *options)
-    if options[2] == _args.ON_WARNING["warn"]:
+        image, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, **options.op_kwargs())
+    if options.warns:
         _outcomes.warn_text(warnings, stacklevel=4)
     return image
 
@@ -166,18 +160,9 @@ def decode_and_crop_jpeg(
         RuntimeError: the data is not a JPEG libjpeg-turbo can decode (corrupt, truncated, empty,
             12-bit, ...), with libjpeg's message.
     """
-    return _decode_one(
-        data,
-        (top, left, height, width),
-        "decode_and_crop_jpegs",
-        mode,
-        apply_exif_orientation,
-        on_warning,
-        max_pixels,
-        device,
-        stream,
-        check_entropy,
-    )
+    options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
+    placement = _device.placement(device, stream, check_entropy)
+    return _decode_one(data, (top, left, height, width), "decode_and_crop_jpegs", options, placement)
 
 
 def decode_jpeg(
@@ -196,9 +181,8 @@ def decode_jpeg(
     The options mean the same as in :func:`decode_and_crop_jpeg`; with ``apply_exif_orientation``,
     H and W are the displayed height and width. Lists of files go to :func:`custom_op.decode_jpegs`.
     """
-    return _decode_one(
-        data, None, "decode_jpegs", mode, apply_exif_orientation, on_warning, max_pixels, device, stream, check_entropy
-    )
+    options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
+    return _decode_one(data, None, "decode_jpegs", options, _device.placement(device, stream, check_entropy))
 
 
 def _subsampling(channels: int, factors: list) -> str:
@@ -220,7 +204,9 @@ def read_jpeg_header(data: Data, *, apply_exif_orientation: bool = False) -> Jpe
     Raises TypeError for data that is not bytes-like, RuntimeError for data that is not a JPEG header
     libjpeg-turbo can parse.
     """
-    header = torch.ops.custom_op.read_jpeg_header(_args.as_tensor(data), bool(apply_exif_orientation))
+    header = torch.ops.custom_op.read_jpeg_header(
+        _args.as_tensor(data), apply_exif_orientation=bool(apply_exif_orientation)
+    )
     height, width, channels, color_space, progressive, _arithmetic, orientation, sampling, random_access = header
     return JpegInfo(
         height,

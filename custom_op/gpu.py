@@ -26,7 +26,7 @@ from ._nvjpeg_paths import NvjpegNotFound, find_nvjpeg
 
 __all__ = ["BackendInfo", "PATH_NAMES", "backend_info", "cuda_available", "load_library", "unavailable_reason"]
 
-#: Which decoder took an item (the CUDA operator's path codes, csrc/cuda/decode_path.h). Added to a
+#: Which decoder took an item (the CUDA operator's path codes, csrc/common/decode_path.h). Added to a
 #: code: SEGMENTS_FLAG, when nvJPEG decoded the sub-image of a prepared file's restart segments.
 PATH_NAMES = {
     0: "hardware-roi",
@@ -141,7 +141,7 @@ def backend_info(device: Union[str, torch.device, int, None] = None) -> BackendI
     reason = unavailable_reason()
     if reason is not None:
         return BackendInfo(False, reason, {})
-    raw = torch.ops.custom_op.gpu_backend_info(_device_index(device))
+    raw = torch.ops.custom_op.gpu_backend_info(device=_device_index(device))
     return BackendInfo(True, None, dict(_loaded), *raw)
 
 

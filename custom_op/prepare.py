@@ -116,12 +116,12 @@ def prepare_jpeg(
             raise ValueError(f"max_segment_bytes must be at least 1 or None, got {max_segment_bytes}")
     out = torch.ops.custom_op.prepare_jpeg(
         as_tensor(data),
-        interval,
-        bool(keep_exif),
-        bool(keep_icc),
-        bool(optimize),
-        pixel_limit(max_pixels),
-        growth,
-        segment_bound,
+        restart_mcus=interval,
+        keep_exif=bool(keep_exif),
+        keep_icc=bool(keep_icc),
+        optimize=bool(optimize),
+        max_pixels=pixel_limit(max_pixels),
+        max_growth=growth,
+        max_segment_bytes=segment_bound,
     )
     return out.numpy().tobytes()

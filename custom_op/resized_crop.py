@@ -97,11 +97,9 @@ def decode_and_resized_crop_jpeg(
     tensor = _args.as_tensor(data)
     window = _args.window(top, left, height, width)
     out = _resample.output_size(size)
-    code = _resample.filter_code(interpolation)
+    resample = _resample.resampling(interpolation, antialias)
     forced = _resample.check_scale(scale)
     options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
-    info = read_jpeg_header(tensor, apply_exif_orientation=bool(apply_exif_orientation))
-    image = _resample.resized_crop(
-        tensor, info.height, info.width, window, out, forced, code, bool(antialias), *options
-    )
+    info = read_jpeg_header(tensor, apply_exif_orientation=options.apply_exif_orientation)
+    image = _resample.resized_crop(tensor, (info.height, info.width), window, out, forced, resample, options)
     return image if dev.type == "cpu" else image.to(dev)

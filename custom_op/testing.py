@@ -63,13 +63,19 @@ def gpu_options(
     if segments not in _SEGMENTS:
         raise ValueError(f"segments must be one of {list(_SEGMENTS)}, got {segments!r}")
     gpu.load_library()
-    before = torch.ops.custom_op._set_gpu_testing(
-        -1 if force_path is None else _PATH_CODES[force_path], not margin, not dedupe, _SEGMENTS[segments]
-    )
+    forced = -1 if force_path is None else _PATH_CODES[force_path]
+    before = _set_gpu_testing(forced, not margin, not dedupe, _SEGMENTS[segments])
     try:
         yield
     finally:
-        torch.ops.custom_op._set_gpu_testing(before[0], bool(before[1]), bool(before[2]), before[3])
+        _set_gpu_testing(before[0], bool(before[1]), bool(before[2]), before[3])
+
+
+def _set_gpu_testing(force_path: int, no_margin: bool, no_dedupe: bool, segments: int) -> list[int]:
+    """Sets the GPU backend's testing options (codes as the operator takes them); returns the ones before."""
+    return torch.ops.custom_op._set_gpu_testing(
+        force_path=force_path, no_margin=no_margin, no_dedupe=no_dedupe, segments=segments
+    )
 
 
 # What check_entropy_data finds in a file, by the operator's code (csrc/ops.cpp).

@@ -20,7 +20,7 @@ import torch
 
 from . import _args, _resample
 from ._args import DEFAULT_MAX_PIXELS, Data, ImageReadMode, as_int
-from ._resample import check_scale, choose_scale, filter_code, output_size
+from ._resample import check_scale, choose_scale, output_size
 from .decode import read_jpeg_header
 
 __all__ = ["RandomResizedCropJpeg", "ResizeCenterCropJpeg"]
@@ -52,8 +52,8 @@ class _JpegTransform:
 
     def __init__(self, interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale):
         self.interpolation = interpolation
-        self._filter = filter_code(interpolation)
-        self.antialias = bool(antialias)
+        self._resample = _resample.resampling(interpolation, antialias)
+        self.antialias = self._resample.antialias
         self.mode = mode
         self.apply_exif_orientation = bool(apply_exif_orientation)
         self.on_warning = on_warning
@@ -163,7 +163,7 @@ class RandomResizedCropJpeg(_JpegTransform):
         g = _generator(generator)
         window = self.get_params(height, width, g)
         out = _resample.resized_crop(
-            tensor, height, width, window, self.size, self.decode_scale, self._filter, self.antialias, *self._options
+            tensor, (height, width), window, self.size, self.decode_scale, self._resample, self._options
         )
         if self.hflip_p > 0 and torch.rand(1, generator=g) < self.hflip_p:
             out = out.flip(-1)
@@ -242,9 +242,9 @@ class ResizeCenterCropJpeg(_JpegTransform):
             s = self.decode_scale
         else:
             s = choose_scale(height, width, (rh, rw))
-        rows = _resample.resize_crop_axis(height, s, rh, top, ch, self._filter, self.antialias)
-        cols = _resample.resize_crop_axis(width, s, rw, left, cw, self._filter, self.antialias)
-        return _resample.decode_and_resample(tensor, rows, cols, s, self._filter, self.antialias, *self._options)
+        rows = _resample.resize_crop_axis(height, s, rh, top, ch, self._resample)
+        cols = _resample.resize_crop_axis(width, s, rw, left, cw, self._resample)
+        return _resample.decode_and_resample(tensor, rows, cols, s, self._resample, self._options)
 
     def __repr__(self) -> str:
         return (

@@ -40,7 +40,15 @@ def decode(data: bytes, window, *, own: bool, mode=ImageReadMode.RGB, scale=8, p
     previous_own = bool(ops._set_own_entropy_decoder(own))
     try:
         tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        image, warnings = ops.decode_and_crop_jpeg(tensor, *window, int(mode), False, policy, 0, scale)
+        image, warnings = ops.decode_and_crop_jpeg(
+            tensor,
+            *window,
+            mode=int(mode),
+            apply_exif_orientation=False,
+            on_warning=policy,
+            max_pixels=0,
+            scale_num=scale,
+        )
         return image, bytes(warnings.tolist()).decode()
     except RuntimeError as error:
         return None, str(error)

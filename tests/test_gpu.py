@@ -236,7 +236,9 @@ def _fake_call(n, heights, widths, mode, device=0, stack=False, whole=False):
     with FakeTensorMode(shape_env=ShapeEnv()) as fake_mode:
         data = [fake_mode.from_tensor(torch.zeros(100, dtype=torch.uint8)) for _ in range(n)]
         windows = ([], [], [], []) if whole else ([0] * n, [0] * n, heights, widths)
-        return torch.ops.custom_op.decode_jpegs_cuda(data, *windows, whole, int(mode), False, 0, 0, stack, device)
+        return torch.ops.custom_op.decode_jpegs_cuda(
+            data, *windows, whole=whole, stack=stack, device=device, **_decode_options(mode)
+        )
 
 
 def test_fake_kernel_shapes_and_device():
@@ -277,9 +279,16 @@ def test_fake_kernel_rejects_what_the_operator_rejects():
         _fake_call(1, [8], [8], 7)
 
 
+def _decode_options(mode) -> dict:
+    """The decoding options as the operators take them: by name."""
+    return dict(mode=int(mode), apply_exif_orientation=False, on_warning=0, max_pixels=0)
+
+
 def _op_args(datas, wins, mode, stack=False, whole=False):
+    """The CUDA operator's positional and keyword arguments."""
     windows = ([], [], [], []) if whole else tuple(list(v) for v in zip(*wins))
-    return ([as_tensor(d) for d in datas], *windows, whole, int(mode), False, 0, 0, stack, torch.cuda.current_device())
+    kwargs = dict(whole=whole, stack=stack, device=torch.cuda.current_device(), **_decode_options(mode))
+    return ([as_tensor(d) for d in datas], *windows), kwargs
 
 
 # test_aot_dispatch_dynamic is left out: AOTAutograd (like Dynamo) cannot carry the operator's str[]
@@ -300,24 +309,29 @@ def test_opcheck_batched_op(jpeg_writer, mode, form):
         datas, wins = color, [(0, 0, 48, 64), (5, 7, 48, 64), (9, 3, 48, 64)]
     else:
         datas, wins = color + [gray], [(0, 0, 48, 64), (5, 7, 40, 33), (1, 2, 3, 4), (10, 20, 50, 60)]
-    args = _op_args(datas, wins, mode, stack=form == "stack", whole=form == "whole")
-    outs, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(*args)
+    args, kwargs = _op_args(datas, wins, mode, stack=form == "stack", whole=form == "whole")
+    outs, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(*args, **kwargs)
     assert statuses == [0] * len(datas) and messages == [""] * len(datas), messages
     assert len(outs) == (1 if form == "stack" else len(datas))
     assert paths[2] == custom_op._device.CPU_PATH and all(p >= 0 for p in paths)
-    torch.library.opcheck(torch.ops.custom_op.decode_jpegs_cuda.default, args, test_utils=OPCHECK_UTILS)
-    torch.library.opcheck(torch.ops.custom_op.decode_jpegs_cuda.default, (*args, True), test_utils=OPCHECK_UTILS)
+    op = torch.ops.custom_op.decode_jpegs_cuda.default
+    torch.library.opcheck(op, args, kwargs, test_utils=OPCHECK_UTILS)
+    torch.library.opcheck(op, args, dict(kwargs, check_entropy=True), test_utils=OPCHECK_UTILS)
 
 
 @needs_gpu
 def test_empty_batches_match_the_fake_kernel():
     dev = torch.cuda.current_device()
+    options = _decode_options(ImageReadMode.RGB)
     (stacked,), statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
-        [], [], [], [], [], False, int(ImageReadMode.RGB), False, 0, 0, True, dev
+        [], [], [], [], [], whole=False, stack=True, device=dev, **options
     )
     assert stacked.numel() == 0 and stacked.device == torch.device("cuda", dev)
     assert statuses == messages == paths == []
-    assert torch.ops.custom_op.decode_jpegs_cuda([], [], [], [], [], False, 2, False, 0, 0, False, dev)[0] == []
+    assert (
+        torch.ops.custom_op.decode_jpegs_cuda([], [], [], [], [], whole=False, stack=False, device=dev, **options)[0]
+        == []
+    )
 
 
 @needs_gpu

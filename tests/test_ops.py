@@ -21,16 +21,23 @@ def as_tensor(data: bytes) -> torch.Tensor:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
+def options(mode=ImageReadMode.RGB, apply_exif_orientation=False, on_warning=0, max_pixels=0) -> dict:
+    """The decoding options as the operators take them: by name."""
+    return dict(
+        mode=int(mode), apply_exif_orientation=apply_exif_orientation, on_warning=on_warning, max_pixels=max_pixels
+    )
+
+
 @pytest.mark.parametrize("mode", list(ImageReadMode))
 def test_opcheck_decode_and_crop(jpeg, mode):
-    args = (as_tensor(jpeg), 5, 7, 40, 50, int(mode), False, 0, 0)
-    torch.library.opcheck(torch.ops.custom_op.decode_and_crop_jpeg.default, args)
+    args = (as_tensor(jpeg), 5, 7, 40, 50)
+    torch.library.opcheck(torch.ops.custom_op.decode_and_crop_jpeg.default, args, options(mode))
 
 
 @pytest.mark.parametrize("mode", list(ImageReadMode))
 def test_opcheck_decode(jpeg, mode):
-    args = (as_tensor(jpeg), int(mode), True, 1, 0)
-    torch.library.opcheck(torch.ops.custom_op.decode_jpeg.default, args)
+    kwargs = options(mode, apply_exif_orientation=True, on_warning=1)
+    torch.library.opcheck(torch.ops.custom_op.decode_jpeg.default, (as_tensor(jpeg),), kwargs)
 
 
 @pytest.mark.parametrize("stack", [False, True])
@@ -41,12 +48,64 @@ def test_opcheck_batched_decode(jpeg, mode, whole, stack):
     graphs (test_torch_compile_runs_the_batched_call)."""
     data = [as_tensor(jpeg), as_tensor(jpeg)]
     windows = ([], [], [], []) if whole else ([0, 3], [1, 2], [30, 30], [40, 40])
-    args = (data, *windows, whole, int(mode), False, 0, 0, stack)
     torch.library.opcheck(
         torch.ops.custom_op.decode_jpegs.default,
-        args,
+        (data, *windows),
+        dict(whole=whole, stack=stack, **options(mode)),
         test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
     )
+
+
+def test_options_travel_by_name_only(jpeg):
+    """Every option is keyword-only in the schemas: a call that passes options by position fails
+    instead of swapping neighbouring ints (on_warning and max_pixels, say)."""
+    data = as_tensor(jpeg)
+    for schema in torch._C._jit_get_all_schemas():
+        if schema.name in ("custom_op::decode_and_crop_jpeg", "custom_op::decode_jpeg", "custom_op::decode_jpegs"):
+            named = {a.name for a in schema.arguments if a.kwarg_only}
+            assert {"mode", "apply_exif_orientation", "on_warning", "max_pixels"} <= named, schema
+    with pytest.raises(RuntimeError):
+        torch.ops.custom_op.decode_and_crop_jpeg(data, 5, 7, 40, 50, int(ImageReadMode.RGB), False, 0, 0)
+    out, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, 5, 7, 40, 50, **options())
+    assert torch.equal(out, custom_op.decode_and_crop_jpeg(jpeg, 5, 7, 40, 50))
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (dict(mode=3), r"mode code must be 0 \(UNCHANGED\), 1 \(GRAY\) or 2 \(RGB\), got 3"),
+        (dict(on_warning=-1), r"on_warning code must be 0 \(raise\), 1 \(warn\) or 2 \(ignore\), got -1"),
+    ],
+)
+def test_option_codes_are_checked_by_every_kernel(jpeg, bad, says):
+    """One check of the option codes (csrc/common/options.h) for the single, batched and GPU kernels."""
+    data = as_tensor(jpeg)
+    kwargs = {**options(), **bad}
+    with pytest.raises(ValueError, match=says):
+        torch.ops.custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 8, **kwargs)
+    with pytest.raises(ValueError, match=says):
+        torch.ops.custom_op.decode_jpeg(data, **kwargs)
+    with pytest.raises(ValueError, match=says):
+        torch.ops.custom_op.decode_jpegs([data], [0], [0], [8], [8], whole=False, stack=False, **kwargs)
+
+
+def test_python_constants_are_the_libraries():
+    """The codes and sizes Python shares with the C++ libraries (read modes, warning policies, item
+    statuses, GPU path codes, the GPU outputs' alignment) are the values the library exports: a value
+    changed on one side fails here, on any machine, without a GPU."""
+    from custom_op import _args, _device, _ops, _outcomes, gpu
+
+    names, values = torch.ops.custom_op._constants()
+    library = dict(zip(names, values))
+    python = {f"read_mode.{m.name}": int(m) for m in ImageReadMode}
+    python.update({f"on_warning.{name}": code for name, code in _args.ON_WARNING.items()})
+    statuses = ("ok", "warned", "value_error", "type_error", "runtime_error")
+    python.update({f"item_status.{name}": getattr(_outcomes, name.upper()) for name in statuses})
+    python.update({f"path.{name}": code for code, name in gpu.PATH_NAMES.items()})
+    python["path.segments_flag"] = gpu.SEGMENTS_FLAG
+    python["output_alignment"] = _ops.OUTPUT_ALIGNMENT
+    assert python == library
+    assert gpu.PATH_NAMES[_device.CPU_PATH] == "cpu"
 
 
 def test_every_op_with_a_tensor_output_has_a_fake_kernel():
@@ -98,12 +157,12 @@ def test_fake_kernel_shapes(jpeg):
 
     with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True) as mode:
         data = mode.from_tensor(as_tensor(jpeg))
-        out, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, int(ImageReadMode.RGB), False, 0, 0)
+        out, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, **options())
         assert tuple(out.shape) == (3, 30, 20) and out.dtype == torch.uint8
-        gray, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, int(ImageReadMode.GRAY), False, 0, 0)
+        gray, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, 1, 2, 30, 20, **options(ImageReadMode.GRAY))
         assert tuple(gray.shape) == (1, 30, 20)
         (stacked,), status, messages = torch.ops.custom_op.decode_jpegs(
-            [data, data], [0, 0], [0, 0], [30, 30], [20, 20], False, int(ImageReadMode.RGB), False, 0, 0, True
+            [data, data], [0, 0], [0, 0], [30, 30], [20, 20], whole=False, stack=True, **options()
         )
         assert tuple(stacked.shape) == (2, 3, 30, 20)
 
@@ -115,33 +174,30 @@ def test_gpu_op_fake_kernel_without_a_gpu(jpeg):
 
     with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True) as mode:
         data = [mode.from_tensor(as_tensor(jpeg)) for _ in range(3)]
+        windows = ([0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7])
         outs, status, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
-            data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, int(ImageReadMode.RGB), False, 0, 0, False, 0
+            data, *windows, whole=False, stack=False, device=0, **options()
         )
         assert [tuple(o.shape) for o in outs] == [(3, 10, 5), (3, 20, 6), (3, 30, 7)]
         assert all(o.device == torch.device("cuda", 0) for o in outs)
         assert paths == [-1] * 3
         checked, _, _, _ = torch.ops.custom_op.decode_jpegs_cuda(
-            data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, 2, False, 0, 0, False, 0, check_entropy=True
+            data, *windows, whole=False, stack=False, device=0, check_entropy=True, **options()
         )
         assert [tuple(o.shape) for o in checked] == [(3, 10, 5), (3, 20, 6), (3, 30, 7)]
         (whole,), _, _, _ = torch.ops.custom_op.decode_jpegs_cuda(
-            data, [], [], [], [], True, int(ImageReadMode.UNCHANGED), False, 0, 0, True, 0
+            data, [], [], [], [], whole=True, stack=True, device=0, **options(ImageReadMode.UNCHANGED)
         )
         assert whole.dim() == 4 and whole.shape[0] == 3
         with pytest.raises(ValueError, match="one size"):
-            torch.ops.custom_op.decode_jpegs_cuda(
-                data, [0] * 3, [0] * 3, [10, 20, 30], [5, 6, 7], False, 2, False, 0, 0, True, 0
-            )
+            torch.ops.custom_op.decode_jpegs_cuda(data, *windows, whole=False, stack=True, device=0, **options())
 
 
 def test_torch_compile_keeps_the_op_in_one_graph(jpeg):
     data = as_tensor(jpeg)
 
     def crop_and_normalize(data, top, left):
-        image, _ = torch.ops.custom_op.decode_and_crop_jpeg(
-            data, top, left, 64, 64, int(ImageReadMode.RGB), False, 0, 0
-        )
+        image, _ = torch.ops.custom_op.decode_and_crop_jpeg(data, top, left, 64, 64, **options())
         return image.float().div(255).sub(0.5)
 
     compiled = torch.compile(crop_and_normalize, fullgraph=True, backend="aot_eager")

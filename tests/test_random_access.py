@@ -49,13 +49,28 @@ def scaled_full(data: bytes, scale: int, mode=ImageReadMode.RGB) -> np.ndarray:
     info = custom_op.read_jpeg_header(data)
     h, w = -(-info.height * scale // 8), -(-info.width * scale // 8)
     return torch.ops.custom_op.decode_and_crop_jpeg(
-        torch.frombuffer(bytearray(data), dtype=torch.uint8), 0, 0, h, w, int(mode), False, 0, 0, scale
+        torch.frombuffer(bytearray(data), dtype=torch.uint8),
+        0,
+        0,
+        h,
+        w,
+        mode=int(mode),
+        apply_exif_orientation=False,
+        on_warning=0,
+        max_pixels=0,
+        scale_num=scale,
     )[0].numpy()
 
 
 def crop(data: bytes, window, scale=8, mode=ImageReadMode.RGB, exif=False, policy=0) -> np.ndarray:
     return torch.ops.custom_op.decode_and_crop_jpeg(
-        torch.frombuffer(bytearray(data), dtype=torch.uint8), *window, int(mode), exif, policy, 0, scale
+        torch.frombuffer(bytearray(data), dtype=torch.uint8),
+        *window,
+        mode=int(mode),
+        apply_exif_orientation=exif,
+        on_warning=policy,
+        max_pixels=0,
+        scale_num=scale,
     )[0].numpy()
 
 
@@ -535,7 +550,9 @@ class Geometry(NamedTuple):
 
 
 def geometry(data: bytes) -> Geometry:
-    height, width, channels, *_, sampling, _ = torch.ops.custom_op.read_jpeg_header(as_tensor(data), False)
+    height, width, channels, *_, sampling, _ = torch.ops.custom_op.read_jpeg_header(
+        as_tensor(data), apply_exif_orientation=False
+    )
     hs, vs = sampling[0::2], sampling[1::2]
     mcu_h, mcu_w = (8, 8) if channels == 1 else (8 * max(vs), 8 * max(hs))
     per_row = -(-width // mcu_w)

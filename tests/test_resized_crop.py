@@ -66,12 +66,12 @@ def resize_box(image: torch.Tensor, size, filter_name="bilinear", antialias=True
     _, h, w = image.shape
     return torch.ops.custom_op.resize_box(
         image.contiguous(),
-        [0.0, 0.0, float(h), float(w)],
-        list(size),
-        [0, 0, *size],
-        [0, 0],
-        INTERPOLATIONS[filter_name],
-        antialias,
+        box=[0.0, 0.0, float(h), float(w)],
+        size=list(size),
+        out_window=[0, 0, *size],
+        origin=[0, 0],
+        filter=INTERPOLATIONS[filter_name],
+        antialias=antialias,
     )
 
 
@@ -129,12 +129,12 @@ def test_resize_box_window_of_the_output_equals_cropping_the_output(filter_name)
         part = image[:, first_row:last_row, first_col:last_col].contiguous()
         out = torch.ops.custom_op.resize_box(
             part,
-            [0.0, 0.0, 150.0, 211.0],
-            list(size),
-            [top, left, h, w],
-            [first_row, first_col],
-            INTERPOLATIONS[filter_name],
-            True,
+            box=[0.0, 0.0, 150.0, 211.0],
+            size=list(size),
+            out_window=[top, left, h, w],
+            origin=[first_row, first_col],
+            filter=INTERPOLATIONS[filter_name],
+            antialias=True,
         )
         assert torch.equal(out, whole[:, top : top + h, left : left + w]), (top, left, h, w)
 
@@ -151,8 +151,8 @@ def test_resize_box_portable_kernels_give_the_same_bytes(tmp_path):
         f"ref = torch.load({str(tmp_path / 'ref.pt')!r})\n"
         "im = ref['image']\n"
         f"for (size, f), expected in zip({cases!r}, ref['outputs']):\n"
-        "    out = torch.ops.custom_op.resize_box(im, [0.0, 0.0, 301.0, 233.0], list(size), [0, 0, *size],\n"
-        "                                         [0, 0], INTERPOLATIONS[f], True)\n"
+        "    out = torch.ops.custom_op.resize_box(im, box=[0.0, 0.0, 301.0, 233.0], size=list(size),\n"
+        "        out_window=[0, 0, *size], origin=[0, 0], filter=INTERPOLATIONS[f], antialias=True)\n"
         "    assert torch.equal(out, expected), (size, f)\n"
         "print('same')\n"
     )
@@ -176,8 +176,8 @@ def test_resize_box_without_antialias_is_plain_bilinear_sampling():
 
 def test_resize_box_fake_kernel_and_schema():
     image = torch.zeros(3, 20, 30, dtype=torch.uint8)
-    args = (image, [0.0, 0.0, 20.0, 30.0], [10, 12], [1, 2, 5, 6], [0, 0], 1, True)
-    torch.library.opcheck(torch.ops.custom_op.resize_box, args)
+    kwargs = dict(box=[0.0, 0.0, 20.0, 30.0], size=[10, 12], out_window=[1, 2, 5, 6], origin=[0, 0], filter=1)
+    torch.library.opcheck(torch.ops.custom_op.resize_box, (image,), dict(kwargs, antialias=True))
 
 
 @pytest.mark.parametrize(
@@ -204,13 +204,19 @@ def test_resize_box_rejects_bad_arguments(kwargs, message):
     }
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
-        torch.ops.custom_op.resize_box(*args.values())
+        torch.ops.custom_op.resize_box(args.pop("image"), **args)
 
 
 def test_resize_box_rejects_non_uint8_images():
     with pytest.raises(TypeError):
         torch.ops.custom_op.resize_box(
-            torch.zeros(3, 4, 4), [0.0, 0.0, 4.0, 4.0], [2, 2], [0, 0, 2, 2], [0, 0], 1, True
+            torch.zeros(3, 4, 4),
+            box=[0.0, 0.0, 4.0, 4.0],
+            size=[2, 2],
+            out_window=[0, 0, 2, 2],
+            origin=[0, 0],
+            filter=1,
+            antialias=True,
         )
 
 
@@ -355,8 +361,8 @@ def test_reduced_scales_psnr_on_generated_photos(jpeg_writer, sampling):
 def test_window_maps_without_half_pixel_shift():
     """Moving the mapped box by a quarter of a scaled pixel either way must make the result worse: the
     exact mapping is where the reduced-scale decode lines up with the full-resolution one."""
-    from custom_op._args import as_tensor
-    from custom_op._resample import crop_axis, decode_and_resample
+    from custom_op._args import as_tensor, decode_options
+    from custom_op._resample import crop_axis, decode_and_resample, resampling
 
     s, size = 2, 56
     scores = {}
@@ -370,7 +376,8 @@ def test_window_maps_without_half_pixel_shift():
             rows, cols = crop_axis(top - 4, h + 8, s, size), crop_axis(left - 4, w + 8, s, size)
             rows = rows._replace(in0=rows.in0 + 1 + shift, in1=rows.in1 - 1 + shift)
             cols = cols._replace(in0=cols.in0 + 1 + shift, in1=cols.in1 - 1 + shift)
-            out = decode_and_resample(as_tensor(data), rows, cols, s, 1, True, 2, False, 0, 0)
+            options = decode_options("RGB", False, "raise", None)
+            out = decode_and_resample(as_tensor(data), rows, cols, s, resampling("bilinear", True), options)
             scores.setdefault(shift, []).append(psnr(out.numpy(), reference))
     means = {shift: np.mean(v) for shift, v in scores.items()}
     assert means[0.0] > means[0.25] + 3 and means[0.0] > means[-0.25] + 3, means

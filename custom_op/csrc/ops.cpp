@@ -2,8 +2,10 @@
 // cpu/*_cpu.cpp (TORCH_LIBRARY_IMPL CPU), cuda/decode_cuda.cpp (the GPU library, loaded on first use).
 // Fake kernels, for torch.compile and FakeTensor tracing, are in custom_op/_ops.py.
 //
-// Option codes (common/options.h): mode 0 UNCHANGED, 1 GRAY, 2 RGB; on_warning 0 raise, 1 warn,
-// 2 ignore; max_pixels 0 = no limit. Every message starts with "custom_op: " (common/item_status.h).
+// Options are keyword-only: Python passes them by name (custom_op/_args.py), and a kernel reads the
+// decoding options into one checked value (common/checked_options.h: mode 0 UNCHANGED, 1 GRAY, 2 RGB;
+// on_warning 0 raise, 1 warn, 2 ignore; max_pixels 0 = no limit). Every message starts with
+// "custom_op: " (common/item_status.h).
 #include <torch/library.h>
 
 TORCH_LIBRARY(custom_op, m) {
@@ -12,16 +14,16 @@ TORCH_LIBRARY(custom_op, m) {
   // torch.compile can keep the call in one graph. scale_num: decode at scale_num/8 of full size
   // (libjpeg's DCT scaling, 1..16); the window is then given in that scaled image.
   m.def(
-      "decode_and_crop_jpeg(Tensor data, int top, int left, int height, int width, int mode, "
+      "decode_and_crop_jpeg(Tensor data, int top, int left, int height, int width, *, int mode, "
       "bool apply_exif_orientation, int on_warning, int max_pixels, int scale_num=8) "
       "-> (Tensor image, Tensor warnings)");
   m.def(
-      "decode_jpeg(Tensor data, int mode, bool apply_exif_orientation, int on_warning, int max_pixels) "
+      "decode_jpeg(Tensor data, *, int mode, bool apply_exif_orientation, int on_warning, int max_pixels) "
       "-> (Tensor image, Tensor warnings)");
   // height and width are the displayed ones when apply_exif_orientation. color_space: libjpeg's
   // J_COLOR_SPACE. sampling: h, v of each component.
   m.def(
-      "read_jpeg_header(Tensor data, bool apply_exif_orientation) -> (int height, int width, int channels, "
+      "read_jpeg_header(Tensor data, *, bool apply_exif_orientation) -> (int height, int width, int channels, "
       "int color_space, bool progressive, bool arithmetic, int orientation, int[] sampling, bool random_access)");
 
   // Batches. With whole=True each image is decoded whole and the window lists are ignored. Bad items
@@ -32,19 +34,19 @@ TORCH_LIBRARY(custom_op, m) {
   // decoded and its shape cannot be known); outputs of different shapes raise ValueError.
   // On the CPU, the items are decoded in parallel on torch's intra-op thread pool.
   m.def(
-      "decode_jpegs(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, bool whole, int mode, "
+      "decode_jpegs(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, *, bool whole, int mode, "
       "bool apply_exif_orientation, int on_warning, int max_pixels, bool stack) "
       "-> (Tensor[] images, int[] status, str[] messages)");
   // The same on CUDA device `device` (the encoded bytes stay on the CPU), ordered on its current
-  // stream. paths: which decoder took each item (cuda/decode_path.h). check_entropy: before nvJPEG
+  // stream. paths: which decoder took each item (common/decode_path.h). check_entropy: before nvJPEG
   // gets a file, _check_entropy_data checks it on the CPU, and a file it finds anything wrong with
   // goes to the CPU path.
   m.def(
-      "decode_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, bool whole, "
+      "decode_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, *, bool whole, "
       "int mode, bool apply_exif_orientation, int on_warning, int max_pixels, bool stack, int device, "
       "bool check_entropy=False) -> (Tensor[] images, int[] status, str[] messages, int[] paths)");
   m.def(
-      "gpu_backend_info(int device) -> (str nvjpeg_version, bool hardware, int hardware_engines, "
+      "gpu_backend_info(*, int device) -> (str nvjpeg_version, bool hardware, int hardware_engines, "
       "int hardware_cores, str hardware_note, bool torch_allocators)");
 
   // prepare_jpeg (cpu/prepare_cpu.cpp): a lossless rewrite into the random-access layout.
@@ -53,14 +55,14 @@ TORCH_LIBRARY(custom_op, m) {
   // max_segment_bytes (0: no bound) and the file within a size budget of max_growth (a fraction of
   // the input's size).
   m.def(
-      "prepare_jpeg(Tensor data, int restart_mcus, bool keep_exif, bool keep_icc, bool optimize, int max_pixels, "
+      "prepare_jpeg(Tensor data, *, int restart_mcus, bool keep_exif, bool keep_icc, bool optimize, int max_pixels, "
       "float max_growth, int max_segment_bytes) -> Tensor");
   // resize_box (cpu/resize_cpu.cpp): the fused resized crop's resampling. image [C, H, W] uint8 whose
   // pixel (0, 0) is frame pixel (origin[0], origin[1]); box (top, left, bottom, right) in frame
   // coordinates is mapped onto an output of `size` (h, w), of which the window out_window (top, left,
   // height, width) is returned. filter: 0 nearest, 1 bilinear, 2 bicubic, 3 box, 4 hamming, 5 lanczos.
   m.def(
-      "resize_box(Tensor image, float[] box, int[] size, int[] out_window, int[] origin, int filter, "
+      "resize_box(Tensor image, *, float[] box, int[] size, int[] out_window, int[] origin, int filter, "
       "bool antialias) -> Tensor");
 
   // For tests and benchmarks (custom_op/testing.py).
@@ -88,8 +90,12 @@ TORCH_LIBRARY(custom_op, m) {
   m.def("_set_own_entropy_decoder(bool on) -> bool");
   m.def("_entropy_decoder_give_ups() -> int");
   // The GPU backend's testing options (cuda/testing_options.h); returns the ones before.
-  // force_path: -1 none, else a path code of cuda/decode_path.h every GPU-capable item must take.
-  m.def("_set_gpu_testing(int force_path, bool no_margin, bool no_dedupe, int segments) -> int[]");
+  // force_path: -1 none, else a path code of common/decode_path.h every GPU-capable item must take.
+  m.def("_set_gpu_testing(*, int force_path, bool no_margin, bool no_dedupe, int segments) -> int[]");
   // Items our own CUDA decoder gave to the CPU path in this process (cuda/executor.h).
   m.def("_cuda_decoder_fallbacks() -> int");
+  // The codes and sizes Python must agree on with the libraries (read modes, warning policies, item
+  // statuses, GPU path codes, the GPU outputs' alignment), by name: tests/test_ops.py checks custom_op's
+  // Python constants against them on any machine (cpu/constants_cpu.cpp).
+  m.def("_constants() -> (str[] names, int[] values)");
 }

@@ -3,57 +3,23 @@
 // sets it so), so that one process can decode a whole batch without worker processes. The Python
 // binding of torch.ops releases the GIL for the call.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <atomic>
-#include <exception>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "common/checked_options.h"
 #include "common/item_status.h"
 #include "decode_cpu.h"
+#include "parallel_items.h"
 
 namespace custom_op {
 namespace {
 
-struct Outcome {
-  ItemStatus status = ItemStatus::kOk;
-  std::string message;
-};
-
 // The channel count every decoded window has in this mode, or 0 when it depends on the file.
 int fixed_channels(ReadMode mode) { return mode == ReadMode::kGray ? 1 : mode == ReadMode::kRgb ? 3 : 0; }
-
-template <class F>
-Outcome capture(F&& decode) {
-  try {
-    decode();
-    return {};
-  } catch (const c10::ValueError& e) {
-    return {ItemStatus::kValueError, prefixed(e.what_without_backtrace())};
-  } catch (const c10::TypeError& e) {
-    return {ItemStatus::kTypeError, prefixed(e.what_without_backtrace())};
-  } catch (const c10::Error& e) {
-    return {ItemStatus::kRuntimeError, prefixed(e.what_without_backtrace())};
-  } catch (const std::exception& e) {
-    return {ItemStatus::kRuntimeError, prefixed(e.what())};
-  }
-}
-
-// Items are handed out one at a time from a shared counter: decode times differ by file, so a static
-// split of the batch would leave threads idle while one finishes a long share.
-template <class F>
-void for_each_item(int64_t n, F&& body) {
-  std::atomic<int64_t> next{0};
-  const int64_t threads = std::min<int64_t>(n, at::get_num_threads());
-  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) body(i);
-  });
-}
 
 std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::string>> decode_jpegs_cpu(
     at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts, c10::IntArrayRef heights,
@@ -65,12 +31,11 @@ std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::strin
     TORCH_CHECK_VALUE(
         tops.size() == count && lefts.size() == count && heights.size() == count && widths.size() == count,
         kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n, ")");
-  const ReadMode read_mode = checked_mode(mode);
-  const WarningPolicy policy = checked_policy(on_warning);
+  const auto options = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
 
   // Windows of one size in a mode with a fixed channel count decode straight into the stack.
   at::Tensor stacked;
-  const int channels = fixed_channels(read_mode);
+  const int channels = fixed_channels(options.mode);
   if (stack && !whole && n > 0 && channels > 0) {
     bool one_size = true;
     for (size_t i = 1; i < count; ++i) one_size &= heights[i] == heights[0] && widths[i] == widths[0];
@@ -81,16 +46,15 @@ std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::strin
   }
 
   std::vector<at::Tensor> images(count);
-  std::vector<Outcome> outcomes(count);
+  std::vector<ItemOutcome> outcomes(count);
   for_each_item(n, [&](int64_t i) {
     const size_t k = static_cast<size_t>(i);
     std::string warnings;
-    outcomes[k] = capture([&] {
+    outcomes[k] = capture_outcome([&] {
       at::Tensor into = stacked.defined() ? stacked[i] : at::Tensor();
-      Decoded decoded =
-          whole ? decode_whole(data[k], read_mode, apply_exif_orientation, policy, max_pixels)
-                : decode_and_crop(data[k], tops[k], lefts[k], heights[k], widths[k], read_mode, apply_exif_orientation,
-                                  policy, max_pixels, /*scale_num=*/8, stacked.defined() ? &into : nullptr);
+      Decoded decoded = whole ? decode_whole(data[k], options)
+                              : decode_and_crop(data[k], tops[k], lefts[k], heights[k], widths[k], options,
+                                                /*scale_num=*/8, stacked.defined() ? &into : nullptr);
       images[k] = std::move(decoded.image);
       warnings = std::move(decoded.warnings);
     });

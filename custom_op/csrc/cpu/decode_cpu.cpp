@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/checked_options.h"
 #include "common/item_status.h"
 #include "common/restart_plan.h"
 #include "deinterleave.h"
@@ -184,30 +185,18 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
 
 }  // namespace
 
-ReadMode checked_mode(int64_t mode) {
-  TORCH_CHECK_VALUE(valid_read_mode(mode), kMessagePrefix, "mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got ",
-                    mode);
-  return static_cast<ReadMode>(mode);
-}
-
-WarningPolicy checked_policy(int64_t on_warning) {
-  TORCH_CHECK_VALUE(valid_warning_policy(on_warning), kMessagePrefix,
-                    "on_warning code must be 0 (raise), 1 (warn) or 2 (ignore), got ", on_warning);
-  return static_cast<WarningPolicy>(on_warning);
-}
-
 Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width,
-                        ReadMode read_mode, bool apply_exif_orientation, WarningPolicy policy, int64_t max_pixels,
-                        int64_t scale_num, const at::Tensor* into) {
+                        const DecodeOptions& options, int64_t scale_num, const at::Tensor* into) {
   TORCH_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, kMessagePrefix, "scale_num must be in 1..16 (eighths), got ",
                     scale_num);
   TORCH_CHECK_VALUE(height > 0 && width > 0, kMessagePrefix,
                     "the crop window's height and width must be at least 1, got ", "height=", height,
                     " and width=", width);
-  JpegSession session(policy);
-  open(session, data, apply_exif_orientation, "decode_and_crop_jpeg");
+  const bool exif = options.apply_exif_orientation;
+  JpegSession session(options.on_warning);
+  open(session, data, exif, "decode_and_crop_jpeg");
   if (!session.set_scale(static_cast<unsigned int>(scale_num))) fail("header", session);
-  const int orientation = apply_exif_orientation ? session.exif_orientation() : 1;
+  const int orientation = exif ? session.exif_orientation() : 1;
   // output_* is the (possibly scaled) size the window refers to.
   const int64_t image_h = swaps_axes(orientation) ? session.cinfo.output_width : session.cinfo.output_height;
   const int64_t image_w = swaps_axes(orientation) ? session.cinfo.output_height : session.cinfo.output_width;
@@ -216,24 +205,23 @@ Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64
       top >= 0 && left >= 0 && top < image_h && left < image_w && height <= image_h - top && width <= image_w - left,
       "custom_op: crop window (top=", top, ", left=", left, ", height=", height, ", width=", width,
       ") does not fit in the image of height ", image_h, " and width ", image_w,
-      apply_exif_orientation && orientation != 1 ? " (after EXIF orientation)" : "");
-  check_pixel_limit(session.cinfo, max_pixels);
-  Decoded decoded = decode_window(session, read_mode, orientation, top, left, height, width, into);
-  if (policy != WarningPolicy::kWarn) decoded.warnings.clear();
+      exif && orientation != 1 ? " (after EXIF orientation)" : "");
+  check_pixel_limit(session.cinfo, options.max_pixels);
+  Decoded decoded = decode_window(session, options.mode, orientation, top, left, height, width, into);
+  if (options.on_warning != WarningPolicy::kWarn) decoded.warnings.clear();
   return decoded;
 }
 
-Decoded decode_whole(const at::Tensor& data, ReadMode read_mode, bool apply_exif_orientation, WarningPolicy policy,
-                     int64_t max_pixels) {
-  JpegSession session(policy);
-  open(session, data, apply_exif_orientation, "decode_jpeg");
-  const int orientation = apply_exif_orientation ? session.exif_orientation() : 1;
-  check_pixel_limit(session.cinfo, max_pixels);
+Decoded decode_whole(const at::Tensor& data, const DecodeOptions& options) {
+  JpegSession session(options.on_warning);
+  open(session, data, options.apply_exif_orientation, "decode_jpeg");
+  const int orientation = options.apply_exif_orientation ? session.exif_orientation() : 1;
+  check_pixel_limit(session.cinfo, options.max_pixels);
   if (!session.set_scale(8)) fail("header", session);
   const int64_t h = session.cinfo.output_height, w = session.cinfo.output_width;
-  Decoded decoded = swaps_axes(orientation) ? decode_window(session, read_mode, orientation, 0, 0, w, h, nullptr)
-                                            : decode_window(session, read_mode, orientation, 0, 0, h, w, nullptr);
-  if (policy != WarningPolicy::kWarn) decoded.warnings.clear();
+  Decoded decoded = swaps_axes(orientation) ? decode_window(session, options.mode, orientation, 0, 0, w, h, nullptr)
+                                            : decode_window(session, options.mode, orientation, 0, 0, h, w, nullptr);
+  if (options.on_warning != WarningPolicy::kWarn) decoded.warnings.clear();
   return decoded;
 }
 
@@ -250,15 +238,14 @@ std::tuple<at::Tensor, at::Tensor> decode_and_crop_jpeg_cpu(const at::Tensor& da
                                                             int64_t height, int64_t width, int64_t mode,
                                                             bool apply_exif_orientation, int64_t on_warning,
                                                             int64_t max_pixels, int64_t scale_num) {
-  Decoded decoded = decode_and_crop(data, top, left, height, width, checked_mode(mode), apply_exif_orientation,
-                                    checked_policy(on_warning), max_pixels, scale_num, nullptr);
+  const auto options = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
+  Decoded decoded = decode_and_crop(data, top, left, height, width, options, scale_num, nullptr);
   return {std::move(decoded.image), text_tensor(decoded.warnings)};
 }
 
 std::tuple<at::Tensor, at::Tensor> decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif_orientation,
                                                    int64_t on_warning, int64_t max_pixels) {
-  Decoded decoded =
-      decode_whole(data, checked_mode(mode), apply_exif_orientation, checked_policy(on_warning), max_pixels);
+  Decoded decoded = decode_whole(data, checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels));
   return {std::move(decoded.image), text_tensor(decoded.warnings)};
 }
 

@@ -16,19 +16,13 @@ struct Decoded {
   std::string warnings;  // libjpeg's warnings with WarningPolicy::kWarn, else ""
 };
 
-// The operators' codes, checked (ValueError for anything else).
-ReadMode checked_mode(int64_t mode);
-WarningPolicy checked_policy(int64_t on_warning);
-
 // The window [top, top + height) x [left, left + width) of the (scale_num/8-scaled, displayed when
-// apply_exif_orientation) image. Writes into *into when it is a contiguous [C, height, width] uint8
-// CPU tensor of the right channel count, else into a new tensor. max_pixels 0: no limit.
-Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width, ReadMode mode,
-                        bool apply_exif_orientation, WarningPolicy policy, int64_t max_pixels, int64_t scale_num,
-                        const at::Tensor* into);
+// options.apply_exif_orientation) image. Writes into *into when it is a contiguous [C, height, width]
+// uint8 CPU tensor of the right channel count, else into a new tensor.
+Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width,
+                        const DecodeOptions& options, int64_t scale_num, const at::Tensor* into);
 
-// The whole image, in the displayed frame when apply_exif_orientation.
-Decoded decode_whole(const at::Tensor& data, ReadMode mode, bool apply_exif_orientation, WarningPolicy policy,
-                     int64_t max_pixels);
+// The whole image, in the displayed frame when options.apply_exif_orientation.
+Decoded decode_whole(const at::Tensor& data, const DecodeOptions& options);
 
 }  // namespace custom_op

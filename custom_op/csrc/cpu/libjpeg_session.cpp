@@ -18,45 +18,10 @@ int min_dct_scaled_width(const jpeg_decompress_struct& cinfo) {
 #endif
 }
 
-ErrorState* state_of(j_common_ptr cinfo) { return reinterpret_cast<ErrorState*>(cinfo->err); }
-
-[[noreturn]] void on_error(j_common_ptr cinfo) {
-  ErrorState* err = state_of(cinfo);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// libjpeg calls this for warnings (level -1) and trace messages (level >= 0). A warning means the data
-// is corrupt but decoding can go on (missing bytes become gray, for example).
-void on_message(j_common_ptr cinfo, int msg_level) {
-  if (msg_level != -1) return;
-  ErrorState* err = state_of(cinfo);
-  if (err->on_warning == WarningPolicy::kRaise) on_error(cinfo);
-  if (err->num_warnings++ == 0) (*cinfo->err->format_message)(cinfo, err->first_warning);
-}
-
-void print_nothing(j_common_ptr) {}
-
-void limit_scans(j_common_ptr cinfo) {
-  if (!cinfo->is_decompressor) return;
-  const auto* dinfo = reinterpret_cast<j_decompress_ptr>(cinfo);
-  if (dinfo->input_scan_number <= kMaxScans) return;
-  ErrorState* err = state_of(cinfo);
-  std::snprintf(err->message, sizeof(err->message), "the file has more than %d scans; refusing it as hostile",
-                kMaxScans);
-  std::longjmp(err->jump, 1);
-}
-
 }  // namespace
 
 JpegSession::JpegSession(WarningPolicy on_warning) {
-  std::memset(&err_, 0, sizeof(err_));
-  cinfo.err = jpeg_std_error(&err_.pub);
-  err_.pub.error_exit = on_error;
-  err_.pub.emit_message = on_message;
-  err_.pub.output_message = print_nothing;
-  err_.on_warning = on_warning;
-  err_.progress.progress_monitor = limit_scans;
+  cinfo.err = err_.init(on_warning);
   // jpeg_create_decompress only fails when out of memory; it then calls error_exit.
   if (setjmp(err_.jump)) {
     cinfo.mem = nullptr;
@@ -67,8 +32,8 @@ JpegSession::JpegSession(WarningPolicy on_warning) {
 }
 
 void JpegSession::creation_failed() {
-  // on_error left libjpeg's reason in message (for example a library version other than the
-  // headers': "Wrong JPEG library version: library is 80, caller expects 62").
+  // The error exit (libjpeg_errors.h) left libjpeg's reason in message (for example a library version
+  // other than the headers': "Wrong JPEG library version: library is 80, caller expects 62").
   char reason[JMSG_LENGTH_MAX];
   std::snprintf(reason, sizeof(reason), "%s", err_.message[0] != '\0' ? err_.message : "out of memory");
   std::snprintf(err_.message, sizeof(err_.message), "cannot create the decoder: %s", reason);

@@ -1,9 +1,10 @@
 // One libjpeg decompressor, with errors turned into return values instead of process exits.
 //
-// libjpeg reports errors by calling error_exit, which must not return. We longjmp out of it. Each
-// member below that calls into libjpeg sets its own jump point and holds no object with a destructor,
-// so a longjmp only ever unwinds libjpeg's C frames back into that member: no C++ destructor is
-// skipped. The caller turns `false` into a Python exception after the session has cleaned up.
+// libjpeg reports errors by calling error_exit, which must not return. We longjmp out of it
+// (libjpeg_errors.h). Each member below that calls into libjpeg sets its own jump point and holds no
+// object with a destructor, so a longjmp only ever unwinds libjpeg's C frames back into that member: no
+// C++ destructor is skipped. The caller turns `false` into a Python exception after the session has
+// cleaned up.
 #pragma once
 
 #include <csetjmp>
@@ -17,12 +18,9 @@
 #include "common/options.h"
 #include "common/region.h"
 #include "entropy_decoder.h"
+#include "libjpeg_errors.h"
 
 namespace custom_op {
-
-// A hostile progressive file can hold thousands of tiny scans that each cost a pass over the image.
-// No real encoder writes more than a few dozen; TurboJPEG suggests a limit of 500 for untrusted input.
-constexpr int kMaxScans = 500;
 
 // What walk_scan found.
 enum class ScanWalk : int64_t {
@@ -30,17 +28,6 @@ enum class ScanWalk : int64_t {
   kRefused = 1,    // libjpeg warned or raised an error while setting the decode up (headers, tables)
   kNotWalked = 2,  // a scan our decoder does not walk (progressive, arithmetic, several scans, ...)
   kDamaged = 3,    // the walk gave up: the entropy-coded data holds what a valid scan does not
-};
-
-struct ErrorState {
-  jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr* that we cast back
-  jpeg_progress_mgr progress;
-  std::jmp_buf jump;
-  WarningPolicy on_warning;
-  int num_warnings;
-  char message[JMSG_LENGTH_MAX];
-  char first_warning[JMSG_LENGTH_MAX];
-  bool entropy_gave_up;  // the jump came from our entropy decoder giving a scan back to libjpeg
 };
 
 class JpegSession {

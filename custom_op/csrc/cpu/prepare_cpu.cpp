@@ -5,9 +5,9 @@
 // every k MCUs, k at most the MCUs per row.
 //
 // As in JpegSession, each function that calls libjpeg (read_input, encode) sets its own jump point and
-// holds no object with a destructor, so a libjpeg error longjmps back into it and no C++ frame is
-// skipped; the Transcoder that owns the libjpeg structs and the output buffers lives in the caller's
-// frame and cleans up whatever happened.
+// holds no object with a destructor, so a libjpeg error longjmps back into it (libjpeg_errors.h) and no
+// C++ frame is skipped; the Transcoder that owns the libjpeg structs and the output buffers lives in the
+// caller's frame and cleans up whatever happened.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -22,43 +22,11 @@
 #include <vector>
 
 #include "common/segment_index.h"
-#include "libjpeg_session.h"
+#include "libjpeg_errors.h"
 #include "restart_index.h"
 
 namespace custom_op {
 namespace {
-
-struct TranscodeError {
-  jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr* that we cast back
-  jpeg_progress_mgr progress;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-TranscodeError* state_of(j_common_ptr cinfo) { return reinterpret_cast<TranscodeError*>(cinfo->err); }
-
-[[noreturn]] void on_error(j_common_ptr cinfo) {
-  TranscodeError* err = state_of(cinfo);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// A warning means corrupt data that libjpeg would patch over (gray blocks, dropped bytes). Writing
-// that out as a clean file would hide the damage, so every warning is an error here.
-void on_message(j_common_ptr cinfo, int msg_level) {
-  if (msg_level == -1) on_error(cinfo);
-}
-
-void print_nothing(j_common_ptr) {}
-
-void limit_scans(j_common_ptr cinfo) {
-  if (!cinfo->is_decompressor) return;
-  if (reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number <= kMaxScans) return;
-  TranscodeError* err = state_of(cinfo);
-  std::snprintf(err->message, sizeof(err->message), "the file has more than %d scans; refusing it as hostile",
-                kMaxScans);
-  std::longjmp(err->jump, 1);
-}
 
 struct Options {
   int64_t restart_mcus;  // the interval (capped at the MCUs per row); 0 chooses one
@@ -69,7 +37,7 @@ struct Options {
 };
 
 struct Transcoder {
-  TranscodeError err;
+  ErrorState err;  // libjpeg_errors.h; shared by src and dst
   jpeg_decompress_struct src;
   jpeg_compress_struct dst;
   jvirt_barray_ptr* coefficients = nullptr;
@@ -83,15 +51,12 @@ struct Transcoder {
   bool too_large = false;
 
   Transcoder() {
-    std::memset(&err, 0, sizeof(err));
     std::memset(&src, 0, sizeof(src));
     std::memset(&dst, 0, sizeof(dst));
-    src.err = jpeg_std_error(&err.pub);
+    // A warning means corrupt data that libjpeg would patch over (gray blocks, dropped bytes). Writing
+    // that out as a clean file would hide the damage, so every warning is an error here.
+    src.err = err.init(WarningPolicy::kRaise);
     dst.err = &err.pub;
-    err.pub.error_exit = on_error;
-    err.pub.emit_message = on_message;
-    err.pub.output_message = print_nothing;
-    err.progress.progress_monitor = limit_scans;
   }
   ~Transcoder() {
     jpeg_destroy_compress(&dst);  // both do nothing when their create never finished (mem == NULL)

@@ -3,17 +3,15 @@
 // our entropy decoder walks the whole scan (libjpeg_session.h: walk_scan). nvJPEG reports no damage,
 // so a file gets to it only when nothing here found any.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <vector>
 
 #include "common/item_status.h"
 #include "libjpeg_session.h"
+#include "parallel_items.h"
 
 namespace custom_op {
 namespace {
@@ -33,14 +31,7 @@ std::vector<int64_t> check_entropy_data_cpu(at::TensorList data) {
     TORCH_CHECK_TYPE(d.device().is_cpu() && d.scalar_type() == at::kByte && d.dim() == 1 && d.is_contiguous(),
                      kMessagePrefix, "_check_entropy_data: each file must be a 1-D contiguous uint8 CPU tensor");
   std::vector<int64_t> found(data.size());
-  // On torch's intra-op pool, files handed out one at a time: a walk takes time in proportion to the
-  // file, and a static split would leave threads idle behind one with the large files.
-  std::atomic<int64_t> next{0};
-  const int64_t threads = std::min<int64_t>(n, at::get_num_threads());
-  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
-    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1))
-      found[static_cast<size_t>(i)] = check_one(data[static_cast<size_t>(i)]);
-  });
+  for_each_item(n, [&](int64_t i) { found[static_cast<size_t>(i)] = check_one(data[static_cast<size_t>(i)]); });
   return found;
 }
 

@@ -9,22 +9,20 @@
 #include <ATen/core/Tensor.h>
 #include <nvjpeg.h>
 
+#include "common/decode_path.h"
 #include "common/item_status.h"
 #include "common/options.h"
 #include "common/region.h"
-#include "cuda/decode_path.h"
 #include "cuda/jpeg_header.h"
 
 namespace custom_op {
 namespace gpu {
 
-struct CallOptions {
-  bool whole;  // every item decoded whole (the displayed image); the windows are ignored
-  ReadMode mode;
-  bool apply_exif_orientation;
-  int64_t on_warning;  // a WarningPolicy code, for the CPU operators
-  int64_t max_pixels;
-  bool check_entropy;  // nvJPEG gets only files the CPU-side check finds nothing wrong with (planner.h)
+// The decoding options (common/options.h: mode, apply_exif_orientation, on_warning, max_pixels), and
+// what only a GPU call asks.
+struct CallOptions : DecodeOptions {
+  bool whole = false;          // every item decoded whole (the displayed image); the windows are ignored
+  bool check_entropy = false;  // nvJPEG gets only files the CPU-side check finds nothing wrong with (planner.h)
 };
 
 struct Item {

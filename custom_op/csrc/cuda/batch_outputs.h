@@ -5,8 +5,8 @@
 // shapes or channel counts are a call-level ValueError. Without it, windows in RGB or GRAY (shapes the
 // call's arguments give, so that the fake kernel in custom_op/_ops.py makes the same views): one
 // allocation, of which each item's [C, H, W] output is a view of its own part, in item order, each
-// from a multiple of kOutputAlignment bytes. Otherwise an allocation per output. The CPU path makes
-// its own output for an item whose shape only it can tell.
+// from a multiple of kOutputAlignment bytes (common/output_layout.h). Otherwise an allocation per output. The CPU path
+// makes its own output for an item whose shape only it can tell.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "common/int_math.h"
+#include "common/output_layout.h"
 #include "cuda/batch_item.h"
 
 namespace custom_op {
@@ -30,12 +30,6 @@ struct BatchOutputs {
 // images, status, messages, paths
 using BatchResults =
     std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::string>, std::vector<int64_t>>;
-
-// Where each output starts in the one allocation of a list's outputs: a multiple of this many bytes.
-constexpr int64_t kOutputAlignment = 256;
-
-// The bytes an output of `bytes` takes in that allocation.
-inline int64_t output_part_bytes(int64_t bytes) { return ceil_div(bytes, kOutputAlignment) * kOutputAlignment; }
 
 // Before decoding: checks stack=True's shapes and allocates the outputs (per_item: the stack's slices,
 // the views of one allocation, or tensors of their own; undefined where the shape is not known yet).

@@ -23,8 +23,8 @@
 #include <tuple>
 #include <vector>
 
+#include "common/checked_options.h"
 #include "common/item_status.h"
-#include "common/options.h"
 #include "cuda/batch_item.h"
 #include "cuda/batch_outputs.h"
 #include "cuda/copy_out.h"
@@ -87,13 +87,11 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   if (!whole)
     TORCH_CHECK_VALUE(tops.size() == n && lefts.size() == n && heights.size() == n && widths.size() == n,
                       kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n, ")");
-  TORCH_CHECK_VALUE(valid_read_mode(mode), kMessagePrefix, "mode code must be 0 (UNCHANGED), 1 (GRAY) or 2 (RGB), got ",
-                    mode);
-  TORCH_CHECK_VALUE(valid_warning_policy(on_warning), kMessagePrefix,
-                    "on_warning code must be 0 (raise), 1 (warn) or 2 (ignore), got ", on_warning);
+  CallOptions options;
+  static_cast<DecodeOptions&>(options) = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
+  options.whole = whole;
+  options.check_entropy = check_entropy;
   TORCH_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
-  const ReadMode read_mode = static_cast<ReadMode>(mode);
-  const CallOptions options{whole, read_mode, apply_exif_orientation, on_warning, max_pixels, check_entropy};
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard device_guard(device);
@@ -105,7 +103,7 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   {
     RECORD_FUNCTION("custom_op::gpu_plan", std::vector<c10::IValue>());
     items = plan_items(data, tops, lefts, heights, widths, options, testing);
-    outputs = allocate_outputs(items, stack, !whole && read_mode != ReadMode::kUnchanged, on_device);
+    outputs = allocate_outputs(items, stack, !whole && options.mode != ReadMode::kUnchanged, on_device);
   }
   bool any_gpu = false;
   for (const Item& it : items) any_gpu |= it.path == kPending;

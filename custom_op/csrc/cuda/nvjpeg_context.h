@@ -11,8 +11,8 @@
 // Per call, one DecodeState is leased from the device's pool (so concurrent threads never share one),
 // and one of its two slots is used: a slot's staging buffer is reused only after the copy-out that
 // read it has finished (a host wait on its event, which in steady state has long passed). The slot's
-// nvJPEG states wait the same way, which they must: in bench/nvjpeg_hw_probe.cpp (--no-sync), batched
-// hardware calls on one state without waiting for the previous call's stream work hung nvJPEG 13.0.1.
+// nvJPEG states wait the same way, which they must: batched hardware calls on one state, each made
+// without waiting for the previous call's stream work, hung nvJPEG 13.0.1.
 #pragma once
 
 #include <cstddef>

@@ -3,6 +3,28 @@
 // into the outputs, in the caller's stream order (a batch in parts on streams of their own, which the
 // caller's stream waits for). Items whose decode the kernels report as not exactly libjpeg's go to the
 // CPU path once the kernels have finished (finish()).
+//
+// A call's steps, in order, each a function of one BatchPlan that it hands on to the next:
+//   claim():  list_regions     the windows each decode serves;
+//             plan_images      per file we take, an ImagePlan (plan_image): its tables, the rectangle
+//                              of MCUs it decodes, its segments' mean length, whether it lies in
+//                              pinned memory;
+//   decode(): order_images     longest segments first;
+//             list_windows     the window writes, grouped by image;
+//             split_into_parts the parts, each queued on its own stream;
+//             lay_out_buffer   one device buffer: each part's uploaded region, then the kernels' own
+//                              arrays (tables, segment ranges, statuses, coefficients, samples);
+//             take_buffers     the slot's device buffer and its pinned host side;
+//             queue_parts      prepare_image on this thread and helpers (runs of segments, file copy,
+//                              descriptor) while queue_part uploads and launches each part in turn;
+//   finish():                  the statuses read back: the items to send to the CPU path.
+// The steps are separate so that a second entropy decoder (a chunked Huffman decoder for files
+// without restart markers, say) joins at named places rather than inside one long function: its files
+// are its claim in plan_images, its arrays another stretch in lay_out_buffer, its work list written in
+// prepare_image in place of the runs of segments, and its launch in queue_part in place of
+// decode_segments (it still needs what find_segments does besides finding markers: building the
+// Huffman tables and clearing the statuses). The rest (parts, uploads, IDCT, window kernel, statuses)
+// does not depend on how the coefficients were decoded, so both decoders would share it.
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -49,7 +71,7 @@ int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
   return (static_cast<int64_t>(size) - static_cast<int64_t>(h.header_end)) / segments;
 }
 
-// Bytes per upload call while the host copies the files (see decode_part()).
+// Bytes per upload call while the host copies the files (see queue_part()).
 constexpr size_t kUploadPart = size_t{4} << 20;
 
 size_t round_up(size_t value, size_t granule) { return (value + granule - 1) / granule * granule; }
@@ -106,9 +128,10 @@ void upload_pinned(const std::vector<void*>& dst, const std::vector<const void*>
     C10_CUDA_CHECK(cudaMemcpyAsync(dst[i], src[i], size[i], cudaMemcpyHostToDevice, stream));
 }
 
-struct Plan {
+// One file the decoder takes, as claim() plans it (plan_image).
+struct ImagePlan {
   size_t item;
-  SegmentImage image;  // pointers filled in decode_part()
+  SegmentImage image;  // pointers filled in prepare_image()
   // Per component: its tables' places in image.tables.
   int8_t dc_table[jc::kMaxComponents];
   int8_t ac_table[jc::kMaxComponents];
@@ -129,8 +152,49 @@ struct PartLayout {
   size_t files_at, images_at, windows_at, runs_at, pinned_files_at;
 };
 
+// What the steps of a call hand each other (the file's opening comment lists them), in the order they
+// fill it: each step writes its arrays here in place and the later ones read them here, so nothing is
+// copied from step to step. An executor serves one call (decode_cuda.cpp makes them per call), so its
+// plan starts empty.
+struct BatchPlan {
+  // claim(): the images (in the order of their items, then longest segments first: order_images),
+  // and the windows each item's decode serves, in one array (one list per item cost an allocation
+  // for each): item i's are regions[regions_begin[i] .. regions_begin[i + 1] - 1].
+  std::vector<ImagePlan> images;
+  std::vector<Region> regions;
+  std::vector<size_t> regions_begin;
+  // list_windows(): the windows, grouped by image.
+  std::vector<WindowWrite> windows;
+  std::vector<size_t> windows_begin;  // image k's windows: windows_begin[k] .. windows_begin[k + 1] - 1
+  std::vector<int64_t> max_pixels;    // per image: its largest window
+  // split_into_parts(): part c is images part_begin[c] .. part_begin[c + 1] - 1.
+  size_t parts = 0;
+  std::vector<size_t> part_begin;
+  // lay_out_buffer(): where things lie in the device buffer (and, up to upload_bytes, in its pinned
+  // host side).
+  std::vector<PartLayout> part_layout;
+  std::vector<size_t> tables_at, ranges_at;  // per image
+  std::vector<size_t> coef_at, samples_at;   // per image and component: [k * jc::kMaxComponents + c]
+  size_t status_at = 0;
+  std::vector<size_t> bytes_at;       // per image: where its file lies
+  std::vector<size_t> descriptor_at;  // per image: where its SegmentImage lies
+  size_t upload_bytes = 0;            // the parts' regions, which the host writes and uploads
+  size_t total_bytes = 0;
+  // take_buffers(): the slot's buffers.
+  uint8_t* device = nullptr;
+  uint8_t* host = nullptr;
+  uint32_t* status_host = nullptr;  // where the statuses are read back, past the parts' regions
+  // prepare_image(): per image, the segments it decodes.
+  std::vector<std::vector<SegmentRun>> segment_runs;
+  // queue_part()'s list of the part's files in pinned memory, for upload_pinned().
+  std::vector<void*> pinned_dst;
+  std::vector<const void*> pinned_src;
+  std::vector<size_t> pinned_size;
+  bool queued = false;  // decode() queued the decodes
+};
+
 // The most runs decoder_segments can give for an image of `segments` restart segments: its runs never
-// touch, so at least one segment lies between two of them. decode() makes room for that many.
+// touch, so at least one segment lies between two of them. lay_out_buffer() makes room for that many.
 size_t most_runs(int64_t segments) { return static_cast<size_t>(segments + 1) / 2; }
 
 int32_t window_color(const Item& it) {
@@ -150,218 +214,440 @@ constexpr size_t kMinPartImages = 32;
 // microseconds of work each, against a few hundred nanoseconds to take a chunk.
 constexpr size_t kImagesPerChunk = 4;
 
+// The windows each decode serves: its item's, and those of the items sharing it.
+void list_regions(BatchPlan& plan, const std::vector<Item>& items) {
+  const size_t count = items.size();
+  auto leader_of = [&items](size_t i) { return items[i].leader >= 0 ? static_cast<size_t>(items[i].leader) : i; };
+  plan.regions_begin.assign(count + 1, 0);
+  for (size_t i = 0; i < count; ++i)
+    if (items[i].path == kPending) ++plan.regions_begin[leader_of(i) + 1];
+  for (size_t i = 0; i < count; ++i) plan.regions_begin[i + 1] += plan.regions_begin[i];
+  plan.regions.resize(plan.regions_begin[count]);
+  std::vector<size_t> next(plan.regions_begin.begin(), plan.regions_begin.end() - 1);
+  for (size_t i = 0; i < count; ++i)
+    if (items[i].path == kPending) plan.regions[next[leader_of(i)]++] = items[i].region;
+}
+
+bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
+  const JpegHeader& h = it.header;
+  if (!segment_decoder_takes(h, it.size)) return false;
+  ScanTables st;
+  if (!read_scan_tables(it.bytes, h.header_end, h.components, &st)) return false;
+  SegmentImage& im = p->image;
+  std::memset(&im, 0, sizeof(im));
+  jc::Frame& f = im.frame;
+  if (!jc::make_frame(h.width, h.height, h.components, h.h, h.v, st.scan_order, &f)) return false;
+  const int64_t total = jc::frame_total_mcus(f);
+  const int64_t interval = h.restart_interval;
+  im.num_segments = (total + interval - 1) / interval;
+  p->mean_segment_bytes = mean_segment_bytes(h, it.size);
+  // The Huffman tables: where each distinct definition lies in the file, for find_segments to build
+  // (components that name the same table, Cb and Cr as a rule, share it).
+  auto table_of = [&](const TableBytes& t, bool is_dc) {
+    const int32_t at = static_cast<int32_t>(t.data - it.bytes);
+    for (int j = 0; j < im.num_tables; ++j)
+      if (im.table_at[j] == at && (im.table_is_dc[j] != 0) == is_dc) return static_cast<int8_t>(j);
+    const int j = im.num_tables++;
+    im.table_at[j] = at;
+    im.table_symbols[j] = static_cast<int32_t>(t.size) - 16;
+    im.table_is_dc[j] = is_dc ? 1 : 0;
+    return static_cast<int8_t>(j);
+  };
+  for (int c = 0; c < h.components; ++c) {
+    if (st.dc[c].size < 16 || st.ac[c].size < 16) {
+      it.path = kCpu;  // a table libjpeg refuses too: its error comes from the CPU path
+      return false;
+    }
+    p->dc_table[c] = table_of(st.dc[c], true);
+    p->ac_table[c] = table_of(st.ac[c], false);
+    im.quant[c] = st.quant[c];
+  }
+  im.size = static_cast<int64_t>(it.size);
+  im.scan_start = static_cast<int64_t>(h.header_end);
+  im.mcus_per_segment = interval;
+  p->color = window_color(it);
+  im.idct_components = p->color == kWindowRgb ? f.num_components : 1;
+
+  // The MCUs decoded: those of the region the planner chose (the windows with the margins chroma
+  // upsampling reads), and one more all round, so that the upsampler finds every neighbour it reads.
+  const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
+  const Region& d = it.decoded;
+  const int c0 = std::max(0, d.left / mcu_w - 1), r0 = std::max(0, d.top / mcu_h - 1);
+  const int c1 = std::min(f.mcus_per_row, (d.left + d.width + mcu_w - 1) / mcu_w + 1);
+  const int r1 = std::min(f.mcu_rows, (d.top + d.height + mcu_h - 1) / mcu_h + 1);
+  if (c1 <= c0 || r1 <= r0) return false;
+  im.mcu_row0 = r0;
+  im.mcu_rows = r1 - r0;
+  im.mcu_col0 = c0;
+  im.mcu_cols = c1 - c0;
+  // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments
+  // reads no further: the rectangle covers the CPU path's context row), and the file is uploaded as
+  // far as the marker that ends it, where its segment index says so.
+  const int64_t last_segment =
+      std::min<int64_t>(last_segment_of_row(r1 - 1, f.mcus_per_row, interval), im.num_segments - 1);
+  im.checked_segments = last_segment + 1;
+  SegmentIndex index;
+  if (h.segment_index != nullptr &&
+      read_segment_index(h.segment_index, h.segment_index_length, it.size, h.header_end, im.num_segments, &index))
+    im.size = static_cast<int64_t>(segment_index_upload_end(index, last_segment, h.header_end, it.size));
+
+  // The segments decoded (prepare_image lists them): every segment the CPU path reads for any of the
+  // windows, so that damage it would report is found here too (and the items go to it). It reads a
+  // whole image, or a sub-image the planner built (the CPU path builds the same one for the window it
+  // was built around, and libjpeg reads it as any file), from the first segment down to the window:
+  // here, every segment through the rectangle's last row. For other windows decoder_segments
+  // (common/restart_plan.h) adds to the segments holding the rectangle what the CPU path reads beyond
+  // them: a sub-image's filler, or every row from the top where no sub-image saves work.
+  p->from_first = call.options.whole || it.segments.defined();
+  // A sub-image the planner built (it.segments) lives in ordinary memory; the caller's tensor may be
+  // pinned.
+  p->pinned = !it.segments.defined() && in_torch_pinned_memory(it.data);
+  return true;
+}
+
+// The items the decoder takes (never one with a leader: that one shares its leader's decode).
+void plan_images(BatchPlan& plan, const DecodeCall& call, std::vector<Item>& items) {
+  const size_t count = items.size();
+  plan.images.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    Item& it = items[i];
+    if (it.path != kPending || it.leader >= 0) continue;
+    ImagePlan p;
+    p.item = i;
+    if (plan_image(call, it, &p)) {
+      it.path = kCudaDecoder;
+      plan.images.push_back(p);
+    }
+  }
+}
+
+// Longest segments first. A part's decode launch lasts as long as its longest segment, and the
+// host queues the parts in order, the last one as it finishes its own work: so the images whose
+// segments are longest (on average: their lengths are only known on the GPU) go in the first
+// part, whose decode overlaps the host's work on the others, and the last part, which the call
+// then waits for, decodes the shortest.
+// (An order of indices, then one copy of each plan: sorting the plans themselves moved a kilobyte
+// per comparison.)
+void order_images(BatchPlan& plan) {
+  const size_t n = plan.images.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&plan](size_t a, size_t b) {
+    return plan.images[a].mean_segment_bytes > plan.images[b].mean_segment_bytes;
+  });
+  std::vector<ImagePlan> sorted;
+  sorted.reserve(n);
+  for (const size_t k : order) sorted.push_back(plan.images[k]);
+  plan.images.swap(sorted);
+}
+
+// The windows, grouped by the decode they come from (so that each part's are together).
+void list_windows(BatchPlan& plan, const std::vector<Item>& items, const std::vector<at::Tensor>& outputs) {
+  const size_t n = plan.images.size();
+  std::vector<int> plan_of(items.size(), -1);
+  for (size_t k = 0; k < n; ++k) plan_of[plan.images[k].item] = static_cast<int>(k);
+  std::vector<int> window_plan(items.size(), -1);
+  plan.windows_begin.assign(n + 1, 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int k = items[i].leader >= 0 ? plan_of[static_cast<size_t>(items[i].leader)] : plan_of[i];
+    if (k < 0) continue;
+    window_plan[i] = k;
+    ++plan.windows_begin[static_cast<size_t>(k) + 1];
+  }
+  for (size_t k = 0; k < n; ++k) plan.windows_begin[k + 1] += plan.windows_begin[k];
+  plan.windows.resize(plan.windows_begin[n]);
+  plan.max_pixels.assign(n, 0);
+  std::vector<size_t> next(plan.windows_begin.begin(), plan.windows_begin.end() - 1);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int k = window_plan[i];
+    if (k < 0) continue;
+    const Item& it = items[i];
+    WindowWrite& w = plan.windows[next[static_cast<size_t>(k)]++];
+    w.image = k;  // made relative to its part by queue_part()
+    w.region_top = it.region.top;
+    w.region_left = it.region.left;
+    w.region_height = it.region.height;
+    w.region_width = it.region.width;
+    w.dst = outputs[i].data_ptr<uint8_t>();
+    w.channels = it.channels;
+    w.orientation = it.orientation;
+    w.color = plan.images[static_cast<size_t>(k)].color;
+    int64_t& most = plan.max_pixels[static_cast<size_t>(k)];
+    most = std::max<int64_t>(most, int64_t(it.region.height) * it.region.width);
+  }
+}
+
+// The parts: runs of consecutive images.
+void split_into_parts(BatchPlan& plan) {
+  const size_t n = plan.images.size();
+  plan.parts = std::clamp<size_t>(n / kMinPartImages, 1, static_cast<size_t>(kDecoderParts));
+  plan.part_begin.resize(plan.parts + 1);
+  for (size_t c = 0; c <= plan.parts; ++c) plan.part_begin[c] = n * c / plan.parts;
+}
+
+// One device buffer: each part's uploaded region (its images, windows, runs of segments and files),
+// then what only the kernels use (the tables find_segments builds, the segments' ranges, the
+// statuses, the coefficients and samples). A part's runs are not known before it is prepared: its
+// region has room for the most its images could have. Also sets each image's sample pitches and
+// blocks, which follow from the same sizes.
+void lay_out_buffer(BatchPlan& plan) {
+  const size_t n = plan.images.size(), parts = plan.parts;
+  const std::vector<size_t>& part_begin = plan.part_begin;
+  size_t at = 0;
+  auto take = [&at](size_t bytes) {
+    at = round_up(at, 256);
+    const size_t here = at;
+    at += bytes;
+    return here;
+  };
+  plan.part_layout.resize(parts);
+  for (size_t c = 0; c < parts; ++c) {
+    const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
+    size_t runs = 0, files = 0, pinned_files = 0;
+    for (size_t k = k0; k < k1; ++k) {
+      runs += most_runs(plan.images[k].image.num_segments);
+      (plan.images[k].pinned ? pinned_files : files) +=
+          round_up(static_cast<size_t>(plan.images[k].image.size), kUploadAlignment);
+    }
+    PartLayout& L = plan.part_layout[c];
+    L.files_at = take(files);
+    L.images_at = take((k1 - k0) * sizeof(SegmentImage));
+    L.windows_at = take((plan.windows_begin[k1] - plan.windows_begin[k0]) * sizeof(WindowWrite));
+    L.runs_at = take(runs * sizeof(DecodeRun));
+    L.pinned_files_at = take(pinned_files);
+  }
+  plan.upload_bytes = at;
+  plan.tables_at.assign(n, 0);
+  for (size_t k = 0; k < n; ++k) plan.tables_at[k] = take(plan.images[k].image.num_tables * sizeof(jc::HuffTable));
+  plan.ranges_at.assign(n, 0);
+  plan.coef_at.assign(n * jc::kMaxComponents, 0);
+  plan.samples_at.assign(n * jc::kMaxComponents, 0);
+  for (size_t k = 0; k < n; ++k) plan.ranges_at[k] = take(2 * sizeof(int64_t) * plan.images[k].image.num_segments);
+  plan.status_at = take(n * sizeof(uint32_t));
+  for (size_t k = 0; k < n; ++k) {
+    SegmentImage& im = plan.images[k].image;
+    const jc::Frame& f = im.frame;
+    int64_t blocks = 0;
+    for (int c = 0; c < f.num_components; ++c) {
+      const int64_t block_rows = int64_t(im.mcu_rows) * f.mcu_blocks_v[c];
+      plan.coef_at[k * jc::kMaxComponents + c] =
+          take(block_rows * f.blocks_per_row[c] * jc::kBlockSize * sizeof(int16_t));
+      if (c >= im.idct_components) continue;
+      const int64_t block_cols = int64_t(im.mcu_cols) * f.mcu_blocks_h[c];
+      im.sample_pitch[c] = static_cast<int32_t>(block_cols * 8);
+      plan.samples_at[k * jc::kMaxComponents + c] = take(block_rows * 8 * block_cols * 8);
+      blocks += block_rows * block_cols;
+    }
+    im.blocks = static_cast<int32_t>(blocks);
+  }
+  plan.total_bytes = at;
+
+  // Where each file and descriptor goes in its part's region (PartLayout), in image order.
+  plan.bytes_at.assign(n, 0);
+  plan.descriptor_at.resize(n);
+  for (size_t c = 0; c < parts; ++c) {
+    const PartLayout& L = plan.part_layout[c];
+    size_t file_at = L.files_at, pinned_file_at = L.pinned_files_at;
+    for (size_t k = part_begin[c]; k < part_begin[c + 1]; ++k) {
+      plan.descriptor_at[k] = L.images_at + (k - part_begin[c]) * sizeof(SegmentImage);
+      size_t& next = plan.images[k].pinned ? pinned_file_at : file_at;
+      plan.bytes_at[k] = next;
+      next += round_up(static_cast<size_t>(plan.images[k].image.size), kUploadAlignment);
+    }
+  }
+}
+
+// The slot's device buffer, and its pinned host side: the parts' regions, then the statuses read back.
+void take_buffers(BatchPlan& plan, DecodeCall& call) {
+  Slot& slot = call.slot;
+  slot.segments.reserve(plan.total_bytes, call.context.tag_stream);
+  plan.device = slot.segments.data();
+  const size_t host_bytes = round_up(plan.upload_bytes, 256) + plan.images.size() * sizeof(uint32_t);
+  at::Tensor& pinned = slot.pinned_segments;
+  if (!pinned.defined() || static_cast<size_t>(pinned.numel()) < host_bytes)
+    pinned = at::empty({static_cast<int64_t>(host_bytes + host_bytes / 2)},
+                       at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  plan.host = pinned.data_ptr<uint8_t>();
+  plan.status_host = reinterpret_cast<uint32_t*>(plan.host + round_up(plan.upload_bytes, 256));
+}
+
+// Image k's share of the host work, which may run on a helper thread: the segments it decodes, the
+// copy of its file into the upload buffer where it lies in ordinary memory, and its descriptor.
+void prepare_image(BatchPlan& plan, const std::vector<Item>& items, size_t k) {
+  const ImagePlan& p = plan.images[k];
+  const Item& it = items[p.item];
+  const SegmentImage& im = p.image;
+  std::vector<SegmentRun>& runs = plan.segment_runs[k];
+  if (p.from_first) {
+    runs.assign(1, SegmentRun{0, im.checked_segments});
+  } else {
+    const size_t w0 = plan.regions_begin[p.item], w1 = plan.regions_begin[p.item + 1];
+    runs = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
+                            im.mcu_col0 + im.mcu_cols, plan.regions.data() + w0, w1 - w0);
+  }
+  TORCH_INTERNAL_ASSERT(runs.size() <= most_runs(im.num_segments), "more runs than decode() has room for");
+  if (!p.pinned) copy_to_upload(plan.host + plan.bytes_at[k], it.bytes, static_cast<size_t>(im.size));
+
+  // Its descriptor, with the places of its arrays in the device buffer.
+  uint8_t* const device = plan.device;
+  SegmentImage d = im;
+  d.tables = reinterpret_cast<jc::HuffTable*>(device + plan.tables_at[k]);
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    const bool present = c < d.frame.num_components;
+    d.dc[c] = present ? d.tables + p.dc_table[c] : nullptr;
+    d.ac[c] = present ? d.tables + p.ac_table[c] : nullptr;
+    d.coefficients[c] =
+        present ? reinterpret_cast<int16_t*>(device + plan.coef_at[k * jc::kMaxComponents + c]) : nullptr;
+    d.samples[c] = c < d.idct_components ? device + plan.samples_at[k * jc::kMaxComponents + c] : nullptr;
+  }
+  d.data = device + plan.bytes_at[k];
+  d.segment_begin = reinterpret_cast<int64_t*>(device + plan.ranges_at[k]);
+  d.segment_end = d.segment_begin + d.num_segments;
+  d.status = reinterpret_cast<uint32_t*>(device + plan.status_at) + k;
+  std::memcpy(plan.host + plan.descriptor_at[k], &d, sizeof(d));
+}
+
+// Records the point the window kernels wait for: the work queued on the caller's stream so far.
+// Only they wait. The uploads and the decode kernels write the slot's own buffers, which no other
+// work uses (Slot::wait), and read files the host has read already, so they overlap the caller's
+// queued work (a training step's compute): in a loop that decodes between steps, a call then waits
+// only for its own decodes, not for the step queued before it.
+void record_caller_point(DecodeCall& call) { C10_CUDA_CHECK(cudaEventRecord(call.state.caller_point, call.caller)); }
+
+// Queues part c (images k0 .. k1 - 1, its region of the device buffer and of the pinned buffer as
+// lay_out_buffer() placed it) on its stream: uploads its files in ordinary memory as their copies are
+// ready (`per_image`), a few megabytes at a time, so that the transfer of one piece overlaps the
+// copying of the next, the last piece with its descriptors, windows and runs of segments; copies its
+// files in pinned memory; then its kernels, with the read-back of its statuses before its window
+// kernel, so that finish() waits only for the decodes, and the window kernel after the caller's
+// earlier work (record_caller_point). Indices in its runs and windows count from its
+// first image.
+void queue_part(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& items, size_t c, ChunkedWork& per_image) {
+  const size_t k0 = plan.part_begin[c], k1 = plan.part_begin[c + 1];
+  const PartLayout& layout = plan.part_layout[c];
+  const cudaStream_t stream = call.state.part_streams[c];
+  uint8_t* const device = plan.device;
+  uint8_t* const host = plan.host;
+  const size_t count = k1 - k0;
+  auto send = [&](size_t from, size_t to) {
+    C10_CUDA_CHECK(cudaMemcpyAsync(device + from, host + from, to - from, cudaMemcpyHostToDevice, stream));
+  };
+
+  // The files in ordinary memory lie first in the part's region (PartLayout), in image order.
+  auto* runs = reinterpret_cast<DecodeRun*>(host + layout.runs_at);
+  size_t nruns = 0, ntasks = 0, sent = layout.files_at, copied = layout.files_at;
+  plan.pinned_dst.clear();
+  plan.pinned_src.clear();
+  plan.pinned_size.clear();
+  for (size_t k = k0; k < k1; ++k) {
+    per_image.ready(k);
+    const ImagePlan& p = plan.images[k];
+    const SegmentImage& im = p.image;
+    const int32_t image = static_cast<int32_t>(k - k0);
+    for (const SegmentRun& run : plan.segment_runs[k]) {
+      runs[nruns++] = {image, static_cast<int32_t>(run.first), static_cast<int32_t>(run.count),
+                       static_cast<int32_t>(ntasks)};
+      ntasks += static_cast<size_t>(run.count);
+    }
+    if (p.pinned) {
+      plan.pinned_dst.push_back(device + plan.bytes_at[k]);
+      plan.pinned_src.push_back(items[p.item].bytes);
+      plan.pinned_size.push_back(static_cast<size_t>(im.size));
+      continue;
+    }
+    copied = plan.bytes_at[k] + static_cast<size_t>(im.size);
+    if (copied - sent >= kUploadPart) {
+      send(sent, copied);
+      sent = copied;
+    }
+  }
+
+  const size_t w0 = plan.windows_begin[k0], w1 = plan.windows_begin[k1];
+  auto* windows = reinterpret_cast<WindowWrite*>(host + layout.windows_at);
+  int64_t part_pixels = 0;
+  for (size_t w = w0; w < w1; ++w) {
+    WindowWrite& out = windows[w - w0];
+    out = plan.windows[w];
+    part_pixels = std::max(part_pixels, plan.max_pixels[static_cast<size_t>(out.image)]);
+    out.image -= static_cast<int32_t>(k0);
+  }
+  int max_blocks = 0;
+  for (size_t k = k0; k < k1; ++k) max_blocks = std::max(max_blocks, plan.images[k].image.blocks);
+  send(sent, layout.runs_at + nruns * sizeof(DecodeRun));  // the files' last piece, descriptors, windows and runs
+  upload_pinned(plan.pinned_dst, plan.pinned_src, plan.pinned_size, stream);
+
+  auto* d_images = reinterpret_cast<SegmentImage*>(device + layout.images_at);
+  C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(count), stream));
+  C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const DecodeRun*>(device + layout.runs_at),
+                                        static_cast<int>(nruns), static_cast<int>(ntasks), stream));
+  C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
+  Slot& slot = call.slot;
+  C10_CUDA_CHECK(cudaMemcpyAsync(plan.status_host + k0, device + plan.status_at + k0 * sizeof(uint32_t),
+                                 count * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+  if (slot.statuses_read[c] == nullptr)
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.statuses_read[c], cudaEventDisableTiming | cudaEventBlockingSync));
+  C10_CUDA_CHECK(cudaEventRecord(slot.statuses_read[c], stream));
+  C10_CUDA_CHECK(cudaStreamWaitEvent(stream, call.state.caller_point, 0));  // the outputs' memory is free
+  C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + layout.windows_at),
+                                      static_cast<int>(w1 - w0), part_pixels, stream));
+  C10_CUDA_CHECK(cudaEventRecord(call.state.part_done[c], stream));
+  C10_CUDA_CHECK(cudaStreamWaitEvent(call.caller, call.state.part_done[c], 0));
+}
+
+// Each image's segments (common/restart_plan.h says which), and the copy of each file in ordinary
+// memory into the upload buffer, in image order on this thread and the helpers, while this one
+// queues each part's uploads and kernels once its images are ready; with more helpers where files
+// are copied (helper_threads.h says why).
+void queue_parts(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& items) {
+  const size_t n = plan.images.size();
+  plan.segment_runs.resize(n);
+  const bool host_copies =
+      std::any_of(plan.images.begin(), plan.images.end(), [](const ImagePlan& p) { return !p.pinned; });
+  ChunkedWork per_image(
+      n, kImagesPerChunk,
+      [&plan, &items](size_t begin, size_t end) {
+        for (size_t k = begin; k < end; ++k) prepare_image(plan, items, k);
+      },
+      host_copies ? kCopyHelpers : kFewHelpers);
+  // Each part's window kernel runs after the caller's earlier work (such as what used the outputs'
+  // memory before), and the caller's stream waits for each part's last kernel.
+  record_caller_point(call);
+  for (size_t c = 0; c < plan.parts; ++c) {
+    RECORD_FUNCTION("custom_op::gpu_segments_part", std::vector<c10::IValue>());
+    queue_part(plan, call, items, c, per_image);
+  }
+}
+
 class SegmentExecutor : public Executor {
  public:
   void claim(DecodeCall& call, std::vector<Item>& items) override {
     if (!call.testing.own_decoder_allowed()) return;
-    // The windows each decode serves: its item's, and those of the items sharing it, in one array
-    // (one list per item cost an allocation for each).
-    const size_t count = items.size();
-    auto leader_of = [&items](size_t i) { return items[i].leader >= 0 ? static_cast<size_t>(items[i].leader) : i; };
-    regions_begin_.assign(count + 1, 0);
-    for (size_t i = 0; i < count; ++i)
-      if (items[i].path == kPending) ++regions_begin_[leader_of(i) + 1];
-    for (size_t i = 0; i < count; ++i) regions_begin_[i + 1] += regions_begin_[i];
-    regions_.resize(regions_begin_[count]);
-    {
-      std::vector<size_t> next(regions_begin_.begin(), regions_begin_.end() - 1);
-      for (size_t i = 0; i < count; ++i)
-        if (items[i].path == kPending) regions_[next[leader_of(i)]++] = items[i].region;
-    }
-    plans_.reserve(count);
-    for (size_t i = 0; i < count; ++i) {
-      Item& it = items[i];
-      if (it.path != kPending || it.leader >= 0) continue;
-      Plan p;
-      p.item = i;
-      if (plan(call, it, &p)) {
-        it.path = kCudaDecoder;
-        plans_.push_back(p);
-      }
-    }
+    list_regions(plan_, items);
+    plan_images(plan_, call, items);
   }
 
   void decode(DecodeCall& call, std::vector<Item>& items) override {
-    if (plans_.empty()) return;
-    const size_t n = plans_.size();
+    if (plan_.images.empty()) return;
     // For torch.profiler, as decode_cuda.cpp's phases: this call, and within it each part's queueing
     // (the rest is the layout).
     RECORD_FUNCTION("custom_op::gpu_segments_decode", std::vector<c10::IValue>());
-    // Longest segments first. A part's decode launch lasts as long as its longest segment, and the
-    // host queues the parts in order, the last one as it finishes its own work: so the images whose
-    // segments are longest (on average: their lengths are only known on the GPU) go in the first
-    // part, whose decode overlaps the host's work on the others, and the last part, which the call
-    // then waits for, decodes the shortest.
-    // (An order of indices, then one copy of each plan: sorting the plans themselves moved a kilobyte
-    // per comparison.)
-    {
-      std::vector<size_t> order(n);
-      std::iota(order.begin(), order.end(), size_t{0});
-      std::stable_sort(order.begin(), order.end(), [this](size_t a, size_t b) {
-        return plans_[a].mean_segment_bytes > plans_[b].mean_segment_bytes;
-      });
-      std::vector<Plan> sorted;
-      sorted.reserve(n);
-      for (const size_t k : order) sorted.push_back(plans_[k]);
-      plans_.swap(sorted);
-    }
-
-    // The windows, grouped by the decode they come from (so that each part's are together).
-    std::vector<int> plan_of(items.size(), -1);
-    for (size_t k = 0; k < n; ++k) plan_of[plans_[k].item] = static_cast<int>(k);
-    std::vector<int> window_plan(items.size(), -1);
-    std::vector<size_t>& windows_begin = windows_begin_;
-    windows_begin.assign(n + 1, 0);
-    for (size_t i = 0; i < items.size(); ++i) {
-      const int k = items[i].leader >= 0 ? plan_of[static_cast<size_t>(items[i].leader)] : plan_of[i];
-      if (k < 0) continue;
-      window_plan[i] = k;
-      ++windows_begin[static_cast<size_t>(k) + 1];
-    }
-    for (size_t k = 0; k < n; ++k) windows_begin[k + 1] += windows_begin[k];
-    std::vector<WindowWrite>& windows = windows_;
-    windows.resize(windows_begin[n]);
-    std::vector<int64_t>& max_pixels = max_pixels_;
-    max_pixels.assign(n, 0);
-    {
-      std::vector<size_t> next(windows_begin.begin(), windows_begin.end() - 1);
-      for (size_t i = 0; i < items.size(); ++i) {
-        const int k = window_plan[i];
-        if (k < 0) continue;
-        const Item& it = items[i];
-        WindowWrite& w = windows[next[static_cast<size_t>(k)]++];
-        w.image = k;  // made relative to its part by decode_part()
-        w.region_top = it.region.top;
-        w.region_left = it.region.left;
-        w.region_height = it.region.height;
-        w.region_width = it.region.width;
-        w.dst = call.outputs[i].data_ptr<uint8_t>();
-        w.channels = it.channels;
-        w.orientation = it.orientation;
-        w.color = plans_[static_cast<size_t>(k)].color;
-        max_pixels[static_cast<size_t>(k)] =
-            std::max<int64_t>(max_pixels[static_cast<size_t>(k)], int64_t(it.region.height) * it.region.width);
-      }
-    }
-
-    // The parts: runs of consecutive images.
-    const size_t parts = parts_ = std::clamp<size_t>(n / kMinPartImages, 1, static_cast<size_t>(kDecoderParts));
-    std::vector<size_t>& part_begin = part_begin_;
-    part_begin.resize(parts + 1);
-    for (size_t c = 0; c <= parts; ++c) part_begin[c] = n * c / parts;
-
-    // One device buffer: each part's uploaded region (its images, windows, runs of segments and
-    // files), then what only the kernels use (the tables find_segments builds, the segments' ranges,
-    // the statuses, the coefficients and samples). A part's runs are not known before it is prepared:
-    // its region has room for the most its images could have.
-    size_t at = 0;
-    auto take = [&at](size_t bytes) {
-      at = round_up(at, 256);
-      const size_t here = at;
-      at += bytes;
-      return here;
-    };
-    std::vector<PartLayout>& part_layout = part_layout_;
-    part_layout.resize(parts);
-    for (size_t c = 0; c < parts; ++c) {
-      const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
-      size_t runs = 0, files = 0, pinned_files = 0;
-      for (size_t k = k0; k < k1; ++k) {
-        runs += most_runs(plans_[k].image.num_segments);
-        (plans_[k].pinned ? pinned_files : files) +=
-            round_up(static_cast<size_t>(plans_[k].image.size), kUploadAlignment);
-      }
-      PartLayout& L = part_layout[c];
-      L.files_at = take(files);
-      L.images_at = take((k1 - k0) * sizeof(SegmentImage));
-      L.windows_at = take((windows_begin[k1] - windows_begin[k0]) * sizeof(WindowWrite));
-      L.runs_at = take(runs * sizeof(DecodeRun));
-      L.pinned_files_at = take(pinned_files);
-    }
-    const size_t upload = at;
-    std::vector<size_t>& tables_at = tables_at_;
-    tables_at.assign(n, 0);
-    for (size_t k = 0; k < n; ++k) tables_at[k] = take(plans_[k].image.num_tables * sizeof(jc::HuffTable));
-    std::vector<size_t>& ranges_at = ranges_at_;
-    std::vector<size_t>& coef_at = coef_at_;
-    std::vector<size_t>& samples_at = samples_at_;
-    ranges_at.assign(n, 0);
-    coef_at.assign(n * jc::kMaxComponents, 0);
-    samples_at.assign(n * jc::kMaxComponents, 0);
-    for (size_t k = 0; k < n; ++k) ranges_at[k] = take(2 * sizeof(int64_t) * plans_[k].image.num_segments);
-    status_at_ = take(n * sizeof(uint32_t));
-    for (size_t k = 0; k < n; ++k) {
-      SegmentImage& im = plans_[k].image;
-      const jc::Frame& f = im.frame;
-      int64_t blocks = 0;
-      for (int c = 0; c < f.num_components; ++c) {
-        const int64_t block_rows = int64_t(im.mcu_rows) * f.mcu_blocks_v[c];
-        coef_at[k * jc::kMaxComponents + c] = take(block_rows * f.blocks_per_row[c] * jc::kBlockSize * sizeof(int16_t));
-        if (c >= im.idct_components) continue;
-        const int64_t block_cols = int64_t(im.mcu_cols) * f.mcu_blocks_h[c];
-        im.sample_pitch[c] = static_cast<int32_t>(block_cols * 8);
-        samples_at[k * jc::kMaxComponents + c] = take(block_rows * 8 * block_cols * 8);
-        blocks += block_rows * block_cols;
-      }
-      im.blocks = static_cast<int32_t>(blocks);
-    }
-    const size_t total = at;
-
-    Slot& slot = call.slot;
-    slot.segments.reserve(total, call.context.tag_stream);
-    device_ = slot.segments.data();
-    const size_t host_bytes = round_up(upload, 256) + n * sizeof(uint32_t);
-    at::Tensor& pinned = slot.pinned_segments;
-    if (!pinned.defined() || static_cast<size_t>(pinned.numel()) < host_bytes)
-      pinned = at::empty({static_cast<int64_t>(host_bytes + host_bytes / 2)},
-                         at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-    uint8_t* host = host_ = pinned.data_ptr<uint8_t>();
-    status_host_ = reinterpret_cast<uint32_t*>(host + round_up(upload, 256));
-
-    // Where each file goes in its part's region (PartLayout), in image order.
-    std::vector<size_t>& bytes_at = bytes_at_;
-    bytes_at.assign(n, 0);
-    descriptor_at_.resize(n);
-    for (size_t c = 0; c < parts; ++c) {
-      size_t file_at = part_layout[c].files_at, pinned_file_at = part_layout[c].pinned_files_at;
-      for (size_t k = part_begin[c]; k < part_begin[c + 1]; ++k) {
-        descriptor_at_[k] = part_layout[c].images_at + (k - part_begin[c]) * sizeof(SegmentImage);
-        size_t& next = plans_[k].pinned ? pinned_file_at : file_at;
-        bytes_at[k] = next;
-        next += round_up(static_cast<size_t>(plans_[k].image.size), kUploadAlignment);
-      }
-    }
-
-    // Each image's segments (common/restart_plan.h says which), and the copy of each file in ordinary
-    // memory into the upload buffer, in image order on this thread and the helpers, while this one
-    // queues each part's uploads and kernels once its images are ready; with more helpers where files
-    // are copied (helper_threads.h says why).
-    runs_.resize(n);
-    const bool host_copies = std::any_of(plans_.begin(), plans_.end(), [](const Plan& p) { return !p.pinned; });
-    ChunkedWork per_image(
-        n, kImagesPerChunk,
-        [this, &items](size_t begin, size_t end) {
-          for (size_t k = begin; k < end; ++k) prepare_image(items, k);
-        },
-        host_copies ? kCopyHelpers : kFewHelpers);
-    // Each part's window kernel runs after the caller's earlier work (such as what used the outputs'
-    // memory before), and the caller's stream waits for each part's last kernel.
-    record_caller_point(call);
-    for (size_t c = 0; c < parts; ++c) {
-      RECORD_FUNCTION("custom_op::gpu_segments_part", std::vector<c10::IValue>());
-      decode_part(call, items, c, per_image);
-    }
-    queued_ = true;
+    order_images(plan_);
+    list_windows(plan_, items, call.outputs);
+    split_into_parts(plan_);
+    lay_out_buffer(plan_);
+    take_buffers(plan_, call);
+    queue_parts(plan_, call, items);
+    plan_.queued = true;
   }
 
   // Waits for each part's statuses (its window kernel may still run: the caller's stream waits for it).
   void finish(DecodeCall& call, std::vector<Item>& items) override {
-    if (!queued_) return;
-    for (size_t c = 0; c < parts_; ++c) C10_CUDA_CHECK(cudaEventSynchronize(call.slot.statuses_read[c]));
+    if (!plan_.queued) return;
+    for (size_t c = 0; c < plan_.parts; ++c) C10_CUDA_CHECK(cudaEventSynchronize(call.slot.statuses_read[c]));
     std::vector<char> failed(items.size(), 0);
-    for (size_t k = 0; k < plans_.size(); ++k) {
-      if (status_host_[k] == kSegmentDecodeOk) continue;
-      failed[plans_[k].item] = 1;
+    for (size_t k = 0; k < plan_.images.size(); ++k) {
+      if (plan_.status_host[k] == kSegmentDecodeOk) continue;
+      failed[plan_.images[k].item] = 1;
       g_fallbacks.fetch_add(1, std::memory_order_relaxed);
     }
     for (size_t i = 0; i < items.size(); ++i) {
@@ -372,232 +658,7 @@ class SegmentExecutor : public Executor {
   }
 
  private:
-  // Image k's share of the host work, which may run on a helper thread: the segments it decodes, the
-  // copy of its file into the upload buffer where it lies in ordinary memory, and its descriptor.
-  void prepare_image(const std::vector<Item>& items, size_t k) {
-    const Plan& p = plans_[k];
-    const Item& it = items[p.item];
-    const SegmentImage& im = p.image;
-    std::vector<SegmentRun>& runs = runs_[k];
-    if (p.from_first) {
-      runs.assign(1, SegmentRun{0, im.checked_segments});
-    } else {
-      const size_t w0 = regions_begin_[p.item], w1 = regions_begin_[p.item + 1];
-      runs = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
-                              im.mcu_col0 + im.mcu_cols, regions_.data() + w0, w1 - w0);
-    }
-    TORCH_INTERNAL_ASSERT(runs.size() <= most_runs(im.num_segments), "more runs than decode() has room for");
-    if (!p.pinned) copy_to_upload(host_ + bytes_at_[k], it.bytes, static_cast<size_t>(im.size));
-
-    // Its descriptor, with the places of its arrays in the device buffer.
-    uint8_t* const device = device_;
-    SegmentImage d = im;
-    d.tables = reinterpret_cast<jc::HuffTable*>(device + tables_at_[k]);
-    for (int c = 0; c < jc::kMaxComponents; ++c) {
-      const bool present = c < d.frame.num_components;
-      d.dc[c] = present ? d.tables + p.dc_table[c] : nullptr;
-      d.ac[c] = present ? d.tables + p.ac_table[c] : nullptr;
-      d.coefficients[c] = present ? reinterpret_cast<int16_t*>(device + coef_at_[k * jc::kMaxComponents + c]) : nullptr;
-      d.samples[c] = c < d.idct_components ? device + samples_at_[k * jc::kMaxComponents + c] : nullptr;
-    }
-    d.data = device + bytes_at_[k];
-    d.segment_begin = reinterpret_cast<int64_t*>(device + ranges_at_[k]);
-    d.segment_end = d.segment_begin + d.num_segments;
-    d.status = reinterpret_cast<uint32_t*>(device + status_at_) + k;
-    std::memcpy(host_ + descriptor_at_[k], &d, sizeof(d));
-  }
-
-  // Queues part c (images k0 .. k1 - 1, its region of the device buffer and of the pinned buffer as
-  // decode() laid it out) on its stream: uploads its files in ordinary memory as their copies are
-  // ready (`per_image`), a few megabytes at a time, so that the transfer of one piece overlaps the
-  // copying of the next, the last piece with its descriptors, windows and runs of segments; copies its
-  // files in pinned memory; then its kernels, with the read-back of its statuses before its window
-  // kernel, so that finish() waits only for the decodes, and the window kernel after the caller's
-  // earlier work (record_caller_point). Indices in its runs and windows count from its
-  // first image.
-  void decode_part(DecodeCall& call, const std::vector<Item>& items, size_t c, ChunkedWork& per_image) {
-    const size_t k0 = part_begin_[c], k1 = part_begin_[c + 1];
-    const PartLayout& layout = part_layout_[c];
-    const cudaStream_t stream = call.state.part_streams[c];
-    uint8_t* const device = device_;
-    uint8_t* const host = host_;
-    const size_t count = k1 - k0;
-    auto send = [&](size_t from, size_t to) {
-      C10_CUDA_CHECK(cudaMemcpyAsync(device + from, host + from, to - from, cudaMemcpyHostToDevice, stream));
-    };
-
-    // The files in ordinary memory lie first in the part's region (PartLayout), in image order.
-    auto* runs = reinterpret_cast<DecodeRun*>(host + layout.runs_at);
-    size_t nruns = 0, ntasks = 0, sent = layout.files_at, copied = layout.files_at;
-    pinned_dst_.clear();
-    pinned_src_.clear();
-    pinned_size_.clear();
-    for (size_t k = k0; k < k1; ++k) {
-      per_image.ready(k);
-      const Plan& p = plans_[k];
-      const SegmentImage& im = p.image;
-      const int32_t image = static_cast<int32_t>(k - k0);
-      for (const SegmentRun& run : runs_[k]) {
-        runs[nruns++] = {image, static_cast<int32_t>(run.first), static_cast<int32_t>(run.count),
-                         static_cast<int32_t>(ntasks)};
-        ntasks += static_cast<size_t>(run.count);
-      }
-      if (p.pinned) {
-        pinned_dst_.push_back(device + bytes_at_[k]);
-        pinned_src_.push_back(items[p.item].bytes);
-        pinned_size_.push_back(static_cast<size_t>(im.size));
-        continue;
-      }
-      copied = bytes_at_[k] + static_cast<size_t>(im.size);
-      if (copied - sent >= kUploadPart) {
-        send(sent, copied);
-        sent = copied;
-      }
-    }
-
-    const size_t w0 = windows_begin_[k0], w1 = windows_begin_[k1];
-    auto* windows = reinterpret_cast<WindowWrite*>(host + layout.windows_at);
-    int64_t part_pixels = 0;
-    for (size_t w = w0; w < w1; ++w) {
-      WindowWrite& out = windows[w - w0];
-      out = windows_[w];
-      part_pixels = std::max(part_pixels, max_pixels_[static_cast<size_t>(out.image)]);
-      out.image -= static_cast<int32_t>(k0);
-    }
-    int max_blocks = 0;
-    for (size_t k = k0; k < k1; ++k) max_blocks = std::max(max_blocks, plans_[k].image.blocks);
-    send(sent, layout.runs_at + nruns * sizeof(DecodeRun));  // the files' last piece, descriptors, windows and runs
-    upload_pinned(pinned_dst_, pinned_src_, pinned_size_, stream);
-
-    auto* d_images = reinterpret_cast<SegmentImage*>(device + layout.images_at);
-    C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(count), stream));
-    C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const DecodeRun*>(device + layout.runs_at),
-                                          static_cast<int>(nruns), static_cast<int>(ntasks), stream));
-    C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
-    Slot& slot = call.slot;
-    C10_CUDA_CHECK(cudaMemcpyAsync(status_host_ + k0, device_ + status_at_ + k0 * sizeof(uint32_t),
-                                   count * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
-    if (slot.statuses_read[c] == nullptr)
-      C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.statuses_read[c], cudaEventDisableTiming | cudaEventBlockingSync));
-    C10_CUDA_CHECK(cudaEventRecord(slot.statuses_read[c], stream));
-    C10_CUDA_CHECK(cudaStreamWaitEvent(stream, call.state.caller_point, 0));  // the outputs' memory is free
-    C10_CUDA_CHECK(launch_write_windows(d_images, reinterpret_cast<const WindowWrite*>(device + layout.windows_at),
-                                        static_cast<int>(w1 - w0), part_pixels, stream));
-    C10_CUDA_CHECK(cudaEventRecord(call.state.part_done[c], stream));
-    C10_CUDA_CHECK(cudaStreamWaitEvent(call.caller, call.state.part_done[c], 0));
-  }
-
-  // Records the point the window kernels wait for: the work queued on the caller's stream so far.
-  // Only they wait. The uploads and the decode kernels write the slot's own buffers, which no other
-  // work uses (Slot::wait), and read files the host has read already, so they overlap the caller's
-  // queued work (a training step's compute): in a loop that decodes between steps, a call then waits
-  // only for its own decodes, not for the step queued before it.
-  void record_caller_point(DecodeCall& call) const {
-    C10_CUDA_CHECK(cudaEventRecord(call.state.caller_point, call.caller));
-  }
-
-  bool plan(const DecodeCall& call, Item& it, Plan* p) {
-    const JpegHeader& h = it.header;
-    if (!segment_decoder_takes(h, it.size)) return false;
-    ScanTables st;
-    if (!read_scan_tables(it.bytes, h.header_end, h.components, &st)) return false;
-    SegmentImage& im = p->image;
-    std::memset(&im, 0, sizeof(im));
-    jc::Frame& f = im.frame;
-    if (!jc::make_frame(h.width, h.height, h.components, h.h, h.v, st.scan_order, &f)) return false;
-    const int64_t total = jc::frame_total_mcus(f);
-    const int64_t interval = h.restart_interval;
-    im.num_segments = (total + interval - 1) / interval;
-    p->mean_segment_bytes = mean_segment_bytes(h, it.size);
-    // The Huffman tables: where each distinct definition lies in the file, for find_segments to build
-    // (components that name the same table, Cb and Cr as a rule, share it).
-    auto table_of = [&](const TableBytes& t, bool is_dc) {
-      const int32_t at = static_cast<int32_t>(t.data - it.bytes);
-      for (int j = 0; j < im.num_tables; ++j)
-        if (im.table_at[j] == at && (im.table_is_dc[j] != 0) == is_dc) return static_cast<int8_t>(j);
-      const int j = im.num_tables++;
-      im.table_at[j] = at;
-      im.table_symbols[j] = static_cast<int32_t>(t.size) - 16;
-      im.table_is_dc[j] = is_dc ? 1 : 0;
-      return static_cast<int8_t>(j);
-    };
-    for (int c = 0; c < h.components; ++c) {
-      if (st.dc[c].size < 16 || st.ac[c].size < 16) {
-        it.path = kCpu;  // a table libjpeg refuses too: its error comes from the CPU path
-        return false;
-      }
-      p->dc_table[c] = table_of(st.dc[c], true);
-      p->ac_table[c] = table_of(st.ac[c], false);
-      im.quant[c] = st.quant[c];
-    }
-    im.size = static_cast<int64_t>(it.size);
-    im.scan_start = static_cast<int64_t>(h.header_end);
-    im.mcus_per_segment = interval;
-    p->color = window_color(it);
-    im.idct_components = p->color == kWindowRgb ? f.num_components : 1;
-
-    // The MCUs decoded: those of the region the planner chose (the windows with the margins chroma
-    // upsampling reads), and one more all round, so that the upsampler finds every neighbour it reads.
-    const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
-    const Region& d = it.decoded;
-    const int c0 = std::max(0, d.left / mcu_w - 1), r0 = std::max(0, d.top / mcu_h - 1);
-    const int c1 = std::min(f.mcus_per_row, (d.left + d.width + mcu_w - 1) / mcu_w + 1);
-    const int r1 = std::min(f.mcu_rows, (d.top + d.height + mcu_h - 1) / mcu_h + 1);
-    if (c1 <= c0 || r1 <= r0) return false;
-    im.mcu_row0 = r0;
-    im.mcu_rows = r1 - r0;
-    im.mcu_col0 = c0;
-    im.mcu_cols = c1 - c0;
-    // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments
-    // reads no further: the rectangle covers the CPU path's context row), and the file is uploaded as
-    // far as the marker that ends it, where its segment index says so.
-    const int64_t last_segment =
-        std::min<int64_t>(last_segment_of_row(r1 - 1, f.mcus_per_row, interval), im.num_segments - 1);
-    im.checked_segments = last_segment + 1;
-    SegmentIndex index;
-    if (h.segment_index != nullptr &&
-        read_segment_index(h.segment_index, h.segment_index_length, it.size, h.header_end, im.num_segments, &index))
-      im.size = static_cast<int64_t>(segment_index_upload_end(index, last_segment, h.header_end, it.size));
-
-    // The segments decoded (decode_part lists them): every segment the CPU path reads for any of the
-    // windows, so that damage it would report is found here too (and the items go to it). It reads a
-    // whole image, or a sub-image the planner built (the CPU path builds the same one for the window it
-    // was built around, and libjpeg reads it as any file), from the first segment down to the window:
-    // here, every segment through the rectangle's last row. For other windows decoder_segments
-    // (common/restart_plan.h) adds to the segments holding the rectangle what the CPU path reads beyond
-    // them: a sub-image's filler, or every row from the top where no sub-image saves work.
-    p->from_first = call.options.whole || it.segments.defined();
-    // A sub-image the planner built (it.segments) lives in ordinary memory; the caller's tensor may be
-    // pinned.
-    p->pinned = !it.segments.defined() && in_torch_pinned_memory(it.data);
-    return true;
-  }
-
-  std::vector<Plan> plans_;
-  // The windows each item's decode serves (claim()): regions_[regions_begin_[i] .. regions_begin_[i + 1] - 1].
-  std::vector<Region> regions_;
-  std::vector<size_t> regions_begin_;
-  // decode()'s layout, which decode_part() fills in: the windows (grouped by image), and where things
-  // lie in the device buffer and its pinned host side.
-  std::vector<WindowWrite> windows_;
-  std::vector<size_t> windows_begin_;  // image k's windows: windows_begin_[k] .. windows_begin_[k + 1] - 1
-  std::vector<int64_t> max_pixels_;    // per image: its largest window
-  uint8_t* device_ = nullptr;
-  uint8_t* host_ = nullptr;
-  size_t status_at_ = 0;
-  std::vector<size_t> tables_at_, ranges_at_, coef_at_, samples_at_;
-  std::vector<size_t> bytes_at_;               // per image: where its file lies
-  std::vector<size_t> descriptor_at_;          // per image: where its SegmentImage lies
-  std::vector<std::vector<SegmentRun>> runs_;  // per image: the segments it decodes (prepare_image)
-  uint32_t* status_host_ = nullptr;
-  size_t parts_ = 0;
-  std::vector<size_t> part_begin_;  // part c: images part_begin_[c] .. part_begin_[c + 1] - 1
-  std::vector<PartLayout> part_layout_;
-  bool queued_ = false;  // decode() queued the decodes
-  // decode_part()'s list of the part's files in pinned memory, for upload_pinned().
-  std::vector<void*> pinned_dst_;
-  std::vector<const void*> pinned_src_;
-  std::vector<size_t> pinned_size_;
+  BatchPlan plan_;
 };
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda/decode_path.h"
+#include "common/decode_path.h"
 
 namespace custom_op {
 namespace gpu {

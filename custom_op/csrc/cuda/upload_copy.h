@@ -3,7 +3,9 @@
 //
 // Why not memcpy: the buffer is next read by the GPU's copy engine, not by this core. Streaming stores
 // write around the cache, where ordinary stores would first read each line of the buffer into it, so
-// the copy costs less CPU time; the wider the stores, the less (bench/results/upload_copy_*.md). The
+// the copy costs less CPU time; the wider the stores, the less. On an H100 machine's Xeon, a batch of 64
+// prepared ImageNet photos (22.5 MB for 200) cost 1,046 us of CPU time with memcpy on eight threads,
+// 798 with 16-byte and 593 with 32-byte streaming stores (892, 584 and 571 on one thread). The
 // upload buffer places files at multiples of kUploadAlignment so that they need no unaligned head.
 #pragma once
 
@@ -22,7 +24,7 @@ enum class UploadCopy { kPlain, kStreaming16, kStreaming32 };
 // Every way, narrowest first.
 constexpr UploadCopy kUploadCopies[] = {UploadCopy::kPlain, UploadCopy::kStreaming16, UploadCopy::kStreaming32};
 
-// The way's name, as the copy's test and benchmark print it: "plain", "streaming16" or "streaming32".
+// The way's name, as the copy's test prints it: "plain", "streaming16" or "streaming32".
 const char* upload_copy_name(UploadCopy kind);
 
 // Whether this CPU (and this build) can copy that way.

@@ -1,9 +1,9 @@
 // Warm-up of a new decode state. The first batched call on each of its JPEG-engine states (one per slot
 // and output format) costs about a fifth of a second on an H100 with nvJPEG 13.0.1, once: left to the
-// first real calls, it made a process's first batches several times slower than its steady state
-// (lazy loading of CUDA kernels is not the cause: CUDA_MODULE_LOADING=EAGER changes nothing,
-// bench/gpu_first_calls.py). So a state goes through one tiny decode of each format when it is created,
-// while the device is set up.
+// first real calls, it made a process's first batches several times slower than its steady state.
+// Lazy loading of CUDA kernels is not the cause: CUDA_MODULE_LOADING=EAGER, which loads every kernel at
+// the first CUDA call, leaves the first batches as slow, with this warm-up and without it. So a state
+// goes through one tiny decode of each format when it is created, while the device is set up.
 #include "cuda/warm_up.h"
 
 #include <cstddef>

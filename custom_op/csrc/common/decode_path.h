@@ -1,5 +1,7 @@
 // Which decoder took each item of a GPU batch: the op returns it per item (`paths`) for tests and
-// benchmarks, and _set_gpu_testing takes one to force it (testing_options.h).
+// benchmarks, and _set_gpu_testing takes one to force it (cuda/testing_options.h). Part of the op's
+// contract: custom_op/gpu.py names the codes, and tests/test_ops.py checks them against these
+// (_constants, which the CPU library exports).
 #pragma once
 
 #include <cstdint>
