@@ -2,6 +2,9 @@
 outputs. The schemas are in csrc/ops.cpp; every operator exists once the CPU library is loaded (the
 GPU operators too: only their kernels wait for the GPU library), so all are registered then, once.
 
+The operators' options are keyword-only; a fake kernel names those its outputs depend on and takes
+the others as ``**_options``, so that a new option needs no change here unless it changes a shape.
+
 Sizes that depend on the file's contents (the image size for whole images, the channel count for
 UNCHANGED, the length of a rewritten file) are dynamic.
 """
@@ -30,9 +33,7 @@ def _check_bytes(data) -> None:
     torch._check(data.dtype == torch.uint8 and data.dim() == 1, lambda: "custom_op: data must be 1-D uint8")
 
 
-def _decode_and_crop_jpeg_fake(
-    data, top, left, height, width, *, mode, apply_exif_orientation, on_warning, max_pixels, scale_num=8
-):
+def _decode_and_crop_jpeg_fake(data, top, left, height, width, *, mode, on_warning, **_options):
     _check_bytes(data)
     _check_codes(mode, on_warning)
     return data.new_empty((_channels(mode), height, width)), _warnings_text(data)
@@ -42,7 +43,7 @@ def _warnings_text(data):
     return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=0),))
 
 
-def _decode_jpeg_fake(data, *, mode, apply_exif_orientation, on_warning, max_pixels):
+def _decode_jpeg_fake(data, *, mode, on_warning, **_options):
     _check_bytes(data)
     _check_codes(mode, on_warning)
     ctx = torch.library.get_ctx()
@@ -97,29 +98,12 @@ def _batch_outputs(data, tops, lefts, heights, widths, whole, mode, on_warning, 
     return [block.as_strided((c, h, w), (h * w, w, 1), start) for (c, h, w), start in zip(shapes, starts)]
 
 
-def _decode_jpegs_fake(
-    data, tops, lefts, heights, widths, *, whole, mode, apply_exif_orientation, on_warning, max_pixels, stack
-):
+def _decode_jpegs_fake(data, tops, lefts, heights, widths, *, whole, mode, on_warning, stack, **_options):
     images = _batch_outputs(data, tops, lefts, heights, widths, whole, mode, on_warning, stack, torch.device("cpu"))
     return images, [0] * len(data), [""] * len(data)
 
 
-def _decode_jpegs_cuda_fake(
-    data,
-    tops,
-    lefts,
-    heights,
-    widths,
-    *,
-    whole,
-    mode,
-    apply_exif_orientation,
-    on_warning,
-    max_pixels,
-    stack,
-    device,
-    check_entropy=False,
-):
+def _decode_jpegs_cuda_fake(data, tops, lefts, heights, widths, *, whole, mode, on_warning, stack, device, **_options):
     images = _batch_outputs(
         data, tops, lefts, heights, widths, whole, mode, on_warning, stack, torch.device("cuda", device), views=True
     )
@@ -127,12 +111,12 @@ def _decode_jpegs_cuda_fake(
     return images, [0] * len(data), [""] * len(data), [-1] * len(data)
 
 
-def _prepare_jpeg_fake(data, *, restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth, max_segment_bytes):
+def _prepare_jpeg_fake(data, **_options):
     _check_bytes(data)
     return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=2),))
 
 
-def _resize_box_fake(image, *, box, size, out_window, origin, filter, antialias):
+def _resize_box_fake(image, *, out_window, **_options):
     torch._check(image.dtype == torch.uint8 and image.dim() == 3, lambda: "custom_op: image must be [C, H, W] uint8")
     return image.new_empty((image.shape[0], out_window[2], out_window[3]))
 
