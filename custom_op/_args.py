@@ -87,12 +87,19 @@ def as_tensor(data: Data) -> torch.Tensor:
     if view.nbytes == 0:
         return torch.empty(0, dtype=torch.uint8)
     view = view.cast("B")
-    if view.readonly:
-        # The decoder only reads; torch warns once about read-only buffers, which is noise here.
+    if view.readonly and not _read_only_seen:
+        # The decoder only reads; torch warns about read-only buffers once per process, which is noise
+        # here. Only the first call is guarded: catching warnings costs more than the rest of this.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            return torch.frombuffer(view, dtype=torch.uint8)
+            tensor = torch.frombuffer(view, dtype=torch.uint8)
+        _read_only_seen.append(True)
+        return tensor
     return torch.frombuffer(view, dtype=torch.uint8)
+
+
+# Not empty once a read-only buffer has been viewed (torch's warning about them is then spent).
+_read_only_seen: list = []
 
 
 def as_int(name: str, value) -> int:

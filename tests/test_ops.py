@@ -1,6 +1,7 @@
 """The operators as PyTorch sees them: schemas and fake kernels (opcheck), torch.compile, the
 profiler, and decoding from many threads at once with the GIL released."""
 
+import subprocess
 import sys
 import threading
 import time
@@ -323,3 +324,19 @@ def test_batched_call_on_the_intra_op_pool_equals_single_calls(jpeg_writer, thre
             continue
         assert torch.equal(results[i], expected), i
         assert torch.equal(stacked[i], expected) and errors[i] is None, i
+
+
+def test_bytes_input_warns_about_nothing(jpeg):
+    """Read-only buffers (bytes) are viewed, not copied; torch's one warning about them never reaches
+    the user, on the first call or later, whatever their warning filters say."""
+    script = (
+        "import sys, warnings, custom_op\n"
+        "warnings.simplefilter('error')\n"
+        "data = sys.stdin.buffer.read()\n"
+        "for _ in range(3):\n"
+        "    custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 8)\n"
+        "    custom_op.decode_and_crop_jpeg(memoryview(data), 0, 0, 8, 8)\n"
+        "print('quiet')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], input=jpeg, capture_output=True, timeout=300)
+    assert result.returncode == 0 and b"quiet" in result.stdout, result.stderr[-2000:]
