@@ -200,6 +200,56 @@ def test_a_markdown_report_without_its_json_file_is_a_warning(monkeypatch, tmp_p
     assert warnings[0].startswith("bench-results: bench/results/a.json is on no page")
 
 
+def _cli_tables():
+    """docs/cli_tables.py, which writes the command-line reference's option table from the parser."""
+    spec = importlib.util.spec_from_file_location("_custom_op_cli_tables", DOCS / "cli_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cli_reference_option_table_is_the_parsers():
+    """docs/reference/cli.md's table of prepare's options is what docs/cli_tables.py writes from the parser,
+    so a default cannot differ from --help's and the code's (the page once said 2048 where they said 400)."""
+    from custom_op.prepare import DEFAULT_MAX_GROWTH, DEFAULT_MAX_SEGMENT_BYTES
+
+    cli = _cli_tables()
+    parser = cli.prepare_parser()
+    text = cli.PAGE.read_text(encoding="utf-8")
+    assert cli.page_text(text, parser) == text, f"{rel(cli.PAGE)} differs from the parser: python docs/cli_tables.py"
+    defaults = {option: default for option, default, _ in cli.option_rows(parser)}
+    assert defaults["`--max-segment-bytes N`"] == str(DEFAULT_MAX_SEGMENT_BYTES)
+    assert defaults["`--max-growth F`"] == str(DEFAULT_MAX_GROWTH)
+    assert defaults["`--keep-exif` / `--no-keep-exif`"] == "yes" and defaults["`--verify`"] == "off"
+    assert f"(default: {DEFAULT_MAX_SEGMENT_BYTES})" in " ".join(parser.format_help().split())
+
+
+def test_a_help_text_whose_default_is_not_the_parsers_is_refused():
+    import argparse
+
+    cli = _cli_tables()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bound", type=int, default=400, metavar="N", help="a bound (default: 2048)")
+    with pytest.raises(ValueError, match="--bound: the help says the default is '2048', the parser's is '400'"):
+        cli.option_rows(parser)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bound", type=int, default=400, metavar="N", help="a bound; 0: none (default: %(default)s)")
+    parser.add_argument("--fast", action=argparse.BooleanOptionalAction, default=False, help="go fast")
+    assert cli.table(parser).splitlines()[2:] == [
+        "| `--bound N` | 400 | a bound; 0: none |",
+        "| `--fast` / `--no-fast` | no | go fast |",
+    ]
+
+
+def test_the_pages_state_the_segment_bound_the_code_has():
+    """The prose that quotes prepare_jpeg's default bound on a segment's bytes quotes the code's."""
+    from custom_op.prepare import DEFAULT_MAX_SEGMENT_BYTES as bound
+
+    assert f"at most {bound} by default" in " ".join(README.read_text(encoding="utf-8").split())
+    guide = " ".join((DOCS / "guides" / "random-access.md").read_text(encoding="utf-8").split())
+    assert f"never more than {bound} by default" in guide and f"`max_segment_bytes` ({bound})" in guide
+
+
 @pytest.mark.parametrize("path", doc_files(), ids=rel)
 def test_every_code_block_is_python_shell_or_output(path):
     """A block is either Python, which runs, or marked as shell commands or output, which do not: an
