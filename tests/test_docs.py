@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import sys
+import unittest
 from pathlib import Path
 
 import pytest
@@ -307,7 +308,8 @@ def test_every_name_is_defined_on_the_page(path):
         assert not missing, f"{rel(path)}:{line}: the block reads {missing}, which no block of the page defines"
 
 
-def _sybil():
+def _docs_conftest():
+    """The root conftest.py, which hands the pages to Sybil and writes the files their examples read."""
     try:
         import sybil  # noqa: F401
     except ImportError:
@@ -317,7 +319,11 @@ def _sybil():
     spec = importlib.util.spec_from_file_location("_custom_op_docs_conftest", ROOT / "conftest.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.SYBIL
+    return module
+
+
+def _sybil():
+    return _docs_conftest().SYBIL
 
 
 @pytest.mark.parametrize("path", doc_files(), ids=rel)
@@ -329,6 +335,41 @@ def test_sybil_runs_every_python_block(path):
     python_blocks = [line for line, info in fences(path) if info.split()[:1] == ["python"]]
     collected = [e for e in document.examples() if e.parsed is not None and isinstance(e.parsed, str)]
     assert len(collected) == len(python_blocks), (rel(path), len(collected), python_blocks)
+
+
+@pytest.mark.parametrize("path", doc_files(), ids=rel)
+def test_the_examples_list_jpegs_by_any_case_of_their_suffix(path):
+    """glob("photos/*.jpg") finds nothing in an ImageNet folder, whose files end in .JPEG (and the empty
+    batch then failed far from it): the examples match the suffix in any case. The example photos
+    include .JPEG names, so that an example that did not would fall short of them."""
+    for line, source in python_blocks(path):
+        assert not re.search(r"glob\([^)]*\*\.jpe?g", source, re.IGNORECASE), (
+            f"{rel(path)}:{line}: a glob of one case of the JPEG suffix; list the files whose suffix is .jpg or "
+            ".jpeg in any case (p.suffix.lower() in ('.jpg', '.jpeg'))"
+        )
+
+
+def pages_reading_photo_jpg() -> list[Path]:
+    return [p for p in doc_files() if '"photo.jpg"' in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("height, width", [(333, 500), (500, 333), (150, 200)], ids=lambda n: str(n))
+@pytest.mark.parametrize("path", pages_reading_photo_jpg(), ids=rel)
+def test_the_examples_run_on_a_photo_of_any_size(path, height, width, tmp_path, monkeypatch):
+    """The examples that open photo.jpg run on the reader's photo, whatever its size: here a 500x333 and a
+    333x500 photo (a window placed for the examples' own 500x375 one did not fit) and one smaller than
+    224 pixels on a side. They run as Sybil runs them, but with this photo.jpg."""
+    conftest = _docs_conftest()
+    conftest.write_example_files(tmp_path, photo_size=(height, width))
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for example in conftest.SYBIL.parse(path).examples():
+        try:
+            example.evaluate()
+        except unittest.SkipTest:
+            continue
+        ran += isinstance(example.parsed, str)
+    assert ran, f"no example of {rel(path)} ran"
 
 
 def test_testpaths_run_the_examples():
