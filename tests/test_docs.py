@@ -398,6 +398,36 @@ def test_readme_links_lead_to_files():
         assert (ROOT / target.split("#")[0]).exists(), f"README.md links to {target}, which does not exist"
 
 
+def test_the_readme_says_what_the_main_job_leaves_on_disk(monkeypatch, tmp_path):
+    """The Quick start's main job generates its data set under ~/.cache: the README says where, what moves
+    it, how large it is (estimated here from 8 of its images, made as the job makes them) and how to
+    remove it."""
+    from datasets import synthetic
+    from profiling.cli import build_parser
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    defaults = build_parser().parse_args([])
+    (height, width), count = defaults.image_size, defaults.num_images
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("CUSTOM_OP_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    assert synthetic.default_cache_dir() == tmp_path / ".cache" / "custom_op" / "datasets"
+    assert "into `~/.cache/custom_op/datasets/`" in text and "rm -rf ~/.cache/custom_op/datasets" in text
+    for var in ("CUSTOM_OP_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / var))
+        assert synthetic.default_cache_dir() == tmp_path / var / "custom_op" / "datasets" and f"`${var}`" in text
+        monkeypatch.delenv(var)
+    said = re.search(rf"{count} photo-like JPEGs of {width}x{height} pixels \((\d+\.\d) MB\)", text)
+    assert said, f"the README does not say how many JPEGs of {width}x{height} the main job writes, and their size"
+    sample = range(0, count, count // 8)
+    photos = (synthetic.photo_like(height, width, synthetic._image_seed(0, i)) for i in sample)
+    sizes = [len(synthetic.encode_jpeg(pixels)) for pixels in photos]
+    estimate = sum(sizes) / len(sizes) * count / 1e6
+    assert abs(estimate - float(said[1])) < 0.1 * float(said[1]), (estimate, said[0])
+    guide = " ".join((DOCS / "guides" / "profiling.md").read_text(encoding="utf-8").split())
+    assert f"reused: {said[1]} MB, which `rm -rf ~/.cache/custom_op/datasets` removes" in guide
+
+
 def test_readme_results_come_from_bench_results():
     """Each number of the README's results table is in the bench/results file its row names."""
     lines = README.read_text(encoding="utf-8").split("## Results", 1)[1].splitlines()
