@@ -54,12 +54,16 @@ class _Progress:
         self.thread = threading.Thread(target=self._pump, name="custom_op-build-progress", daemon=True)
 
     def _pump(self) -> None:
-        pending = b""
+        pending, forwarding = b"", True
         while True:
             chunk = os.read(self.source, 65536)
             if not chunk:
                 break
-            _write_all(self.sink, chunk)
+            if forwarding:
+                try:
+                    _write_all(self.sink, chunk)
+                except OSError:  # pip went away: read on, so that the compile never blocks on a full pipe
+                    forwarding = False
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
             for line in lines:
@@ -114,12 +118,15 @@ def reporting(what: str, terminal: Optional[TextIO] = None) -> Iterator[None]:
     finally:
         sys.stdout.flush()
         os.dup2(saved_stdout, 1)  # the pipe's last write end closes: the reader reads to its end
-        progress.thread.join()
-        os.close(read_end)
-        os.close(saved_stdout)
+        progress.thread.join(timeout=10)
         if saved_status is None:
             os.environ.pop("NINJA_STATUS", None)
         else:
             os.environ["NINJA_STATUS"] = saved_status
-        if own:
-            terminal.close()
+        # A compiler that outlives an interrupted build may hold the pipe open: then the reader, still
+        # reading, keeps what it uses (the process ends soon after).
+        if not progress.thread.is_alive():
+            os.close(read_end)
+            os.close(saved_stdout)
+            if own:
+                terminal.close()
