@@ -12,7 +12,8 @@ Each page runs in a folder of its own (the current directory while its blocks ru
 the examples read, generated once per session (see docs/about.md, "How the examples run"):
 
 - photo.jpg: a photo-like 500x375 JPEG (4:2:0, quality 90);
-- photos/: 12 photo-like JPEGs of several sizes, two of them smaller than 224 pixels on a side.
+- photos/: 12 photo-like JPEGs of several sizes, two of them smaller than 224 pixels on a side, some
+  named .jpg and some .JPEG (as ImageNet's files are).
 
 Without Sybil (the docs and test extras install it), each of these files is one test that skips saying so.
 """
@@ -61,14 +62,20 @@ def _write_jpeg(path: Path, height: int, width: int, seed: int) -> None:
     Image.fromarray(pixels).save(path, quality=90, subsampling="4:2:0")
 
 
+def write_example_files(folder: Path, photo_size: tuple[int, int] = (375, 500)) -> None:
+    """photo.jpg, of photo_size (height, width), and photos/ into folder. Every third name in photos/
+    ends in .JPEG, as ImageNet's do, so that the examples list JPEGs by any case of their suffix."""
+    _write_jpeg(folder / "photo.jpg", *photo_size, seed=0)
+    (folder / "photos").mkdir()
+    for i, (height, width) in enumerate(PHOTO_SIZES):
+        _write_jpeg(folder / "photos" / f"img_{i:03d}.{'JPEG' if i % 3 == 2 else 'jpg'}", height, width, seed=i + 1)
+
+
 @pytest.fixture(scope="session")
 def _docs_example_files(tmp_path_factory) -> Path:
     """The files the examples read, generated once per session."""
     folder = tmp_path_factory.mktemp("docs-example-files")
-    _write_jpeg(folder / "photo.jpg", 375, 500, seed=0)
-    (folder / "photos").mkdir()
-    for i, (height, width) in enumerate(PHOTO_SIZES):
-        _write_jpeg(folder / "photos" / f"img_{i:03d}.jpg", height, width, seed=i + 1)
+    write_example_files(folder)
     return folder
 
 

@@ -39,6 +39,7 @@ def _load_by_path(module):
 
 
 config = _load_by_path("_build_config")
+build_progress = _load_by_path("_build_progress")
 jpeg_paths = _load_by_path("_jpeg_paths")
 nvjpeg_paths = _load_by_path("_nvjpeg_paths")
 
@@ -179,13 +180,16 @@ def _extensions_and_cmdclass():
             return regular, inplace
 
         def build_extension(self, ext):
+            # pip shows none of the compile's output (without -v): say on the terminal how far it is.
             if not ext.name.endswith("." + config.CUDA_PREBUILT_NAME):
-                return super().build_extension(ext)
+                with build_progress.reporting("the C++ library"):
+                    return super().build_extension(ext)
             # Objects of its own: both libraries compile common/*.cpp, with different flags.
             saved = self.build_temp
             self.build_temp = os.path.join(saved, config.CUDA_PREBUILT_NAME)
             try:
-                super().build_extension(ext)
+                with build_progress.reporting("the GPU library"):
+                    super().build_extension(ext)
             finally:
                 self.build_temp = saved
 

@@ -12,16 +12,23 @@ import torch
 from . import _build
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (docs/cli_tables.py writes the command-line reference's option table from it)."""
+    from . import prepare_folder
+
     parser = argparse.ArgumentParser(prog="python -m custom_op", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build the C++ library into the JIT cache unless a current prebuilt one exists")
     sub.add_parser("info", help="print which library is loaded, from where, and the cache dir")
-    from . import prepare_folder
-
     prepare_folder.add_parser(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "prepare":
+        from . import prepare_folder
+
         return prepare_folder.run(args)
 
     info = _build.library_info()

@@ -42,6 +42,8 @@ class ImageReadMode(enum.IntEnum):
 #: What the decoding functions accept as a file's bytes.
 Data = Union[bytes, bytearray, memoryview, torch.Tensor, Any]
 
+#: The channel count of each mode that sets one (UNCHANGED has the file's).
+MODE_CHANNELS = {int(ImageReadMode.GRAY): 1, int(ImageReadMode.RGB): 3}
 ON_WARNING = {"raise": 0, "warn": 1, "ignore": 2}
 ON_ERROR = ("raise", "return")
 _INT64_MAX = 2**63 - 1

@@ -11,13 +11,11 @@ UNCHANGED, the length of a rewritten file) are dynamic.
 
 import torch
 
-from ._args import ON_WARNING, ImageReadMode
-
-_MODE_CHANNELS = {int(ImageReadMode.GRAY): 1, int(ImageReadMode.RGB): 3}
+from ._args import MODE_CHANNELS, ON_WARNING, ImageReadMode
 
 
 def _channels(mode: int):
-    channels = _MODE_CHANNELS.get(mode)
+    channels = MODE_CHANNELS.get(mode)
     return channels if channels is not None else torch.library.get_ctx().new_dynamic_size(min=1, max=4)
 
 

@@ -63,7 +63,9 @@ def decode_and_crop_jpegs(
             later work on it.
         stack: return one uint8 tensor ``[N, C, H, W]`` (all windows of one size and, with
             mode=UNCHANGED, one channel count, else ValueError) instead of a list of ``[C, H, W]``
-            tensors.
+            tensors. An empty ``data`` gives ``[0, C, h, w]`` where that shape is known: ``heights`` and
+            ``widths`` one int each, and mode RGB or GRAY. Otherwise (per-file lists, mode=UNCHANGED)
+            nothing says its shape, and it raises ValueError.
         on_error: ``"raise"`` (default): a bad item raises its exception (the first by index),
             the message starting ``custom_op: batch item <index>:``. ``"return"``: bad items do not
             stop the batch: a list result holds the exception object in place of that item's tensor,
@@ -85,8 +87,9 @@ def decode_and_crop_jpegs(
             in its place with ``on_error="return"``; on the CPU it fails the whole call.)
         ValueError: the window lists do not have one entry per file, a window size is below 1, a
             PackedFiles' sizes do not add up to its data, an
-            option has an unknown value, or ``stack=True`` with outputs of different shapes; with
-            ``on_error="raise"``, also a bad item's ValueError (a window outside its image, ...).
+            option has an unknown value, or ``stack=True`` with outputs of different shapes or on an
+            empty batch whose shape is unknown; with ``on_error="raise"``, also a bad item's
+            ValueError (a window outside its image, ...).
         RuntimeError: with ``on_error="raise"``, an item that cannot be decoded. Every item's
             exception is the one :func:`custom_op.decode_and_crop_jpeg` raises for it, its message
             naming the item.
@@ -99,7 +102,7 @@ def decode_and_crop_jpegs(
     call = _batch_call(
         mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error, check_entropy
     )
-    return _decode(tensors, windows, call)
+    return _decode(tensors, windows, call, sizes=(heights, widths))
 
 
 def decode_jpegs(
@@ -119,7 +122,8 @@ def decode_jpegs(
 
     The arguments mean what they mean for :func:`decode_and_crop_jpegs` (``data`` may be a
     :class:`custom_op.PackedFiles` too); ``stack=True`` needs
-    images of one size (and, with ``apply_exif_orientation``, one displayed orientation of it).
+    images of one size (and, with ``apply_exif_orientation``, one displayed orientation of it), and
+    raises ValueError on an empty batch, whose images have no size.
     """
     tensors = _files(data, device)
     call = _batch_call(
@@ -138,7 +142,8 @@ def decode_with_paths(
         raise TypeError(f"decode_with_paths() got unexpected keyword arguments {sorted(unknown)}")
     call = _batch_call(**{**_DEFAULTS, **options})
     tensors = _files(data, call.placement.device)
-    return _decode(tensors, _windows(tops, lefts, heights, widths, len(tensors)), call, with_paths=True)
+    windows = _windows(tops, lefts, heights, widths, len(tensors))
+    return _decode(tensors, windows, call, sizes=(heights, widths), with_paths=True)
 
 
 def _files(data, device) -> list[torch.Tensor]:
@@ -189,11 +194,43 @@ _DEFAULTS = {
 }
 
 
-def _decode(tensors: list[torch.Tensor], windows, call: _BatchCall, with_paths: bool = False):
+def _one_int(name: str, value) -> Optional[int]:
+    """The int a window argument gives every file, or None when it gives one per file (a sequence)."""
+    if hasattr(value, "tolist") and not isinstance(value, (int, bool)):
+        value = value.tolist()
+    return None if isinstance(value, (list, tuple)) else _args.as_int(name, value)
+
+
+def _empty_stack(call: _BatchCall, sizes) -> torch.Tensor:
+    """The stacked result of an empty batch, from its ``(heights, widths)`` arguments (None for whole
+    images): ``[0, C, h, w]`` where one int gives every window's size and the mode its channel count;
+    otherwise nothing gives its shape, and ValueError says so. Decided here, before any operator, so
+    that every device answers alike (the operators, and their fake kernels, return a [0] tensor)."""
+    if sizes is not None:
+        sizes = (_one_int("heights", sizes[0]), _one_int("widths", sizes[1]))
+    channels = _args.MODE_CHANNELS.get(call.options.mode)
+    if sizes is None:
+        why = "whole images take their size from their files"
+    elif None in sizes:
+        why = "heights and widths are given per file (one int each would give the size)"
+    elif channels is None:
+        why = "mode=UNCHANGED takes the channel count from the files"
+    else:
+        _args.size_check(*sizes)
+        return torch.empty((0, channels, *sizes), dtype=torch.uint8, device=call.placement.device)
+    raise ValueError(
+        f"custom_op: stack=True on an empty batch: {why}, so the shape of its [0, C, H, W] tensor is "
+        "unknown; check for an empty batch first, or pass stack=False (an empty list)"
+    )
+
+
+def _decode(tensors: list[torch.Tensor], windows, call: _BatchCall, sizes=None, with_paths: bool = False):
+    """The batch's results. ``sizes``: the call's ``(heights, widths)`` as given, None for whole images."""
     stack, on_error = call.stack, call.on_error
     if not tensors:
-        empty = torch.empty(0, dtype=torch.uint8, device=call.placement.device)
-        result = (empty, []) if stack and on_error == "return" else empty if stack else []
+        result = _empty_stack(call, sizes) if stack else []
+        if stack and on_error == "return":
+            result = (result, [])
         return (result, []) if with_paths else result
     try:
         run = _device.run(tensors, windows, call.options, call.placement, stack=stack)

@@ -306,31 +306,34 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(__doc__.split("\n\n")[1:]),
     )
+    # Each option's help ends with its default, "(default: ...)", a value as %(default)s (a plain flag's is
+    # off): --help shows it, and docs/cli_tables.py writes the command-line reference's option table from these.
     parser.add_argument("src", metavar="SRC", help="folder to read")
     parser.add_argument("dst", metavar="DST", nargs="?", help="folder to write (the same tree layout)")
-    parser.add_argument("--in-place", action="store_true", help="rewrite the files under SRC themselves")
-    parser.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU)")
+    parser.add_argument("--in-place", action="store_true", help="rewrite the files under SRC themselves, with no DST")
+    parser.add_argument("--workers", type=int, default=None, metavar="N", help="processes (default: one per CPU)")
     parser.add_argument(
         "--restart-mcus",
         type=int,
         default=None,
         metavar="K",
-        help="restart interval in MCUs, at most one segment per MCU row (default: chosen per file)",
+        help="the restart interval in MCUs, at most one segment per MCU row (prepare_jpeg's restart_mcus) "
+        "(default: chosen per file)",
     )
     parser.add_argument(
         "--max-growth",
         type=float,
         default=DEFAULT_MAX_GROWTH,
         metavar="F",
-        help=f"size budget of the automatic interval, a fraction (default {DEFAULT_MAX_GROWTH})",
+        help="the size budget of the automatic interval, a fraction (default: %(default)s)",
     )
     parser.add_argument(
         "--max-segment-bytes",
         type=int,
         default=DEFAULT_MAX_SEGMENT_BYTES,
         metavar="N",
-        help="bound on each restart segment's entropy-coded bytes of the automatic interval, before the size "
-        f"budget; 0: no bound (default {DEFAULT_MAX_SEGMENT_BYTES})",
+        help="the bound on every segment's entropy-coded bytes of the automatic interval, before the size "
+        "budget; 0: no bound (default: %(default)s)",
     )
     parser.add_argument(
         "--verify",
@@ -341,7 +344,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--keep-exif",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="copy EXIF/XMP (APP1) segments (default: yes)",
+        help="copy the EXIF / XMP (APP1) segments (default: yes)",
     )
     parser.add_argument(
         "--keep-icc", action=argparse.BooleanOptionalAction, default=True, help="copy the ICC profile (default: yes)"
@@ -356,7 +359,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--max-pixels",
         type=int,
         default=None,
-        help="leave files declaring more pixels than this (default: custom_op.DEFAULT_MAX_PIXELS)",
+        metavar="N",
+        help="leave files declaring more pixels than this as they are (default: custom_op.DEFAULT_MAX_PIXELS)",
     )
     parser.add_argument("--report", metavar="FILE", help="also write one JSON line per file to FILE")
     parser.add_argument("--quiet", action="store_true", help="no progress counter")

@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     data = p.add_argument_group("data")
     data.add_argument(
-        "--data", metavar="FOLDER", help="JPEG folder: root/class/*.jpg or flat (default: generate the synthetic set)"
+        "--data",
+        metavar="FOLDER",
+        help="JPEG folder (.jpg or .jpeg, any case): root/class/... or flat (default: generate the synthetic set)",
     )
     data.add_argument(
         "--layout",

@@ -196,6 +196,40 @@ def test_batch_window_lists(valid):
         custom_op.decode_and_crop_jpegs([data, data], 0, 0, [8, 8, 8], 8)
 
 
+def test_an_empty_batch(valid):
+    """An empty batch gives an empty list; stacked, [0, C, h, w] where one int gives the windows' size and
+    the mode the channels (as a batch of one window would be shaped), else a ValueError saying why, never
+    a [0] tensor that fails far from the call. Decided before any operator: device="cuda" answers alike."""
+    data, _ = valid
+    assert custom_op.decode_and_crop_jpegs([], [], [], [], []) == [] == custom_op.decode_jpegs([])
+    for mode, channels in (("RGB", 3), ("GRAY", 1)):
+        stacked = custom_op.decode_and_crop_jpegs([], 5, 7, 64, 48, mode=mode, stack=True)
+        one = custom_op.decode_and_crop_jpegs([data], 0, 0, 64, 48, mode=mode, stack=True)
+        assert stacked.shape == (0, channels, 64, 48) == (0, *one.shape[1:]) and stacked.dtype == torch.uint8
+    stacked, errors = custom_op.decode_and_crop_jpegs([], 0, 0, torch.tensor(32), 32, stack=True, on_error="return")
+    assert stacked.shape == (0, 3, 32, 32) and errors == []
+    packed = custom_op.pack_files([])
+    assert custom_op.decode_and_crop_jpegs(packed, 0, 0, 16, 16, stack=True).shape == (0, 3, 16, 16)
+    for device in ("cpu", "cuda"):
+        for call, args, options in (
+            (custom_op.decode_and_crop_jpegs, ([], [], [], [], []), {}),  # sizes given per file
+            (custom_op.decode_and_crop_jpegs, ([], 0, 0, 64, 48), {"mode": "UNCHANGED"}),
+            (custom_op.decode_jpegs, ([],), {"on_error": "return"}),  # whole images
+        ):
+            with pytest.raises(ValueError, match=r"^custom_op: stack=True on an empty batch: .* is unknown; "):
+                call(*args, stack=True, device=device, **options)
+    with pytest.raises(ValueError, match="given per file"):
+        custom_op.decode_and_crop_jpegs([], 0, 0, np.array([], dtype=np.int64), 48, stack=True)
+    with pytest.raises(ValueError, match="UNCHANGED"):
+        custom_op.decode_and_crop_jpegs([], 0, 0, 64, 48, mode="UNCHANGED", stack=True)
+    with pytest.raises(ValueError, match="whole images"):
+        custom_op.decode_jpegs([], stack=True)
+    with pytest.raises(ValueError, match="at least 1"):
+        custom_op.decode_and_crop_jpegs([], 0, 0, 0, 48, stack=True)
+    with pytest.raises(TypeError, match="heights must be an integer"):
+        custom_op.decode_and_crop_jpegs([], 0, 0, 1.5, 48, stack=True)
+
+
 def test_a_batch_of_tensors_for_the_gpu_is_passed_on_unchecked():
     # For device="cuda" the operator checks each tensor itself (tests/test_gpu.py); Python checks the
     # other objects as always, and every file for the CPU operator.

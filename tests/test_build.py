@@ -554,3 +554,76 @@ def test_cli_build_and_info(readonly_install, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "kind:           jit" in r.stdout and "libjpeg-turbo:  " in r.stdout
     assert build_count(ro["cache"]) == 1
+
+
+# ---------------------------------------------------------------- install-time progress
+
+_PROGRESS_CHILD = """
+import importlib.util, os, subprocess, sys
+spec = importlib.util.spec_from_file_location("progress", sys.argv[1])
+progress = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(progress)
+ninja, folder, terminal_path = sys.argv[2], sys.argv[3], sys.argv[4]
+terminal = open(terminal_path, "w") if terminal_path != "-" else None
+print("before", flush=True)
+with progress.reporting("the C++ library", terminal=terminal):
+    print("status:", os.environ.get("NINJA_STATUS"), flush=True)
+    # As torch.utils.cpp_extension runs it: ninja -v, its output to file descriptor 1.
+    subprocess.run([ninja, "-v", "-j", "1"], cwd=folder, stdout=1, stderr=subprocess.STDOUT, check=True)
+print("after", os.environ.get("NINJA_STATUS"), flush=True)
+"""
+
+
+def _ninja() -> str:
+    found = shutil.which("ninja")
+    if found is None:
+        import ninja  # the pip package (a dependency): its binary need not be on PATH
+
+        found = os.path.join(ninja.BIN_DIR, "ninja")
+    return found
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_install_says_how_many_files_are_compiled(tmp_path, terminal):
+    """pip hides the build's output (without -v), so setup.py's compile writes '3 of 15 files' lines to
+    the terminal as ninja finishes each file, and passes the output on unchanged; without a terminal
+    (CI, no /dev/tty) it changes nothing."""
+    folder = tmp_path / "build"
+    folder.mkdir()
+    rules = ["rule cc", "  command = echo compiled $out > $out"]
+    (folder / "build.ninja").write_text("\n".join(rules + [f"build {n}.o: cc" for n in "abc"]) + "\n")
+    shown = tmp_path / "terminal.txt"
+    # A new session has no controlling terminal: with terminal=False, /dev/tty cannot be opened.
+    run = subprocess.run(
+        [sys.executable, "-c", _PROGRESS_CHILD, str(PACKAGE / "_build_progress.py"), _ninja(), str(folder)]
+        + [str(shown) if terminal else "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        start_new_session=True,
+        env={**os.environ, "NINJA_STATUS": "user's status: "},
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    # What pip receives: everything, in order; ninja's lines as it writes them.
+    assert lines[0] == "before" and lines[-1] == "after user's status: "
+    commands = [f"echo compiled {n}.o > {n}.o" for n in "abc"]
+    if terminal:
+        assert lines[1:-1] == ["status: [%f/%t] "] + [f"[{i}/3] {c}" for i, c in enumerate(commands, 1)]
+        # A line of its own after pip's spinner, then each line over the spinner's character.
+        said = shown.read_bytes().decode().split("\n")
+        assert said[0] == "" and said[-1] == "" and len(said) == 5, said
+        for i, line in enumerate(said[1:-1], 1):
+            start = "" if i == 1 else "\r"
+            expected = rf"{start}    custom_op: compiling the C\+\+ library: {i} of 3 files \(\d+ s\)"
+            assert re.fullmatch(expected, line), line
+    else:
+        assert lines[1:-1] == ["status: user's status: "] + [f"user's status: {c}" for c in commands]
+        assert not shown.exists()
+
+
+def test_the_readme_shows_the_install_progress_line():
+    """The README's Quick start quotes the line the install writes, for the C++ library's files."""
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    quoted = re.search(r"`custom_op: compiling the C\+\+ library: \d+ of (\d+) files \(\d+ s\)`", readme)
+    assert quoted and int(quoted[1]) == len(build_config.cpu_sources())

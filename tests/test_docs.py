@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import sys
+import unittest
 from pathlib import Path
 
 import pytest
@@ -200,6 +201,56 @@ def test_a_markdown_report_without_its_json_file_is_a_warning(monkeypatch, tmp_p
     assert warnings[0].startswith("bench-results: bench/results/a.json is on no page")
 
 
+def _cli_tables():
+    """docs/cli_tables.py, which writes the command-line reference's option table from the parser."""
+    spec = importlib.util.spec_from_file_location("_custom_op_cli_tables", DOCS / "cli_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cli_reference_option_table_is_the_parsers():
+    """docs/reference/cli.md's table of prepare's options is what docs/cli_tables.py writes from the parser,
+    so a default cannot differ from --help's and the code's (the page once said 2048 where they said 400)."""
+    from custom_op.prepare import DEFAULT_MAX_GROWTH, DEFAULT_MAX_SEGMENT_BYTES
+
+    cli = _cli_tables()
+    parser = cli.prepare_parser()
+    text = cli.PAGE.read_text(encoding="utf-8")
+    assert cli.page_text(text, parser) == text, f"{rel(cli.PAGE)} differs from the parser: python docs/cli_tables.py"
+    defaults = {option: default for option, default, _ in cli.option_rows(parser)}
+    assert defaults["`--max-segment-bytes N`"] == str(DEFAULT_MAX_SEGMENT_BYTES)
+    assert defaults["`--max-growth F`"] == str(DEFAULT_MAX_GROWTH)
+    assert defaults["`--keep-exif` / `--no-keep-exif`"] == "yes" and defaults["`--verify`"] == "off"
+    assert f"(default: {DEFAULT_MAX_SEGMENT_BYTES})" in " ".join(parser.format_help().split())
+
+
+def test_a_help_text_whose_default_is_not_the_parsers_is_refused():
+    import argparse
+
+    cli = _cli_tables()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bound", type=int, default=400, metavar="N", help="a bound (default: 2048)")
+    with pytest.raises(ValueError, match="--bound: the help says the default is '2048', the parser's is '400'"):
+        cli.option_rows(parser)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bound", type=int, default=400, metavar="N", help="a bound; 0: none (default: %(default)s)")
+    parser.add_argument("--fast", action=argparse.BooleanOptionalAction, default=False, help="go fast")
+    assert cli.table(parser).splitlines()[2:] == [
+        "| `--bound N` | 400 | a bound; 0: none |",
+        "| `--fast` / `--no-fast` | no | go fast |",
+    ]
+
+
+def test_the_pages_state_the_segment_bound_the_code_has():
+    """The prose that quotes prepare_jpeg's default bound on a segment's bytes quotes the code's."""
+    from custom_op.prepare import DEFAULT_MAX_SEGMENT_BYTES as bound
+
+    assert f"at most {bound} by default" in " ".join(README.read_text(encoding="utf-8").split())
+    guide = " ".join((DOCS / "guides" / "random-access.md").read_text(encoding="utf-8").split())
+    assert f"never more than {bound} by default" in guide and f"`max_segment_bytes` ({bound})" in guide
+
+
 @pytest.mark.parametrize("path", doc_files(), ids=rel)
 def test_every_code_block_is_python_shell_or_output(path):
     """A block is either Python, which runs, or marked as shell commands or output, which do not: an
@@ -257,7 +308,8 @@ def test_every_name_is_defined_on_the_page(path):
         assert not missing, f"{rel(path)}:{line}: the block reads {missing}, which no block of the page defines"
 
 
-def _sybil():
+def _docs_conftest():
+    """The root conftest.py, which hands the pages to Sybil and writes the files their examples read."""
     try:
         import sybil  # noqa: F401
     except ImportError:
@@ -267,7 +319,11 @@ def _sybil():
     spec = importlib.util.spec_from_file_location("_custom_op_docs_conftest", ROOT / "conftest.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.SYBIL
+    return module
+
+
+def _sybil():
+    return _docs_conftest().SYBIL
 
 
 @pytest.mark.parametrize("path", doc_files(), ids=rel)
@@ -279,6 +335,41 @@ def test_sybil_runs_every_python_block(path):
     python_blocks = [line for line, info in fences(path) if info.split()[:1] == ["python"]]
     collected = [e for e in document.examples() if e.parsed is not None and isinstance(e.parsed, str)]
     assert len(collected) == len(python_blocks), (rel(path), len(collected), python_blocks)
+
+
+@pytest.mark.parametrize("path", doc_files(), ids=rel)
+def test_the_examples_list_jpegs_by_any_case_of_their_suffix(path):
+    """glob("photos/*.jpg") finds nothing in an ImageNet folder, whose files end in .JPEG (and the empty
+    batch then failed far from it): the examples match the suffix in any case. The example photos
+    include .JPEG names, so that an example that did not would fall short of them."""
+    for line, source in python_blocks(path):
+        assert not re.search(r"glob\([^)]*\*\.jpe?g", source, re.IGNORECASE), (
+            f"{rel(path)}:{line}: a glob of one case of the JPEG suffix; list the files whose suffix is .jpg or "
+            ".jpeg in any case (p.suffix.lower() in ('.jpg', '.jpeg'))"
+        )
+
+
+def pages_reading_photo_jpg() -> list[Path]:
+    return [p for p in doc_files() if '"photo.jpg"' in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("height, width", [(333, 500), (500, 333), (150, 200)], ids=lambda n: str(n))
+@pytest.mark.parametrize("path", pages_reading_photo_jpg(), ids=rel)
+def test_the_examples_run_on_a_photo_of_any_size(path, height, width, tmp_path, monkeypatch):
+    """The examples that open photo.jpg run on the reader's photo, whatever its size: here a 500x333 and a
+    333x500 photo (a window placed for the examples' own 500x375 one did not fit) and one smaller than
+    224 pixels on a side. They run as Sybil runs them, but with this photo.jpg."""
+    conftest = _docs_conftest()
+    conftest.write_example_files(tmp_path, photo_size=(height, width))
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for example in conftest.SYBIL.parse(path).examples():
+        try:
+            example.evaluate()
+        except unittest.SkipTest:
+            continue
+        ran += isinstance(example.parsed, str)
+    assert ran, f"no example of {rel(path)} ran"
 
 
 def test_testpaths_run_the_examples():
@@ -305,6 +396,36 @@ def test_readme_links_lead_to_files():
         if re.match(r"[a-z]+:", target) or target.startswith("#"):
             continue
         assert (ROOT / target.split("#")[0]).exists(), f"README.md links to {target}, which does not exist"
+
+
+def test_the_readme_says_what_the_main_job_leaves_on_disk(monkeypatch, tmp_path):
+    """The Quick start's main job generates its data set under ~/.cache: the README says where, what moves
+    it, how large it is (estimated here from 8 of its images, made as the job makes them) and how to
+    remove it."""
+    from datasets import synthetic
+    from profiling.cli import build_parser
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    defaults = build_parser().parse_args([])
+    (height, width), count = defaults.image_size, defaults.num_images
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("CUSTOM_OP_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    assert synthetic.default_cache_dir() == tmp_path / ".cache" / "custom_op" / "datasets"
+    assert "into `~/.cache/custom_op/datasets/`" in text and "rm -rf ~/.cache/custom_op/datasets" in text
+    for var in ("CUSTOM_OP_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / var))
+        assert synthetic.default_cache_dir() == tmp_path / var / "custom_op" / "datasets" and f"`${var}`" in text
+        monkeypatch.delenv(var)
+    said = re.search(rf"{count} photo-like JPEGs of {width}x{height} pixels \((\d+\.\d) MB\)", text)
+    assert said, f"the README does not say how many JPEGs of {width}x{height} the main job writes, and their size"
+    sample = range(0, count, count // 8)
+    photos = (synthetic.photo_like(height, width, synthetic._image_seed(0, i)) for i in sample)
+    sizes = [len(synthetic.encode_jpeg(pixels)) for pixels in photos]
+    estimate = sum(sizes) / len(sizes) * count / 1e6
+    assert abs(estimate - float(said[1])) < 0.1 * float(said[1]), (estimate, said[0])
+    guide = " ".join((DOCS / "guides" / "profiling.md").read_text(encoding="utf-8").split())
+    assert f"reused: {said[1]} MB, which `rm -rf ~/.cache/custom_op/datasets` removes" in guide
 
 
 def test_readme_results_come_from_bench_results():

@@ -634,6 +634,8 @@ def test_list_and_stack_agree(jpeg_writer):
         against.add(whole, custom_op.decode_jpeg(data), path, "whole image")
     against.check()
     assert custom_op.decode_and_crop_jpegs([], [], [], [], [], device="cuda") == []
+    empty = custom_op.decode_and_crop_jpegs([], 0, 0, 64, 48, device="cuda", stack=True)
+    assert empty.shape == (0, 3, 64, 48) and empty.device.type == "cuda"
 
 
 @needs_gpu
