@@ -62,10 +62,16 @@ def _compiler() -> str | None:
     return None
 
 
-def _jpeg_flags() -> list[str]:
+def _jpeg_paths():
+    """custom_op/_jpeg_paths.py, loaded by path (importing custom_op would import torch)."""
     spec = importlib.util.spec_from_file_location("_tests_jpeg_paths", ROOT / "custom_op" / "_jpeg_paths.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def _jpeg_flags() -> list[str]:
+    module = _jpeg_paths()
     try:
         found = module.find_libjpeg_turbo()
     except module.LibjpegTurboNotFound as error:
@@ -73,6 +79,23 @@ def _jpeg_flags() -> list[str]:
     flags = [f"-I{d}" for d in found.include_dirs] + [f"-L{d}" for d in found.library_dirs]
     flags += [f"-Wl,-rpath,{d}" for d in found.rpath_dirs] + [f"-l{name}" for name in found.libraries]
     return flags
+
+
+def jpeg_include_flags() -> list[str]:
+    """The -I flags for libjpeg-turbo's headers."""
+    return [f for f in _jpeg_flags() if f.startswith("-I")]
+
+
+def static_libjpeg() -> Path | None:
+    """libjpeg-turbo's static library (libjpeg.a), which holds its internal functions (the shared library exports
+    only the API): beside the shared library the build found, or in the usual folders; None when absent."""
+    module = _jpeg_paths()
+    try:
+        folders = [Path(d) for d in module.find_libjpeg_turbo().library_dirs]
+    except module.LibjpegTurboNotFound:
+        folders = []
+    folders += [Path(d) for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")]
+    return next((d / "libjpeg.a" for d in folders if (d / "libjpeg.a").is_file()), None)
 
 
 def sources() -> list[Path]:
@@ -159,18 +182,25 @@ def run(command: list[str], files, *, simd: bool | str = True, variant: str = "p
     return result.stdout
 
 
-def check(files, *, simd: bool | str = True, variant: str = "plain", gray_output: bool = False) -> list[dict]:
+def _decode_options(gray_output: bool, scale: int) -> list[str]:
+    return (["--gray-output"] if gray_output else []) + (["--scale", str(scale)] if scale != 8 else [])
+
+
+def check(
+    files, *, simd: bool | str = True, variant: str = "plain", gray_output: bool = False, scale: int = 8
+) -> list[dict]:
     """One summary per file: the core's decode compared with libjpeg-turbo's (see the harness's header);
-    gray_output: YCbCr files decoded to grayscale on both sides."""
-    out = run(["check", *(["--gray-output"] if gray_output else [])], files, simd=simd, variant=variant)
+    gray_output: YCbCr files decoded to grayscale on both sides; scale: decoded at scale/8 of the size (1, 2, 4
+    or 8; libjpeg's scale_num, with scale_denom 8)."""
+    out = run(["check", *_decode_options(gray_output, scale)], files, simd=simd, variant=variant)
     return [json.loads(line) for line in out.decode().splitlines()]
 
 
-def dump(files, *, simd: bool | str = True, gray_output: bool = False) -> list[dict]:
+def dump(files, *, simd: bool | str = True, gray_output: bool = False, scale: int = 8) -> list[dict]:
     """Per file: the summary plus the arrays: core_coef / ref_coef (lists of per-component planes, shape
-    (block_rows, blocks_per_row, 64), natural order), core_pixels / ref_pixels (H, W, C) and segment_flags.
-    gray_output: as for check."""
-    out = run(["dump", *(["--gray-output"] if gray_output else [])], files, simd=simd)
+    (block_rows, blocks_per_row, 64), natural order), core_pixels / ref_pixels (output_height, output_width, C)
+    and segment_flags. gray_output, scale: as for check."""
+    out = run(["dump", *_decode_options(gray_output, scale)], files, simd=simd)
     results, pos = [], 0
     for _ in files:
         end = out.index(b"\n", pos)
@@ -187,7 +217,7 @@ def dump(files, *, simd: bool | str = True, gray_output: bool = False) -> list[d
             pos += nbytes
             return array
 
-        shape = (info["height"], info["width"], info["out_components"])
+        shape = (info["output_height"], info["output_width"], info["out_components"])
         planes = [tuple(p) + (64,) for p in info["planes"]]
         info["core_coef"] = [take(int(np.prod(p)), "<i2").reshape(p) for p in planes]
         info["core_pixels"] = take(int(np.prod(shape)), np.uint8).reshape(shape)

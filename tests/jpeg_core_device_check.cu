@@ -54,3 +54,29 @@ __global__ void check_color(jc::SamplePlane y, jc::SamplePlane cb, jc::SamplePla
   jc::ycc_to_rgb(jc::upsampled_sample(y, row, x), jc::upsampled_sample(cb, row, x), jc::upsampled_sample(cr, row, x),
                  rgb + (static_cast<int64_t>(row) * width + x) * 3);
 }
+
+__global__ void check_scaled_idct(const int16_t* coef, const jc::QuantTable* quant, uint8_t* out, int pitch,
+                                  uint8_t* exact) {
+  const int b = blockIdx.x;
+  const int size = 8 >> (threadIdx.x & 3);  // 8, 4, 2, 1
+  exact[b * 4 + (threadIdx.x & 3)] = jc::idct_scaled(size, coef + b * 64, *quant, out + b * 8, pitch) ? 1 : 0;
+  if (threadIdx.x == 0) {
+    exact[b * 4] &= jc::idct_4x4(coef + b * 64, *quant, out, pitch) ? 1 : 0;
+    exact[b * 4] &= jc::idct_2x2(coef + b * 64, *quant, out, pitch) ? 1 : 0;
+    exact[b * 4] &= jc::idct_1x1(coef + b * 64, *quant, out, pitch) ? 1 : 0;
+  }
+}
+
+__global__ void check_scaling(const jc::Frame* frame, int scale, const uint8_t* samples, int pitch, int width,
+                              uint8_t* gray, jc::Scaling* out) {
+  jc::Scaling s;
+  if (!jc::make_scaling(*frame, scale, &s)) return;
+  const jc::SamplePlane p = jc::scaled_plane(s, 0, samples, pitch);
+  const int x = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y;
+  if (x < s.width && row < s.height) gray[static_cast<int64_t>(row) * width + x] = jc::upsampled_sample(p, row, x);
+  if (x == 0 && row == 0) {
+    s.upsample[0] = jc::choose_upsample(s.h_ratio[0], s.v_ratio[0], s.sample_width[0], scale > 1);
+    s.idct_size[0] = jc::component_idct_size(scale, frame->max_h, frame->max_v, frame->h[0], frame->v[0]);
+    *out = s;
+  }
+}

@@ -5,12 +5,14 @@
 // that nvcc's device build of the same text computes the same thing (integer widths, shifts, the
 // int64 IDCT path, table reads from global and shared memory), so the CPU proof carries over to the
 // GPU. It is not the production kernel layout: one thread per segment (Huffman), per block (IDCT)
-// and per pixel (upsampling + colour), nothing tuned.
+// and per pixel (upsampling + colour), nothing tuned. Each file is decoded at 8/8, 4/8, 2/8 and 1/8
+// (the reduced IDCTs and scaling.h's planes and upsampling).
 //
-// Input: the harness's records on stdin. Output: one JSON line per file that differs or is skipped,
-// then a summary line {"files": N, "compared": M, "unequal": U, ...}. Exit status 0 when U is 0,
-// 1 otherwise, 3 when no GPU is usable. Built by tests/test_jpeg_core.py (when nvcc and a GPU are
-// present) or by hand:
+// Input: the harness's records on stdin. Output: one JSON line per file that differs, then a
+// summary line {"files": N, "compared": M, "decodes": D, "unequal": U, ...} (compared: files the
+// core decodes; decodes: those files times the 4 scales; unequal: files with any difference). Exit
+// status 0 when U is 0, 1 otherwise, 3 when no GPU is usable. Built by tests/test_jpeg_core.py (when
+// nvcc and a GPU are present) or by hand:
 //   nvcc -std=c++17 -O2 -arch=sm_90 -I. tests/jpeg_core_gpu_check.cu -o jpeg_core_gpu_check -ljpeg
 #define JPEG_CORE_HARNESS_NO_MAIN
 #include "tests/jpeg_core_harness.cpp"
@@ -50,23 +52,26 @@ __global__ void decode_segments(const DeviceJob* job, const uint8_t* data, const
   flags[s] = jc::decode_segment(data + begins[s], data + ends[s], job->frame, t, first, count, planes.coef);
 }
 
-__global__ void inverse_dct(const DeviceJob* job, int c, const int16_t* coef, uint8_t* samples, int pitch,
+// Component c's blocks into size x size samples each (Scaling::idct_size).
+__global__ void inverse_dct(const DeviceJob* job, int c, int size, const int16_t* coef, uint8_t* samples, int pitch,
                             uint8_t* exact) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int per_row = job->frame.blocks_per_row[c];
   if (b >= static_cast<int64_t>(per_row) * job->frame.block_rows[c]) return;
   const int64_t row = b / per_row, col = b % per_row;
-  exact[b] = jc::idct_islow(coef + b * 64, job->quant[c], samples + row * 8 * pitch + col * 8, pitch) ? 1 : 0;
+  uint8_t* out = samples + row * size * pitch + col * size;
+  exact[b] = jc::idct_scaled(size, coef + b * 64, job->quant[c], out, pitch) ? 1 : 0;
 }
 
 struct SamplePlanes {
   jc::SamplePlane p[jc::kMaxComponents];
 };
 
-__global__ void to_pixels(const DeviceJob* job, SamplePlanes sp, uint8_t* pixels, int components) {
+// The output pixels, width x height at the decode's scale.
+__global__ void to_pixels(const DeviceJob* job, SamplePlanes sp, int width, int height, uint8_t* pixels,
+                          int components) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int width = job->frame.width;
-  if (i >= static_cast<int64_t>(width) * job->frame.height) return;
+  if (i >= static_cast<int64_t>(width) * height) return;
   const int y = static_cast<int>(i / width), x = static_cast<int>(i % width);
   convert_pixel(job->color, sp.p, y, x, pixels + i * components);
 }
@@ -160,15 +165,15 @@ std::string gpu_versus_cpu(const std::vector<uint8_t>& file, const Prepared& p, 
   for (int c = 0; c < f.num_components && why.empty(); ++c) {
     const int64_t blocks = static_cast<int64_t>(f.blocks_per_row[c]) * f.block_rows[c];
     inverse_dct<<<static_cast<unsigned>((blocks + threads - 1) / threads), threads>>>(
-        d_job, c, planes.coef[c], d_samples[c], cpu.pitch[c], d_exact[c]);
+        d_job, c, cpu.scaling.idct_size[c], planes.coef[c], d_samples[c], cpu.pitch[c], d_exact[c]);
     cuda_ok(cudaGetLastError(), &why);
   }
   if (why.empty() && d_pixels != nullptr) {
     SamplePlanes sp{};
-    for (int c = 0; c < f.num_components; ++c) sp.p[c] = component_plane(f, c, d_samples[c], cpu.pitch[c]);
-    const int64_t pixels = static_cast<int64_t>(f.width) * f.height;
-    to_pixels<<<static_cast<unsigned>((pixels + threads - 1) / threads), threads>>>(d_job, sp, d_pixels,
-                                                                                    cpu.out_components);
+    for (int c = 0; c < f.num_components; ++c) sp.p[c] = jc::scaled_plane(cpu.scaling, c, d_samples[c], cpu.pitch[c]);
+    const int64_t pixels = static_cast<int64_t>(cpu.scaling.width) * cpu.scaling.height;
+    to_pixels<<<static_cast<unsigned>((pixels + threads - 1) / threads), threads>>>(
+        d_job, sp, cpu.scaling.width, cpu.scaling.height, d_pixels, cpu.out_components);
     cuda_ok(cudaGetLastError(), &why);
   }
   cuda_ok(cudaDeviceSynchronize(), &why);
@@ -196,24 +201,34 @@ int main() {
     return 3;
   }
   std::vector<uint8_t> file;
-  int64_t files = 0, compared = 0, skipped = 0, unequal = 0, segments = 0, pixels = 0, inexact = 0, flagged = 0;
+  int64_t files = 0, compared = 0, decodes = 0, skipped = 0, unequal = 0, segments = 0, pixels = 0, inexact = 0,
+          flagged = 0;
   std::string first;
   while (read_record(&file)) {
     ++files;
     Prepared p;
     prepare(file.data(), file.size(), &p);
-    CoreDecode cpu;
-    core_decode(file.data(), file.size(), &cpu);
-    if (!p.error.empty() || !cpu.error.empty()) {
+    std::string diff;
+    bool decoded = false;
+    for (int scale : {8, 4, 2, 1}) {
+      CoreDecode cpu;
+      core_decode(file.data(), file.size(), &cpu, false, scale);
+      if (!p.error.empty() || !cpu.error.empty()) break;
+      decoded = true;
+      ++decodes;
+      const std::string scale_diff = gpu_versus_cpu(file, p, cpu);
+      if (diff.empty() && !scale_diff.empty()) diff = "at " + std::to_string(scale) + "/8: " + scale_diff;
+      pixels += static_cast<int64_t>(cpu.pixels.size());
+      inexact += cpu.inexact_blocks;
+      if (scale != 8) continue;
+      segments += p.scan.found;
+      for (uint32_t fl : cpu.seg_flags) flagged += fl != 0;
+    }
+    if (!decoded) {
       ++skipped;
       continue;
     }
-    const std::string diff = gpu_versus_cpu(file, p, cpu);
     ++compared;
-    segments += p.scan.found;
-    pixels += static_cast<int64_t>(cpu.pixels.size());
-    inexact += cpu.inexact_blocks;
-    for (uint32_t fl : cpu.seg_flags) flagged += fl != 0;
     if (!diff.empty()) {
       if (unequal++ == 0) first = "file " + std::to_string(files - 1) + ": " + diff;
       std::printf("{\"file\": %lld, \"diff\": \"%s\"}\n", static_cast<long long>(files - 1), json_escape(diff).c_str());
@@ -222,12 +237,12 @@ int main() {
   cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
   std::printf(
-      "{\"device\": \"%s\", \"files\": %lld, \"compared\": %lld, \"skipped\": %lld, \"segments\": %lld, "
-      "\"flagged_segments\": %lld, \"inexact_blocks\": %lld, \"pixel_values\": %lld, \"unequal\": %lld, "
-      "\"first_unequal\": \"%s\"}\n",
+      "{\"device\": \"%s\", \"files\": %lld, \"compared\": %lld, \"decodes\": %lld, \"skipped\": %lld, "
+      "\"segments\": %lld, \"flagged_segments\": %lld, \"inexact_blocks\": %lld, \"pixel_values\": %lld, "
+      "\"unequal\": %lld, \"first_unequal\": \"%s\"}\n",
       json_escape(prop.name).c_str(), static_cast<long long>(files), static_cast<long long>(compared),
-      static_cast<long long>(skipped), static_cast<long long>(segments), static_cast<long long>(flagged),
-      static_cast<long long>(inexact), static_cast<long long>(pixels), static_cast<long long>(unequal),
-      json_escape(first).c_str());
+      static_cast<long long>(decodes), static_cast<long long>(skipped), static_cast<long long>(segments),
+      static_cast<long long>(flagged), static_cast<long long>(inexact), static_cast<long long>(pixels),
+      static_cast<long long>(unequal), json_escape(first).c_str());
   return unequal == 0 ? 0 : 1;
 }

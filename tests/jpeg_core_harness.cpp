@@ -19,15 +19,23 @@
 //                                JCS_GRAYSCALE output: the luma alone, upsampled where the luma is
 //                                subsampled; what mode=GRAY gives, and what the GPU decoder's window
 //                                kernel writes for it); also for dump
+//   jpeg_core_harness check --scale N
+//                                the same decoded at N/8 of the size (N = 1, 2, 4, 8): the core with the
+//                                IDCT size and upsampling scaling.h gives each component, libjpeg with
+//                                scale_num = N, scale_denom = 8; the JSON also holds both sides' geometry
+//                                (output size, each component's IDCT size and real sample size); also for
+//                                dump, and with --gray-output
 //   jpeg_core_harness dump       per record: the same JSON line, then the core's coefficient planes
-//                                (int16, one per component), its pixels (uint8, H x W x C), libjpeg's
-//                                coefficient planes and pixels (same shapes, zero where unavailable),
-//                                and the per-segment flags (uint32)
+//                                (int16, one per component), its pixels (uint8, H x W x C at the output
+//                                size), libjpeg's coefficient planes and pixels (same shapes, zero where
+//                                unavailable), and the per-segment flags (uint32)
 //   jpeg_core_harness selftest   unit checks of single functions against libjpeg's definitions (its range
-//                                limit table, its colour tables, the IDCT's 32- and 64-bit paths, the
-//                                Huffman table rules, the bit reader), then for each record: zigzag-order
-//                                decoding equals natural-order decoding, and keeping a band of MCU rows
-//                                equals the full decode's rows; prints {"failures": N, ...}
+//                                limit table, its colour tables, the islow and reduced IDCTs' 32- and
+//                                64-bit paths, the Huffman table rules, the bit reader), then for each
+//                                record: zigzag-order decoding equals natural-order decoding, keeping a
+//                                band of MCU rows equals the full decode's rows, and scaling.h's geometry
+//                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
+//                                prints {"failures": N, ...}
 //   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
 //                                per record: one output record, the same coefficients re-encoded by
 //                                libjpeg (jpeg_read_coefficients + jpeg_write_coefficients, so
@@ -167,8 +175,8 @@ struct CoreDecode {
   int pitch[jc::kMaxComponents] = {0, 0, 0, 0};
   std::vector<uint8_t> block_exact[jc::kMaxComponents];
   int64_t inexact_blocks = 0;
-  int upsample_method[jc::kMaxComponents] = {0, 0, 0, 0};
-  std::vector<uint8_t> pixels;  // empty when the sampling cannot be upsampled
+  jc::Scaling scaling{};        // the output scale's geometry: IDCT sizes, upsampling, output size
+  std::vector<uint8_t> pixels;  // scaling.height x scaling.width; empty when the sampling cannot be upsampled
 };
 
 // What the header says, read with libjpeg (the GPU path will have its own parser).
@@ -294,21 +302,6 @@ void prepare(const uint8_t* data, size_t size, Prepared* p) {
   jc::make_natural_order(&p->order);
 }
 
-// The upsampling method of each component (jc::kUpsampleNone when libjpeg cannot upsample it).
-int component_method(const jc::Frame& f, int c) {
-  return f.num_components == 1 ? jc::kUpsampleFull : jc::choose_upsample(f.h_ratio[c], f.v_ratio[c], f.sample_width[c]);
-}
-
-jc::SamplePlane component_plane(const jc::Frame& f, int c, const uint8_t* samples, int pitch) {
-  return {samples,
-          pitch,
-          f.sample_width[c],
-          f.sample_height[c],
-          f.num_components == 1 ? 1 : f.h_ratio[c],
-          f.num_components == 1 ? 1 : f.v_ratio[c],
-          component_method(f, c)};
-}
-
 // One output pixel: what a kernel thread does after upsampling.
 CUSTOM_OP_HD inline void convert_pixel(int color, const jc::SamplePlane* sp, int y, int x, uint8_t* px) {
   if (color == 0) {
@@ -321,7 +314,9 @@ CUSTOM_OP_HD inline void convert_pixel(int color, const jc::SamplePlane* sp, int
   }
 }
 
-void core_decode(const uint8_t* data, size_t size, CoreDecode* out, bool gray_output = false) {
+// Decodes at `scale` eighths of the image's size (8: unscaled), as libjpeg does with scale_num = scale,
+// scale_denom = 8.
+void core_decode(const uint8_t* data, size_t size, CoreDecode* out, bool gray_output = false, int scale = 8) {
   Prepared p;
   prepare(data, size, &p);
   if (!p.error.empty()) {
@@ -339,6 +334,11 @@ void core_decode(const uint8_t* data, size_t size, CoreDecode* out, bool gray_ou
   const int64_t total = jc::frame_total_mcus(f);
   out->mcus_per_segment = p.mcus_per_segment;
   out->segments = p.segments;
+  if (!jc::make_scaling(f, scale, &out->scaling)) {
+    out->error = "scale refused by make_scaling";
+    return;
+  }
+  const jc::Scaling& sc = out->scaling;
 
   int16_t* planes[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
   for (int c = 0; c < f.num_components; ++c) {
@@ -361,17 +361,19 @@ void core_decode(const uint8_t* data, size_t size, CoreDecode* out, bool gray_ou
                            first, count, planes);
   }
 
-  // Dequantisation and IDCT of every block, decoded or not (the planes are zero elsewhere).
+  // Dequantisation and IDCT of every block, decoded or not (the planes are zero elsewhere), each into
+  // idct_size x idct_size samples.
   for (int c = 0; c < f.num_components; ++c) {
-    out->pitch[c] = f.blocks_per_row[c] * 8;
-    out->samples[c].assign(static_cast<size_t>(out->pitch[c]) * static_cast<size_t>(f.block_rows[c]) * 8, 0);
+    const int bs = sc.idct_size[c];
+    out->pitch[c] = f.blocks_per_row[c] * bs;
+    out->samples[c].assign(static_cast<size_t>(out->pitch[c]) * static_cast<size_t>(f.block_rows[c] * bs), 0);
     out->block_exact[c].assign(static_cast<size_t>(f.blocks_per_row[c]) * static_cast<size_t>(f.block_rows[c]), 0);
     for (int br = 0; br < f.block_rows[c]; ++br) {
       for (int bc = 0; bc < f.blocks_per_row[c]; ++bc) {
         const size_t b = static_cast<size_t>(br) * static_cast<size_t>(f.blocks_per_row[c]) + static_cast<size_t>(bc);
-        uint8_t* dst = out->samples[c].data() + static_cast<size_t>(br) * 8 * static_cast<size_t>(out->pitch[c]) +
-                       static_cast<size_t>(bc) * 8;
-        const bool exact = jc::idct_islow(out->coef[c].data() + b * 64, info.quant[c], dst, out->pitch[c]);
+        uint8_t* dst = out->samples[c].data() + static_cast<size_t>(br * bs) * static_cast<size_t>(out->pitch[c]) +
+                       static_cast<size_t>(bc * bs);
+        const bool exact = jc::idct_scaled(bs, out->coef[c].data() + b * 64, info.quant[c], dst, out->pitch[c]);
         out->block_exact[c][b] = exact ? 1 : 0;
         if (!exact) ++out->inexact_blocks;
       }
@@ -381,14 +383,13 @@ void core_decode(const uint8_t* data, size_t size, CoreDecode* out, bool gray_ou
   // Upsampling and colour conversion, one output pixel at a time as a kernel thread would.
   jc::SamplePlane sp[jc::kMaxComponents];
   for (int c = 0; c < f.num_components; ++c) {
-    out->upsample_method[c] = component_method(f, c);
-    if (out->upsample_method[c] == jc::kUpsampleNone) return;  // libjpeg: JERR_FRACT_SAMPLE_NOTIMPL
-    sp[c] = component_plane(f, c, out->samples[c].data(), out->pitch[c]);
+    if (sc.upsample[c] == jc::kUpsampleNone) return;  // libjpeg: JERR_FRACT_SAMPLE_NOTIMPL
+    sp[c] = jc::scaled_plane(sc, c, out->samples[c].data(), out->pitch[c]);
   }
-  const size_t W = static_cast<size_t>(f.width), H = static_cast<size_t>(f.height);
+  const size_t W = static_cast<size_t>(sc.width), H = static_cast<size_t>(sc.height);
   out->pixels.assign(W * H * static_cast<size_t>(out->out_components), 0);
-  for (int y = 0; y < f.height; ++y)
-    for (int x = 0; x < f.width; ++x)
+  for (int y = 0; y < sc.height; ++y)
+    for (int x = 0; x < sc.width; ++x)
       convert_pixel(out->color, sp, y, x,
                     out->pixels.data() + (static_cast<size_t>(y) * W + static_cast<size_t>(x)) * out->out_components);
 }
@@ -401,7 +402,20 @@ struct Reference {
   std::string coef_warning, pixel_warning;
   std::vector<int16_t> coef[jc::kMaxComponents];  // in the core's plane shapes
   std::vector<uint8_t> pixels;
+  // libjpeg's geometry for the pixels' decode, after jpeg_start_decompress: output size, then each
+  // component's DCT_scaled_size and downsampled width and height ("" when it failed).
+  std::string geometry;
 };
+
+// The geometry string of Reference, from the core's Scaling.
+std::string geometry_string(int width, int height, int components, const int* idct_size, const int* sample_width,
+                            const int* sample_height) {
+  std::string g = std::to_string(width) + "x" + std::to_string(height);
+  for (int c = 0; c < components; ++c)
+    g += " " + std::to_string(idct_size[c]) + ":" + std::to_string(sample_width[c]) + "x" +
+         std::to_string(sample_height[c]);
+  return g;
+}
 
 void reference_coefficients(const uint8_t* data, size_t size, const jc::Frame& f, Reference* ref) {
   jpeg_decompress_struct cinfo;
@@ -447,7 +461,8 @@ void reference_coefficients(const uint8_t* data, size_t size, const jc::Frame& f
   jpeg_destroy_decompress(&cinfo);
 }
 
-void reference_pixels(const uint8_t* data, size_t size, int color, Reference* ref) {
+// libjpeg's decode with JDCT_ISLOW and fancy upsampling, at scale_num = scale, scale_denom = 8.
+void reference_pixels(const uint8_t* data, size_t size, int color, int scale, Reference* ref) {
   jpeg_decompress_struct cinfo;
   ErrorManager err;
   install_errors(&err, &ref->pixel_error, &ref->pixel_warning);
@@ -465,7 +480,24 @@ void reference_pixels(const uint8_t* data, size_t size, int color, Reference* re
   cinfo.out_color_space = color == kGray ? JCS_GRAYSCALE : JCS_RGB;
   cinfo.dct_method = JDCT_ISLOW;
   cinfo.do_fancy_upsampling = TRUE;
+  cinfo.scale_num = static_cast<unsigned int>(scale);
+  cinfo.scale_denom = 8;
   jpeg_start_decompress(&cinfo);
+  {
+    int idct_size[jc::kMaxComponents], sample_width[jc::kMaxComponents], sample_height[jc::kMaxComponents];
+    const int n = std::min(cinfo.num_components, jc::kMaxComponents);
+    for (int c = 0; c < n; ++c) {
+#if JPEG_LIB_VERSION >= 70
+      idct_size[c] = cinfo.comp_info[c].DCT_h_scaled_size;
+#else
+      idct_size[c] = cinfo.comp_info[c].DCT_scaled_size;
+#endif
+      sample_width[c] = static_cast<int>(cinfo.comp_info[c].downsampled_width);
+      sample_height[c] = static_cast<int>(cinfo.comp_info[c].downsampled_height);
+    }
+    ref->geometry = geometry_string(static_cast<int>(cinfo.output_width), static_cast<int>(cinfo.output_height), n,
+                                    idct_size, sample_width, sample_height);
+  }
   const size_t row_bytes = static_cast<size_t>(cinfo.output_width) * static_cast<size_t>(cinfo.output_components);
   ref->pixels.assign(row_bytes * cinfo.output_height, 0);
   while (cinfo.output_scanline < cinfo.output_height) {
@@ -536,30 +568,30 @@ Comparison compare(const CoreDecode& d, const Reference& ref) {
     }
   }
   const int C = d.out_components;
-  cmp.pixels = static_cast<int64_t>(f.width) * f.height * C;
+  const jc::Scaling& sc = d.scaling;
+  cmp.pixels = static_cast<int64_t>(sc.width) * sc.height * C;
   if (d.pixels.empty() || ref.pixels.size() != d.pixels.size()) return cmp;
-  for (int y = 0; y < f.height; ++y) {
-    for (int x = 0; x < f.width; ++x) {
+  for (int y = 0; y < sc.height; ++y) {
+    for (int x = 0; x < sc.width; ++x) {
       bool use = all_usable;
       if (!use && accepted) {
         // Every block holding a sample the upsampler may read for this pixel: the 3x3 neighbourhood
         // of its sample in each component (a superset of what any method reads).
         use = true;
         for (int c = 0; c < f.num_components && use; ++c) {
-          const int hr = f.num_components == 1 ? 1 : f.h_ratio[c], vr = f.num_components == 1 ? 1 : f.v_ratio[c];
-          const int j = y / vr, k = x / hr;
+          const int j = y / sc.v_ratio[c], k = x / sc.h_ratio[c], bs = sc.idct_size[c];
           for (int dj = -1; dj <= 1 && use; ++dj) {
             for (int dk = -1; dk <= 1 && use; ++dk) {
-              const int jj = jc::clamp_int(j + dj, 0, f.sample_height[c] - 1);
-              const int kk = jc::clamp_int(k + dk, 0, f.sample_width[c] - 1);
-              use = usable[c][static_cast<size_t>(jj / 8) * static_cast<size_t>(f.blocks_per_row[c]) +
-                              static_cast<size_t>(kk / 8)] != 0;
+              const int jj = jc::clamp_int(j + dj, 0, sc.sample_height[c] - 1);
+              const int kk = jc::clamp_int(k + dk, 0, sc.sample_width[c] - 1);
+              use = usable[c][static_cast<size_t>(jj / bs) * static_cast<size_t>(f.blocks_per_row[c]) +
+                              static_cast<size_t>(kk / bs)] != 0;
             }
           }
         }
       }
       if (!use) continue;
-      const size_t at = (static_cast<size_t>(y) * static_cast<size_t>(f.width) + static_cast<size_t>(x)) * C;
+      const size_t at = (static_cast<size_t>(y) * static_cast<size_t>(sc.width) + static_cast<size_t>(x)) * C;
       for (int ch = 0; ch < C; ++ch) {
         ++cmp.pixels_compared;
         const int diff = std::abs(int(d.pixels[at + ch]) - int(ref.pixels[at + ch]));
@@ -598,15 +630,24 @@ std::string summary_json(const CoreDecode& d, const Reference& ref, const Compar
       sampling += (c ? "," : "") + std::to_string(f.h[c]) + "x" + std::to_string(f.v[c]);
     field("sampling", sampling, true);
     field("color", d.color == kGray ? "gray" : (d.color == kYcc ? "ycbcr" : "rgb"), true);
-    std::string methods = "[";
-    std::string planes = "[";
+    const jc::Scaling& sc = d.scaling;
+    std::string methods = "[", sizes = "[", planes = "[";
     for (int c = 0; c < f.num_components; ++c) {
-      methods += (c ? "," : "") + std::to_string(d.upsample_method[c]);
+      methods += (c ? "," : "") + std::to_string(sc.upsample[c]);
+      sizes += (c ? "," : "") + std::to_string(sc.idct_size[c]);
       planes += std::string(c ? "," : "") + "[" + std::to_string(f.block_rows[c]) + "," +
                 std::to_string(f.blocks_per_row[c]) + "]";
     }
     field("upsample", methods + "]", false);
     field("planes", planes + "]", false);
+    num("scale", sc.scale);
+    num("output_width", sc.width);
+    num("output_height", sc.height);
+    field("idct_sizes", sizes + "]", false);
+    // The core's output size, IDCT sizes and real sample sizes, in the form of libjpeg's ref_geometry.
+    field("geometry",
+          geometry_string(sc.width, sc.height, f.num_components, sc.idct_size, sc.sample_width, sc.sample_height),
+          true);
     num("out_components", d.out_components);
     num("restart_interval", d.restart_interval);
     num("segments", d.segments);
@@ -628,28 +669,29 @@ std::string summary_json(const CoreDecode& d, const Reference& ref, const Compar
   }
   field("ref_coef_error", ref.coef_error, true);
   field("ref_pixel_error", ref.pixel_error, true);
+  field("ref_geometry", ref.geometry, true);
   num("ref_warnings", ref.coef_warnings + ref.pixel_warnings);
   field("ref_warning", ref.coef_warning.empty() ? ref.pixel_warning : ref.coef_warning, true);
   return s + "}\n";
 }
 
-void run_check(bool dump, bool gray_output) {
+void run_check(bool dump, bool gray_output, int scale) {
   std::vector<uint8_t> file;
   while (read_record(&file)) {
     CoreDecode d;
-    core_decode(file.data(), file.size(), &d, gray_output);
+    core_decode(file.data(), file.size(), &d, gray_output, scale);
     Reference ref;
     if (d.error.empty()) {
       reference_coefficients(file.data(), file.size(), d.frame, &ref);
-      reference_pixels(file.data(), file.size(), d.color, &ref);
+      reference_pixels(file.data(), file.size(), d.color, scale, &ref);
     } else if (d.table_refused) {
-      reference_pixels(file.data(), file.size(), d.color, &ref);  // does libjpeg refuse the table too?
+      reference_pixels(file.data(), file.size(), d.color, scale, &ref);  // does libjpeg refuse the table too?
     }
     const Comparison cmp = d.error.empty() ? compare(d, ref) : Comparison{};
     const std::string line = summary_json(d, ref, cmp);
     write_bytes(line.data(), line.size());
     if (dump && d.error.empty()) {
-      const size_t npix = static_cast<size_t>(d.frame.width) * static_cast<size_t>(d.frame.height) *
+      const size_t npix = static_cast<size_t>(d.scaling.width) * static_cast<size_t>(d.scaling.height) *
                           static_cast<size_t>(d.out_components);
       for (int c = 0; c < d.frame.num_components; ++c) write_bytes(d.coef[c].data(), d.coef[c].size() * 2);
       std::vector<uint8_t> pixels = d.pixels;
@@ -836,6 +878,47 @@ void selftest_idct_paths() {
   expect(checked > 100000, "idct path test checked only " + std::to_string(checked));
 }
 
+// The same for the reduced IDCTs' steps: wherever step_descaled keeps its 32-bit result, that result
+// is the 64-bit one. Inputs of every magnitude up to the int16 extremes, so that 32-bit sums wrap
+// (they reach 2.5e9) and results land on both sides of each pass's range.
+void selftest_reduced_idct_paths() {
+  std::mt19937 rng(4321);
+  const int64_t edges[] = {-32768, -32767, -16384, -1, 0, 1, 16383, 32767};
+  for (int n : {4, 2}) {
+    for (int pass = 1; pass <= 2; ++pass) {
+      const int shift = n == 4 ? (pass == 1 ? jc::reduced::kPass1Shift4 : jc::reduced::kPass2Shift4)
+                               : (pass == 1 ? jc::reduced::kPass1Shift2 : jc::reduced::kPass2Shift2);
+      const int32_t lo = pass == 1 ? -32768 : -512, hi = pass == 1 ? 32767 : 511;
+      int kept = 0, wide = 0;
+      for (int iter = 0; iter < 100000; ++iter) {
+        int64_t in[8];
+        const int bits = 4 + static_cast<int>(rng() % 12);  // magnitudes up to 2^4 .. 2^15
+        for (int i = 0; i < 8; ++i) {
+          in[i] = rng() % 4 == 0 ? edges[rng() % 8] : static_cast<int64_t>(rng() % (2u << bits)) - (int64_t{1} << bits);
+          in[i] = std::max<int64_t>(-32768, std::min<int64_t>(32767, in[i]));
+          if (!jc::reduced::reads(n, i)) in[i] = 0;
+        }
+        if (iter % 7 == 0) in[rng() % 8] = static_cast<int64_t>(rng() % 200000) - 100000;  // outside int16
+        int64_t got[4], tmp[4];
+        const bool narrow = n == 4 ? jc::reduced::step_descaled<4>(in, shift, lo, hi, got)
+                                   : jc::reduced::step_descaled<2>(in, shift, lo, hi, got);
+        if (n == 4) jc::reduced::transform<4, int64_t>(in, tmp);
+        else jc::reduced::transform<2, int64_t>(in, tmp);
+        kept += narrow;
+        wide += !narrow;
+        for (int i = 0; i < n; ++i) {
+          const int64_t expected = (tmp[i] + (int64_t{1} << (shift - 1))) >> shift;
+          expect(got[i] == expected, "reduced idct " + std::to_string(n) + " pass " + std::to_string(pass) +
+                                         (narrow ? " 32-bit" : " 64-bit") + " result differs");
+          if (narrow) expect(expected >= lo && expected <= hi, "32-bit result kept out of range");
+        }
+      }
+      expect(kept > 10000 && wide > 10000,
+             "reduced idct path test: " + std::to_string(kept) + " kept, " + std::to_string(wide) + " recomputed");
+    }
+  }
+}
+
 void selftest_huffman_tables() {
   jc::HuffTable t;
   uint8_t counts[16] = {0};
@@ -1013,10 +1096,132 @@ void selftest_orders(const std::vector<uint8_t>& file) {
   }
 }
 
+// One geometry question for libjpeg: a frame's factors and size at one scale, and its answers.
+struct GeometryCase {
+  int components, h[3], v[3], width, height, scale;
+  int out_width, out_height, idct_size[3], sample_width[3], sample_height[3];
+};
+
+// libjpeg's answers: jpeg_calc_output_dimensions on the header of `data` with each case's size,
+// factors and scale written into it. False after a libjpeg error (its message in *message).
+bool libjpeg_geometry(const uint8_t* data, size_t size, GeometryCase* cases, size_t count, std::string* message,
+                      std::string* warning) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  install_errors(&err, message, warning);
+  cinfo.err = &err.pub;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  for (size_t i = 0; i < count; ++i) {
+    GeometryCase& g = cases[i];
+    if (g.components != cinfo.num_components) continue;
+    cinfo.image_width = static_cast<JDIMENSION>(g.width);
+    cinfo.image_height = static_cast<JDIMENSION>(g.height);
+    cinfo.max_h_samp_factor = cinfo.max_v_samp_factor = 1;
+    for (int c = 0; c < g.components; ++c) {
+      cinfo.comp_info[c].h_samp_factor = g.h[c];
+      cinfo.comp_info[c].v_samp_factor = g.v[c];
+      cinfo.max_h_samp_factor = std::max(cinfo.max_h_samp_factor, g.h[c]);
+      cinfo.max_v_samp_factor = std::max(cinfo.max_v_samp_factor, g.v[c]);
+    }
+    cinfo.scale_num = static_cast<unsigned int>(g.scale);
+    cinfo.scale_denom = 8;
+    jpeg_calc_output_dimensions(&cinfo);
+    g.out_width = static_cast<int>(cinfo.output_width);
+    g.out_height = static_cast<int>(cinfo.output_height);
+    for (int c = 0; c < g.components; ++c) {
+#if JPEG_LIB_VERSION >= 70
+      g.idct_size[c] = cinfo.comp_info[c].DCT_h_scaled_size;
+#else
+      g.idct_size[c] = cinfo.comp_info[c].DCT_scaled_size;
+#endif
+      g.sample_width[c] = static_cast<int>(cinfo.comp_info[c].downsampled_width);
+      g.sample_height[c] = static_cast<int>(cinfo.comp_info[c].downsampled_height);
+    }
+  }
+  jpeg_destroy_decompress(&cinfo);
+  return true;
+}
+
+// For the first record of each number of components: make_scaling's output size, IDCT sizes and real
+// sample sizes equal libjpeg's (jpeg_calc_output_dimensions) for every combination of sampling
+// factors 1..4 that make_frame accepts, at every scale and several sizes; and at 8/8 they are the
+// Frame's own, with the upsampling choose_upsample gives at full size.
+void selftest_scaling(const std::vector<uint8_t>& file) {
+  static bool done[4] = {false, false, false, false};
+  HeaderInfo info;
+  std::string why;
+  if (!read_header_for_core(file.data(), file.size(), &info, &why) || info.components > 3) return;
+  if (done[info.components]) return;
+  done[info.components] = true;
+  const int sizes[][2] = {{1, 1}, {1, 37}, {29, 1}, {3, 17}, {17, 33}, {375, 500}, {65535, 7}};
+  std::vector<GeometryCase> cases;
+  const int n = info.components;
+  const int combos = 1 << (4 * n);  // 2 bits per factor
+  for (int combo = 0; combo < combos; ++combo) {
+    GeometryCase g{};
+    g.components = n;
+    for (int c = 0; c < n; ++c) {
+      g.h[c] = 1 + ((combo >> (4 * c)) & 3);
+      g.v[c] = 1 + ((combo >> (4 * c + 2)) & 3);
+    }
+    for (const auto& hw : sizes) {
+      for (int scale : {1, 2, 4, 8}) {
+        g.height = hw[0];
+        g.width = hw[1];
+        g.scale = scale;
+        cases.push_back(g);
+      }
+    }
+  }
+  std::string message, warning;
+  if (!libjpeg_geometry(file.data(), file.size(), cases.data(), cases.size(), &message, &warning)) {
+    expect(false, "libjpeg_geometry: " + message);
+    return;
+  }
+  int compared = 0;
+  for (const GeometryCase& g : cases) {
+    jc::Frame f;
+    if (!jc::make_frame(g.width, g.height, g.components, g.h, g.v, nullptr, &f)) continue;
+    jc::Scaling sc;
+    expect(jc::make_scaling(f, g.scale, &sc), "make_scaling refused a valid scale");
+    const std::string mine =
+        geometry_string(sc.width, sc.height, g.components, sc.idct_size, sc.sample_width, sc.sample_height);
+    const std::string theirs =
+        geometry_string(g.out_width, g.out_height, g.components, g.idct_size, g.sample_width, g.sample_height);
+    std::string factors;
+    for (int c = 0; c < g.components; ++c) factors += std::to_string(g.h[c]) + "x" + std::to_string(g.v[c]) + " ";
+    expect(mine == theirs, "geometry of " + factors + std::to_string(g.width) + "x" + std::to_string(g.height) +
+                               " at " + std::to_string(g.scale) + "/8: core " + mine + ", libjpeg " + theirs);
+    ++compared;
+    if (g.scale != 8) continue;
+    for (int c = 0; c < g.components; ++c) {
+      const int method =
+          g.components == 1 ? jc::kUpsampleFull : jc::choose_upsample(f.h_ratio[c], f.v_ratio[c], f.sample_width[c]);
+      expect(sc.sample_width[c] == f.sample_width[c] && sc.sample_height[c] == f.sample_height[c] &&
+                 sc.upsample[c] == method && sc.idct_size[c] == 8,
+             "8/8 scaling differs from the frame's geometry");
+    }
+  }
+  expect(compared > 0, "no scaling case compared");
+  jc::Scaling unused;
+  jc::Frame f;
+  const int one[1] = {1};
+  jc::make_frame(8, 8, 1, one, one, nullptr, &f);
+  for (int scale : {0, 3, 5, 6, 7, 9, 16})
+    expect(!jc::make_scaling(f, scale, &unused), "make_scaling took a bad scale");
+}
+
 void run_selftest() {
   selftest_range_limit();
   selftest_color();
   selftest_idct_paths();
+  selftest_reduced_idct_paths();
   selftest_huffman_tables();
   selftest_huffman_lookup();
   selftest_bit_reader();
@@ -1024,6 +1229,7 @@ void run_selftest() {
   int files = 0;
   while (read_record(&file)) {
     selftest_orders(file);
+    selftest_scaling(file);
     ++files;
   }
   std::printf("{\"failures\": %d, \"files\": %d}\n", g_failures, files);
@@ -1031,8 +1237,8 @@ void run_selftest() {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: jpeg_core_harness check | dump | transcode [--interval N | --rows N] [--optimize] "
-               "[--hostile SEED]  (records on stdin)\n");
+               "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
+               "transcode [--interval N | --rows N] [--optimize] [--hostile SEED]  (records on stdin)\n");
   return 2;
 }
 
@@ -1044,11 +1250,19 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "check" || command == "dump") {
     bool gray_output = false;
+    int scale = 8;
     for (int i = 2; i < argc; ++i) {
-      if (std::string(argv[i]) != "--gray-output") return usage();
-      gray_output = true;
+      const std::string a = argv[i];
+      if (a == "--gray-output") {
+        gray_output = true;
+      } else if (a == "--scale" && i + 1 < argc) {
+        scale = std::atoi(argv[++i]);
+        if (!jc::valid_scale(scale)) return usage();
+      } else {
+        return usage();
+      }
     }
-    run_check(command == "dump", gray_output);
+    run_check(command == "dump", gray_output, scale);
     return 0;
   }
   if (command == "selftest") {

@@ -1,12 +1,12 @@
 """The GPU decoding core (custom_op/csrc/jpeg_core), run on the CPU, against libjpeg-turbo.
 
 jpeg_core is the __host__ __device__ code the CUDA kernels will run: Huffman decoding of one restart segment,
-dequantisation + islow IDCT, fancy upsampling, YCbCr -> RGB. tests/jpeg_core_harness.cpp compiles the very same
-headers with the host compiler (see tests/jpeg_core_build.py), decodes files segment by segment with them, and
-compares with libjpeg-turbo: coefficients with jpeg_read_coefficients, pixels with a full decode (JDCT_ISLOW,
-fancy upsampling, RGB or grayscale out). Every comparison is made twice, against libjpeg with its SIMD code
-(AVX2 or SSE2: what the CPU path runs) and with JSIMD_FORCENONE=1 (its C code), since they differ on hostile
-input.
+dequantisation + islow IDCT (or, in a decode scaled to 1/8, 2/8 or 4/8, the reduced IDCT libjpeg gives each
+component), fancy upsampling, YCbCr -> RGB. tests/jpeg_core_harness.cpp compiles the very same headers with the
+host compiler (see tests/jpeg_core_build.py), decodes files segment by segment with them, and compares with
+libjpeg-turbo: coefficients with jpeg_read_coefficients, pixels with a full decode (JDCT_ISLOW, fancy upsampling,
+RGB or grayscale out, scale_num/8). Every comparison is made twice, against libjpeg with its SIMD code (AVX2 or
+SSE2: what the CPU path runs) and with JSIMD_FORCENONE=1 (its C code), since they differ on hostile input.
 
 What is required everywhere: on every valid file, the core's coefficients and pixels equal libjpeg's bit for bit
 and it flags nothing; on damaged files it either decodes a segment exactly as libjpeg does or reports it, never
@@ -20,6 +20,7 @@ and skip with the reason otherwise.
 from __future__ import annotations
 
 import json
+import platform
 import random
 import shutil
 import subprocess
@@ -73,10 +74,14 @@ def _writer():
     return jpeg_factory
 
 
+# Sampling names the writer does not know, as its factor lists (Y first).
+EXTRA_SAMPLINGS = {"4:1:0": "4x2,1x1,1x1"}
+
+
 def _encode(pixels, sampling, **options):
     if sampling == "gray":
         return _writer().encode(pixels if pixels.ndim == 2 else pixels[:, :, 0], **options)
-    return _writer().encode(pixels, sampling=sampling, **options)
+    return _writer().encode(pixels, sampling=EXTRA_SAMPLINGS.get(sampling, sampling), **options)
 
 
 def _restart_variants(files):
@@ -89,19 +94,26 @@ def _restart_variants(files):
     return out
 
 
-def assert_exact(files, *, expect_methods=None, gray_output=False):
+def assert_exact(files, *, expect_methods=None, gray_output=False, scale=8, summaries=None):
     """Every file decodes with no flag, coefficients and pixels equal to libjpeg's with its default SIMD code
-    (compared in numpy from the dump), with SSE2 only and with its C code (both compared in the harness).
-    gray_output: YCbCr files decoded to grayscale on both sides. Returns (files, pixel values) compared."""
-    dumped = core.dump(files, simd=True, gray_output=gray_output)
+    (compared in numpy from the dump), with SSE2 only and with its C code (both compared in the harness), and
+    the same geometry (output size, each component's IDCT size and real sample size) as libjpeg's.
+    gray_output: YCbCr files decoded to grayscale on both sides; scale: decoded at scale/8 of the size;
+    summaries: a list that receives each file's summary line. Returns (files, pixel values) compared."""
+    dumped = core.dump(files, simd=True, gray_output=gray_output, scale=scale)
+    if summaries is not None:
+        arrays = ("core_coef", "ref_coef", "core_pixels", "ref_pixels", "segment_flags")
+        summaries += [{k: v for k, v in d.items() if k not in arrays} for d in dumped]
     methods = set()
     values = 0
     for i, d in enumerate(dumped):
         where = (
-            f"file {i} ({d.get('height')}x{d.get('width')} {d.get('sampling')}, restart {d.get('restart_interval')})"
+            f"file {i} ({d.get('height')}x{d.get('width')} {d.get('sampling')}, restart {d.get('restart_interval')}, "
+            f"scale {scale}/8)"
         )
         assert d["core_error"] == "", where + ": " + d["core_error"]
         assert d["ref_coef_error"] == "" and d["ref_pixel_error"] == "" and d["ref_warnings"] == 0, where
+        assert d["geometry"] == d["ref_geometry"], f"{where}: core {d['geometry']}, libjpeg {d['ref_geometry']}"
         assert d["scan_error"] == 0 and d["segments_found"] == d["segments"], where
         assert not d["segment_flags"].any(), f"{where}: segment flags {sorted(set(d['segment_flags'].tolist()))}"
         assert d["inexact_blocks"] == 0, f"{where}: a valid file reached the IDCT's SIMD-inexact range"
@@ -118,7 +130,7 @@ def assert_exact(files, *, expect_methods=None, gray_output=False):
         methods.update(d["upsample"])
         values += d["core_pixels"].size
     for simd in ("sse2", False):
-        for r in core.check(files, simd=simd, gray_output=gray_output):
+        for r in core.check(files, simd=simd, gray_output=gray_output, scale=scale):
             assert r["pixel_mismatches"] == 0 and r["coef_mismatch_blocks"] == 0, (simd, r)
             assert r["pixels_compared"] == r["pixels"], (simd, r)
     if expect_methods is not None:
@@ -153,6 +165,8 @@ def test_headers_are_plain_cpp17_without_the_standard_library():
         '#include "custom_op/csrc/jpeg_core/jpeg_core.h"\n'
         "template void custom_op::jpeg_core::islow::transform<int32_t>(const int32_t*, int32_t*);\n"
         "template void custom_op::jpeg_core::islow::transform<int64_t>(const int64_t*, int64_t*);\n"
+        "template void custom_op::jpeg_core::reduced::transform4<uint32_t>(const uint32_t*, uint32_t*);\n"
+        "template void custom_op::jpeg_core::reduced::transform2<int64_t>(const int64_t*, int64_t*);\n"
     )
     command = [
         compiler,
@@ -214,7 +228,8 @@ def _gpu_unavailable() -> str | None:
 def test_core_on_gpu_matches_cpu(tmp_path):
     """The same stages run in CUDA kernels (tests/jpeg_core_gpu_check.cu: one thread per segment, per block, per
     pixel) give bit-identical segment flags, coefficients, SIMD-exactness flags, samples and pixels to the CPU
-    build, on valid, hostile and damaged files; so what the CPU tests prove about the core holds on the GPU."""
+    build, at 8/8, 4/8, 2/8 and 1/8, on valid, hostile and damaged files; so what the CPU tests prove about the
+    core holds on the GPU."""
     binary = tmp_path / "jpeg_core_gpu_check"
     build = subprocess.run(
         [
@@ -235,7 +250,7 @@ def test_core_on_gpu_matches_cpu(tmp_path):
     )
     assert build.returncode == 0, build.stderr[-4000:]
     files = []
-    for i, sampling in enumerate(SAMPLINGS):
+    for i, sampling in enumerate(SCALED_SAMPLINGS):
         for h, w in [(1, 1), (3, 17), (17, 33), (97, 83)]:
             pixels = jpeg_factory.photo_like(h, w, 1 if sampling == "gray" else 3, seed=i)
             files.append(_encode(pixels, sampling, quality=90, restart_interval=2))
@@ -397,21 +412,181 @@ def test_odd_jpegs():
     assert decoded >= len(files) - 4
 
 
+# ---- Scaled decodes: libjpeg's reduced IDCTs and its scaling of each component ---------------------------------
+
+SCALES = [1, 2, 4, 8]
+SCALED_SAMPLINGS = ["4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "4:1:0", "gray"]
+# (height, width): 1x1, 1xN, Nx1, planes of 1 to 3 samples at every scale, odd sizes that are not multiples of any
+# MCU, and a photo's size.
+SCALED_SIZES = [
+    (1, 1),
+    (1, 37),
+    (29, 1),
+    (2, 2),
+    (9, 2),
+    (3, 17),
+    (17, 3),
+    (17, 33),
+    (31, 47),
+    (64, 48),
+    (97, 83),
+    (375, 500),
+]
+
+
+def expected_scaling(sampling: str, scale: int) -> tuple[tuple[int, ...], set[int]]:
+    """libjpeg-turbo's choice (jdmaster.c's IDCT sizes, jdsample.c's upsampler), as scaling.h's table states it:
+    each component's IDCT size, and the upsampling methods of the chroma over SCALED_SIZES (fancy h2v1 and h2v2
+    replicate planes of at most 2 samples; at 1/8 everything is replicated)."""
+    s, fancy = scale, scale > 1
+    if sampling == "gray":
+        return (s,), set()
+    if sampling == "4:4:4":
+        return (s, s, s), {UPSAMPLE_FULL}
+    if sampling == "4:2:2":
+        return (s, s, s), {FANCY_H2V1, REPLICATE} if fancy else {REPLICATE}
+    if sampling == "4:4:0":
+        return (s, s, s), {FANCY_H1V2} if fancy else {REPLICATE}
+    if sampling == "4:1:1":
+        return (s, s, s), {REPLICATE}
+    if sampling == "4:2:0":  # chroma scaled by its IDCT, not upsampled, below 8/8
+        return ((s, 2 * s, 2 * s), {UPSAMPLE_FULL}) if s < 8 else ((8, 8, 8), {FANCY_H2V2, REPLICATE})
+    assert sampling == "4:1:0"  # chroma scaled 2x by its IDCT, then upsampled 2x horizontally
+    if s == 8:
+        return (8, 8, 8), {REPLICATE}
+    return (s, 2 * s, 2 * s), {FANCY_H2V1, REPLICATE} if fancy else {REPLICATE}
+
+
+_scaled_file_cache: dict[str, list[bytes]] = {}
+
+
+def _scaled_files(sampling: str) -> list[bytes]:
+    """Every size of SCALED_SIZES at qualities 50, 90 and 100 with 3 MCUs per segment, and a third of them
+    transcoded to one segment per MCU row with optimised tables; made once per sampling."""
+    if sampling not in _scaled_file_cache:
+        files = []
+        for h, w in SCALED_SIZES:
+            pixels = jpeg_factory.photo_like(h, w, 1 if sampling == "gray" else 3, seed=7 * h + w)
+            files += [_encode(pixels, sampling, quality=q, restart_interval=3) for q in (50, 90, 100)]
+        transcoded = core.transcode(files[::3], rows=1, optimize=True)
+        assert all(f is not None for f in transcoded)
+        _scaled_file_cache[sampling] = files + transcoded
+    return _scaled_file_cache[sampling]
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize("sampling", SCALED_SAMPLINGS)
+def test_scaled_decode_every_sampling_size_and_quality(sampling, scale):
+    """Decoded at scale/8 (libjpeg's scale_num / scale_denom = 8), every file equals libjpeg's scaled decode
+    (RGB or grey out) with its SIMD code and with its C code, flags nothing, has libjpeg's geometry, and each
+    component gets the IDCT size and upsampling of scaling.h's table: a subsampled component is enlarged by its
+    IDCT where libjpeg does so (4:2:0 and 4:1:0 chroma below 8/8) instead of upsampled."""
+    files = _scaled_files(sampling)
+    summaries = []
+    count, values = assert_exact(files, scale=scale, summaries=summaries)
+    sizes, chroma_methods = expected_scaling(sampling, scale)
+    assert {tuple(d["idct_sizes"]) for d in summaries} == {sizes}
+    assert {d["upsample"][0] for d in summaries} == {UPSAMPLE_FULL}
+    assert {m for d in summaries for m in d["upsample"][1:]} == chroma_methods
+    assert all(d["output_width"] == -(-d["width"] * scale // 8) for d in summaries)
+    if sampling != "gray":
+        assert_exact(files, scale=scale, gray_output=True)
+    assert count == len(SCALED_SIZES) * 4 and values > 0
+
+
+@pytest.mark.parametrize("scale", [1, 2, 4])
+def test_scaled_unusual_sampling_factors(scale):
+    """The sampling factors of test_unusual_sampling_factors at 1/8, 2/8 and 4/8: libjpeg's rule scales a
+    component by its IDCT only while it is subsampled 2x both ways relative to the output (luma too, where the
+    chroma has larger factors), and upsamples what is left, fractional ratios of 3 included; RGB and grey out."""
+    files = []
+    for i, spec in enumerate(UNUSUAL_SAMPLINGS):
+        for h, w in [(1, 1), (2, 2), (5, 3), (1, 17), (9, 2), (33, 47), (70, 97)]:
+            files.append(
+                _encode(jpeg_factory.photo_like(h, w, 3, seed=i), spec, quality=90, restart_interval=1 + i % 3)
+            )
+    summaries = []
+    assert_exact(files, scale=scale, summaries=summaries)
+    assert_exact(files, scale=scale, gray_output=True)
+    # Some component is enlarged by its IDCT (luma in 1x1,2x2,2x2), and some is still upsampled.
+    assert any(max(d["idct_sizes"]) > scale for d in summaries)
+    assert any(m != UPSAMPLE_FULL for d in summaries for m in d["upsample"])
+
+
+@pytest.fixture(scope="module")
+def imagenet_restart_files():
+    """The ImageNet photos, transcoded losslessly by libjpeg into 4 MCUs per segment."""
+    paths = sorted(p for p in shared_dir("imagenet-sample").iterdir() if p.is_file())
+    assert len(paths) >= 100
+    return _transcoded_photos(paths, interval=4)
+
+
+@pytest.mark.parametrize("scale", [1, 2, 4])
+def test_scaled_imagenet_sample(imagenet_restart_files, scale):
+    """The ImageNet photos (4:4:4, 4:2:0, 4:2:2, grayscale) decoded at 1/8, 2/8 and 4/8: all of them against
+    libjpeg's SIMD code, every other one against its C code."""
+    files = imagenet_restart_files
+    checked = 0
+    for simd, subset in ((True, files), (False, files[::2])):
+        for i, r in enumerate(core.check(subset, simd=simd, scale=scale)):
+            where = f"file {i} {r.get('sampling')} (simd={simd}, scale {scale}/8)"
+            assert r["core_error"] == "" and r["scan_error"] == 0 and r["bad_segments"] == 0, where
+            assert r["inexact_blocks"] == 0 and r["ref_warnings"] == 0, where
+            assert r["geometry"] == r["ref_geometry"], where
+            assert r["pixel_mismatches"] == 0, f"{where}: {r['first_pixel_mismatch']}"
+            assert r["pixels_compared"] == r["pixels"] > 0, where
+            checked += 1
+    assert checked == len(files) + len(files[::2])
+
+
 # ---- Hostile coefficients: the IDCT's exactness guard ---------------------------------------------------------
 
 
-def test_hostile_coefficients_match_libjpeg_c_code_and_flag_simd_differences():
-    """Random coefficients up to libjpeg's encoder limits and quantisers up to 65535 (16-bit DQT, read as a signed
-    short as libjpeg does): the core's pixels equal libjpeg's C code (JSIMD_FORCENONE=1) everywhere, and its SIMD
-    code on every block the core marks exact. The other blocks are where the two libjpeg builds can differ."""
+def test_reduced_idcts_against_libjpeg_functions(tmp_path):
+    """Block by block against libjpeg-turbo's own jpeg_idct_4x4 / 2x2 / 1x1 and its SSE2 4x4 and 2x2 (from its static
+    library: tests/jpeg_core_reduced_idct_check.cpp), on random blocks up to any int16 coefficient and 16-bit
+    quantiser, beyond what the files above can hold: the core equals the C code on every block, and the SSE2 code
+    on every block it flags exact. The SSE2 code does differ from the C code on hostile blocks."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("libjpeg-turbo's SSE2 reduced IDCTs exist on x86-64 only")
+    library = core.static_libjpeg()
+    if library is None:
+        pytest.skip("no static libjpeg-turbo (libjpeg.a): its internal IDCT functions cannot be linked")
+    source = ROOT / "tests" / "jpeg_core_reduced_idct_check.cpp"
+    objects, binary = tmp_path / "check.o", tmp_path / "check"
+    flags = [*core.COMMON_FLAGS, "-O2", *core.jpeg_include_flags()]
+    build = subprocess.run([core._compiler(), *flags, "-c", str(source), "-o", str(objects)], capture_output=True)
+    assert build.returncode == 0, build.stderr.decode()[-4000:]
+    link = subprocess.run([core._compiler(), str(objects), str(library), "-o", str(binary)], capture_output=True)
+    if link.returncode != 0:  # a libjpeg.a built without SIMD, or another version's internals
+        pytest.skip(f"{library} lacks libjpeg-turbo's reduced IDCTs: {link.stderr.decode()[-500:]}")
+    result = subprocess.run([str(binary), "200000"], capture_output=True, timeout=300)
+    counts = json.loads(result.stdout)
+    assert result.returncode == 0 and counts["core_differs_from_c"] == 0, counts
+    assert counts["exact_but_differs_from_sse2"] == 0, counts
+    assert counts["sse2_differs_from_c"] > 0 and counts["flagged"] >= counts["sse2_differs_from_c"], counts
+
+
+@pytest.fixture(scope="module")
+def hostile_files():
+    """Every sampling of SCALED_SAMPLINGS with random coefficients up to libjpeg's encoder limits and quantisers up
+    to 65535 (16-bit DQT, read as a signed short as libjpeg does), 9 seeds."""
     base = [
         _encode(jpeg_factory.photo_like(40, 56, 1 if s == "gray" else 3, seed=i), s, quality=95)
-        for i, s in enumerate(SAMPLINGS)
+        for i, s in enumerate(SCALED_SAMPLINGS)
     ]
     files = []
     for seed in range(9):
         files += [f for f in core.transcode(base, interval=3, hostile=seed) if f is not None]
     assert len(files) == 9 * len(base)
+    return files
+
+
+def test_hostile_coefficients_match_libjpeg_c_code_and_flag_simd_differences(hostile_files):
+    """Hostile coefficients and quantisers: the core's pixels equal libjpeg's C code (JSIMD_FORCENONE=1)
+    everywhere, and its SIMD code on every block the core marks exact. The other blocks are where the two libjpeg
+    builds can differ."""
+    files = hostile_files
     inexact = compared_simd = 0
     for simd in (True, "sse2", False):
         for r in core.check(files, simd=simd):
@@ -421,6 +596,25 @@ def test_hostile_coefficients_match_libjpeg_c_code_and_flag_simd_differences():
                 inexact += r["inexact_blocks"]
                 compared_simd += r["pixels_compared"]
             elif simd is False:
+                assert r["pixels_compared"] == r["pixels"]
+    assert inexact > 0 and compared_simd > 0
+
+
+@pytest.mark.parametrize("scale", [1, 2, 4])
+def test_scaled_hostile_coefficients_match_libjpeg_c_code_and_flag_simd_differences(hostile_files, scale):
+    """The same at 1/8, 2/8 and 4/8, through libjpeg's reduced IDCTs: their SSE2 versions (jidctred-sse2.asm,
+    which libjpeg-turbo runs for 4x4 and 2x2 whenever the CPU has SSE2) differ from the C code (jidctred.c) on
+    hostile blocks, and the core flags every block where they may; 1x1 has no SIMD version."""
+    inexact = compared_simd = 0
+    for simd in (True, False):
+        for r in core.check(hostile_files, simd=simd, scale=scale):
+            assert r["core_error"] == "" and r["bad_segments"] == 0 and r["coef_mismatch_blocks"] == 0, r
+            assert r["geometry"] == r["ref_geometry"], r
+            assert r["pixel_mismatches"] == 0, r["first_pixel_mismatch"]
+            if simd:
+                inexact += r["inexact_blocks"]
+                compared_simd += r["pixels_compared"]
+            else:
                 assert r["pixels_compared"] == r["pixels"]
     assert inexact > 0 and compared_simd > 0
 
@@ -613,8 +807,36 @@ def test_fuzz_segments_under_sanitizers():
     rng = random.Random(20240601)
     corpus = _fuzz_corpus()
     mutants = [_mutate(rng.choice(corpus), rng) for _ in range(1500)]
-    stats = dict(
-        mutants=len(mutants),
+    stats = _fuzz_stats(len(mutants))
+    _check_fuzz_results(core.check(mutants, variant=variant), core.check(mutants, simd=False), stats)
+    print("jpeg_core fuzz:", stats)
+    # The mix must exercise every outcome.
+    assert min(stats["refused_scan"], stats["segments_flagged"], stats["accepted_whole"]) > 50, stats
+    assert stats["refused_header"] > 0 and stats["refused_table"] > 0 and stats["pixels_compared"] > 0, stats
+
+
+def test_fuzz_scaled_decodes_under_sanitizers():
+    """Other mutants of the same corpus (300 at each of 1/8, 2/8 and 4/8) decoded at that scale by the core built
+    with AddressSanitizer + UBSan: the reduced IDCTs, the scaled planes and the upsampling after them read and
+    write only inside the planes, and the same requirements hold as at full size."""
+    variant = "sanitized" if core.unavailable_reason("sanitized") is None else "plain"
+    rng = random.Random(20250101)
+    corpus = _fuzz_corpus()
+    stats = _fuzz_stats(0)
+    for scale in (1, 2, 4):
+        mutants = [_mutate(rng.choice(corpus), rng) for _ in range(300)]
+        stats["mutants"] += len(mutants)
+        _check_fuzz_results(
+            core.check(mutants, variant=variant, scale=scale), core.check(mutants, simd=False, scale=scale), stats
+        )
+    print("jpeg_core scaled fuzz:", stats)
+    assert min(stats["refused_scan"], stats["segments_flagged"], stats["accepted_whole"]) > 30, stats
+    assert stats["pixels_compared"] > 0, stats
+
+
+def _fuzz_stats(mutants: int) -> dict:
+    return dict(
+        mutants=mutants,
         refused_header=0,
         refused_table=0,
         refused_scan=0,
@@ -625,8 +847,12 @@ def test_fuzz_segments_under_sanitizers():
         coef_blocks_compared=0,
         core_stricter=0,
     )
-    c_only = core.check(mutants, simd=False)
-    for i, (r, r_c) in enumerate(zip(core.check(mutants, variant=variant), c_only)):
+
+
+def _check_fuzz_results(results, c_only, stats):
+    """The requirements on each mutant's summary (`results`: the SIMD reference; `c_only`: the C code's), counted
+    into `stats`."""
+    for i, (r, r_c) in enumerate(zip(results, c_only, strict=True)):
         if r["core_error"] == "Huffman table refused":
             # build_huffman_table refuses exactly what libjpeg's jpeg_make_d_derived_tbl refuses.
             assert r["ref_pixel_error"] != "", f"mutant {i}: the core refused a Huffman table libjpeg decodes with"
@@ -645,6 +871,7 @@ def test_fuzz_segments_under_sanitizers():
         assert r["coef_mismatch_blocks"] == 0, (i, r["first_coef_mismatch"])
         assert r["pixel_mismatches"] == 0, (i, r["first_pixel_mismatch"])
         assert r_c["pixel_mismatches"] == 0, (i, r_c["first_pixel_mismatch"])
+        assert r["ref_geometry"] in ("", r["geometry"]), (i, r["geometry"], r["ref_geometry"])
         warned = r["ref_warnings"] > 0 or r["ref_coef_error"] != "" or r["ref_pixel_error"] != ""
         accepted = r["scan_error"] == 0 and r["bad_segments"] == 0
         assert not (warned and accepted), f"mutant {i}: libjpeg warned ({r['ref_warning']}) but the core accepted it"
@@ -655,7 +882,3 @@ def test_fuzz_segments_under_sanitizers():
         stats["accepted_whole"] += accepted
         stats["pixels_compared"] += r["pixels_compared"]
         stats["coef_blocks_compared"] += r["coef_compared_blocks"]
-    print("jpeg_core fuzz:", stats)
-    # The mix must exercise every outcome.
-    assert min(stats["refused_scan"], stats["segments_flagged"], stats["accepted_whole"]) > 50, stats
-    assert stats["refused_header"] > 0 and stats["refused_table"] > 0 and stats["pixels_compared"] > 0, stats

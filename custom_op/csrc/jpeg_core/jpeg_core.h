@@ -2,7 +2,8 @@
 //
 // Why it exists: the GPU decoder for files with short restart intervals decodes one restart segment
 // per thread and must give libjpeg-turbo 2.1.5's pixels exactly (JDCT_ISLOW, fancy upsampling, its
-// YCbCr -> RGB), or report the segment so that the CPU path decodes it. Writing the arithmetic once
+// YCbCr -> RGB; at full size or scaled to 1/8, 2/8 or 4/8 by its reduced IDCTs), or report the
+// segment so that the CPU path decodes it. Writing the arithmetic once
 // as __host__ __device__ code lets CI, which has no GPU, test the very code the kernels run:
 // tests/jpeg_core_harness.cpp compiles these headers with a plain C++ compiler and
 // tests/test_jpeg_core.py compares the results with libjpeg-turbo, on every subsampling, and fuzzes;
@@ -14,7 +15,11 @@
 //   huffman.h     Huffman-decode one segment's MCUs into coefficient blocks (bit_reader.h reads it);
 //   idct_islow.h  dequantise + islow IDCT one block into samples, flagging blocks where libjpeg's
 //                 SIMD and C code could differ;
-//   upsample.h    fancy upsampling, one output sample at a time;
+//   idct_reduced.h  the same for a decode scaled to 4/8, 2/8 or 1/8: jidctred.c's 4x4, 2x2 and 1x1
+//                 IDCTs, with the same flag (idct_scaled picks one of the four by size);
+//   scaling.h     which IDCT size each component gets at each scale, and the upsampling left after it
+//                 (a subsampled component is enlarged by its IDCT where libjpeg does so);
+//   upsample.h    fancy upsampling (or replication), one output sample at a time;
 //   color.h       YCbCr -> RGB.
 // tables.h holds the plain-data tables and the frame geometry they all use; hd.h the
 // __host__ __device__ switch and the rules every header follows.
@@ -25,6 +30,8 @@
 #include "hd.h"
 #include "huffman.h"
 #include "idct_islow.h"
+#include "idct_reduced.h"
+#include "scaling.h"
 #include "segments.h"
 #include "tables.h"
 #include "upsample.h"

@@ -5,10 +5,12 @@
 // so the function takes the output coordinates and reads the plane directly; the CPU harness calls
 // the same function for every pixel. libjpeg works a row group at a time, but its results are a
 // pure function of the component's real samples, which is what this reproduces:
-//   - which method a component gets is jinit_upsampler's choice, restated in choose_upsample:
-//     full size; "fancy" triangle filters for 2:1 horizontal (h2v1), 2:1 vertical (h1v2, which
+//   - which method a component gets is jinit_upsampler's choice, restated in choose_upsample: full
+//     size; "fancy" triangle filters for 2:1 horizontal (h2v1), 2:1 vertical (h1v2, which
 //     libjpeg-turbo has had since 2.0; on x86 it is C only) and 2:1 both ways (h2v2); plain
-//     replication (int_upsample, a box filter) for any other integral ratio, 4:1:1 included;
+//     replication (int_upsample, a box filter) for any other integral ratio, 4:1:1 included. In a
+//     scaled decode the ratios are those left after the IDCT (scaling.h), and at 1/8 every ratio
+//     but 1:1 is replicated;
 //   - h2v1 and h2v2 are fancy only when the component is more than 2 samples wide: a plane of 1 or 2
 //     samples is replicated (h2v1_upsample / h2v2_upsample), in BOTH directions for h2v2. h1v2 is
 //     fancy whatever the width;
@@ -37,10 +39,13 @@ enum UpsampleMethod : int {
 };
 
 // jinit_upsampler's choice for a component with these ratios (max factor / component factor, 0 when
-// not integral) and real width in samples, at full output scale.
-CUSTOM_OP_HD inline int choose_upsample(int h_ratio, int v_ratio, int sample_width) {
+// not integral; at a reduced scale, scaling.h's) and real width in samples. `fancy` is libjpeg's
+// do_fancy: fancy upsampling requested and the output scale above 1/8 (scaling.h says why); without
+// it every ratio but 1:1 is replicated (h2v1_upsample, h2v2_upsample, int_upsample).
+CUSTOM_OP_HD inline int choose_upsample(int h_ratio, int v_ratio, int sample_width, bool fancy = true) {
   if (h_ratio < 1 || v_ratio < 1) return kUpsampleNone;
   if (h_ratio == 1 && v_ratio == 1) return kUpsampleFull;
+  if (!fancy) return kUpsampleReplicate;
   if (h_ratio == 2 && v_ratio == 1) return sample_width > 2 ? kUpsampleFancyH2V1 : kUpsampleReplicate;
   if (h_ratio == 1 && v_ratio == 2) return kUpsampleFancyH1V2;
   if (h_ratio == 2 && v_ratio == 2) return sample_width > 2 ? kUpsampleFancyH2V2 : kUpsampleReplicate;
