@@ -235,7 +235,7 @@ def test_wheel_holds_the_library_the_sources_and_only_custom_op(wheel, checkout_
     classifiers = meta.get_all("Classifier")
     assert "Programming Language :: Python :: 3" in classifiers and "Operating System :: POSIX :: Linux" in classifiers
     requires = meta.get_all("Requires-Dist")
-    assert "torch>=2.4" in requires and any(r.startswith("filelock") for r in requires)
+    assert "torch>=2.10" in requires and any(r.startswith("filelock") for r in requires)
 
 
 def test_wheel_in_a_fresh_venv_decodes_with_nothing_compiled(wheel, jpeg, tmp_path):
