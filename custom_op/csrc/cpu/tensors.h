@@ -1,7 +1,7 @@
 // The CPU library's tensors: torch's stable ABI (torch/csrc/stable/), which lets one build of the library
 // serve every torch from the version it targets on (TORCH_TARGET_VERSION, set by
-// custom_op/_build_config.py). Only what the kernels need, and the text c10 gives the same values in
-// messages, so that they read as they did with ATen's tensors.
+// custom_op/_build_config.py). Only what the kernels need, and a device and a shape written as c10
+// writes them, so that the messages name them as torch's own do.
 #pragma once
 
 #include <torch/csrc/stable/library.h>
