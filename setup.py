@@ -5,7 +5,9 @@ Torch must already be installed and visible to the build, so install with
     pip install torch==2.13.0 ninja
     pip install --no-build-isolation -e .               # a clone you work in: builds custom_op/_C*.so in place
     pip install --no-build-isolation .                  # a copy in site-packages
-    pip wheel --no-build-isolation --no-deps -w dist .  # a wheel for this torch, Python and platform
+    pip wheel --no-build-isolation --no-deps -w dist .  # a wheel for this Python and platform
+The CPU library is built on torch's stable ABI: it serves every torch from the version it targets on
+(_build_config.STABLE_ABI_TARGET). The GPU library serves the torch it was built with.
 Without torch in the build environment (plain `pip install .`, which builds in an
 isolated env) the wheel has no prebuilt library and custom_op compiles itself on
 first import. CUSTOM_OP_BUILD_EXT=0 skips the prebuilt library, =1 makes its

@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     print(f"library:        {info['path']}")
     print(f"kind:           {info['kind']}")
     print(f"libjpeg-turbo:  {info.get('libjpeg_turbo_version', '?')}")
-    print(f"torch:          {torch.__version__}")
+    print(f"torch:          {torch.__version__} (the library serves torch >= {info.get('stable_abi', '?')})")
     try:
         root = _build.choose_cache_root()
         print(f"JIT cache root: {root}/custom_op")

@@ -2,10 +2,11 @@
 
 One loader for both libraries (the CPU one at import, the GPU one on first use with a CUDA device),
 each described by a _build_config.Library: a prebuilt library that setup.py put in the package when
-its buildinfo matches the installed sources, torch and Python, else the just-in-time build cache,
-building into it when needed: under a file lock (one builder per machine and key, however many
-DataLoader workers and torchrun ranks start at once), in a private directory, published by an atomic
-rename. The README section on building lists the environment variables.
+its buildinfo matches the installed sources, Python and torch (for the CPU library, on torch's stable
+ABI, any torch from the version it targets on; for the GPU one, the torch it was built with), else the
+just-in-time build cache, building into it when needed: under a file lock (one builder per machine and
+key, however many DataLoader workers and torchrun ranks start at once), in a private directory,
+published by an atomic rename. The README section on building lists the environment variables.
 """
 
 import hashlib
@@ -103,13 +104,17 @@ def _build_key(library: config.Library) -> str:
         "cflags": list(library.cflags),
         "ldflags": list(library.ldflags),
         "include_dirs": portable_includes,
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "torch_hip": getattr(torch.version, "hip", None),
         "python": config.python_tag(),
         "cxx": os.environ.get("CXX", ""),
         "extra": list(library.key_extra),
     }
+    if library.stable_abi:
+        # One build serves every torch from the targeted version on: a torch upgrade keeps it.
+        parts["stable_abi"] = library.stable_abi
+    else:
+        parts["torch"] = torch.__version__
+        parts["torch_cuda"] = torch.version.cuda
+        parts["torch_hip"] = getattr(torch.version, "hip", None)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -281,7 +286,12 @@ def _jit_load(library: config.Library) -> dict[str, str]:
 def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str]]] = None) -> dict[str, str]:
     """Loads `library`: the prebuilt one when its buildinfo matches (and `usable(buildinfo)`, when
     given, names no reason against it), else the just-in-time cache, building into it if needed.
-    Returns kind ("prebuilt" or "jit"), path, cache_dir, built and the buildinfo's facts."""
+    Returns kind ("prebuilt" or "jit"), path, cache_dir, built, the library's facts and, for a library
+    on torch's stable ABI, stable_abi (the oldest torch it serves). Raises RuntimeError under a torch
+    that no build of the library can serve."""
+    unserved = library.unserved_reason(torch.__version__)
+    if unserved is not None:
+        raise RuntimeError(f"custom_op: cannot load the C++ library {library.jit_name}: {unserved}")
     if not _flag(ENV_FORCE_JIT):
         log = _log if _verbose() else None
         found = config.find_prebuilt(
@@ -299,7 +309,7 @@ def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str
             else:
                 try:
                     torch.ops.load_library(path)
-                    return {"kind": "prebuilt", "path": path, "cache_dir": "", "built": "no", **dict(library.facts)}
+                    return {"kind": "prebuilt", "path": path, "cache_dir": "", "built": "no", **_facts(library)}
                 except OSError as e:
                     # e.g. a wheel built against another libjpeg or nvJPEG than this machine has: a local
                     # build can still work.
@@ -307,7 +317,11 @@ def load(library: config.Library, usable: Optional[Callable[[dict], Optional[str
                         f"custom_op: cannot load prebuilt {path} ({e}); building it from source", stacklevel=1
                     )
     with _lock:
-        return {"kind": "jit", **_jit_load(library), **dict(library.facts)}
+        return {"kind": "jit", **_jit_load(library), **_facts(library)}
+
+
+def _facts(library: config.Library) -> dict[str, str]:
+    return {**dict(library.facts), **({"stable_abi": library.stable_abi} if library.stable_abi else {})}
 
 
 def load_library() -> str:
@@ -326,6 +340,7 @@ def load_library() -> str:
 
 
 def library_info() -> dict[str, str]:
-    """What load_library() loaded: kind (prebuilt / jit), path, cache_dir, built, libjpeg_turbo_version."""
+    """What load_library() loaded: kind (prebuilt / jit), path, cache_dir, built, libjpeg_turbo_version and
+    stable_abi (the oldest torch the library serves)."""
     load_library()
     return dict(_loaded["cpu"])

@@ -46,6 +46,13 @@ BUILD_CUDA_ENV = "CUSTOM_OP_BUILD_CUDA"
 CPU_LIBRARY = "custom_op_cpu"
 CUDA_LIBRARY = "custom_op_cuda"
 
+# The CPU library is built on torch's stable ABI (torch/csrc/stable/), targeting this version: the
+# oldest whose stable ABI has what the library uses (list arguments and returns, std::string,
+# parallel_for). One build serves every torch from it on. The GPU library needs what the stable ABI
+# lacks (CUDA streams, the caching allocator: see docs/guides/install.md) and is built against one
+# torch's C++ ABI, serving that torch only.
+STABLE_ABI_TARGET = (2, 10)
+
 
 @dataclass(frozen=True)
 class Library:
@@ -64,23 +71,52 @@ class Library:
     with_cuda: bool
     facts: tuple[tuple[str, str], ...] = ()  # recorded in the buildinfo, not compared (versions, paths)
     csrc_dir: str = CSRC_DIR
+    # For a library on torch's stable ABI, the version it targets ("2.10"): a build serves that torch
+    # and every later one. None for one built against a torch's C++ ABI, which serves that torch only.
+    stable_abi: Optional[str] = None
 
     def source_hash(self) -> str:
         return content_hash(list(self.sources) + list(self.headers), self.csrc_dir)
 
     def current(self, torch_version: str, torch_cuda: Optional[str]) -> dict[str, str]:
-        """What a prebuilt library's buildinfo must say to be loaded in place of a build."""
-        current = {"source_hash": self.source_hash(), "torch_version": torch_version, "python": python_tag()}
+        """What a prebuilt library's buildinfo must say to be loaded in place of a build (under a torch
+        that the library serves at all: see unserved_reason)."""
+        current = {"source_hash": self.source_hash(), "python": python_tag()}
+        if self.stable_abi:
+            current["stable_abi"] = self.stable_abi
+        else:
+            current["torch_version"] = torch_version
         if self.with_cuda:
             current["torch_cuda"] = torch_cuda
         return current
 
+    def unserved_reason(self, torch_version: str) -> Optional[str]:
+        """Why no build of this library can serve this torch (None when one can): a torch older than
+        the stable ABI version the library targets."""
+        if self.stable_abi and release(torch_version) < release(self.stable_abi):
+            return f"custom_op needs torch >= {self.stable_abi}; torch {torch_version} is installed (upgrade torch)"
+        return None
+
     def buildinfo(self, torch_version: str, torch_cuda: Optional[str] = None, arch_flags: Iterable[str] = ()) -> dict:
-        """What setup.py records beside the prebuilt library."""
-        info = {**self.current(torch_version, torch_cuda), **dict(self.facts), "compile_flags": list(self.cflags)}
+        """What setup.py records beside the prebuilt library: what the loader compares (current), and
+        facts it does not (the torch a stable-ABI library was compiled with, the flags, versions)."""
+        info = {
+            "torch_version": torch_version,
+            **self.current(torch_version, torch_cuda),
+            **dict(self.facts),
+            "compile_flags": list(self.cflags),
+        }
         if self.with_cuda:
             info["cuda_arch_flags"] = list(arch_flags)
         return info
+
+
+def release(version: str) -> tuple[int, ...]:
+    """(major, minor) of a torch version string: "2.14.1+cu130" -> (2, 14); "2.10" -> (2, 10)."""
+    numbers = re.match(r"(\d+)\.(\d+)", version)
+    if numbers is None:
+        raise ValueError(f"custom_op: cannot read a torch version from {version!r}")
+    return int(numbers.group(1)), int(numbers.group(2))
 
 
 def cpu_library(jpeg, csrc_dir: str = CSRC_DIR) -> Library:
@@ -98,6 +134,7 @@ def cpu_library(jpeg, csrc_dir: str = CSRC_DIR) -> Library:
         with_cuda=False,
         facts=(("libjpeg_turbo_version", jpeg.version),),
         csrc_dir=csrc_dir,
+        stable_abi="{}.{}".format(*STABLE_ABI_TARGET),
     )
 
 
@@ -157,17 +194,13 @@ def python_tag() -> str:
 
 
 def compile_flags() -> list[str]:
-    # No -std flag: torch adds the standard its headers need (C++20 since torch 2.10)
-    # and a later -std=c++17 would override it and break the build.
-    return ["-O3"] + openmp_flags()
-
-
-def openmp_flags() -> list[str]:
-    """What at::parallel_for needs to run in parallel in our code: its OpenMP implementation is inlined
-    from torch's headers, so without these flags it compiles to a plain loop. The OpenMP runtime is
-    the one torch has already loaded (libgomp.so.1 beside libtorch_cpu), so torch.set_num_threads
-    sizes our pool too."""
-    return [] if sys.platform == "darwin" else ["-fopenmp"]
+    """The CPU library's flags. No -std flag: torch adds the standard its headers need (C++20 since
+    torch 2.10) and a later -std=c++17 would override it and break the build. No OpenMP flag either:
+    torch::stable::parallel_for runs in libtorch's pool. Hidden symbols: nothing is looked up in the
+    library (its operators register themselves as it loads), and torch's stable headers hide their
+    inline code so that extensions built with other torch headers never share it; ours is hidden too."""
+    major, minor = STABLE_ABI_TARGET
+    return ["-O3", "-fvisibility=hidden", f"-DTORCH_TARGET_VERSION=0x{major:02x}{minor:02x}000000000000"]
 
 
 def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> list[str]:
@@ -175,7 +208,7 @@ def include_dirs(jpeg, csrc_dir: str = CSRC_DIR) -> list[str]:
 
 
 def link_flags(jpeg) -> list[str]:
-    flags = openmp_flags() + [f"-L{d}" for d in jpeg.library_dirs]
+    flags = [f"-L{d}" for d in jpeg.library_dirs]
     flags += [f"-Wl,-rpath,{d}" for d in jpeg.rpath_dirs]
     flags += [_library_argument(lib, jpeg.library_dirs) for lib in jpeg.libraries]
     return flags

@@ -14,7 +14,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from . import _args, gpu
+from . import _args, _outcomes, gpu
 
 #: The path code of an item decoded on the CPU (the CUDA operator's codes are in gpu.PATH_NAMES).
 CPU_PATH = 4
@@ -65,8 +65,16 @@ def run(
     whole = windows is None
     tops, lefts, heights, widths = ([], [], [], []) if whole else windows
     if where.device.type == "cpu":
-        images, statuses, messages = torch.ops.custom_op.decode_jpegs(
-            tensors, tops, lefts, heights, widths, whole=whole, stack=stack, **options.op_kwargs()
+        images, statuses, messages = _outcomes.call(
+            torch.ops.custom_op.decode_jpegs,
+            tensors,
+            tops,
+            lefts,
+            heights,
+            widths,
+            whole=whole,
+            stack=stack,
+            **options.op_kwargs(),
         )
         return BatchRun(images, statuses, messages, [CPU_PATH] * len(tensors))
     index = cuda_index(where.device)
@@ -76,7 +84,8 @@ def run(
     # No stream context without a stream: the current one is the default, and torch.compile cannot
     # trace torch.cuda.stream(None).
     with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-        images, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
+        images, statuses, messages, paths = _outcomes.call(
+            torch.ops.custom_op.decode_jpegs_cuda,
             tensors,
             tops,
             lefts,

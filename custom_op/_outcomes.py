@@ -1,4 +1,11 @@
-"""What becomes of each item's status: the exception it raises or returns, the warning it emits.
+"""What becomes of the operators' errors and of each item's status: the exception raised or returned,
+the warning emitted.
+
+The operators' errors reach Python as RuntimeError: the CPU library is built on torch's stable ABI,
+which carries a C++ exception's message across and nothing else. An error that the API raises as
+ValueError or TypeError names that type at the start of its message (``ValueError: custom_op: ...``,
+csrc/common/item_status.h), and :func:`call`, through which the package calls the operators, raises it
+as that type with the rest of the message.
 
 The batched operators report every item as a status code and a message (csrc/common/item_status.h);
 every message starts with ``custom_op: ``. Items of a batch are named after that prefix
@@ -8,7 +15,7 @@ every message starts with ``custom_op: ``. Items of a batch are named after that
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     import torch
@@ -16,6 +23,33 @@ if TYPE_CHECKING:
 OK, WARNED, VALUE_ERROR, TYPE_ERROR, RUNTIME_ERROR = range(5)
 _EXCEPTIONS = {VALUE_ERROR: ValueError, TYPE_ERROR: TypeError, RUNTIME_ERROR: RuntimeError}
 PREFIX = "custom_op: "
+# The start of an operator's error message that names the type to raise it as (kValueErrorTag and
+# kTypeErrorTag in csrc/common/item_status.h).
+_TAGGED = {"ValueError: ": ValueError, "TypeError: ": TypeError}
+
+
+def typed(error: RuntimeError) -> Exception:
+    """An operator's error as the type its message names (the error itself when it names none)."""
+    message = str(error)
+    for tag, kind in _TAGGED.items():
+        if message.startswith(tag):
+            return kind(message[len(tag) :])
+    return error
+
+
+def call(op: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``op(*args, **kwargs)``, its error raised as the type the message names.
+
+    Under torch.compile the call traces into the graph, and an error raised while the compiled graph
+    runs is not translated: it stays the operator's RuntimeError, its message starting with the type.
+    """
+    try:
+        return op(*args, **kwargs)
+    except RuntimeError as e:
+        error = typed(e)
+        if error is e:
+            raise
+        raise error from None
 
 
 def named(message: str, index: Optional[int]) -> str:

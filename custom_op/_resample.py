@@ -122,10 +122,13 @@ def decode_and_resample(
     tensor: torch.Tensor, rows: Axis, cols: Axis, s: int, resample: Resample, options: DecodeOptions
 ) -> torch.Tensor:
     window = (rows.first, cols.first, rows.count, cols.count)
-    region, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, scale_num=s, **options.op_kwargs())
+    region, warnings = _outcomes.call(
+        torch.ops.custom_op.decode_and_crop_jpeg, tensor, *window, scale_num=s, **options.op_kwargs()
+    )
     if options.warns:
         _outcomes.warn_text(warnings, stacklevel=5)
-    return torch.ops.custom_op.resize_box(
+    return _outcomes.call(
+        torch.ops.custom_op.resize_box,
         region,
         box=[rows.in0, cols.in0, rows.in1, cols.in1],
         size=[rows.out_size, cols.out_size],

@@ -58,9 +58,11 @@ def _decode_one(data, window, batched: str, options: _args.DecodeOptions, placem
             raise error
         return run.images[0]
     if window is None:
-        image, warnings = torch.ops.custom_op.decode_jpeg(tensor, **options.op_kwargs())
+        image, warnings = _outcomes.call(torch.ops.custom_op.decode_jpeg, tensor, **options.op_kwargs())
     else:
-        image, warnings = torch.ops.custom_op.decode_and_crop_jpeg(tensor, *window, **options.op_kwargs())
+        image, warnings = _outcomes.call(
+            torch.ops.custom_op.decode_and_crop_jpeg, tensor, *window, **options.op_kwargs()
+        )
     if options.warns:
         _outcomes.warn_text(warnings, stacklevel=4)
     return image
@@ -204,8 +206,8 @@ def read_jpeg_header(data: Data, *, apply_exif_orientation: bool = False) -> Jpe
     Raises TypeError for data that is not bytes-like, RuntimeError for data that is not a JPEG header
     libjpeg-turbo can parse.
     """
-    header = torch.ops.custom_op.read_jpeg_header(
-        _args.as_tensor(data), apply_exif_orientation=bool(apply_exif_orientation)
+    header = _outcomes.call(
+        torch.ops.custom_op.read_jpeg_header, _args.as_tensor(data), apply_exif_orientation=bool(apply_exif_orientation)
     )
     height, width, channels, color_space, progressive, _arithmetic, orientation, sampling, random_access = header
     return JpegInfo(

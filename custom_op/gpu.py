@@ -20,7 +20,7 @@ from typing import NamedTuple, Optional, Union
 
 import torch
 
-from . import _build
+from . import _build, _outcomes
 from . import _build_config as config
 from ._nvjpeg_paths import NvjpegNotFound, find_nvjpeg
 
@@ -141,7 +141,7 @@ def backend_info(device: Union[str, torch.device, int, None] = None) -> BackendI
     reason = unavailable_reason()
     if reason is not None:
         return BackendInfo(False, reason, {})
-    raw = torch.ops.custom_op.gpu_backend_info(device=_device_index(device))
+    raw = _outcomes.call(torch.ops.custom_op.gpu_backend_info, device=_device_index(device))
     return BackendInfo(True, None, dict(_loaded), *raw)
 
 

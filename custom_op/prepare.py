@@ -23,6 +23,7 @@ from typing import Optional
 
 import torch
 
+from . import _outcomes
 from ._args import DEFAULT_MAX_PIXELS, Data, as_int, as_tensor, pixel_limit
 
 __all__ = ["DEFAULT_MAX_GROWTH", "DEFAULT_MAX_SEGMENT_BYTES", "prepare_jpeg"]
@@ -114,7 +115,8 @@ def prepare_jpeg(
         segment_bound = as_int("max_segment_bytes", max_segment_bytes)
         if segment_bound < 1:
             raise ValueError(f"max_segment_bytes must be at least 1 or None, got {max_segment_bytes}")
-    out = torch.ops.custom_op.prepare_jpeg(
+    out = _outcomes.call(
+        torch.ops.custom_op.prepare_jpeg,
         as_tensor(data),
         restart_mcus=interval,
         keep_exif=bool(keep_exif),

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from . import _args, batch, gpu
+from . import _args, _outcomes, batch, gpu
 
 __all__ = [
     "check_entropy_data",
@@ -73,8 +73,12 @@ def gpu_options(
 
 def _set_gpu_testing(force_path: int, no_margin: bool, no_dedupe: bool, segments: int) -> list[int]:
     """Sets the GPU backend's testing options (codes as the operator takes them); returns the ones before."""
-    return torch.ops.custom_op._set_gpu_testing(
-        force_path=force_path, no_margin=no_margin, no_dedupe=no_dedupe, segments=segments
+    return _outcomes.call(
+        torch.ops.custom_op._set_gpu_testing,
+        force_path=force_path,
+        no_margin=no_margin,
+        no_dedupe=no_dedupe,
+        segments=segments,
     )
 
 
@@ -89,7 +93,7 @@ def check_entropy_data(data: Sequence) -> list[str]:
     "not walked" (a progressive, arithmetic-coded or multi-scan file) or "damaged" (the walk met what a
     valid scan does not hold). Anything but "ok" sends the file to the CPU path. On the CPU, in
     parallel on torch's intra-op thread pool."""
-    codes = torch.ops.custom_op._check_entropy_data(_args.tensors(data))
+    codes = _outcomes.call(torch.ops.custom_op._check_entropy_data, _args.tensors(data))
     return [_ENTROPY_CHECK_NAMES.get(c, str(c)) for c in codes]
 
 

@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -80,3 +81,21 @@ def jpeg_writer():
     if reason is not None:
         pytest.skip(f"cannot build the test JPEG writer: {reason}")
     return jpeg_factory
+
+
+def assert_op_raises(kind, says, op, *args, **kwargs):
+    """An operator's error of type `kind`: the operator raises RuntimeError whose message starts with the
+    type's name (torch's stable ABI carries no other type; csrc/common/item_status.h), and called as the
+    package calls it (custom_op._outcomes.call) it raises `kind` with the rest of the message, which
+    `says` (a pattern) finds."""
+    from custom_op import _outcomes
+
+    tag = f"{kind.__name__}: " if kind is not RuntimeError else ""
+    with pytest.raises(RuntimeError) as raw:
+        op(*args, **kwargs)
+    message = str(raw.value)
+    assert type(raw.value) is RuntimeError and message.startswith(tag), repr(raw.value)
+    assert re.search(says, message[len(tag) :]), (says, message)
+    with pytest.raises(kind) as typed:
+        _outcomes.call(op, *args, **kwargs)
+    assert type(typed.value) is kind and str(typed.value) == message[len(tag) :], repr(typed.value)

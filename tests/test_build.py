@@ -350,6 +350,23 @@ def test_source_hash_covers_headers_but_not_cuda_dir(tmp_path):
     assert source_hash() != before
 
 
+def test_the_cpu_library_serves_every_torch_from_its_stable_abi_target():
+    """The CPU library is built on torch's stable ABI, targeting 2.10: its buildinfo records the torch it
+    was built with but is current under every torch from 2.10 on, and none older can load it."""
+    library = build_config.cpu_library(jpeg_paths.find_libjpeg_turbo())
+    assert library.stable_abi == "2.10" and "-DTORCH_TARGET_VERSION=0x020a000000000000" in library.cflags
+    info = library.buildinfo("2.13.0+cpu")
+    assert info["torch_version"] == "2.13.0+cpu" and info["stable_abi"] == "2.10"
+    for torch_version in ("2.10.0", "2.13.0+cpu", "2.14.1+cu130", "3.0.0a0"):
+        assert library.current(torch_version, None).items() <= info.items(), torch_version
+        assert library.unserved_reason(torch_version) is None, torch_version
+    for torch_version in ("2.9.1", "2.4.0+cu121", "1.13.1"):
+        assert library.unserved_reason(torch_version) == (
+            f"custom_op needs torch >= 2.10; torch {torch_version} is installed (upgrade torch)"
+        )
+    assert build_config.release("2.14.1+cu130") == (2, 14) and build_config.release("2.10") == (2, 10)
+
+
 # ---------------------------------------------------------------- installed, read-only package
 
 
@@ -474,7 +491,8 @@ def test_warm_cache_import_takes_no_lock(readonly_install, jpeg_file):
 @pytest.mark.slow
 def test_prebuilt_library_used_only_when_current(readonly_install, jpeg_file, tmp_path):
     """A library placed as custom_op/_C*.so with a matching _C.buildinfo.json is loaded without
-    any cache; a stale buildinfo or CUSTOM_OP_FORCE_JIT=1 sends the loader to the JIT cache."""
+    any cache, whichever torch it was built with; a stale buildinfo or CUSTOM_OP_FORCE_JIT=1 sends the
+    loader to the JIT cache."""
     ro = readonly_install
     site = tmp_path / "site-packages"
     site.mkdir()
@@ -498,7 +516,12 @@ def test_prebuilt_library_used_only_when_current(readonly_install, jpeg_file, tm
     result, _ = run_info(dict(warm, CUSTOM_OP_FORCE_JIT="1"), tmp_path, jpeg_file)
     assert result["info"]["kind"] == "jit"
 
-    for stale in ({"source_hash": "0" * 64}, {"torch_version": "0.0.1"}):
+    # Built with another torch: on the stable ABI, it serves this one too.
+    build_config.write_prebuilt_info(str(pkg / build_config.PREBUILT_INFO), {**info, "torch_version": "2.10.0"})
+    result, _ = run_info(warm, tmp_path, jpeg_file)
+    assert result["info"]["kind"] == "prebuilt" and result["info"]["stable_abi"] == "2.10"
+
+    for stale in ({"source_hash": "0" * 64}, {"stable_abi": "2.99"}, {"python": "cpython-27-elsewhere"}):
         build_config.write_prebuilt_info(str(pkg / build_config.PREBUILT_INFO), {**info, **stale})
         result, _ = run_info(warm, tmp_path, jpeg_file)
         assert result["info"]["kind"] == "jit", stale

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import custom_op
+from conftest import assert_op_raises
 from custom_op import ImageReadMode
 
 
@@ -82,12 +83,10 @@ def test_option_codes_are_checked_by_every_kernel(jpeg, bad, says):
     """One check of the option codes (csrc/common/options.h) for the single, batched and GPU kernels."""
     data = as_tensor(jpeg)
     kwargs = {**options(), **bad}
-    with pytest.raises(ValueError, match=says):
-        torch.ops.custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 8, **kwargs)
-    with pytest.raises(ValueError, match=says):
-        torch.ops.custom_op.decode_jpeg(data, **kwargs)
-    with pytest.raises(ValueError, match=says):
-        torch.ops.custom_op.decode_jpegs([data], [0], [0], [8], [8], whole=False, stack=False, **kwargs)
+    assert_op_raises(ValueError, says, torch.ops.custom_op.decode_and_crop_jpeg, data, 0, 0, 8, 8, **kwargs)
+    assert_op_raises(ValueError, says, torch.ops.custom_op.decode_jpeg, data, **kwargs)
+    batched = torch.ops.custom_op.decode_jpegs
+    assert_op_raises(ValueError, says, batched, [data], [0], [0], [8], [8], whole=False, stack=False, **kwargs)
 
 
 def test_python_constants_are_the_libraries():
@@ -133,8 +132,8 @@ def test_opcheck_check_entropy_data(jpeg, files):
         args,
         test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
     )
-    with pytest.raises(TypeError, match="1-D contiguous uint8"):
-        torch.ops.custom_op._check_entropy_data([torch.zeros(2, 8, dtype=torch.uint8)])
+    bad = [torch.zeros(2, 8, dtype=torch.uint8)]
+    assert_op_raises(TypeError, "1-D contiguous uint8", torch.ops.custom_op._check_entropy_data, bad)
 
 
 @pytest.mark.parametrize("window", [(40, 50, 20, 30), (0, 0, 8, 128)])

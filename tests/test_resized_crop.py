@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from PIL import Image, ImageOps
 
 import custom_op
-from conftest import ROOT, shared_dir
+from conftest import ROOT, assert_op_raises, shared_dir
 from custom_op import ImageReadMode, decode_and_resized_crop_jpeg
 from custom_op.resized_crop import AUTO_SCALES, INTERPOLATIONS, choose_scale
 
@@ -203,21 +203,22 @@ def test_resize_box_rejects_bad_arguments(kwargs, message):
         "antialias": True,
     }
     args.update(kwargs)
-    with pytest.raises(ValueError, match=message):
-        torch.ops.custom_op.resize_box(args.pop("image"), **args)
+    assert_op_raises(ValueError, message, torch.ops.custom_op.resize_box, args.pop("image"), **args)
 
 
 def test_resize_box_rejects_non_uint8_images():
-    with pytest.raises(TypeError):
-        torch.ops.custom_op.resize_box(
-            torch.zeros(3, 4, 4),
-            box=[0.0, 0.0, 4.0, 4.0],
-            size=[2, 2],
-            out_window=[0, 0, 2, 2],
-            origin=[0, 0],
-            filter=1,
-            antialias=True,
-        )
+    assert_op_raises(
+        TypeError,
+        r"^resize_box: image must be a uint8 CPU tensor \[C, H, W\], got Float of shape \[3, 4, 4\] on cpu$",
+        torch.ops.custom_op.resize_box,
+        torch.zeros(3, 4, 4),
+        box=[0.0, 0.0, 4.0, 4.0],
+        size=[2, 2],
+        out_window=[0, 0, 2, 2],
+        origin=[0, 0],
+        filter=1,
+        antialias=True,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------

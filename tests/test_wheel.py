@@ -6,6 +6,11 @@
   so the checkout's package, which `python -m ...` and pytest import from the clone root, loads it without
   compiling.
 
+- The same wheel installed beside other torch versions, each in a venv of its own with that torch installed
+  from the package index, decodes with nothing compiled: the CPU library is built on torch's stable ABI.
+  Opt-in (CUSTOM_OP_TEST_TORCH_WHEELS=1, or a comma-separated list of versions), since a CUDA torch's venv
+  takes several GB and minutes to install.
+
 Both build from a copy of the checkout (its build/, dist/ and custom_op/ stay untouched), in one venv, and
 share the copy's build/ folder, so the C++ library is compiled once for the module (about 20 s on 2 cores)
 and linked twice. The fresh venvs get torch without installing it: a .pth file in each adds the
@@ -22,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -235,7 +241,7 @@ def test_wheel_holds_the_library_the_sources_and_only_custom_op(wheel, checkout_
     classifiers = meta.get_all("Classifier")
     assert "Programming Language :: Python :: 3" in classifiers and "Operating System :: POSIX :: Linux" in classifiers
     requires = meta.get_all("Requires-Dist")
-    assert "torch>=2.4" in requires and any(r.startswith("filelock") for r in requires)
+    assert "torch>=2.10" in requires and any(r.startswith("filelock") for r in requires)
 
 
 def test_wheel_in_a_fresh_venv_decodes_with_nothing_compiled(wheel, jpeg, tmp_path):
@@ -290,3 +296,123 @@ def test_editable_install_builds_in_place_and_the_checkout_loads_it(checkout_cop
         assert "building" not in result["stderr"]
         assert not any(cache.iterdir()), f"the import from {cwd} created a JIT cache"
         _assert_window(result["window"], jpeg)
+
+
+# ---------------------------------------------------------------- one wheel, several torch versions
+
+TORCH_VERSIONS_ENV = "CUSTOM_OP_TEST_TORCH_WHEELS"
+# The torch the wheel is built with here, and a later one whose C++ ABI differs.
+DEFAULT_TORCH_VERSIONS = ("2.13.0", "2.14.1")
+TORCH_INSTALL_TIMEOUT_S = 1800  # a CUDA torch's wheels, several GB, from a local index
+
+OTHER_TORCH_SCRIPT = """
+import json, sys
+import torch
+import custom_op
+from custom_op import _outcomes
+
+data = open(sys.argv[1], "rb").read()
+torch.save(custom_op.decode_and_crop_jpeg(data, *map(int, sys.argv[3:7])), sys.argv[2])
+errors = {}
+calls = {
+    # Raised in the CPU library and typed through the stable ABI by the message's tag.
+    "window outside": lambda: custom_op.decode_and_crop_jpeg(data, 0, 0, 4096, 4096),
+    "over max_pixels": lambda: custom_op.decode_jpeg(data, max_pixels=10),
+    "2-D data": lambda: _outcomes.call(
+        torch.ops.custom_op.decode_jpeg, torch.zeros(2, 8, dtype=torch.uint8),
+        mode=2, apply_exif_orientation=False, on_warning=0, max_pixels=0,
+    ),
+    "not a JPEG": lambda: custom_op.decode_jpeg(b"not a JPEG"),
+    # A batch item's type travels as its status.
+    "batch items": lambda: custom_op.decode_and_crop_jpegs(
+        [data, b"not a JPEG", data], [0, 0, 0], [0, 0, 0], [8, 8, 4096], [8, 8, 4096], on_error="return"
+    ),
+}
+for name, call in calls.items():
+    try:
+        out = call()
+        errors[name] = [[type(e).__name__, str(e)] for e in out if isinstance(e, Exception)]
+    except Exception as e:
+        errors[name] = [type(e).__name__, str(e)]
+print(json.dumps({"torch": torch.__version__, "file": custom_op.__file__, "info": custom_op.library_info(),
+                  "errors": errors}))
+"""
+
+
+def _torch_versions() -> list[str]:
+    raw = os.environ.get(TORCH_VERSIONS_ENV, "").strip()
+    if raw in ("", "0"):
+        return []
+    return list(DEFAULT_TORCH_VERSIONS) if raw == "1" else [v.strip() for v in raw.split(",") if v.strip()]
+
+
+@pytest.mark.skipif(
+    not _torch_versions(),
+    reason=f"installs torch {' and '.join(DEFAULT_TORCH_VERSIONS)} into fresh venvs (a CUDA torch takes several "
+    f"GB and minutes): set {TORCH_VERSIONS_ENV}=1, or to a comma-separated list of versions",
+)
+@pytest.mark.parametrize("torch_version", _torch_versions() or list(DEFAULT_TORCH_VERSIONS))
+def test_one_wheel_serves_other_torch_versions(wheel, jpeg, tmp_path, torch_version):
+    """The wheel built here, installed into a fresh venv with its own torch (installed by pip, not
+    borrowed), imports and decodes with the prebuilt CPU library, compiling nothing, and raises each
+    error as its type."""
+    venv, cache, cwd = tmp_path / "venv", tmp_path / "cache", tmp_path / "elsewhere"
+    cli_cache = tmp_path / "cli-cache"  # `info` makes the cache root it reports
+    for d in (cache, cwd, cli_cache):
+        d.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=RUN_TIMEOUT_S)
+    python = venv / "bin" / "python"
+    # This interpreter's pip installs into the venv; the package index is pip's configured one.
+    pip = [sys.executable, "-m", "pip", "--python", python, "install", "--no-input"]
+    timings = {}
+    try:
+        started = time.monotonic()
+        r = subprocess.run(
+            [str(a) for a in pip + [f"torch=={torch_version}"]],
+            cwd=cwd,
+            env=_env(cache),
+            capture_output=True,
+            text=True,
+            timeout=TORCH_INSTALL_TIMEOUT_S,
+        )
+        if r.returncode != 0:
+            if "No matching distribution" in r.stderr or "Could not find a version" in r.stderr:
+                pytest.skip(f"torch=={torch_version} cannot be installed here: {r.stderr.strip().splitlines()[-1]}")
+            raise AssertionError(f"installing torch=={torch_version} failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}")
+        timings["torch install"] = time.monotonic() - started
+        started = time.monotonic()
+        _run(pip + ["--no-deps", "--no-index", wheel], cwd, _env(cache))
+        timings["wheel install"] = time.monotonic() - started
+
+        started = time.monotonic()
+        out = cwd / "window.pt"
+        r = _run([python, "-c", OTHER_TORCH_SCRIPT, jpeg, out, *WINDOW], cwd, _env(cache))
+        timings["import, decode and errors"] = time.monotonic() - started
+        result = json.loads(r.stdout.strip().splitlines()[-1])
+        started = time.monotonic()
+        cli = _run([python, "-m", "custom_op", "info"], cwd, _env(cli_cache))
+        timings["python -m custom_op info"] = time.monotonic() - started
+        print(f"\ntorch {torch_version}: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+
+        assert result["torch"].split("+")[0] == torch_version, result["torch"]
+        assert Path(result["file"]).is_relative_to(venv), result["file"]
+        info = result["info"]
+        assert info["kind"] == "prebuilt" and Path(info["path"]).is_relative_to(venv), info
+        assert info["built"] == "no" and info["stable_abi"] == "2.10", info
+        assert "building" not in r.stderr + cli.stderr, r.stderr + cli.stderr
+        assert not any(cache.iterdir()), f"the import created a JIT cache: {sorted(cache.rglob('*'))}"
+        assert "kind:           prebuilt" in cli.stdout and "torch >= 2.10" in cli.stdout, cli.stdout
+        _assert_window(torch.load(out), jpeg)
+
+        errors = result["errors"]
+        assert errors["window outside"][0] == "ValueError", errors
+        assert errors["window outside"][1].startswith("custom_op: crop window (top=0, left=0, height=4096"), errors
+        assert errors["over max_pixels"][0] == "ValueError" and "max_pixels=10" in errors["over max_pixels"][1]
+        assert errors["2-D data"] == ["TypeError", "custom_op: decode_jpeg: data must be 1-D, got 2 dimensions"]
+        assert errors["not a JPEG"][0] == "RuntimeError", errors
+        assert errors["not a JPEG"][1].startswith("custom_op: cannot decode JPEG header"), errors
+        bad_file, bad_window = errors["batch items"]
+        assert bad_file[0] == "RuntimeError" and bad_file[1].startswith("custom_op: batch item 1: cannot decode")
+        assert bad_window[0] == "ValueError" and bad_window[1].startswith("custom_op: batch item 2: crop window")
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)  # a CUDA torch's venv is several GB

@@ -1,14 +1,16 @@
-// Every operator of the custom_op namespace, declared once. Kernels live with their backend:
-// cpu/*_cpu.cpp (TORCH_LIBRARY_IMPL CPU), cuda/decode_cuda.cpp (the GPU library, loaded on first use).
-// Fake kernels, for torch.compile and FakeTensor tracing, are in custom_op/_ops.py.
+// Every operator of the custom_op namespace, declared once, by the CPU library (on torch's stable ABI,
+// cpu/tensors.h). Kernels live with their backend: cpu/*_cpu.cpp (STABLE_TORCH_LIBRARY_IMPL CPU),
+// cuda/decode_cuda.cpp (the GPU library, loaded on first use). Fake kernels, for torch.compile and
+// FakeTensor tracing, are in custom_op/_ops.py.
 //
 // Options are keyword-only: Python passes them by name (custom_op/_args.py), and a kernel reads the
 // decoding options into one checked value (common/checked_options.h: mode 0 UNCHANGED, 1 GRAY, 2 RGB;
-// on_warning 0 raise, 1 warn, 2 ignore; max_pixels 0 = no limit). Every message starts with
-// "custom_op: " (common/item_status.h).
-#include <torch/library.h>
+// on_warning 0 raise, 1 warn, 2 ignore; max_pixels 0 = no limit). The kernels' errors reach Python as
+// RuntimeError; one that the Python API raises as ValueError or TypeError starts with that type's name
+// (common/item_status.h).
+#include <torch/csrc/stable/library.h>
 
-TORCH_LIBRARY(custom_op, m) {
+STABLE_TORCH_LIBRARY(custom_op, m) {
   // One image. `warnings`: libjpeg's warnings with on_warning "warn", as UTF-8 text in a 1-D uint8
   // tensor (empty when none; Python raises them as a UserWarning). A tensor rather than a str, so that
   // torch.compile can keep the call in one graph. scale_num: decode at scale_num/8 of full size

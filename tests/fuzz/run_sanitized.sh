@@ -77,7 +77,7 @@ fi
 
 FLAGS=(-std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
        -D_GLIBCXX_ASSERTIONS -D_GLIBCXX_SANITIZE_VECTOR)
-# The library's own sources that link without ATen (decode_cpu.cpp, resize_cpu.cpp and prepare_cpu.cpp
+# The library's own sources that link without torch (decode_cpu.cpp, resize_cpu.cpp and prepare_cpu.cpp
 # need it; the harness restates decode_cpu.cpp's decode sequence).
 UNITS=(libjpeg_session entropy_decoder huffman_tables sub_image restart_index)
 # Shared with the GPU library (csrc/common/); the sources include them as "common/...".

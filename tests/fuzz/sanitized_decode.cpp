@@ -1,6 +1,6 @@
 // Differential fuzzing of our entropy decoder against libjpeg's own, under ASan and UBSan.
 //
-// Built by run_sanitized.sh from custom_op/csrc/cpu's sources (no torch: decode_cpu.cpp needs ATen,
+// Built by run_sanitized.sh from custom_op/csrc/cpu's sources (no torch: decode_cpu.cpp needs torch,
 // so its decode_window sequence is restated here). For each input and its seeded mutations, random
 // windows are decoded at scales 1..8 and 16 of 8, in each colour space the file allows, twice: with
 // our entropy decoder on, then off. Both must end alike: same success or failure, same message,

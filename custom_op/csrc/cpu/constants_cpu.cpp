@@ -1,8 +1,6 @@
 // CPU kernel of custom_op::_constants: every code and size that Python must agree on with the
 // libraries, by name, so that a test on any machine (no GPU needed) catches a value changed on one
 // side only. The GPU library compiles the same common/ headers.
-#include <torch/library.h>
-
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -13,6 +11,7 @@
 #include "common/item_status.h"
 #include "common/options.h"
 #include "common/output_layout.h"
+#include "tensors.h"
 
 namespace custom_op {
 namespace {
@@ -52,6 +51,6 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> constants() {
 }  // namespace
 
 // No tensor argument to dispatch on.
-TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) { m.impl("_constants", &constants); }
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) { m.impl("_constants", TORCH_BOX(&constants)); }
 
 }  // namespace custom_op

@@ -1,10 +1,6 @@
 // CPU kernels of the single-image JPEG operators, on libjpeg-turbo (schemas in csrc/ops.cpp).
 #include "decode_cpu.h"
 
-#include <ATen/ATen.h>
-#include <c10/util/Exception.h>
-#include <torch/library.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +15,7 @@
 #include "entropy_decoder.h"
 #include "libjpeg_session.h"
 #include "restart_index.h"
+#include "tensors.h"
 #include "window.h"
 
 namespace custom_op {
@@ -120,60 +117,64 @@ struct PlanarSink {
   }
 };
 
-const uint8_t* checked_bytes(const at::Tensor& data, const char* op) {
-  TORCH_CHECK_TYPE(data.device().is_cpu(), kMessagePrefix, op, ": data must be a CPU tensor, got one on ",
-                   data.device());
-  TORCH_CHECK_TYPE(data.scalar_type() == at::kByte, kMessagePrefix, op, ": data must be a uint8 tensor, got ",
-                   data.scalar_type());
-  TORCH_CHECK_TYPE(data.dim() == 1, kMessagePrefix, op, ": data must be 1-D, got ", data.dim(), " dimensions");
-  TORCH_CHECK_TYPE(data.is_contiguous(), kMessagePrefix, op, ": data must be contiguous");
-  return data.data_ptr<uint8_t>();
+const uint8_t* checked_bytes(const Tensor& data, const char* op) {
+  CUSTOM_OP_CHECK_TYPE(data.is_cpu(), kMessagePrefix, op, ": data must be a CPU tensor, got one on ",
+                       device_text(data.device()));
+  CUSTOM_OP_CHECK_TYPE(data.scalar_type() == ScalarType::Byte, kMessagePrefix, op,
+                       ": data must be a uint8 tensor, got ", data.scalar_type());
+  CUSTOM_OP_CHECK_TYPE(data.dim() == 1, kMessagePrefix, op, ": data must be 1-D, got ", data.dim(), " dimensions");
+  CUSTOM_OP_CHECK_TYPE(data.is_contiguous(), kMessagePrefix, op, ": data must be contiguous");
+  return data.const_data_ptr<uint8_t>();
 }
 
 [[noreturn]] void fail(const char* what, const JpegSession& session) {
-  TORCH_CHECK(false, "custom_op: cannot decode JPEG ", what, ": ", session.error_message());
-  __builtin_unreachable();
+  throw Error(ItemStatus::kRuntimeError, str("custom_op: cannot decode JPEG ", what, ": ", session.error_message()));
 }
 
-void open(JpegSession& session, const at::Tensor& data, bool save_app1, const char* op) {
+void open(JpegSession& session, const Tensor& data, bool save_app1, const char* op) {
   const uint8_t* bytes = checked_bytes(data, op);
   if (!session.read_header(bytes, static_cast<size_t>(data.numel()), save_app1)) fail("header", session);
 }
 
 void check_pixel_limit(const jpeg_decompress_struct& cinfo, int64_t max_pixels) {
   const int64_t pixels = int64_t(cinfo.image_width) * int64_t(cinfo.image_height);
-  TORCH_CHECK_VALUE(max_pixels <= 0 || pixels <= max_pixels, "custom_op: the JPEG header declares ", cinfo.image_width,
-                    "x", cinfo.image_height, " = ", pixels, " pixels, more than max_pixels=", max_pixels,
-                    " (a decompression bomb guard; pass a larger max_pixels, or None, to decode it)");
+  CUSTOM_OP_CHECK_VALUE(max_pixels <= 0 || pixels <= max_pixels, "custom_op: the JPEG header declares ",
+                        cinfo.image_width, "x", cinfo.image_height, " = ", pixels,
+                        " pixels, more than max_pixels=", max_pixels,
+                        " (a decompression bomb guard; pass a larger max_pixels, or None, to decode it)");
 }
 
 std::string warning_text(const JpegSession& session) {
   if (session.num_warnings() == 0) return {};
-  return c10::str(kMessagePrefix, "corrupt JPEG data (", session.num_warnings(), " libjpeg warning",
-                  session.num_warnings() > 1 ? "s" : "", "; first: ", session.first_warning(), ")");
+  return str(kMessagePrefix, "corrupt JPEG data (", session.num_warnings(), " libjpeg warning",
+             session.num_warnings() > 1 ? "s" : "", "; first: ", session.first_warning(), ")");
 }
 
 // out when it is a [C, height, width] contiguous uint8 CPU tensor, else a new one.
-at::Tensor output_for(const at::Tensor* out, int channels, int64_t height, int64_t width) {
-  if (out != nullptr && out->defined() && out->is_contiguous() && out->scalar_type() == at::kByte &&
-      out->device().is_cpu() && out->dim() == 3 && out->size(0) == channels && out->size(1) == height &&
-      out->size(2) == width)
+Tensor output_for(const Tensor* out, int channels, int64_t height, int64_t width) {
+  if (out != nullptr && out->defined() && out->is_contiguous() && out->scalar_type() == ScalarType::Byte &&
+      out->is_cpu() && out->dim() == 3 && out->size(0) == channels && out->size(1) == height && out->size(2) == width)
     return *out;
-  return at::empty({channels, height, width}, at::TensorOptions().dtype(at::kByte));
+  return new_cpu_tensor({channels, height, width});
 }
 
 // Decodes the displayed-frame window of an opened session into a [C, height, width] tensor.
 Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int64_t top, int64_t left, int64_t height,
-                      int64_t width, const at::Tensor* into) {
+                      int64_t width, const Tensor* into) {
   const jpeg_decompress_struct& cinfo = session.cinfo;
   const int stored_h = static_cast<int>(cinfo.output_height);
   const int stored_w = static_cast<int>(cinfo.output_width);
   const Region region = stored_region(orientation, stored_h, stored_w, static_cast<int>(top), static_cast<int>(left),
                                       static_cast<int>(height), static_cast<int>(width));
   const OutputFormat format = output_format(cinfo, mode);
-  at::Tensor out = output_for(into, format.channels, height, width);
-  PlanarSink sink{out.data_ptr<uint8_t>(), height * width, static_cast<int>(width), orientation, region,
-                  format.conversion,       format.channels};
+  Tensor out = output_for(into, format.channels, height, width);
+  PlanarSink sink{out.mutable_data_ptr<uint8_t>(),
+                  height * width,
+                  static_cast<int>(width),
+                  orientation,
+                  region,
+                  format.conversion,
+                  format.channels};
   // Files prepared for random access decode only the restart segments around the window; the others
   // go through libjpeg's crop + skip, with our entropy decoder in libjpeg's (entropy_decoder.h).
   const FastPath fast = decode_region_random_access(session, format.libjpeg_space, region, sink);
@@ -185,13 +186,13 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
 
 }  // namespace
 
-Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width,
-                        const DecodeOptions& options, int64_t scale_num, const at::Tensor* into) {
-  TORCH_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, kMessagePrefix, "scale_num must be in 1..16 (eighths), got ",
-                    scale_num);
-  TORCH_CHECK_VALUE(height > 0 && width > 0, kMessagePrefix,
-                    "the crop window's height and width must be at least 1, got ", "height=", height,
-                    " and width=", width);
+Decoded decode_and_crop(const Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width,
+                        const DecodeOptions& options, int64_t scale_num, const Tensor* into) {
+  CUSTOM_OP_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, kMessagePrefix, "scale_num must be in 1..16 (eighths), got ",
+                        scale_num);
+  CUSTOM_OP_CHECK_VALUE(height > 0 && width > 0, kMessagePrefix,
+                        "the crop window's height and width must be at least 1, got ", "height=", height,
+                        " and width=", width);
   const bool exif = options.apply_exif_orientation;
   JpegSession session(options.on_warning);
   open(session, data, exif, "decode_and_crop_jpeg");
@@ -201,7 +202,7 @@ Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64
   const int64_t image_h = swaps_axes(orientation) ? session.cinfo.output_width : session.cinfo.output_height;
   const int64_t image_w = swaps_axes(orientation) ? session.cinfo.output_height : session.cinfo.output_width;
   // Written so that no sum can overflow, whatever the caller passed.
-  TORCH_CHECK_VALUE(
+  CUSTOM_OP_CHECK_VALUE(
       top >= 0 && left >= 0 && top < image_h && left < image_w && height <= image_h - top && width <= image_w - left,
       "custom_op: crop window (top=", top, ", left=", left, ", height=", height, ", width=", width,
       ") does not fit in the image of height ", image_h, " and width ", image_w,
@@ -212,7 +213,7 @@ Decoded decode_and_crop(const at::Tensor& data, int64_t top, int64_t left, int64
   return decoded;
 }
 
-Decoded decode_whole(const at::Tensor& data, const DecodeOptions& options) {
+Decoded decode_whole(const Tensor& data, const DecodeOptions& options) {
   JpegSession session(options.on_warning);
   open(session, data, options.apply_exif_orientation, "decode_jpeg");
   const int orientation = options.apply_exif_orientation ? session.exif_orientation() : 1;
@@ -228,30 +229,29 @@ Decoded decode_whole(const at::Tensor& data, const DecodeOptions& options) {
 namespace {
 
 // Text as the 1-D uint8 tensor the single-image operators return it in.
-at::Tensor text_tensor(const std::string& text) {
-  at::Tensor out = at::empty({static_cast<int64_t>(text.size())}, at::TensorOptions().dtype(at::kByte));
-  if (!text.empty()) std::memcpy(out.data_ptr<uint8_t>(), text.data(), text.size());
+Tensor text_tensor(const std::string& text) {
+  Tensor out = new_cpu_tensor({static_cast<int64_t>(text.size())});
+  if (!text.empty()) std::memcpy(out.mutable_data_ptr<uint8_t>(), text.data(), text.size());
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> decode_and_crop_jpeg_cpu(const at::Tensor& data, int64_t top, int64_t left,
-                                                            int64_t height, int64_t width, int64_t mode,
-                                                            bool apply_exif_orientation, int64_t on_warning,
-                                                            int64_t max_pixels, int64_t scale_num) {
+std::tuple<Tensor, Tensor> decode_and_crop_jpeg_cpu(const Tensor& data, int64_t top, int64_t left, int64_t height,
+                                                    int64_t width, int64_t mode, bool apply_exif_orientation,
+                                                    int64_t on_warning, int64_t max_pixels, int64_t scale_num) {
   const auto options = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
   Decoded decoded = decode_and_crop(data, top, left, height, width, options, scale_num, nullptr);
   return {std::move(decoded.image), text_tensor(decoded.warnings)};
 }
 
-std::tuple<at::Tensor, at::Tensor> decode_jpeg_cpu(const at::Tensor& data, int64_t mode, bool apply_exif_orientation,
-                                                   int64_t on_warning, int64_t max_pixels) {
+std::tuple<Tensor, Tensor> decode_jpeg_cpu(const Tensor& data, int64_t mode, bool apply_exif_orientation,
+                                           int64_t on_warning, int64_t max_pixels) {
   Decoded decoded = decode_whole(data, checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels));
   return {std::move(decoded.image), text_tensor(decoded.warnings)};
 }
 
 using HeaderInfo = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, int64_t, std::vector<int64_t>, bool>;
 
-HeaderInfo read_jpeg_header_cpu(const at::Tensor& data, bool apply_exif_orientation) {
+HeaderInfo read_jpeg_header_cpu(const Tensor& data, bool apply_exif_orientation) {
   JpegSession session(WarningPolicy::kRaise);
   // EXIF is always read: the orientation is part of what the header reports.
   open(session, data, /*save_app1=*/true, "read_jpeg_header");
@@ -281,15 +281,14 @@ HeaderInfo read_jpeg_header_cpu(const at::Tensor& data, bool apply_exif_orientat
 // right or bottom edge). An empty tensor when the file has no such layout or anything about it is
 // unexpected (never an error: the GPU path then decodes the file itself, and reports its damage the
 // usual way).
-std::tuple<at::Tensor, std::vector<int64_t>> jpeg_sub_image_cpu(const at::Tensor& data, int64_t top, int64_t left,
-                                                                int64_t height, int64_t width) {
-  std::tuple<at::Tensor, std::vector<int64_t>> none{at::empty({0}, at::TensorOptions().dtype(at::kByte)), {}};
-  if (!data.device().is_cpu() || data.scalar_type() != at::kByte || data.dim() != 1 || !data.is_contiguous())
-    return none;
+std::tuple<Tensor, std::vector<int64_t>> jpeg_sub_image_cpu(const Tensor& data, int64_t top, int64_t left,
+                                                            int64_t height, int64_t width) {
+  std::tuple<Tensor, std::vector<int64_t>> none{new_cpu_tensor({0}), {}};
+  if (!data.is_cpu() || data.scalar_type() != ScalarType::Byte || data.dim() != 1 || !data.is_contiguous()) return none;
   constexpr int64_t kMax = 1 << 16;  // JPEG dimensions are 16-bit
   if (top < 0 || left < 0 || height < 1 || width < 1 || top >= kMax || left >= kMax || height > kMax || width > kMax)
     return none;
-  const uint8_t* bytes = data.data_ptr<uint8_t>();
+  const uint8_t* bytes = data.const_data_ptr<uint8_t>();
   const size_t size = static_cast<size_t>(data.numel());
   JpegSession session(WarningPolicy::kIgnore);
   if (!session.read_header(bytes, size, /*save_app1=*/false) || !session.set_scale(8)) return none;
@@ -298,43 +297,43 @@ std::tuple<at::Tensor, std::vector<int64_t>> jpeg_sub_image_cpu(const at::Tensor
   const Region region{static_cast<int>(top), static_cast<int>(left), static_cast<int>(height), static_cast<int>(width)};
   SubImage sub;
   if (!build_sub_image(session.cinfo, bytes, size, scan_start, region, &sub)) return none;
-  at::Tensor out = at::empty({static_cast<int64_t>(sub.bytes.size())}, at::TensorOptions().dtype(at::kByte));
-  std::memcpy(out.data_ptr<uint8_t>(), sub.bytes.data(), sub.bytes.size());
+  Tensor out = new_cpu_tensor({static_cast<int64_t>(sub.bytes.size())});
+  std::memcpy(out.mutable_data_ptr<uint8_t>(), sub.bytes.data(), sub.bytes.size());
   return {out, {top - sub.region.top, left - sub.region.left, sub.frame.height, sub.frame.width}};
 }
 
 // The testing operators below answer for a file's header and the GPU path's kind of window (a
 // stored-frame region at full scale), as common/restart_plan.h plans with them; a header it cannot
 // plan with is an error there.
-FrameFacts checked_frame_facts(JpegSession& session, const at::Tensor& data, const char* op) {
+FrameFacts checked_frame_facts(JpegSession& session, const Tensor& data, const char* op) {
   open(session, data, /*save_app1=*/false, op);
   FrameFacts facts;
-  TORCH_CHECK_VALUE(frame_facts(session.cinfo, &facts), kMessagePrefix, op,
-                    ": the first scan does not hold each of at most four components once");
+  CUSTOM_OP_CHECK_VALUE(frame_facts(session.cinfo, &facts), kMessagePrefix, op,
+                        ": the first scan does not hold each of at most four components once");
   return facts;
 }
 
 // Segment numbers as an int64 tensor: its length is known only from the file, which a fake kernel can
 // say of a tensor but not of an int[].
-at::Tensor index_tensor(const std::vector<int64_t>& values) {
-  at::Tensor out = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(at::kLong));
-  if (!values.empty()) std::memcpy(out.data_ptr<int64_t>(), values.data(), values.size() * sizeof(int64_t));
+Tensor index_tensor(const std::vector<int64_t>& values) {
+  Tensor out = new_cpu_tensor({static_cast<int64_t>(values.size())}, ScalarType::Long);
+  if (!values.empty()) std::memcpy(out.mutable_data_ptr<int64_t>(), values.data(), values.size() * sizeof(int64_t));
   return out;
 }
 
 Region checked_region(int64_t top, int64_t left, int64_t height, int64_t width, const char* op) {
   constexpr int64_t kMax = 1 << 16;  // JPEG dimensions are 16-bit
-  TORCH_CHECK_VALUE(top >= 0 && left >= 0 && height >= 1 && width >= 1 && top < kMax && left < kMax && height <= kMax &&
-                        width <= kMax,
-                    kMessagePrefix, op, ": window out of range");
+  CUSTOM_OP_CHECK_VALUE(top >= 0 && left >= 0 && height >= 1 && width >= 1 && top < kMax && left < kMax &&
+                            height <= kMax && width <= kMax,
+                        kMessagePrefix, op, ": window out of range");
   return {static_cast<int>(top), static_cast<int>(left), static_cast<int>(height), static_cast<int>(width)};
 }
 
 // What the CPU path's decode of a stored-frame window at full scale reads (cpu_segments_read): the
 // last MCU row of an ordinary decode (every segment from the first through that row's last), with no
 // segments; or -1 and the segments the sub-image's slots hold.
-std::tuple<int64_t, at::Tensor> jpeg_segments_read_cpu(const at::Tensor& data, int64_t top, int64_t left,
-                                                       int64_t height, int64_t width) {
+std::tuple<int64_t, Tensor> jpeg_segments_read_cpu(const Tensor& data, int64_t top, int64_t left, int64_t height,
+                                                   int64_t width) {
   JpegSession session(WarningPolicy::kIgnore);
   const FrameFacts facts = checked_frame_facts(session, data, "_jpeg_segments_read");
   const SegmentsRead read = cpu_segments_read(facts, checked_region(top, left, height, width, "_jpeg_segments_read"));
@@ -346,11 +345,11 @@ std::tuple<int64_t, at::Tensor> jpeg_segments_read_cpu(const at::Tensor& data, i
 // (decoder_segments' runs, one after another), for the smallest rectangle it could decode: the
 // windows' own MCUs (the one it decodes holds margins around them, and a larger rectangle only adds
 // segments).
-at::Tensor cuda_decoder_segments_cpu(const at::Tensor& data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
-                                     c10::IntArrayRef heights, c10::IntArrayRef widths) {
+Tensor cuda_decoder_segments_cpu(const Tensor& data, IntArrayRef tops, IntArrayRef lefts, IntArrayRef heights,
+                                 IntArrayRef widths) {
   const size_t n = tops.size();
-  TORCH_CHECK_VALUE(n >= 1 && lefts.size() == n && heights.size() == n && widths.size() == n, kMessagePrefix,
-                    "_cuda_decoder_segments: one or more windows, each with a top, left, height and width");
+  CUSTOM_OP_CHECK_VALUE(n >= 1 && lefts.size() == n && heights.size() == n && widths.size() == n, kMessagePrefix,
+                        "_cuda_decoder_segments: one or more windows, each with a top, left, height and width");
   JpegSession session(WarningPolicy::kIgnore);
   const FrameFacts facts = checked_frame_facts(session, data, "_cuda_decoder_segments");
   const LayoutFacts& f = facts.layout;
@@ -377,19 +376,19 @@ int64_t entropy_decoder_give_ups_cpu() { return entropy_decoder_give_ups(); }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
-  m.impl("decode_and_crop_jpeg", &decode_and_crop_jpeg_cpu);
-  m.impl("decode_jpeg", &decode_jpeg_cpu);
-  m.impl("read_jpeg_header", &read_jpeg_header_cpu);
-  m.impl("_jpeg_sub_image", &jpeg_sub_image_cpu);
-  m.impl("_jpeg_segments_read", &jpeg_segments_read_cpu);
-  m.impl("_cuda_decoder_segments", &cuda_decoder_segments_cpu);
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
+  m.impl("decode_and_crop_jpeg", TORCH_BOX(&decode_and_crop_jpeg_cpu));
+  m.impl("decode_jpeg", TORCH_BOX(&decode_jpeg_cpu));
+  m.impl("read_jpeg_header", TORCH_BOX(&read_jpeg_header_cpu));
+  m.impl("_jpeg_sub_image", TORCH_BOX(&jpeg_sub_image_cpu));
+  m.impl("_jpeg_segments_read", TORCH_BOX(&jpeg_segments_read_cpu));
+  m.impl("_cuda_decoder_segments", TORCH_BOX(&cuda_decoder_segments_cpu));
 }
 
 // No tensor argument to dispatch on.
-TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
-  m.impl("_set_own_entropy_decoder", &set_own_entropy_decoder_cpu);
-  m.impl("_entropy_decoder_give_ups", &entropy_decoder_give_ups_cpu);
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
+  m.impl("_set_own_entropy_decoder", TORCH_BOX(&set_own_entropy_decoder_cpu));
+  m.impl("_entropy_decoder_give_ups", TORCH_BOX(&entropy_decoder_give_ups_cpu));
 }
 
 }  // namespace custom_op

@@ -1,7 +1,7 @@
 // The CPU batched kernels' loop: items in parallel on torch's intra-op thread pool.
 #pragma once
 
-#include <ATen/Parallel.h>
+#include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,14 +9,16 @@
 
 namespace custom_op {
 
-// Calls body(i) for every i in [0, n), on min(n, at::get_num_threads()) threads. Items are handed out
+// Calls body(i) for every i in [0, n), on min(n, torch.get_num_threads()) threads. Items are handed out
 // one at a time from a shared counter: decode and check times differ by file, so a static split of the
-// batch would leave threads idle while one finishes a long share.
+// batch would leave threads idle while one finishes a long share. The pool runs in libtorch, across the
+// stable ABI, which would turn an exception thrown by body into a RuntimeError about the pool: the
+// bodies catch their own (capture_outcome).
 template <class F>
 void for_each_item(int64_t n, F&& body) {
   std::atomic<int64_t> next{0};
-  const int64_t threads = std::min<int64_t>(n, at::get_num_threads());
-  at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+  const int64_t threads = std::min<int64_t>(n, torch::stable::get_num_threads());
+  torch::stable::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
     for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) body(i);
   });
 }

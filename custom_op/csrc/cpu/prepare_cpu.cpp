@@ -8,10 +8,6 @@
 // holds no object with a destructor, so a libjpeg error longjmps back into it (libjpeg_errors.h) and no
 // C++ frame is skipped; the Transcoder that owns the libjpeg structs and the output buffers lives in the
 // caller's frame and cleans up whatever happened.
-#include <ATen/ATen.h>
-#include <c10/util/Exception.h>
-#include <torch/library.h>
-
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
@@ -21,9 +17,11 @@
 #include <numeric>
 #include <vector>
 
+#include "common/item_status.h"
 #include "common/segment_index.h"
 #include "libjpeg_errors.h"
 #include "restart_index.h"
+#include "tensors.h"
 
 namespace custom_op {
 namespace {
@@ -301,23 +299,24 @@ bool encode_by_choice(Transcoder* t, const Options& o, size_t input_size, int64_
   return true;
 }
 
-at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool keep_exif, bool keep_icc, bool optimize,
-                            int64_t max_pixels, double max_growth, int64_t max_segment_bytes) {
-  TORCH_CHECK_TYPE(data.device().is_cpu(), "prepare_jpeg: data must be a CPU tensor, got one on ", data.device());
-  TORCH_CHECK_TYPE(data.scalar_type() == at::kByte, "prepare_jpeg: data must be a uint8 tensor, got ",
-                   data.scalar_type());
-  TORCH_CHECK_TYPE(data.dim() == 1, "prepare_jpeg: data must be 1-D, got ", data.dim(), " dimensions");
-  TORCH_CHECK_TYPE(data.is_contiguous(), "prepare_jpeg: data must be contiguous");
-  TORCH_CHECK_VALUE(restart_mcus >= 0 && restart_mcus <= 65535,
-                    "restart_mcus must be in 1..65535 (or None to choose), got ", restart_mcus);
-  TORCH_CHECK_VALUE(max_growth >= 0.0 && max_growth <= 10.0, "max_growth must be in [0, 10], got ", max_growth);
-  TORCH_CHECK_VALUE(max_segment_bytes >= 0, "max_segment_bytes must be at least 1 (or None for no bound), got ",
-                    max_segment_bytes);
+Tensor prepare_jpeg_cpu(const Tensor& data, int64_t restart_mcus, bool keep_exif, bool keep_icc, bool optimize,
+                        int64_t max_pixels, double max_growth, int64_t max_segment_bytes) {
+  CUSTOM_OP_CHECK_TYPE(data.is_cpu(), "prepare_jpeg: data must be a CPU tensor, got one on ",
+                       device_text(data.device()));
+  CUSTOM_OP_CHECK_TYPE(data.scalar_type() == ScalarType::Byte, "prepare_jpeg: data must be a uint8 tensor, got ",
+                       data.scalar_type());
+  CUSTOM_OP_CHECK_TYPE(data.dim() == 1, "prepare_jpeg: data must be 1-D, got ", data.dim(), " dimensions");
+  CUSTOM_OP_CHECK_TYPE(data.is_contiguous(), "prepare_jpeg: data must be contiguous");
+  CUSTOM_OP_CHECK_VALUE(restart_mcus >= 0 && restart_mcus <= 65535,
+                        "restart_mcus must be in 1..65535 (or None to choose), got ", restart_mcus);
+  CUSTOM_OP_CHECK_VALUE(max_growth >= 0.0 && max_growth <= 10.0, "max_growth must be in [0, 10], got ", max_growth);
+  CUSTOM_OP_CHECK_VALUE(max_segment_bytes >= 0, "max_segment_bytes must be at least 1 (or None for no bound), got ",
+                        max_segment_bytes);
   const Options o{restart_mcus, keep_exif, keep_icc, optimize, max_pixels, max_growth, max_segment_bytes};
   const size_t size = static_cast<size_t>(data.numel());
   Transcoder t;
-  bool ok = read_input(&t, data.data_ptr<uint8_t>(), size, o);
-  TORCH_CHECK_VALUE(ok || !t.too_large, "custom_op: ", t.err.message);
+  bool ok = read_input(&t, data.const_data_ptr<uint8_t>(), size, o);
+  CUSTOM_OP_CHECK_VALUE(ok || !t.too_large, "custom_op: ", t.err.message);
   int64_t row_segments = 1;
   if (ok) {
     const int n = t.dst.num_components;
@@ -341,13 +340,13 @@ at::Tensor prepare_jpeg_cpu(const at::Tensor& data, int64_t restart_mcus, bool k
     }
     if (t.kept_interval > 0) row_segments = segments_per_row(per_row, t.kept_interval);
   }
-  TORCH_CHECK(ok, "custom_op: cannot prepare JPEG: ", t.err.message);
+  CUSTOM_OP_CHECK(ok, "custom_op: cannot prepare JPEG: ", t.err.message);
   // With the segment index (common/segment_index.h), an entry for each MCU row's segments, inserted
   // as the file is copied out.
   size_t at = 0;
   const std::vector<uint8_t> index = segment_index_for(t.kept, t.kept_size, row_segments, &at);
-  at::Tensor out = at::empty({static_cast<int64_t>(t.kept_size + index.size())}, at::TensorOptions().dtype(at::kByte));
-  uint8_t* bytes = out.data_ptr<uint8_t>();
+  Tensor out = new_cpu_tensor({static_cast<int64_t>(t.kept_size + index.size())});
+  uint8_t* bytes = out.mutable_data_ptr<uint8_t>();
   std::memcpy(bytes, t.kept, at);
   std::memcpy(bytes + at, index.data(), index.size());
   std::memcpy(bytes + at + index.size(), t.kept + at, t.kept_size - at);
@@ -358,11 +357,11 @@ int64_t random_access_decodes_cpu() { return random_access_decodes(); }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(custom_op, CPU, m) { m.impl("prepare_jpeg", &prepare_jpeg_cpu); }
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CPU, m) { m.impl("prepare_jpeg", TORCH_BOX(&prepare_jpeg_cpu)); }
 
 // No tensor argument to dispatch on.
-TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
-  m.impl("_random_access_decodes", &random_access_decodes_cpu);
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
+  m.impl("_random_access_decodes", TORCH_BOX(&random_access_decodes_cpu));
 }
 
 }  // namespace custom_op

@@ -10,11 +10,6 @@
 // resize-then-crop needs only the pixels under the crop.
 //
 // CUSTOM_OP_RESIZE_NO_SIMD=1 (read once per process) selects the portable kernels, for testing them.
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <c10/util/Exception.h>
-#include <torch/library.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +20,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+
+#include "common/item_status.h"
+#include "tensors.h"
 
 namespace custom_op {
 namespace {
@@ -129,8 +127,8 @@ AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, i
       // Pillow's rounding of the tap range (truncation, then clamping), so that the same taps are used.
       const int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), lo);
       const int64_t xmax = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), hi);
-      TORCH_CHECK_VALUE(xmax > xmin, "resize_box: output ", axis, " ", out_start + i,
-                        " has no input pixel (the box lies outside the image)");
+      CUSTOM_OP_CHECK_VALUE(xmax > xmin, "resize_box: output ", axis, " ", out_start + i,
+                            " has no input pixel (the box lies outside the image)");
       const int n = static_cast<int>(std::min<int64_t>(xmax - xmin, taps.ksize));
       double sum = 0.0;
       for (int x = 0; x < n; ++x) {
@@ -264,7 +262,7 @@ void horizontal_pass(const Plane& src, const Plane& dst, int64_t C, int64_t n_ro
   const int c_lo = cols.first[0], c_hi = cols.first[width - 1] + cols.count[width - 1];
   const int64_t n_cols = c_hi - c_lo;
   const int64_t strips = (n_rows + kStrip - 1) / kStrip;
-  at::parallel_for(0, C * strips, 1, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, C * strips, 1, [&](int64_t begin, int64_t end) {
     std::vector<uint8_t> in_t(n_cols * kStrip), out_t(width * kStrip);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t c = i / strips, r0 = (i % strips) * kStrip, rows = std::min(kStrip, n_rows - r0);
@@ -282,7 +280,7 @@ void horizontal_pass(const Plane& src, const Plane& dst, int64_t C, int64_t n_ro
 // dst rows [0, rows.count.size()) of every channel, `width` columns; src row 0 is input row `row0`.
 void vertical_pass(const Plane& src, const Plane& dst, int64_t C, const AxisTaps& rows, int row0, int64_t width) {
   const int64_t n_out = static_cast<int64_t>(rows.count.size());
-  at::parallel_for(0, C * n_out, 16, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, C * n_out, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t c = i / n_out, y = i % n_out;
       const uint8_t* first = src.data + c * src.plane + (rows.first[y] - row0) * src.stride;
@@ -296,41 +294,41 @@ void vertical_pass(const Plane& src, const Plane& dst, int64_t C, const AxisTaps
   });
 }
 
-at::Tensor resize_box_cpu(const at::Tensor& image, c10::ArrayRef<double> box, c10::IntArrayRef size,
-                          c10::IntArrayRef out_window, c10::IntArrayRef origin, int64_t filter, bool antialias) {
-  TORCH_CHECK_TYPE(image.device().is_cpu() && image.scalar_type() == at::kByte && image.dim() == 3,
-                   "resize_box: image must be a uint8 CPU tensor [C, H, W], got ", image.scalar_type(), " of shape ",
-                   image.sizes(), " on ", image.device());
-  TORCH_CHECK_VALUE(box.size() == 4 && size.size() == 2 && out_window.size() == 4 && origin.size() == 2,
-                    "resize_box: box needs 4 values, size 2, out_window 4, origin 2");
-  TORCH_CHECK_VALUE(filter >= 0 && filter <= 5, "resize_box: unknown filter code ", filter);
+Tensor resize_box_cpu(const Tensor& image, const std::vector<double>& box, IntArrayRef size, IntArrayRef out_window,
+                      IntArrayRef origin, int64_t filter, bool antialias) {
+  CUSTOM_OP_CHECK_TYPE(image.is_cpu() && image.scalar_type() == ScalarType::Byte && image.dim() == 3,
+                       "resize_box: image must be a uint8 CPU tensor [C, H, W], got ", image.scalar_type(),
+                       " of shape ", shape_text(image.sizes()), " on ", device_text(image.device()));
+  CUSTOM_OP_CHECK_VALUE(box.size() == 4 && size.size() == 2 && out_window.size() == 4 && origin.size() == 2,
+                        "resize_box: box needs 4 values, size 2, out_window 4, origin 2");
+  CUSTOM_OP_CHECK_VALUE(filter >= 0 && filter <= 5, "resize_box: unknown filter code ", filter);
   const int64_t C = image.size(0), H = image.size(1), W = image.size(2);
-  TORCH_CHECK_VALUE(C >= 1 && H >= 1 && W >= 1, "resize_box: empty image of shape ", image.sizes());
+  CUSTOM_OP_CHECK_VALUE(C >= 1 && H >= 1 && W >= 1, "resize_box: empty image of shape ", shape_text(image.sizes()));
   // Bounds that keep every coordinate below exactly representable and every index within int.
   constexpr double kMaxCoord = 1 << 30;
-  TORCH_CHECK_VALUE(H < kMaxCoord && W < kMaxCoord, "resize_box: image too large: ", image.sizes());
+  CUSTOM_OP_CHECK_VALUE(H < kMaxCoord && W < kMaxCoord, "resize_box: image too large: ", shape_text(image.sizes()));
   for (double v : box)
-    TORCH_CHECK_VALUE(std::isfinite(v) && v >= 0 && v <= kMaxCoord, "resize_box: box values must be in [0, 2^30]");
-  TORCH_CHECK_VALUE(box[2] > box[0] && box[3] > box[1], "resize_box: empty box (", box[0], ", ", box[1], ", ", box[2],
-                    ", ", box[3], ")");
-  TORCH_CHECK_VALUE(origin[0] >= 0 && origin[1] >= 0 && origin[0] < kMaxCoord && origin[1] < kMaxCoord,
-                    "resize_box: origin must be in [0, 2^30), got (", origin[0], ", ", origin[1], ")");
+    CUSTOM_OP_CHECK_VALUE(std::isfinite(v) && v >= 0 && v <= kMaxCoord, "resize_box: box values must be in [0, 2^30]");
+  CUSTOM_OP_CHECK_VALUE(box[2] > box[0] && box[3] > box[1], "resize_box: empty box (", box[0], ", ", box[1], ", ",
+                        box[2], ", ", box[3], ")");
+  CUSTOM_OP_CHECK_VALUE(origin[0] >= 0 && origin[1] >= 0 && origin[0] < kMaxCoord && origin[1] < kMaxCoord,
+                        "resize_box: origin must be in [0, 2^30), got (", origin[0], ", ", origin[1], ")");
   const int64_t out_h = size[0], out_w = size[1];
   const int64_t wt = out_window[0], wl = out_window[1], wh = out_window[2], ww = out_window[3];
-  TORCH_CHECK_VALUE(out_h >= 1 && out_w >= 1 && out_h <= (1 << 24) && out_w <= (1 << 24),
-                    "resize_box: output size must be in 1..2^24, got ", out_h, "x", out_w);
-  TORCH_CHECK_VALUE(wh >= 1 && ww >= 1 && wt >= 0 && wl >= 0 && wt <= out_h - wh && wl <= out_w - ww,
-                    "resize_box: out_window (", wt, ", ", wl, ", ", wh, ", ", ww,
-                    ") does not fit in the output of size ", out_h, "x", out_w);
+  CUSTOM_OP_CHECK_VALUE(out_h >= 1 && out_w >= 1 && out_h <= (1 << 24) && out_w <= (1 << 24),
+                        "resize_box: output size must be in 1..2^24, got ", out_h, "x", out_w);
+  CUSTOM_OP_CHECK_VALUE(wh >= 1 && ww >= 1 && wt >= 0 && wl >= 0 && wt <= out_h - wh && wl <= out_w - ww,
+                        "resize_box: out_window (", wt, ", ", wl, ", ", wh, ", ", ww,
+                        ") does not fit in the output of size ", out_h, "x", out_w);
   const Filter f = static_cast<Filter>(filter);
   const AxisTaps rows = axis_taps("row", box[0], box[2], out_h, wt, wh, origin[0], H, f, antialias);
   const AxisTaps cols = axis_taps("column", box[1], box[3], out_w, wl, ww, origin[1], W, f, antialias);
 
-  const at::Tensor src = image.contiguous();
-  at::Tensor out = at::empty({C, wh, ww}, image.options());
+  const Tensor src = torch::stable::contiguous(image);
+  Tensor out = new_cpu_tensor({C, wh, ww});
   // Plane is shared by inputs and outputs; the input is only read.
-  const Plane in{const_cast<uint8_t*>(src.data_ptr<uint8_t>()), W, H * W};
-  const Plane dst{out.data_ptr<uint8_t>(), ww, wh * ww};
+  const Plane in{const_cast<uint8_t*>(src.const_data_ptr<uint8_t>()), W, H * W};
+  const Plane dst{out.mutable_data_ptr<uint8_t>(), ww, wh * ww};
 
   // Pillow (since 13) resamples vertically first when the height shrinks by more than twice as many
   // pixels as the width; the order changes the uint8 intermediate, so it is followed for equality.
@@ -341,12 +339,12 @@ at::Tensor resize_box_cpu(const at::Tensor& image, c10::ArrayRef<double> box, c1
   const int row_first = rows.first[0], row_last = rows.first[wh - 1] + rows.count[wh - 1];
   const int col_first = cols.first[0], col_last = cols.first[ww - 1] + cols.count[ww - 1];
 
-  at::Tensor tmp;
+  Tensor tmp;
   if (!vertical_first) {
     Plane mid{in.data + static_cast<std::ptrdiff_t>(row_first) * W, W, in.plane};
     if (!cols.identity) {
-      tmp = at::empty({C, row_last - row_first, ww}, image.options());
-      const Plane t{tmp.data_ptr<uint8_t>(), ww, (row_last - row_first) * ww};
+      tmp = new_cpu_tensor({C, row_last - row_first, ww});
+      const Plane t{tmp.mutable_data_ptr<uint8_t>(), ww, (row_last - row_first) * ww};
       horizontal_pass(mid, t, C, row_last - row_first, cols, 0);
       mid = t;
     } else {
@@ -356,8 +354,8 @@ at::Tensor resize_box_cpu(const at::Tensor& image, c10::ArrayRef<double> box, c1
   } else {
     Plane mid{in.data + col_first, W, in.plane};
     if (!rows.identity) {
-      tmp = at::empty({C, wh, col_last - col_first}, image.options());
-      const Plane t{tmp.data_ptr<uint8_t>(), col_last - col_first, wh * (col_last - col_first)};
+      tmp = new_cpu_tensor({C, wh, col_last - col_first});
+      const Plane t{tmp.mutable_data_ptr<uint8_t>(), col_last - col_first, wh * (col_last - col_first)};
       vertical_pass(mid, t, C, rows, 0, col_last - col_first);
       mid = t;
     } else {
@@ -370,6 +368,6 @@ at::Tensor resize_box_cpu(const at::Tensor& image, c10::ArrayRef<double> box, c1
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(custom_op, CPU, m) { m.impl("resize_box", &resize_box_cpu); }
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CPU, m) { m.impl("resize_box", TORCH_BOX(&resize_box_cpu)); }
 
 }  // namespace custom_op

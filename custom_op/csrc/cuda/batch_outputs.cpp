@@ -3,7 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/EmptyTensor.h>
 #include <c10/core/TensorImpl.h>
-#include <c10/util/Exception.h>
+
+#include "common/item_status.h"
 
 namespace custom_op {
 namespace gpu {
@@ -26,8 +27,8 @@ at::Tensor stack_after_decoding(const std::vector<Item>& items, const std::vecto
   for (size_t i = 0; i < items.size(); ++i) {
     if (failed(items[i].status)) continue;
     if (first == nullptr) first = &outputs[i];
-    TORCH_CHECK_VALUE(outputs[i].sizes() == first->sizes(), "custom_op: stack=True needs one output shape; got ",
-                      first->sizes(), " and ", outputs[i].sizes());
+    CUSTOM_OP_CHECK_VALUE(outputs[i].sizes() == first->sizes(), "custom_op: stack=True needs one output shape; got ",
+                          first->sizes(), " and ", outputs[i].sizes());
   }
   if (first == nullptr) return at::empty({0}, device);
   std::vector<at::Tensor> parts;
@@ -70,14 +71,14 @@ BatchOutputs allocate_outputs(const std::vector<Item>& items, bool stack, bool v
   for (const Item& it : items) {
     if (!it.shape_known) continue;
     if (first == nullptr) first = &it;
-    TORCH_CHECK_VALUE(it.height == first->height && it.width == first->width,
-                      "custom_op: stack=True needs windows of one size; got ", first->height, "x", first->width,
-                      " and ", it.height, "x", it.width);
+    CUSTOM_OP_CHECK_VALUE(it.height == first->height && it.width == first->width,
+                          "custom_op: stack=True needs windows of one size; got ", first->height, "x", first->width,
+                          " and ", it.height, "x", it.width);
     if (channels == 0) channels = it.channels;
-    TORCH_CHECK_VALUE(it.channels == 0 || it.channels == channels,
-                      "custom_op: stack=True needs one channel count; mode=UNCHANGED gives ", channels,
-                      " channels for one file and ", it.channels,
-                      " for another (use mode=RGB or GRAY, or stack=False)");
+    CUSTOM_OP_CHECK_VALUE(it.channels == 0 || it.channels == channels,
+                          "custom_op: stack=True needs one channel count; mode=UNCHANGED gives ", channels,
+                          " channels for one file and ", it.channels,
+                          " for another (use mode=RGB or GRAY, or stack=False)");
   }
   if (first != nullptr && channels > 0) {
     out.stacked = at::empty({static_cast<int64_t>(items.size()), channels, first->height, first->width}, device);

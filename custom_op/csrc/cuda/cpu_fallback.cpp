@@ -2,11 +2,13 @@
 
 #include <cstdint>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
 
 #include "common/item_status.h"
 
@@ -35,6 +37,22 @@ Decoded decode_item(const Item& it, const CallOptions& o) {
                  o.on_warning_code(), o.max_pixels, kFullScale);
 }
 
+// decode_item, its errors as capture_outcome reads them. The CPU operators' errors name their type at
+// the start of their message (common/item_status.h), whichever exception class carries them across the
+// dispatcher; c10's own (the dispatcher's, ATen's) name it by their class, and their what() adds a
+// backtrace.
+Decoded decode_item_or_throw_ours(const Item& it, const CallOptions& o) {
+  try {
+    return decode_item(it, o);
+  } catch (const c10::ValueError& e) {
+    throw Error(ItemStatus::kValueError, e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    throw Error(ItemStatus::kTypeError, e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(e.what_without_backtrace());
+  }
+}
+
 std::string text_of(const at::Tensor& bytes) {
   if (bytes.numel() == 0) return {};
   const at::Tensor b = bytes.contiguous();
@@ -49,7 +67,8 @@ void decode_on_cpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
     Item& it = items[i];
     if (it.path != kCpu) continue;
     at::Tensor host, warnings;
-    const ItemOutcome outcome = capture_outcome([&] { std::tie(host, warnings) = decode_item(it, options); });
+    const ItemOutcome outcome =
+        capture_outcome([&] { std::tie(host, warnings) = decode_item_or_throw_ours(it, options); });
     if (failed(outcome.status)) {
       fail_item(it, outcome.status, outcome.message);
       continue;

@@ -85,13 +85,14 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   // window lists are ignored.
   const size_t n = data.size();
   if (!whole)
-    TORCH_CHECK_VALUE(tops.size() == n && lefts.size() == n && heights.size() == n && widths.size() == n,
-                      kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n, ")");
+    CUSTOM_OP_CHECK_VALUE(tops.size() == n && lefts.size() == n && heights.size() == n && widths.size() == n,
+                          kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n,
+                          ")");
   CallOptions options;
   static_cast<DecodeOptions&>(options) = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
   options.whole = whole;
   options.check_entropy = check_entropy;
-  TORCH_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
+  CUSTOM_OP_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard device_guard(device);
@@ -117,7 +118,7 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
 }
 
 std::tuple<std::string, bool, int64_t, int64_t, std::string, bool> gpu_backend_info(int64_t device_index) {
-  TORCH_CHECK_VALUE(device_index >= 0, "custom_op: device index must be >= 0, got ", device_index);
+  CUSTOM_OP_CHECK_VALUE(device_index >= 0, "custom_op: device index must be >= 0, got ", device_index);
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
   const DeviceContext& c = device_context(static_cast<int>(device_index));
   const std::string version = std::to_string(c.nvjpeg_version[0]) + "." + std::to_string(c.nvjpeg_version[1]) + "." +

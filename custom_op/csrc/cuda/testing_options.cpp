@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include <c10/util/Exception.h>
+#include "common/item_status.h"
 
 namespace custom_op {
 namespace gpu {
@@ -25,10 +25,11 @@ TestingOptions testing_options() {
 }
 
 std::vector<int64_t> set_gpu_testing(int64_t force_path, bool no_margin, bool no_dedupe, int64_t segments) {
-  TORCH_CHECK_VALUE((force_path >= -1 && force_path <= kCpu) || force_path == kCudaDecoder,
-                    "custom_op: force_path must be -1 (none) or a decoder's path code, 0 to 4 or 7, got ", force_path);
-  TORCH_CHECK_VALUE(segments >= 0 && segments <= 2,
-                    "custom_op: segments must be 0 (by size), 1 (always) or 2 (never), got ", segments);
+  CUSTOM_OP_CHECK_VALUE((force_path >= -1 && force_path <= kCpu) || force_path == kCudaDecoder,
+                        "custom_op: force_path must be -1 (none) or a decoder's path code, 0 to 4 or 7, got ",
+                        force_path);
+  CUSTOM_OP_CHECK_VALUE(segments >= 0 && segments <= 2,
+                        "custom_op: segments must be 0 (by size), 1 (always) or 2 (never), got ", segments);
   return {force_path_setting.exchange(force_path), no_margin_setting.exchange(no_margin) ? 1 : 0,
           no_dedupe_setting.exchange(no_dedupe) ? 1 : 0, segments_setting.exchange(segments)};
 }
