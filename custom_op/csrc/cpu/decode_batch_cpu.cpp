@@ -82,7 +82,7 @@ std::tuple<std::vector<Tensor>, std::vector<int64_t>, std::vector<std::string>> 
   for (size_t i = 0; i < count; ++i) {
     if (failed(outcomes[i].status)) continue;
     if (first == nullptr) first = &images[i];
-    CUSTOM_OP_CHECK_VALUE(images[i].sizes() == first->sizes(), kMessagePrefix,
+    CUSTOM_OP_CHECK_VALUE(same_shape(images[i].sizes(), first->sizes()), kMessagePrefix,
                           "stack=True needs one output shape; got ", shape_text(first->sizes()), " and ",
                           shape_text(images[i].sizes()));
   }

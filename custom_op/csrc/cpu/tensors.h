@@ -40,6 +40,15 @@ inline std::string device_text(const torch::stable::Device& device) {
   return device.index() >= 0 ? name + ":" + std::to_string(static_cast<int>(device.index())) : name;
 }
 
+// Whether two shapes are equal (element by element: HeaderOnlyArrayRef has no operator== before
+// torch 2.13, and the library builds against any torch from its target on).
+inline bool same_shape(IntArrayRef a, IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 // "[3, 20, 30]": as c10 prints a tensor's sizes.
 inline std::string shape_text(IntArrayRef sizes) {
   std::string out = "[";
