@@ -119,8 +119,10 @@ def resize_crop_axis(image_size: int, s: int, resized: int, crop_start: int, cro
 
 
 def decode_and_resample(
-    tensor: torch.Tensor, rows: Axis, cols: Axis, s: int, resample: Resample, options: DecodeOptions
+    tensor: torch.Tensor, rows: Axis, cols: Axis, s: int, resample: Resample, options: DecodeOptions, flip: bool = False
 ) -> torch.Tensor:
+    """The decode at scale ``s`` and the resample; ``flip``: the result mirrored left-right, by the
+    resampler itself (a separate flip would be another pass over the output, parallel in torch)."""
     window = (rows.first, cols.first, rows.count, cols.count)
     region, warnings = _outcomes.call(
         torch.ops.custom_op.decode_and_crop_jpeg, tensor, *window, scale_num=s, **options.op_kwargs()
@@ -136,6 +138,7 @@ def decode_and_resample(
         origin=[rows.origin, cols.origin],
         filter=resample.filter,
         antialias=resample.antialias,
+        flip=flip,
     )
 
 
@@ -158,11 +161,13 @@ def resized_crop(
     scale: Optional[int],
     resample: Resample,
     options: DecodeOptions,
+    flip: bool = False,
 ) -> torch.Tensor:
     """The work of decode_and_resized_crop_jpeg once the arguments are checked and the header read
-    (``image_size``: the image's height and width, in the frame the window is given in)."""
+    (``image_size``: the image's height and width, in the frame the window is given in; ``flip``: the
+    output mirrored left-right)."""
     top, left, height, width = window
     check_window(top, left, height, width, *image_size, options.apply_exif_orientation)
     s = scale if scale is not None else choose_scale(height, width, out)
     rows, cols = crop_axis(top, height, s, out[0]), crop_axis(left, width, s, out[1])
-    return decode_and_resample(tensor, rows, cols, s, resample, options)
+    return decode_and_resample(tensor, rows, cols, s, resample, options, flip)

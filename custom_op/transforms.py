@@ -162,12 +162,12 @@ class RandomResizedCropJpeg(_JpegTransform):
         tensor, height, width = self._header(data)
         g = _generator(generator)
         window = self.get_params(height, width, g)
-        out = _resample.resized_crop(
-            tensor, (height, width), window, self.size, self.decode_scale, self._resample, self._options
+        # Drawn before the decode, which draws nothing: the same draws in the same order as
+        # RandomResizedCrop then RandomHorizontalFlip. The resampler writes the flipped output itself.
+        flip = self.hflip_p > 0 and bool(torch.rand(1, generator=g) < self.hflip_p)
+        return _resample.resized_crop(
+            tensor, (height, width), window, self.size, self.decode_scale, self._resample, self._options, flip
         )
-        if self.hflip_p > 0 and torch.rand(1, generator=g) < self.hflip_p:
-            out = out.flip(-1)
-        return out
 
     def __repr__(self) -> str:
         return (

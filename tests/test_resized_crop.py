@@ -498,3 +498,26 @@ def test_max_pixels_applies(valid):
     with pytest.raises(ValueError, match="max_pixels"):
         decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, 8, max_pixels=1000)
     assert decode_and_resized_crop_jpeg(valid, 0, 0, 10, 10, 8, max_pixels=None).shape == (3, 8, 8)
+
+
+@pytest.mark.parametrize("filter_name", list(INTERPOLATIONS))
+def test_resize_box_flip_mirrors_the_window(filter_name):
+    """flip=True gives the same window mirrored left-right, bit for bit, in either pass order (height
+    shrinking most, or width), for a copy (identity columns), a fractional box and a window of the
+    output read from part of the input."""
+    rng = np.random.default_rng(7)
+    image = torch.from_numpy(rng.integers(0, 256, (3, 150, 211), dtype=np.uint8))
+    cases = [
+        ([0.0, 0.0, 150.0, 211.0], [150, 211], [0, 0, 150, 211], [0, 0]),  # a copy
+        ([0.0, 0.0, 150.0, 211.0], [37, 180], [0, 0, 37, 180], [0, 0]),  # height shrinks most: vertical first
+        ([0.0, 0.0, 150.0, 211.0], [140, 51], [0, 0, 140, 51], [0, 0]),  # width shrinks most
+        ([3.25, 7.5, 140.75, 200.125], [64, 96], [5, 9, 40, 70], [0, 0]),  # fractional box, part of the output
+        ([20.0, 30.0, 150.0, 211.0], [300, 400], [0, 0, 1, 1], [0, 0]),  # upscale, one pixel
+    ]
+    for box, size, out_window, origin in cases:
+        kwargs = dict(
+            box=box, size=size, out_window=out_window, origin=origin, filter=INTERPOLATIONS[filter_name], antialias=True
+        )
+        plain = torch.ops.custom_op.resize_box(image, **kwargs)
+        flipped = torch.ops.custom_op.resize_box(image, flip=True, **kwargs)
+        assert torch.equal(flipped, plain.flip(-1)), (box, size, out_window)

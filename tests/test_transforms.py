@@ -10,6 +10,8 @@ automatic scales their PSNR against that is bounded as in test_resized_crop.
 import io
 import math
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,7 +19,7 @@ import torch
 from PIL import Image, ImageOps
 
 import custom_op
-from conftest import shared_dir
+from conftest import ROOT, shared_dir
 from custom_op import RandomResizedCropJpeg, ResizeCenterCropJpeg, decode_and_resized_crop_jpeg
 from test_resized_crop import MEAN_PSNR_BOUND, MIN_PSNR_BOUND, chw, needs_pillow_13, pillow_resized_crop, psnr
 
@@ -379,3 +381,28 @@ def test_transforms_bad_data(transform):
     assert transform(valid).shape == (3, 64, 64)
     with pytest.raises(RuntimeError):
         transform(valid[: valid.index(b"\xff\xda")])  # cut before the scan: no image data at all
+
+
+def test_per_image_transforms_stay_on_the_calling_thread(jpeg_writer):
+    """A per-image call runs on the calling thread: no intra-op parallel region, whose thread team
+    stalls when the machine's cores are busy (the batched calls are where parallelism belongs). In a
+    fresh process with an intra-op pool of 4, the transforms start none of its threads."""
+    data = jpeg_writer.encode(jpeg_writer.photo_like(600, 800, seed=5), sampling="4:2:0")
+    script = (
+        "import os, sys, torch, custom_op\n"
+        "torch.set_num_threads(4)\n"
+        "data = sys.stdin.buffer.read()\n"
+        "threads = lambda: len(os.listdir('/proc/self/task'))\n"
+        "train = custom_op.RandomResizedCropJpeg(224, hflip_p=0.5)\n"
+        "evaluate = custom_op.ResizeCenterCropJpeg(256, 224)\n"
+        "before = threads()\n"
+        "for seed in range(20):\n"
+        "    train(data, generator=seed)\n"
+        "    evaluate(data)\n"
+        "    custom_op.decode_and_resized_crop_jpeg(data, 0, 0, 600, 800, 224, scale=8)\n"
+        "print(before, threads())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], input=data, capture_output=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    before, after = map(int, result.stdout.split()[-2:])
+    assert after == before, f"the per-image calls started {after - before} threads"

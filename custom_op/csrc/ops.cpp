@@ -63,9 +63,10 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
   // pixel (0, 0) is frame pixel (origin[0], origin[1]); box (top, left, bottom, right) in frame
   // coordinates is mapped onto an output of `size` (h, w), of which the window out_window (top, left,
   // height, width) is returned. filter: 0 nearest, 1 bilinear, 2 bicubic, 3 box, 4 hamming, 5 lanczos.
+  // flip: the window mirrored left-right (the output's columns in reverse order, at no extra cost).
   m.def(
       "resize_box(Tensor image, *, float[] box, int[] size, int[] out_window, int[] origin, int filter, "
-      "bool antialias) -> Tensor");
+      "bool antialias, bool flip=False) -> Tensor");
 
   // For tests and benchmarks (custom_op/testing.py).
   // The random-access path's sub-image of a window's restart segments (cpu/restart_index.h) and where

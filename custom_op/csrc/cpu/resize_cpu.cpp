@@ -9,12 +9,17 @@
 // in the frame of the whole (virtual) output and only the requested window of it is produced, so that
 // resize-then-crop needs only the pixels under the crop.
 //
+// One image's resize runs on the calling thread, never in torch's intra-op pool: it is too little work
+// for a parallel region, whose threads stall when the cores are busy (a DataLoader's workers, a test
+// suite beside it), and the batched calls are where parallelism belongs (one item per thread).
+//
 // CUSTOM_OP_RESIZE_NO_SIMD=1 (read once per process) selects the portable kernels, for testing them.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -153,6 +158,26 @@ AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, i
   return taps;
 }
 
+// The same outputs in reverse order: a left-right flip of the result, at no cost, since each output
+// column is computed from its own taps alone. The taps' first indices then decrease.
+void reverse_taps(AxisTaps* taps) {
+  const int64_t n = static_cast<int64_t>(taps->first.size()), k = taps->ksize;
+  std::reverse(taps->first.begin(), taps->first.end());
+  std::reverse(taps->count.begin(), taps->count.end());
+  for (int64_t i = 0; i < n / 2; ++i)
+    std::swap_ranges(taps->weights.begin() + i * k, taps->weights.begin() + (i + 1) * k,
+                     taps->weights.begin() + (n - 1 - i) * k);
+  taps->identity = n == 1 && taps->identity;
+}
+
+// The input columns (or rows) [lo, hi) that some output reads: the taps' first indices are monotonic,
+// increasing or (reversed) decreasing, so the extremes are at the ends.
+std::pair<int, int> taps_span(const AxisTaps& taps) {
+  const size_t last = taps.first.size() - 1;
+  return {std::min(taps.first[0], taps.first[last]),
+          std::max(taps.first[0] + taps.count[0], taps.first[last] + taps.count[last])};
+}
+
 inline uint8_t clip8(int32_t v) {
   v >>= kPrecisionBits;  // arithmetic shift: floor, as Pillow
   return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
@@ -259,43 +284,39 @@ constexpr int64_t kStrip = 64;
 // rows it is combine_rows along the block's height, then the block is transposed back.
 void horizontal_pass(const Plane& src, const Plane& dst, int64_t C, int64_t n_rows, const AxisTaps& cols, int shift) {
   const int64_t width = static_cast<int64_t>(cols.count.size());
-  const int c_lo = cols.first[0], c_hi = cols.first[width - 1] + cols.count[width - 1];
+  const auto [c_lo, c_hi] = taps_span(cols);
   const int64_t n_cols = c_hi - c_lo;
   const int64_t strips = (n_rows + kStrip - 1) / kStrip;
-  torch::stable::parallel_for(0, C * strips, 1, [&](int64_t begin, int64_t end) {
-    std::vector<uint8_t> in_t(n_cols * kStrip), out_t(width * kStrip);
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t c = i / strips, r0 = (i % strips) * kStrip, rows = std::min(kStrip, n_rows - r0);
-      const uint8_t* s = src.data + c * src.plane + r0 * src.stride + (c_lo - shift);
-      transpose(s, src.stride, in_t.data(), kStrip, rows, n_cols);
-      for (int64_t x = 0; x < width; ++x) {
-        combine_rows(in_t.data() + (cols.first[x] - c_lo) * kStrip, kStrip, &cols.weights[x * cols.ksize],
-                     cols.count[x], out_t.data() + x * kStrip, rows);
-      }
-      transpose(out_t.data(), kStrip, dst.data + c * dst.plane + r0 * dst.stride, dst.stride, width, rows);
+  std::vector<uint8_t> in_t(n_cols * kStrip), out_t(width * kStrip);
+  for (int64_t i = 0; i < C * strips; ++i) {
+    const int64_t c = i / strips, r0 = (i % strips) * kStrip, rows = std::min(kStrip, n_rows - r0);
+    const uint8_t* s = src.data + c * src.plane + r0 * src.stride + (c_lo - shift);
+    transpose(s, src.stride, in_t.data(), kStrip, rows, n_cols);
+    for (int64_t x = 0; x < width; ++x) {
+      combine_rows(in_t.data() + (cols.first[x] - c_lo) * kStrip, kStrip, &cols.weights[x * cols.ksize], cols.count[x],
+                   out_t.data() + x * kStrip, rows);
     }
-  });
+    transpose(out_t.data(), kStrip, dst.data + c * dst.plane + r0 * dst.stride, dst.stride, width, rows);
+  }
 }
 
 // dst rows [0, rows.count.size()) of every channel, `width` columns; src row 0 is input row `row0`.
 void vertical_pass(const Plane& src, const Plane& dst, int64_t C, const AxisTaps& rows, int row0, int64_t width) {
   const int64_t n_out = static_cast<int64_t>(rows.count.size());
-  torch::stable::parallel_for(0, C * n_out, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t c = i / n_out, y = i % n_out;
-      const uint8_t* first = src.data + c * src.plane + (rows.first[y] - row0) * src.stride;
-      uint8_t* out = dst.data + c * dst.plane + y * dst.stride;
-      if (rows.identity) {
-        std::memcpy(out, first, width);
-      } else {
-        combine_rows(first, src.stride, &rows.weights[y * rows.ksize], rows.count[y], out, width);
-      }
+  for (int64_t i = 0; i < C * n_out; ++i) {
+    const int64_t c = i / n_out, y = i % n_out;
+    const uint8_t* first = src.data + c * src.plane + (rows.first[y] - row0) * src.stride;
+    uint8_t* out = dst.data + c * dst.plane + y * dst.stride;
+    if (rows.identity) {
+      std::memcpy(out, first, width);
+    } else {
+      combine_rows(first, src.stride, &rows.weights[y * rows.ksize], rows.count[y], out, width);
     }
-  });
+  }
 }
 
 Tensor resize_box_cpu(const Tensor& image, const std::vector<double>& box, IntArrayRef size, IntArrayRef out_window,
-                      IntArrayRef origin, int64_t filter, bool antialias) {
+                      IntArrayRef origin, int64_t filter, bool antialias, bool flip) {
   CUSTOM_OP_CHECK_TYPE(image.is_cpu() && image.scalar_type() == ScalarType::Byte && image.dim() == 3,
                        "resize_box: image must be a uint8 CPU tensor [C, H, W], got ", image.scalar_type(),
                        " of shape ", shape_text(image.sizes()), " on ", device_text(image.device()));
@@ -322,7 +343,8 @@ Tensor resize_box_cpu(const Tensor& image, const std::vector<double>& box, IntAr
                         ") does not fit in the output of size ", out_h, "x", out_w);
   const Filter f = static_cast<Filter>(filter);
   const AxisTaps rows = axis_taps("row", box[0], box[2], out_h, wt, wh, origin[0], H, f, antialias);
-  const AxisTaps cols = axis_taps("column", box[1], box[3], out_w, wl, ww, origin[1], W, f, antialias);
+  AxisTaps cols = axis_taps("column", box[1], box[3], out_w, wl, ww, origin[1], W, f, antialias);
+  if (flip) reverse_taps(&cols);
 
   const Tensor src = torch::stable::contiguous(image);
   Tensor out = new_cpu_tensor({C, wh, ww});
@@ -336,8 +358,8 @@ Tensor resize_box_cpu(const Tensor& image, const std::vector<double>& box, IntAr
   const double shrink_w = (box[3] - box[1]) - static_cast<double>(out_w);
   const bool vertical_first = shrink_h > 0 && shrink_h > 2 * shrink_w;
   // The part of the input that the first pass reads along the other axis.
-  const int row_first = rows.first[0], row_last = rows.first[wh - 1] + rows.count[wh - 1];
-  const int col_first = cols.first[0], col_last = cols.first[ww - 1] + cols.count[ww - 1];
+  const auto [row_first, row_last] = taps_span(rows);
+  const auto [col_first, col_last] = taps_span(cols);
 
   Tensor tmp;
   if (!vertical_first) {
