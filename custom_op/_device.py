@@ -63,19 +63,10 @@ def run(
 ) -> BatchRun:
     """Decodes ``tensors`` (whole images when ``windows`` is None, else (tops, lefts, heights, widths))."""
     whole = windows is None
-    tops, lefts, heights, widths = ([], [], [], []) if whole else windows
+    args = (tensors, *(([], [], [], []) if whole else windows))
+    kwargs = dict(whole=whole, stack=stack, **options.op_kwargs())
     if where.device.type == "cpu":
-        images, statuses, messages = _outcomes.call(
-            torch.ops.custom_op.decode_jpegs,
-            tensors,
-            tops,
-            lefts,
-            heights,
-            widths,
-            whole=whole,
-            stack=stack,
-            **options.op_kwargs(),
-        )
+        images, statuses, messages = _outcomes.call(torch.ops.custom_op.decode_jpegs, *args, **kwargs)
         return BatchRun(images, statuses, messages, [CPU_PATH] * len(tensors))
     index = cuda_index(where.device)
     stream = where.stream
@@ -84,17 +75,8 @@ def run(
     # No stream context without a stream: the current one is the default, and torch.compile cannot
     # trace torch.cuda.stream(None).
     with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        op = torch.ops.custom_op.decode_jpegs_cuda
         images, statuses, messages, paths = _outcomes.call(
-            torch.ops.custom_op.decode_jpegs_cuda,
-            tensors,
-            tops,
-            lefts,
-            heights,
-            widths,
-            whole=whole,
-            stack=stack,
-            device=index,
-            check_entropy=where.check_entropy,
-            **options.op_kwargs(),
+            op, *args, device=index, check_entropy=where.check_entropy, **kwargs
         )
     return BatchRun(images, statuses, messages, paths)

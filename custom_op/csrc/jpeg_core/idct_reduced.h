@@ -41,10 +41,10 @@ namespace jpeg_core {
 
 namespace reduced {
 
-constexpr int kConstBits = 13;
-constexpr int kPass1Bits = 2;
-// FIX(x) = round(x * 2^13), as jidctred.c defines them.
-constexpr int32_t fix13(double x) { return static_cast<int32_t>(x * (1 << kConstBits) + 0.5); }
+// jidctred.c's fixed point is jidctint.c's: 13 fraction bits in the constants, 2 kept after pass 1.
+using islow::fix13;
+using islow::kConstBits;
+using islow::kPass1Bits;
 constexpr int32_t F0211 = fix13(0.211164243), F0509 = fix13(0.509795579), F0601 = fix13(0.601344887),
                   F0720 = fix13(0.720959822), F0765 = fix13(0.765366865), F0850 = fix13(0.850430095),
                   F0899 = fix13(0.899976223), F1061 = fix13(1.061594337), F1272 = fix13(1.272758580),
