@@ -64,11 +64,15 @@ def shared_dir(name: str) -> Path:
     """A folder of CUSTOM_OP_TEST_DATA (imagenet-sample or odd-jpegs), or a skip saying it is missing. Only the
     GPU tests still need it: the others take the `photos` and `odd_jpegs` fixtures, generated without it."""
     root = photo_data.data_root()
-    path = root / name if root is not None else None
-    if path is None or not path.is_dir():
+    if root is None:
         pytest.skip(
-            f"{path or photo_data.describe_missing()} is absent: these tests need real JPEGs, which the repository "
-            "does not hold (set CUSTOM_OP_TEST_DATA to a folder holding imagenet-sample/ and odd-jpegs/)"
+            f"CUSTOM_OP_TEST_DATA={os.environ.get('CUSTOM_OP_TEST_DATA')!r} hides the real JPEGs these tests need"
+        )
+    path = root / name
+    if not path.is_dir():
+        pytest.skip(
+            f"{path} is absent: these tests need real JPEGs, which the repository does not hold "
+            "(set CUSTOM_OP_TEST_DATA to a folder holding imagenet-sample/ and odd-jpegs/)"
         )
     return path
 

@@ -52,10 +52,13 @@ def _is_structured(root: Path) -> bool:
 
 
 def _jpegs_under(folder: Path) -> list[Path]:
+    """The JPEGs under folder, hidden files and folders (".name") left out."""
     return sorted(
         p
         for p in folder.rglob("*")
-        if p.suffix.lower() in JPEG_SUFFIXES and p.is_file() and not any(s.startswith(".") for s in p.parts)
+        if p.suffix.lower() in JPEG_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and p.is_file()
     )
 
 
@@ -64,14 +67,6 @@ def spread(paths: list[Path], n: int) -> list[Path]:
     if len(paths) <= n:
         return paths
     return [paths[i * len(paths) // n] for i in range(n)]
-
-
-def describe_missing() -> str:
-    """Where the real photos were looked for, for a skip's reason."""
-    root = data_root()
-    if root is None:
-        return f"{ENV} is {os.environ.get(ENV)!r}: real photos hidden"
-    return f"no JPEGs in {root} ({ENV})"
 
 
 @cache

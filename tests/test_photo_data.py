@@ -59,6 +59,7 @@ def test_only_odd_jpegs_means_generated_photos(data_env, tmp_path):
 def test_a_plain_folder_of_jpegs(data_env, tmp_path, monkeypatch):
     photos = [touch(tmp_path / name) for name in ("a/x.jpg", "b/c/y.JPEG", "b/z.Jpg", "top.jpeg")]
     touch(tmp_path / ".hidden" / "h.jpg")
+    touch(tmp_path / "a" / ".h.jpg")
     touch(tmp_path / "readme.txt")
     data_env(tmp_path)
     assert photo_data.real_photos() == tuple(sorted(photos))
@@ -69,6 +70,12 @@ def test_a_plain_folder_of_jpegs(data_env, tmp_path, monkeypatch):
     chosen = photo_data.real_photos()
     assert len(chosen) == 3 and list(chosen) == sorted(chosen)
     assert chosen[0] == tuple(sorted(photos[:3] + many))[0]
+
+
+def test_a_folder_inside_a_hidden_one(data_env, tmp_path):
+    photo = touch(tmp_path / ".cache" / "photos" / "x.jpg")
+    data_env(tmp_path / ".cache" / "photos")
+    assert photo_data.real_photos() == (photo,)
 
 
 def test_a_folder_without_jpegs(data_env, tmp_path):
