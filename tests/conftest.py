@@ -1,4 +1,4 @@
-"""Shared test fixtures: where the real JPEGs are, and the generated-JPEG factory."""
+"""Shared test fixtures: the photos (real ones, or generated; see photo_data.py) and the generated-JPEG factory."""
 
 import importlib.util
 import os
@@ -14,7 +14,7 @@ for path in (str(ROOT / "tests"), str(ROOT)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-SHARED_DATA = Path(os.environ.get("CUSTOM_OP_TEST_DATA", ROOT.parent / "shared" / "data"))
+import photo_data  # noqa: E402  (tests/, on the path from here)
 
 # Caches that tests fill, and the folder each gets under pytest's temporary folder of the session unless
 # the variable is set already. Test modules build the JPEG writer while they are collected (their skip
@@ -62,8 +62,14 @@ def load_package_module(name: str):
 
 
 def shared_dir(name: str) -> Path:
-    """A folder of ../shared/data, or a skip saying it is missing (our users' checkouts lack it)."""
-    path = SHARED_DATA / name
+    """A folder of CUSTOM_OP_TEST_DATA (imagenet-sample or odd-jpegs), or a skip saying it is missing. Only the
+    GPU tests still need it: the others take the `photos` and `odd_jpegs` fixtures, generated without it."""
+    root = photo_data.data_root()
+    if root is None:
+        pytest.skip(
+            f"CUSTOM_OP_TEST_DATA={os.environ.get('CUSTOM_OP_TEST_DATA')!r} hides the real JPEGs these tests need"
+        )
+    path = root / name
     if not path.is_dir():
         pytest.skip(
             f"{path} is absent: these tests need real JPEGs, which the repository does not hold "
@@ -99,3 +105,37 @@ def assert_op_raises(kind, says, op, *args, **kwargs):
     with pytest.raises(kind) as typed:
         _outcomes.call(op, *args, **kwargs)
     assert type(typed.value) is kind and str(typed.value) == message[len(tag) :], repr(typed.value)
+
+
+@pytest.fixture(scope="session")
+def generated_photos(jpeg_writer, tmp_path_factory) -> tuple[Path, ...]:
+    """The generated photo set (photo_data.RECIPES), written once per session."""
+    return photo_data.write_photo_set(tmp_path_factory.mktemp("generated-photos"))
+
+
+@pytest.fixture(scope="session")
+def generated_odd_jpegs(jpeg_writer, tmp_path_factory) -> Path:
+    """A folder of generated stand-ins for odd-jpegs/ (photo_data.ODD_STAND_INS), written once per session."""
+    return photo_data.write_odd_stand_ins(tmp_path_factory.mktemp("generated-odd-jpegs"))
+
+
+@pytest.fixture(scope="session")
+def photos(request) -> tuple[Path, ...]:
+    """The photos of the photo tests: the real ones of CUSTOM_OP_TEST_DATA (imagenet-sample/, or a plain
+    folder's JPEGs) when there are, else the generated set."""
+    return photo_data.real_photos() or request.getfixturevalue("generated_photos")
+
+
+@pytest.fixture(scope="session")
+def odd_jpegs(request) -> Path:
+    """The folder of odd files, used by name: CUSTOM_OP_TEST_DATA's odd-jpegs/, else generated stand-ins
+    with the same names and the properties the tests rely on."""
+    return photo_data.real_odd_dir() or request.getfixturevalue("generated_odd_jpegs")
+
+
+def jpeg_size(path: Path) -> tuple[int, int]:
+    """(height, width) of a JPEG file, from its header (Pillow)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.height, image.width

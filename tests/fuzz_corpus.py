@@ -6,7 +6,6 @@ from the three values a failure report prints.
 
 from __future__ import annotations
 
-import os
 import random
 import struct
 from functools import cache
@@ -14,11 +13,7 @@ from pathlib import Path
 
 import jpeg_factory
 import jpeg_markers as jm
-
-# Same rule as conftest.py (this module also runs in the fuzz child, which has no conftest).
-SHARED_DATA = Path(
-    os.environ.get("CUSTOM_OP_TEST_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")
-)
+import photo_data  # where the real files are (CUSTOM_OP_TEST_DATA), as for conftest.py
 
 
 def _exif_app1(orientation: int, big_endian: bool) -> bytes:
@@ -59,11 +54,11 @@ _EXIF = {"exif_orientation_6": (6, False), "exif_orientation_7_big_endian": (7, 
 
 # Real files that nobody here wrote (small ones, so that the fuzz loop stays quick).
 _REAL = {
-    "real_testorig": "odd-jpegs/testorig.jpg",
-    "real_cmyk": "odd-jpegs/pil_sample_cmyk.jpg",
-    "real_orientation_6": "odd-jpegs/hopper_orientation_6.jpg",
-    "real_exif_gps": "odd-jpegs/exif_gps.jpg",
-    "real_truncated_progressive": "odd-jpegs/truncated_jpeg.jpg",
+    "real_testorig": "testorig.jpg",
+    "real_cmyk": "pil_sample_cmyk.jpg",
+    "real_orientation_6": "hopper_orientation_6.jpg",
+    "real_exif_gps": "exif_gps.jpg",
+    "real_truncated_progressive": "truncated_jpeg.jpg",
 }
 _IMAGENET_FILES = 3
 # Bases that are themselves damaged: their unmutated form may fail like any variant.
@@ -77,18 +72,16 @@ def is_valid(name: str) -> bool:
 
 def base_names() -> list[str]:
     names = list(_GENERATED)
-    names += [n for n, rel in _REAL.items() if (SHARED_DATA / rel).is_file()]
+    odd = photo_data.real_odd_dir()
+    names += [n for n, name in _REAL.items() if odd is not None and (odd / name).is_file()]
     names += [f"imagenet_{i}" for i in range(len(_imagenet_paths()))]
     return names
 
 
 @cache
 def _imagenet_paths() -> tuple[Path, ...]:
-    folder = SHARED_DATA / "imagenet-sample"
-    if not folder.is_dir():
-        return ()
-    # The smallest few: varied encoders and subsamplings, and cheap to decode thousands of times.
-    files = sorted(folder.glob("*.JPEG"), key=lambda p: (p.stat().st_size, p.name))
+    # The smallest few real photos: varied encoders and subsamplings, and cheap to decode thousands of times.
+    files = sorted(photo_data.real_photos(), key=lambda p: (p.stat().st_size, p.name))
     return tuple(files[:_IMAGENET_FILES])
 
 
@@ -101,7 +94,7 @@ def base(name: str) -> bytes:
             data = _with_exif(data, *_EXIF[name])
         return data
     if name in _REAL:
-        return (SHARED_DATA / _REAL[name]).read_bytes()
+        return (photo_data.real_odd_dir() / _REAL[name]).read_bytes()
     if name.startswith("imagenet_"):
         return _imagenet_paths()[int(name.split("_")[1])].read_bytes()
     raise KeyError(name)

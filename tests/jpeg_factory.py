@@ -4,13 +4,17 @@
 cache directory: $CUSTOM_OP_JPEG_WRITER_DIR, which the tests' conftest.py points into pytest's temporary
 folder for the session (so a test run leaves nothing behind outside it); when unset, as for the fuzz
 scripts run by hand, a per-user cache beside the project's others, <root>/custom_op/jpeg_writer with
-root $CUSTOM_OP_CACHE_DIR, else $XDG_CACHE_HOME, else ~/.cache. When no C compiler or no jpeglib.h is
-available, `encode` raises FactoryUnavailable; tests turn that into a skip (see `unavailable_reason`).
+root $CUSTOM_OP_CACHE_DIR, else $XDG_CACHE_HOME, else ~/.cache. It is built against the libjpeg-turbo the
+extension's build finds (custom_op/_jpeg_paths.py: $CUSTOM_OP_JPEG_PREFIX, $CONDA_PREFIX, the system), so that
+whoever can build the extension can build it; else against the compiler's default libjpeg. When no C compiler or
+no jpeglib.h is available, `encode` raises FactoryUnavailable; tests turn that into a skip (see
+`unavailable_reason`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -74,6 +78,21 @@ def _find_compiler() -> str | None:
     return None
 
 
+def _jpeg_flags() -> list[str]:
+    """Compiler and linker flags for the libjpeg-turbo the extension uses, or plain -ljpeg when none is found."""
+    spec = importlib.util.spec_from_file_location(
+        "_tests_jpeg_paths", Path(__file__).resolve().parents[1] / "custom_op" / "_jpeg_paths.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        found = module.find_libjpeg_turbo()
+    except module.LibjpegTurboNotFound:
+        return ["-ljpeg"]
+    flags = [f"-I{d}" for d in found.include_dirs] + [f"-L{d}" for d in found.library_dirs]
+    return flags + [f"-Wl,-rpath,{d}" for d in found.rpath_dirs] + [f"-l{name}" for name in found.libraries]
+
+
 def writer_path() -> Path:
     """Path of the compiled writer, building it if this source version has not been built yet."""
     global _writer, _writer_error
@@ -82,18 +101,18 @@ def writer_path() -> Path:
     if _writer_error is not None:
         raise FactoryUnavailable(_writer_error)
 
-    source = _SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
+    compiler = _find_compiler()
+    if compiler is None:
+        _writer_error = "no C compiler (cc/gcc/clang, or $CC) found to build tests/jpeg_writer.c"
+        raise FactoryUnavailable(_writer_error)
+    jpeg_flags = _jpeg_flags()
+    digest = hashlib.sha256(_SOURCE.read_bytes() + " ".join([compiler, *jpeg_flags]).encode()).hexdigest()[:16]
     cache = cache_dir()
     target = cache / f"jpeg_writer-{digest}"
     if target.is_file() and os.access(target, os.X_OK):
         _writer = target
         return target
 
-    compiler = _find_compiler()
-    if compiler is None:
-        _writer_error = "no C compiler (cc/gcc/clang, or $CC) found to build tests/jpeg_writer.c"
-        raise FactoryUnavailable(_writer_error)
     cache.mkdir(parents=True, exist_ok=True)
     # Several pytest-xdist workers or processes may build at once: each builds under its own name and
     # the atomic rename makes whichever finishes last win with an identical binary.
@@ -101,7 +120,7 @@ def writer_path() -> Path:
     os.close(fd)
     try:
         result = subprocess.run(
-            [compiler, "-O2", "-o", temp_name, str(_SOURCE), "-ljpeg"],
+            [compiler, "-O2", "-o", temp_name, str(_SOURCE), *jpeg_flags],
             capture_output=True,
             text=True,
         )

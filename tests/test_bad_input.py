@@ -19,7 +19,6 @@ import custom_op
 import damaged_jpegs
 import jpeg_factory
 import jpeg_markers as jm
-from conftest import shared_dir
 
 pytestmark = pytest.mark.skipif(
     jpeg_factory.unavailable_reason() is not None, reason=str(jpeg_factory.unavailable_reason())
@@ -646,11 +645,11 @@ def test_max_pixels_can_be_raised_or_disabled(valid):
         assert out.shape == (3, 10, 10)
 
 
-# ------------------------------------------------------------------------------------ real odd files
+# ------------------------------------------------ odd files (odd-jpegs/, or generated stand-ins)
 
 
-def test_real_truncated_file():
-    data = (shared_dir("odd-jpegs") / "truncated_jpeg.jpg").read_bytes()
+def test_truncated_odd_file(odd_jpegs):
+    data = (odd_jpegs / "truncated_jpeg.jpg").read_bytes()
     with pytest.raises(RuntimeError):
         custom_op.decode_jpeg(data)
     info = custom_op.read_jpeg_header(data)
@@ -660,8 +659,8 @@ def test_real_truncated_file():
         custom_op.decode_jpeg(data, on_warning="warn")
 
 
-def test_real_odd_files_cut_anywhere():
-    for path in sorted(shared_dir("odd-jpegs").glob("*.jpg")):
+def test_odd_files_cut_anywhere(odd_jpegs):
+    for path in sorted(odd_jpegs.glob("*.jpg")):
         data = path.read_bytes()
         for cut in np.linspace(0, len(data) - 3, 25).astype(int):
             for call in (

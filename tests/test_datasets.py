@@ -37,7 +37,6 @@ from datasets.transforms import mask_box  # noqa: E402
 from datasets.windows import TRANSFORM_STREAM, WINDOW_STREAM  # noqa: E402
 from test_resized_crop import PILLOW_ORDER  # noqa: E402
 
-IMAGENET = REPO.parent / "shared" / "data" / "imagenet-sample"
 H, W = 120, 160  # small images keep the tests fast; crops below are smaller than the images
 CROP, OUT = 64, 48
 
@@ -404,30 +403,28 @@ def test_dataloader_with_workers_matches_in_process_samples(synth, pipeline):
     assert torch.equal(images, expected)
 
 
-@pytest.mark.skipif(not IMAGENET.is_dir(), reason=f"{IMAGENET} not present")
-def test_real_photos_pil_and_roi_agree():
-    paths = sorted(IMAGENET.glob("*.JPEG"))[:40]
+def test_photos_pil_and_roi_agree(photos, tmp_path):
+    # The photos (real or generated, conftest's `photos`) in a flat folder of links.
+    paths = photos[:40]
+    for k, path in enumerate(paths):
+        (tmp_path / f"{k:02d}-{path.name}").symlink_to(path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        pil = JpegCropDataset(IMAGENET, "pil", seed=5, transforms=False)
-        roi = JpegCropDataset(IMAGENET, "roi", seed=5, transforms=False)
-    assert pil.layout == "flat" and len(pil) == len(list(IMAGENET.glob("*.JPEG")))
+        pil = JpegCropDataset(tmp_path, "pil", seed=5, transforms=False)
+        roi = JpegCropDataset(tmp_path, "roi", seed=5, transforms=False)
+    assert pil.layout == "flat" and len(pil) == len(paths)
     for i in range(len(paths)):
         assert pil.window(i) == roi.window(i)
         assert torch.equal(pil[i][0], roi[i][0]), pil.paths[i]
 
 
-ODD_JPEGS = REPO.parent / "shared" / "data" / "odd-jpegs"
-
-
-@pytest.mark.skipif(not ODD_JPEGS.is_dir(), reason=f"{ODD_JPEGS} not present")
 @pytest.mark.filterwarnings("ignore:.*are not read")  # the folder's license text
-def test_odd_jpegs_agree_or_fail_alike_in_pil_and_roi():
+def test_odd_jpegs_agree_or_fail_alike_in_pil_and_roi(odd_jpegs):
     # CMYK, grayscale, EXIF-rotated, ICC after SOF, a truncated progressive file: per file, both
     # pipelines give the same window and pixels, or both report it as corrupt with its path.
     kw = dict(seed=2, crop_size=CROP, transforms=False)
-    pil = JpegCropDataset(ODD_JPEGS, "pil", **kw)
-    roi = JpegCropDataset(ODD_JPEGS, "roi", **kw)
+    pil = JpegCropDataset(odd_jpegs, "pil", **kw)
+    roi = JpegCropDataset(odd_jpegs, "roi", **kw)
     outcomes = {}
     for i, path in enumerate(pil.paths):
         try:

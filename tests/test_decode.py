@@ -15,9 +15,9 @@ import torch
 from PIL import Image, ImageOps
 
 import custom_op
-from conftest import shared_dir
 from custom_op import ImageReadMode
 from jpeg_factory import with_exif_orientation
+from photo_data import spread
 
 MODES = {"RGB": ImageReadMode.RGB, "L": ImageReadMode.GRAY, "UNCHANGED": ImageReadMode.UNCHANGED}
 
@@ -80,15 +80,12 @@ def assert_crops_exact(data: bytes, reference: np.ndarray, rng, mode=ImageReadMo
 
 
 # ---------------------------------------------------------------------------------------------------
-# Real photos
+# Photos: the real ones of CUSTOM_OP_TEST_DATA, else the generated set (conftest's `photos`)
 
 
-def test_every_imagenet_sample_file_many_windows():
-    folder = shared_dir("imagenet-sample")
-    files = sorted(folder.iterdir())
-    assert len(files) >= 100
+def test_every_photo_many_windows(photos):
     rng = np.random.default_rng(0)
-    for path in files:
+    for path in photos:
         data = path.read_bytes()
         reference = pillow_reference(data)
         assert np.array_equal(custom_op.decode_jpeg(data).numpy(), reference), path.name
@@ -96,12 +93,37 @@ def test_every_imagenet_sample_file_many_windows():
 
 
 @pytest.mark.parametrize("mode", ["L", "UNCHANGED"])
-def test_imagenet_sample_other_modes(mode):
-    folder = shared_dir("imagenet-sample")
+def test_photos_other_modes(photos, mode):
     rng = np.random.default_rng(1)
-    for path in sorted(folder.iterdir())[::10]:
+    for path in spread(photos, 20):
         data = path.read_bytes()
         assert_crops_exact(data, pillow_reference(data, mode), rng, mode=MODES[mode], n_random=4)
+
+
+def test_photos_with_their_exif_orientation(photos):
+    rng = np.random.default_rng(8)
+    for path in spread(photos, 20):
+        data = path.read_bytes()
+        reference = pillow_reference(data, exif=True)
+        assert np.array_equal(custom_op.decode_jpeg(data, apply_exif_orientation=True).numpy(), reference), path.name
+        assert_crops_exact(data, reference, rng, exif=True, n_random=4)
+
+
+def test_photos_batched_equal_one_at_a_time(photos):
+    datas = [p.read_bytes() for p in spread(photos, 64)]
+    rng = np.random.default_rng(9)
+    for mode, exif in ((ImageReadMode.RGB, False), (ImageReadMode.GRAY, True), (ImageReadMode.UNCHANGED, False)):
+        windows = []
+        for data in datas:
+            info = custom_op.read_jpeg_header(data, apply_exif_orientation=exif)
+            h, w = int(rng.integers(1, info.height + 1)), int(rng.integers(1, info.width + 1))
+            windows.append((int(rng.integers(0, info.height - h + 1)), int(rng.integers(0, info.width - w + 1)), h, w))
+        batch = custom_op.decode_and_crop_jpegs(datas, *zip(*windows), mode=mode, apply_exif_orientation=exif)
+        for data, window, out in zip(datas, windows, batch):
+            one = custom_op.decode_and_crop_jpeg(data, *window, mode=mode, apply_exif_orientation=exif)
+            assert torch.equal(out, one), (window, mode, exif)
+    for data, out in zip(datas, custom_op.decode_jpegs(datas)):
+        assert torch.equal(out, custom_op.decode_jpeg(data))
 
 
 ODD_FILES = [
@@ -121,21 +143,20 @@ ODD_FILES = [
 @pytest.mark.parametrize("name", ODD_FILES)
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("exif", [False, True])
-def test_odd_jpegs(name, mode, exif):
-    data = (shared_dir("odd-jpegs") / name).read_bytes()
+def test_odd_jpegs(odd_jpegs, name, mode, exif):
+    data = (odd_jpegs / name).read_bytes()
     reference = pillow_reference(data, mode, exif)
     out = custom_op.decode_jpeg(data, mode=MODES[mode], apply_exif_orientation=exif)
     assert np.array_equal(out.numpy(), reference)
     assert_crops_exact(data, reference, np.random.default_rng(2), mode=MODES[mode], exif=exif, n_random=6)
 
 
-def test_odd_jpegs_headers():
-    folder = shared_dir("odd-jpegs")
-    info = custom_op.read_jpeg_header((folder / "hopper_orientation_6.jpg").read_bytes())
+def test_odd_jpegs_headers(odd_jpegs):
+    info = custom_op.read_jpeg_header((odd_jpegs / "hopper_orientation_6.jpg").read_bytes())
     assert info.orientation == 6 and (info.height, info.width) == (128, 128)
-    cmyk = custom_op.read_jpeg_header((folder / "pil_sample_cmyk.jpg").read_bytes())
+    cmyk = custom_op.read_jpeg_header((odd_jpegs / "pil_sample_cmyk.jpg").read_bytes())
     assert cmyk.channels == 4 and cmyk.color_space in ("cmyk", "ycck")
-    gray = custom_op.read_jpeg_header((folder / "hopper_gray.jpg").read_bytes())
+    gray = custom_op.read_jpeg_header((odd_jpegs / "hopper_gray.jpg").read_bytes())
     assert gray.channels == 1 and gray.subsampling == "gray"
 
 

@@ -30,8 +30,9 @@ from PIL import Image
 
 import custom_op
 import damaged_jpegs
+import photo_data
 import restart_segments as rs
-from conftest import SHARED_DATA, shared_dir
+from conftest import shared_dir
 from custom_op import ImageReadMode, gpu, testing
 from jpeg_factory import with_exif_orientation
 
@@ -561,9 +562,9 @@ def test_cpu_fallback_is_transparent(jpeg_writer):
         "ycck": jpeg_writer.encode(cmyk, color_space="ycck"),
         "4:1:1": jpeg_writer.encode(pixels, sampling="4:1:1"),
     }
-    odd = SHARED_DATA / "odd-jpegs" / "pil_sample_cmyk.jpg"
-    if odd.is_file():
-        cases["pil cmyk"] = odd.read_bytes()
+    odd = photo_data.real_odd_dir()
+    if odd is not None and (odd / "pil_sample_cmyk.jpg").is_file():
+        cases["pil cmyk"] = (odd / "pil_sample_cmyk.jpg").read_bytes()
     for name, data in cases.items():
         for mode in ImageReadMode:
             info = custom_op.read_jpeg_header(data)

@@ -30,7 +30,7 @@ import pytest
 
 import jpeg_core_build as core
 import jpeg_factory
-from conftest import ROOT, shared_dir
+from conftest import ROOT
 
 pytestmark = pytest.mark.skipif(
     core.unavailable_reason() is not None, reason=f"cannot build the jpeg_core harness: {core.unavailable_reason()}"
@@ -374,12 +374,14 @@ def _transcoded_photos(paths, **layout):
     return [f for f in core.transcode(files, **layout) if f is not None]
 
 
-def test_imagenet_sample():
-    """The 200 ImageNet photos (4:4:4, 4:2:0, 4:2:2, grayscale; none has restart markers), transcoded losslessly by
-    libjpeg into restart layouts: all of them with 4 MCUs per segment, a quarter also with one segment per MCU
-    row and with 7 MCUs and optimised tables."""
-    paths = sorted(p for p in shared_dir("imagenet-sample").iterdir() if p.is_file())
-    assert len(paths) >= 100
+def test_photos(photos):
+    """The photos (the 200 ImageNet photos: 4:4:4, 4:2:0, 4:2:2, grayscale, none with restart markers; or the
+    generated set), transcoded losslessly by libjpeg into restart layouts: all of them with 4 MCUs per segment, a
+    quarter also with one segment per MCU row and with 7 MCUs and optimised tables. CMYK is left out: the core
+    refuses it (see test_odd_jpegs)."""
+    from PIL import Image
+
+    paths = [p for p in photos if Image.open(p).mode != "CMYK"]
     files = _transcoded_photos(paths, interval=4)
     files += _transcoded_photos(paths[::4], rows=1)
     files += _transcoded_photos(paths[1::4], interval=7, optimize=True)
@@ -396,9 +398,10 @@ def test_imagenet_sample():
     assert checked == 2 * len(files)
 
 
-def test_odd_jpegs():
-    """Pillow's and libjpeg-turbo's test images (CMYK is refused by the core: not decoded, nothing compared)."""
-    paths = sorted(p for p in shared_dir("odd-jpegs").iterdir() if p.suffix.lower() in (".jpg", ".jpeg"))
+def test_odd_jpegs(odd_jpegs):
+    """Pillow's and libjpeg-turbo's test images, or their stand-ins (CMYK is refused by the core: not decoded,
+    nothing compared)."""
+    paths = sorted(p for p in odd_jpegs.iterdir() if p.suffix.lower() in (".jpg", ".jpeg"))
     files = _transcoded_photos(paths, interval=2) + _transcoded_photos(paths, rows=1, optimize=True)
     decoded = 0
     for r in core.check(files):
@@ -514,18 +517,18 @@ def test_scaled_unusual_sampling_factors(scale):
 
 
 @pytest.fixture(scope="module")
-def imagenet_restart_files():
-    """The ImageNet photos, transcoded losslessly by libjpeg into 4 MCUs per segment."""
-    paths = sorted(p for p in shared_dir("imagenet-sample").iterdir() if p.is_file())
-    assert len(paths) >= 100
-    return _transcoded_photos(paths, interval=4)
+def photo_restart_files(photos):
+    """The photos (test_photos says which), transcoded losslessly by libjpeg into 4 MCUs per segment."""
+    from PIL import Image
+
+    return _transcoded_photos([p for p in photos if Image.open(p).mode != "CMYK"], interval=4)
 
 
 @pytest.mark.parametrize("scale", [1, 2, 4])
-def test_scaled_imagenet_sample(imagenet_restart_files, scale):
-    """The ImageNet photos (4:4:4, 4:2:0, 4:2:2, grayscale) decoded at 1/8, 2/8 and 4/8: all of them against
-    libjpeg's SIMD code, every other one against its C code."""
-    files = imagenet_restart_files
+def test_scaled_photos(photo_restart_files, scale):
+    """The photos decoded at 1/8, 2/8 and 4/8: all of them against libjpeg's SIMD code, every other one
+    against its C code."""
+    files = photo_restart_files
     checked = 0
     for simd, subset in ((True, files), (False, files[::2])):
         for i, r in enumerate(core.check(subset, simd=simd, scale=scale)):

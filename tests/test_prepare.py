@@ -21,7 +21,6 @@ import custom_op
 import jpeg_factory
 import jpeg_markers as jm
 import restart_segments as rs
-from conftest import shared_dir
 from custom_op import ImageReadMode
 from test_decode import pillow_reference, windows
 
@@ -136,8 +135,8 @@ def smallest_within_bound(original: bytes, mcus_per_row: int) -> int:
     return min(sizes)
 
 
-def test_imagenet_sample_lossless_small_and_random_access():
-    files = sorted(shared_dir("imagenet-sample").iterdir())[::4]
+def test_photos_lossless_small_and_random_access(photos):
+    files = photos[::4]
     rng = np.random.default_rng(4)
     before = after = 0
     for path in files:
@@ -177,8 +176,8 @@ def test_imagenet_sample_lossless_small_and_random_access():
         "testorig.jpg",
     ],
 )
-def test_odd_real_files(name):
-    original = (shared_dir("odd-jpegs") / name).read_bytes()
+def test_odd_files(odd_jpegs, name):
+    original = (odd_jpegs / name).read_bytes()
     prepared = custom_op.prepare_jpeg(original)
     assert custom_op.read_jpeg_header(prepared).random_access
     assert_prepared_matches(original, prepared, np.random.default_rng(5), mode=ImageReadMode.UNCHANGED, n_random=4)
@@ -186,8 +185,8 @@ def test_odd_real_files(name):
     assert np.array_equal(custom_op.decode_jpeg(prepared, apply_exif_orientation=True).numpy(), exif.numpy())
 
 
-def test_damaged_real_file_is_refused():
-    data = (shared_dir("odd-jpegs") / "truncated_jpeg.jpg").read_bytes()
+def test_damaged_odd_file_is_refused(odd_jpegs):
+    data = (odd_jpegs / "truncated_jpeg.jpg").read_bytes()
     with pytest.raises(RuntimeError, match="Premature end"):
         custom_op.prepare_jpeg(data)
 

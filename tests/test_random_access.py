@@ -21,7 +21,6 @@ import custom_op
 import jpeg_factory
 import jpeg_markers as jm
 import restart_segments as rs
-from conftest import shared_dir
 from custom_op import ImageReadMode
 from custom_op.testing import random_access_decodes
 from jpeg_factory import with_exif_orientation
@@ -295,8 +294,8 @@ def test_resized_crop_is_the_same_on_prepared_files():
         assert torch.equal(a, b), box
 
 
-def test_imagenet_sample_windows():
-    files = sorted(shared_dir("imagenet-sample").iterdir())[1::8]
+def test_photos_windows(photos):
+    files = photos[1::8]
     rng = np.random.default_rng(13)
     before = random_access_decodes()
     for path in files:

@@ -4,13 +4,13 @@ References: at DCT scale 8/8 the result must equal, byte for byte, a full decode
 resize (our resize_box on the crop; and Pillow's Image.resize, which is what torchvision's
 RandomResizedCrop runs on PIL images). At reduced scales, PSNR against full decode + crop + Pillow's
 antialiased resize, with the bounds below (measured on ../shared/data/imagenet-sample: means 39 to 44 dB).
+The photos are the real ones of CUSTOM_OP_TEST_DATA, else generated (conftest's `photos` and `odd_jpegs`).
 """
 
 import io
 import os
 import subprocess
 import sys
-from functools import cache
 
 import numpy as np
 import pytest
@@ -19,9 +19,10 @@ import torch.nn.functional as F
 from PIL import Image, ImageOps
 
 import custom_op
-from conftest import ROOT, assert_op_raises, shared_dir
+from conftest import ROOT, assert_op_raises, jpeg_size
 from custom_op import ImageReadMode, decode_and_resized_crop_jpeg
 from custom_op.resized_crop import AUTO_SCALES, INTERPOLATIONS, choose_scale
+from photo_data import spread
 
 PIL_FILTERS = {
     "nearest": Image.NEAREST,
@@ -83,9 +84,9 @@ def random_windows(height, width, rng, n):
     return out
 
 
-@cache
-def imagenet_files():
-    return tuple(sorted(shared_dir("imagenet-sample").iterdir()))
+def at_least(photos, height, width):
+    """The photos of at least height x width."""
+    return [p for p in photos if all(a >= b for a, b in zip(jpeg_size(p), (height, width)))]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -238,8 +239,8 @@ def test_choose_scale_is_the_smallest_that_keeps_the_window_at_least_size():
     assert choose_scale(300, 300, 224, scales=range(1, 9)) == 6
 
 
-def test_forced_scale_is_used():
-    data = (shared_dir("odd-jpegs") / "flower.jpg").read_bytes()
+def test_forced_scale_is_used(odd_jpegs):
+    data = (odd_jpegs / "flower.jpg").read_bytes()
     auto = decode_and_resized_crop_jpeg(data, 10, 20, 200, 300, 64)
     assert torch.equal(auto, decode_and_resized_crop_jpeg(data, 10, 20, 200, 300, 64, scale=choose_scale(200, 300, 64)))
     assert not torch.equal(auto, decode_and_resized_crop_jpeg(data, 10, 20, 200, 300, 64, scale=8))
@@ -249,9 +250,9 @@ def test_forced_scale_is_used():
 # Exactness at scale 8/8
 
 
-def test_scale_8_equals_full_decode_crop_and_the_same_resize():
+def test_scale_8_equals_full_decode_crop_and_the_same_resize(photos):
     rng = np.random.default_rng(4)
-    for path in imagenet_files()[::4]:
+    for path in photos[::4]:
         data = path.read_bytes()
         full = custom_op.decode_jpeg(data)
         _, height, width = full.shape
@@ -265,9 +266,9 @@ def test_scale_8_equals_full_decode_crop_and_the_same_resize():
 
 @needs_pillow_13
 @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest", "lanczos"])
-def test_scale_8_equals_torchvision_resized_crop_on_pil(interpolation):
+def test_scale_8_equals_torchvision_resized_crop_on_pil(photos, interpolation):
     rng = np.random.default_rng(5)
-    for path in imagenet_files()[::3]:
+    for path in photos[::3]:
         data = path.read_bytes()
         image = Image.open(io.BytesIO(data)).convert("RGB")
         for window in random_windows(image.height, image.width, rng, 3):
@@ -278,8 +279,8 @@ def test_scale_8_equals_torchvision_resized_crop_on_pil(interpolation):
 
 @needs_pillow_13
 @pytest.mark.parametrize("name", ["hopper_orientation_3.jpg", "hopper_orientation_6.jpg"])
-def test_scale_8_with_exif_orientation(name):
-    data = (shared_dir("odd-jpegs") / name).read_bytes()
+def test_scale_8_with_exif_orientation(odd_jpegs, name):
+    data = (odd_jpegs / name).read_bytes()
     image = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
     rng = np.random.default_rng(6)
     for window in random_windows(image.height, image.width, rng, 5):
@@ -289,22 +290,21 @@ def test_scale_8_with_exif_orientation(name):
 
 
 @needs_pillow_13
-def test_scale_8_other_modes():
-    folder = shared_dir("odd-jpegs")
-    cmyk = (folder / "pil_sample_cmyk.jpg").read_bytes()
+def test_scale_8_other_modes(odd_jpegs):
+    cmyk = (odd_jpegs / "pil_sample_cmyk.jpg").read_bytes()
     out = decode_and_resized_crop_jpeg(cmyk, 5, 7, 60, 80, 32, mode=ImageReadMode.UNCHANGED, scale=8)
     full = custom_op.decode_jpeg(cmyk, mode=ImageReadMode.UNCHANGED)
     assert out.shape == (4, 32, 32)
     assert torch.equal(out, resize_box(full[:, 5:65, 7:87], (32, 32)))
-    gray = (folder / "hopper.jpg").read_bytes()
+    gray = (odd_jpegs / "hopper.jpg").read_bytes()
     out = decode_and_resized_crop_jpeg(gray, 0, 0, 100, 90, (20, 30), mode=ImageReadMode.GRAY, scale=8)
     full = custom_op.decode_jpeg(gray, mode=ImageReadMode.GRAY)
     assert out.shape == (1, 20, 30) and torch.equal(out, resize_box(full[:, :100, :90], (20, 30)))
 
 
 @needs_pillow_13
-def test_window_smaller_than_size_is_upsampled_from_full_resolution():
-    data = imagenet_files()[0].read_bytes()
+def test_window_smaller_than_size_is_upsampled_from_full_resolution(photos):
+    data = at_least(photos, 130, 160)[0].read_bytes()
     image = Image.open(io.BytesIO(data)).convert("RGB")
     window = (30, 40, 100, 120)
     out = decode_and_resized_crop_jpeg(data, *window, 224)
@@ -320,12 +320,12 @@ def rrc_windows(height, width, generator, n):
     return [transform.get_params(height, width, generator) for _ in range(n)]
 
 
-def test_reduced_scales_psnr_on_imagenet_sample():
+def test_reduced_scales_psnr_on_photos(photos):
     """RandomResizedCrop windows with the automatic scale; smaller outputs make the small scales occur
     on these ~500-pixel photos. Measured: mean 39 (s=1) to 44 dB (s=4), minimum 32 dB."""
     generator = torch.Generator().manual_seed(0)
     by_scale = {}
-    for path in imagenet_files()[::2]:
+    for path in photos[::2]:
         data = path.read_bytes()
         image = Image.open(io.BytesIO(data)).convert("RGB")
         for size in (224, 112, 56):
@@ -359,7 +359,7 @@ def test_reduced_scales_psnr_on_generated_photos(jpeg_writer, sampling):
         assert min(values) >= MIN_PSNR_BOUND, (s, min(values))
 
 
-def test_window_maps_without_half_pixel_shift():
+def test_window_maps_without_half_pixel_shift(photos):
     """Moving the mapped box by a quarter of a scaled pixel either way must make the result worse: the
     exact mapping is where the reduced-scale decode lines up with the full-resolution one."""
     from custom_op._args import as_tensor, decode_options
@@ -367,7 +367,7 @@ def test_window_maps_without_half_pixel_shift():
 
     s, size = 2, 56
     scores = {}
-    for path in imagenet_files()[::20]:
+    for path in spread(at_least(photos, 64, 64), 10):
         data = path.read_bytes()
         image = Image.open(io.BytesIO(data)).convert("RGB")
         top, left, h, w = 12, 20, image.height - 30, image.width - 40
@@ -389,8 +389,8 @@ def test_window_maps_without_half_pixel_shift():
 
 
 @pytest.fixture(scope="module")
-def valid():
-    return (shared_dir("odd-jpegs") / "hopper.jpg").read_bytes()
+def valid(odd_jpegs):
+    return (odd_jpegs / "hopper.jpg").read_bytes()
 
 
 def test_output_shape_and_size_forms(valid):
@@ -418,8 +418,8 @@ def test_window_outside_the_image_is_value_error(valid, window):
         decode_and_resized_crop_jpeg(valid, *window, 24)
 
 
-def test_window_in_the_displayed_frame_with_exif():
-    data = (shared_dir("odd-jpegs") / "hopper_orientation_6.jpg").read_bytes()
+def test_window_in_the_displayed_frame_with_exif(odd_jpegs):
+    data = (odd_jpegs / "hopper_orientation_6.jpg").read_bytes()
     with pytest.raises(ValueError, match="after EXIF orientation"):
         decode_and_resized_crop_jpeg(data, 0, 0, 129, 10, 8, apply_exif_orientation=True)
 

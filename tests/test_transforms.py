@@ -19,7 +19,7 @@ import torch
 from PIL import Image, ImageOps
 
 import custom_op
-from conftest import ROOT, shared_dir
+from conftest import ROOT, jpeg_size
 from custom_op import RandomResizedCropJpeg, ResizeCenterCropJpeg, decode_and_resized_crop_jpeg
 from test_resized_crop import MEAN_PSNR_BOUND, MIN_PSNR_BOUND, chw, needs_pillow_13, pillow_resized_crop, psnr
 
@@ -136,8 +136,9 @@ def test_matches_torchvision_draw_for_draw_when_available():
 
 
 @pytest.fixture(scope="module")
-def photo():
-    return sorted(shared_dir("imagenet-sample").iterdir())[3].read_bytes()
+def photo(photos):
+    """A landscape photo larger than the crops on both sides (as most ImageNet photos: 375x500)."""
+    return next(p for p in photos[3:] + photos[:3] if 256 <= jpeg_size(p)[0] < jpeg_size(p)[1]).read_bytes()
 
 
 def test_same_seed_or_generator_state_gives_the_same_output(photo):
@@ -208,9 +209,9 @@ def test_transform_pickles_for_dataloader_workers(photo):
 
 
 @needs_pillow_13
-def test_random_resized_crop_at_scale_8_equals_torchvision_on_pil():
+def test_random_resized_crop_at_scale_8_equals_torchvision_on_pil(photos):
     transform = RandomResizedCropJpeg(224, hflip_p=0.5, decode_scale=8)
-    for k, path in enumerate(sorted(shared_dir("imagenet-sample").iterdir())[::5]):
+    for k, path in enumerate(photos[::5]):
         data = path.read_bytes()
         image = Image.open(io.BytesIO(data)).convert("RGB")
         torch.manual_seed(k)
@@ -236,8 +237,8 @@ def test_random_resized_crop_psnr_at_automatic_scales(jpeg_writer):
     assert np.mean(values) >= MEAN_PSNR_BOUND and min(values) >= MIN_PSNR_BOUND, values
 
 
-def test_exif_orientation_windows_are_in_the_displayed_frame():
-    data = (shared_dir("odd-jpegs") / "hopper_orientation_6.jpg").read_bytes()
+def test_exif_orientation_windows_are_in_the_displayed_frame(odd_jpegs):
+    data = (odd_jpegs / "hopper_orientation_6.jpg").read_bytes()
     transform = RandomResizedCropJpeg(48, apply_exif_orientation=True, decode_scale=8)
     image = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
     window = transform.get_params(image.height, image.width, 3)
@@ -268,16 +269,16 @@ def test_resized_size_follows_torchvision():
 
 
 @needs_pillow_13
-def test_resize_center_crop_at_scale_8_equals_resize_then_crop():
+def test_resize_center_crop_at_scale_8_equals_resize_then_crop(photos):
     transform = ResizeCenterCropJpeg(256, 224, decode_scale=8)
-    for path in sorted(shared_dir("imagenet-sample").iterdir())[::4]:
+    for path in photos[::4]:
         data = path.read_bytes()
         expected = pillow_resize_center_crop(Image.open(io.BytesIO(data)).convert("RGB"), 256, 224)
         assert np.array_equal(transform(data).numpy(), expected), path.name
 
 
 @needs_pillow_13
-def test_resize_center_crop_odd_cases(jpeg_writer):
+def test_resize_center_crop_odd_cases(jpeg_writer, odd_jpegs):
     transform = ResizeCenterCropJpeg(256, 224, decode_scale=8)
     # 257 x 256: the centre offset is round(16.5) = 16 (Python rounds halves to even, as torchvision).
     # 90 x 120: smaller than the resized size, upsampled.
@@ -285,7 +286,7 @@ def test_resize_center_crop_odd_cases(jpeg_writer):
         data = jpeg_writer.encode(jpeg_writer.photo_like(height, width, 3, seed=height), sampling="4:2:0")
         expected = pillow_resize_center_crop(Image.open(io.BytesIO(data)).convert("RGB"), 256, 224)
         assert np.array_equal(transform(data).numpy(), expected), (height, width)
-    data = (shared_dir("odd-jpegs") / "hopper_orientation_6.jpg").read_bytes()
+    data = (odd_jpegs / "hopper_orientation_6.jpg").read_bytes()
     t = ResizeCenterCropJpeg(64, 48, apply_exif_orientation=True, decode_scale=8)
     image = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
     assert np.array_equal(t(data).numpy(), pillow_resize_center_crop(image, 64, 48))
@@ -299,10 +300,10 @@ def test_resize_center_crop_psnr_at_automatic_scales(jpeg_writer):
         assert psnr(transform(data).numpy(), expected) >= MEAN_PSNR_BOUND, (height, width)
 
 
-def test_resize_center_crop_psnr_on_imagenet_sample():
+def test_resize_center_crop_psnr_on_photos(photos):
     transform = ResizeCenterCropJpeg(256, 224)
     values = []
-    for path in sorted(shared_dir("imagenet-sample").iterdir())[::5]:
+    for path in photos[::5]:
         data = path.read_bytes()
         expected = pillow_resize_center_crop(Image.open(io.BytesIO(data)).convert("RGB"), 256, 224)
         values.append(psnr(transform(data).numpy(), expected))
@@ -370,14 +371,14 @@ def test_get_params_bad_sizes():
 
 
 @pytest.mark.parametrize("transform", [RandomResizedCropJpeg(64), ResizeCenterCropJpeg(72, 64)], ids=["rrc", "eval"])
-def test_transforms_bad_data(transform):
+def test_transforms_bad_data(odd_jpegs, transform):
     for data in ([1, 2], torch.zeros(4), 7):
         with pytest.raises(TypeError):
             transform(data)
     for data in (b"", b"definitely not a jpeg", b"\xff\xd8\xff\xdb" + b"\x00" * 10):
         with pytest.raises(RuntimeError):
             transform(data)
-    valid = (shared_dir("odd-jpegs") / "hopper.jpg").read_bytes()
+    valid = (odd_jpegs / "hopper.jpg").read_bytes()
     assert transform(valid).shape == (3, 64, 64)
     with pytest.raises(RuntimeError):
         transform(valid[: valid.index(b"\xff\xda")])  # cut before the scan: no image data at all
