@@ -245,10 +245,17 @@ def tensors(data: Sequence, check_tensors: bool = True, caller: Optional[str] = 
     return out
 
 
+def per_image(value):
+    """A window argument as given per image (a list or tuple; a 1-D tensor or array becomes a list), or
+    one value for every image (anything else; a 0-d tensor or array becomes a Python scalar)."""
+    if hasattr(value, "tolist") and not isinstance(value, (int, bool)):
+        return value.tolist()
+    return value
+
+
 def int_list(name: str, value, n: int) -> list[int]:
     """One int per image, from one int for all or a sequence (list, tuple, 1-D tensor or array)."""
-    if hasattr(value, "tolist") and not isinstance(value, (int, bool)):
-        value = value.tolist()
+    value = per_image(value)
     if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise ValueError(f"{name} has {len(value)} entries for {n} images")

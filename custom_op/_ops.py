@@ -19,9 +19,12 @@ def _channels(mode: int):
     return channels if channels is not None else torch.library.get_ctx().new_dynamic_size(min=1, max=4)
 
 
+_MODE_CODES = frozenset(map(int, ImageReadMode))
+
+
 def _check_codes(mode: int, on_warning: int) -> None:
-    """A fake call fails where the kernel's check of the option codes (csrc/common/options.h) fails."""
-    torch._check_value(mode in set(map(int, ImageReadMode)), lambda: f"custom_op: mode code {mode} is not a read mode")
+    """A fake call fails where the kernel's check of the option codes (csrc/common/checked_options.h) fails."""
+    torch._check_value(mode in _MODE_CODES, lambda: f"custom_op: mode code {mode} is not a read mode")
     torch._check_value(
         on_warning in ON_WARNING.values(), lambda: f"custom_op: on_warning code {on_warning} is not a warning policy"
     )

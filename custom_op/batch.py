@@ -196,8 +196,7 @@ _DEFAULTS = {
 
 def _one_int(name: str, value) -> Optional[int]:
     """The int a window argument gives every file, or None when it gives one per file (a sequence)."""
-    if hasattr(value, "tolist") and not isinstance(value, (int, bool)):
-        value = value.tolist()
+    value = _args.per_image(value)
     return None if isinstance(value, (list, tuple)) else _args.as_int(name, value)
 
 

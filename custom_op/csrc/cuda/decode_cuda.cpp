@@ -88,10 +88,8 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
     CUSTOM_OP_CHECK_VALUE(tops.size() == n && lefts.size() == n && heights.size() == n && widths.size() == n,
                           kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n,
                           ")");
-  CallOptions options;
-  static_cast<DecodeOptions&>(options) = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
-  options.whole = whole;
-  options.check_entropy = check_entropy;
+  const CallOptions options{checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels), whole,
+                            check_entropy};
   CUSTOM_OP_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
