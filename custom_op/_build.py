@@ -38,12 +38,15 @@ BUILDS_LOG = "builds.log"
 # theirs held, age is the only safe sign that their builder is gone.
 _STALE_BUILD_DIR_S = 24 * 3600
 
-# The "takes about N s" hint: compiler seconds per source on average, the slowest source (one that
-# includes torch's operator headers; the wall-clock floor however many cores there are) and the start
-# and the link. Measured (torch 2.13): the CPU library's 12 sources take 30 s of compiler time in all,
-# 18-19 s on 2 cores; on 16-core GPU hosts the CPU library builds in 12-16 s, the GPU one in 13-20 s.
-_SECONDS_PER_SOURCE = 2.5
-_SLOWEST_SOURCE_S = 9.0
+# The "takes about N s" hint: compiler seconds per source on average and for the slowest source (the
+# wall-clock floor however many cores there are), by the headers a library's sources include, and the
+# start and the link. A library on torch's stable ABI includes only its C shim and light headers; one on
+# the C++ ABI (the GPU library) includes ATen's operator headers, which cost several times as much per
+# source. Measured on the 2-core VM with torch 2.13: the stable-ABI CPU library, 16 sources, 18 s of
+# compiler time (3 s the slowest), 10-11 s on 2 cores when quiet; the C++-ABI CPU library it replaced took
+# 2.5 s a source (9 s the slowest).
+_SECONDS_PER_SOURCE = {"stable": 1.2, "aten": 2.5}
+_SLOWEST_SOURCE_S = {"stable": 3.0, "aten": 9.0}
 _START_AND_LINK_S = 3.0
 
 # _lock: one build at a time in this process (the file lock orders processes); _load_lock: the CPU
@@ -147,9 +150,12 @@ def _job_count(n_sources: int) -> int:
     return max(1, min(n_sources, cpus))
 
 
-def _build_estimate_s(n_sources: int, jobs: int) -> int:
-    """About how many seconds compiling and linking n_sources with `jobs` parallel compilers takes, to 5 s."""
-    seconds = max(_SLOWEST_SOURCE_S, _SECONDS_PER_SOURCE * n_sources / max(1, jobs)) + _START_AND_LINK_S
+def _build_estimate_s(n_sources: int, jobs: int, stable_abi: bool) -> int:
+    """About how many seconds compiling and linking n_sources with `jobs` parallel compilers takes, to 5 s
+    (``stable_abi``: the sources include torch's stable-ABI headers, not ATen's)."""
+    kind = "stable" if stable_abi else "aten"
+    per_source, slowest = _SECONDS_PER_SOURCE[kind], _SLOWEST_SOURCE_S[kind]
+    seconds = max(slowest, per_source * n_sources / max(1, jobs)) + _START_AND_LINK_S
     return int(5 * math.ceil(seconds / 5))
 
 
@@ -197,7 +203,8 @@ def _compile(library: config.Library, build_dir: str) -> str:
     reused build dir would hang the next builder if this one is killed); returns the built file."""
     from torch.utils import cpp_extension
 
-    seconds = _build_estimate_s(len(library.sources), _job_count(len(library.sources)))
+    n = len(library.sources)
+    seconds = _build_estimate_s(n, _job_count(n), stable_abi=library.stable_abi is not None)
     _log(f"building the C++ library {library.jit_name} (first use; takes about {seconds} s)")
     try:
         with _BuildEnv(len(library.sources)):
