@@ -2,12 +2,9 @@
 // decode_and_resized_crop_jpeg. A window mapped into a DCT-scaled decode has fractional edges, which
 // F.interpolate cannot take.
 //
-// The arithmetic is Pillow's resize (ImagingResample): a separable filter whose support widens with
-// the downscale factor, coefficients in fixed point with 22 fractional bits, each pass rounded and
-// clamped to uint8, and Pillow's choice of which pass goes first. So on an integer box the result is
-// Pillow's, pixel for pixel: what torchvision's resize gives on PIL images. Coefficients are computed
-// in the frame of the whole (virtual) output and only the requested window of it is produced, so that
-// resize-then-crop needs only the pixels under the crop.
+// The arithmetic is Pillow's resize (ImagingResample): the taps of common/resample_taps.h, summed as
+// jpeg_core/resample.h does, each pass rounded and clamped to uint8, in Pillow's pass order. So on an
+// integer box the result is Pillow's, pixel for pixel: what torchvision's resize gives on PIL images.
 //
 // One image's resize runs on the calling thread, never in torch's intra-op pool: it is too little work
 // for a parallel region, whose threads stall when the cores are busy (a DataLoader's workers, a test
@@ -27,172 +24,19 @@
 #endif
 
 #include "common/item_status.h"
+#include "common/resample_taps.h"
+#include "jpeg_core/resample.h"
 #include "tensors.h"
 
 namespace custom_op {
 namespace {
-
-constexpr int kPrecisionBits = 22;  // 32 bits - 8 for the pixel - 2 for filters' negative lobes
-constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
-
-// Filter codes of the schema.
-enum class Filter : int64_t { kNearest = 0, kBilinear = 1, kBicubic = 2, kBox = 3, kHamming = 4, kLanczos = 5 };
-
-double box_filter(double x) { return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0; }
-
-double triangle_filter(double x) {
-  x = std::fabs(x);
-  return x < 1.0 ? 1.0 - x : 0.0;
-}
-
-double hamming_filter(double x) {
-  x = std::fabs(x);
-  if (x == 0.0) return 1.0;
-  if (x >= 1.0) return 0.0;
-  x *= M_PI;
-  // Single-precision constants, as Pillow writes them: they change the coefficients' last bits.
-  return std::sin(x) / x * (0.54f + 0.46f * std::cos(x));
-}
-
-double cubic_filter(double x) {  // Keys' cubic convolution with a = -0.5
-  constexpr double a = -0.5;
-  x = std::fabs(x);
-  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
-  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
-  return 0.0;
-}
-
-double sinc(double x) {
-  if (x == 0.0) return 1.0;
-  x *= M_PI;
-  return std::sin(x) / x;
-}
-
-double lanczos_filter(double x) { return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3.0) : 0.0; }
-
-struct FilterDef {
-  double (*f)(double);
-  double support;
-};
-
-FilterDef filter_def(Filter filter) {
-  switch (filter) {
-    case Filter::kBox: return {box_filter, 0.5};
-    case Filter::kBicubic: return {cubic_filter, 2.0};
-    case Filter::kHamming: return {hamming_filter, 1.0};
-    case Filter::kLanczos: return {lanczos_filter, 3.0};
-    case Filter::kBilinear:
-    default: return {triangle_filter, 1.0};
-  }
-}
-
-// For each output pixel of one axis: its first input pixel (index into the given image), the number
-// of taps, and the fixed-point weights (ksize per output, zero padded).
-struct AxisTaps {
-  int ksize = 0;
-  std::vector<int> first;
-  std::vector<int> count;
-  std::vector<int32_t> weights;
-  bool identity = false;  // every output is one input pixel with weight 1, consecutive
-};
-
-// in0, in1: the box in frame coordinates, mapped onto out_size output pixels; only outputs
-// [out_start, out_start + out_count) are computed; the image holds frame pixels
-// [origin, origin + in_count). Taps are clamped to those pixels.
-AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, int64_t out_start, int64_t out_count,
-                   int64_t origin, int64_t in_count, Filter filter, bool antialias) {
-  AxisTaps taps;
-  const double scale = (in1 - in0) / static_cast<double>(out_size);
-  const int64_t lo = origin, hi = origin + in_count;
-  taps.first.resize(out_count);
-  taps.count.resize(out_count);
-  if (filter == Filter::kNearest) {
-    // Pillow's nearest resize (ImagingScaleAffine) steps the source position by repeated addition;
-    // doing the same keeps the picked pixels equal to its choice even where rounding decides.
-    taps.ksize = 1;
-    taps.weights.assign(out_count, int32_t(1) << kPrecisionBits);
-    double pos = in0 + scale * 0.5;
-    for (int64_t j = 0; j < out_start; ++j) pos += scale;
-    for (int64_t i = 0; i < out_count; ++i, pos += scale) {
-      const int64_t x = std::clamp<int64_t>(pos < 0 ? -1 : static_cast<int64_t>(pos), lo, hi - 1);
-      taps.first[i] = static_cast<int>(x - origin);
-      taps.count[i] = 1;
-    }
-  } else {
-    const FilterDef def = filter_def(filter);
-    const double filterscale = antialias ? std::max(scale, 1.0) : 1.0;
-    const double support = def.support * filterscale;
-    const double inv = 1.0 / filterscale;
-    // No output can have more taps than the image has pixels: this bounds the buffer for huge boxes.
-    taps.ksize = static_cast<int>(std::min<double>(std::ceil(support) * 2 + 1, static_cast<double>(in_count)));
-    taps.weights.assign(out_count * taps.ksize, 0);
-    std::vector<double> w(taps.ksize);
-    for (int64_t i = 0; i < out_count; ++i) {
-      const double center = in0 + (static_cast<double>(out_start + i) + 0.5) * scale;
-      // Pillow's rounding of the tap range (truncation, then clamping), so that the same taps are used.
-      const int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), lo);
-      const int64_t xmax = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), hi);
-      CUSTOM_OP_CHECK_VALUE(xmax > xmin, "resize_box: output ", axis, " ", out_start + i,
-                            " has no input pixel (the box lies outside the image)");
-      const int n = static_cast<int>(std::min<int64_t>(xmax - xmin, taps.ksize));
-      double sum = 0.0;
-      for (int x = 0; x < n; ++x) {
-        w[x] = def.f((static_cast<double>(x + xmin) - center + 0.5) * inv);
-        sum += w[x];
-      }
-      int32_t* k = &taps.weights[i * taps.ksize];
-      for (int x = 0; x < n; ++x) {
-        const double v = sum != 0.0 ? w[x] / sum : w[x];
-        const double fixed = v * (1 << kPrecisionBits);
-        k[x] = static_cast<int32_t>(v < 0 ? fixed - 0.5 : fixed + 0.5);
-      }
-      taps.first[i] = static_cast<int>(xmin - origin);
-      taps.count[i] = n;
-    }
-  }
-  taps.identity = true;
-  for (int64_t i = 0; i < out_count && taps.identity; ++i) {
-    taps.identity = taps.count[i] == 1 && taps.weights[i * taps.ksize] == (int32_t(1) << kPrecisionBits) &&
-                    taps.first[i] == taps.first[0] + i;
-  }
-  return taps;
-}
-
-// The same outputs in reverse order: a left-right flip of the result, at no cost, since each output
-// column is computed from its own taps alone. The taps' first indices then decrease.
-void reverse_taps(AxisTaps* taps) {
-  const int64_t n = static_cast<int64_t>(taps->first.size()), k = taps->ksize;
-  std::reverse(taps->first.begin(), taps->first.end());
-  std::reverse(taps->count.begin(), taps->count.end());
-  for (int64_t i = 0; i < n / 2; ++i)
-    std::swap_ranges(taps->weights.begin() + i * k, taps->weights.begin() + (i + 1) * k,
-                     taps->weights.begin() + (n - 1 - i) * k);
-  taps->identity = n == 1 && taps->identity;
-}
-
-// The input columns (or rows) [lo, hi) that some output reads: the taps' first indices are monotonic,
-// increasing or (reversed) decreasing, so the extremes are at the ends.
-std::pair<int, int> taps_span(const AxisTaps& taps) {
-  const size_t last = taps.first.size() - 1;
-  return {std::min(taps.first[0], taps.first[last]),
-          std::max(taps.first[0] + taps.count[0], taps.first[last] + taps.count[last])};
-}
-
-inline uint8_t clip8(int32_t v) {
-  v >>= kPrecisionBits;  // arithmetic shift: floor, as Pillow
-  return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
-}
 
 // The one arithmetic kernel of both passes: out[x] = clip8(half + sum_t k[t] * in[t * stride + x]),
 // x in [0, width): a weighted sum of n rows, vectorised along the row. The horizontal pass uses it on
 // transposed blocks (see horizontal_pass).
 void combine_rows_scalar(const uint8_t* __restrict in, std::ptrdiff_t stride, const int32_t* k, int n,
                          uint8_t* __restrict out, int64_t width) {
-  for (int64_t x = 0; x < width; ++x) {
-    int32_t acc = kHalf;
-    for (int t = 0; t < n; ++t) acc += static_cast<int32_t>(in[t * stride + x]) * k[t];
-    out[x] = clip8(acc);
-  }
+  for (int64_t x = 0; x < width; ++x) out[x] = jpeg_core::resample_sample(in + x, stride, k, n);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -203,7 +47,7 @@ __attribute__((target("avx2"))) void combine_rows_avx2(const uint8_t* __restrict
                                                        int64_t width) {
   int64_t x = 0;
   for (; x + 16 <= width; x += 16) {
-    __m256i lo = _mm256_set1_epi32(kHalf), hi = lo;
+    __m256i lo = _mm256_set1_epi32(jpeg_core::kResampleHalf), hi = lo;
     for (int t = 0; t < n; ++t) {
       const __m128i px = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + t * stride + x));
       const __m256i kt = _mm256_set1_epi32(k[t]);
@@ -212,8 +56,10 @@ __attribute__((target("avx2"))) void combine_rows_avx2(const uint8_t* __restrict
     }
     // Shift, then saturate to 16 and to 8 bits: the same as clip8. packs works within 128-bit lanes,
     // hence the permute.
-    const __m256i w16 = _mm256_permute4x64_epi64(
-        _mm256_packs_epi32(_mm256_srai_epi32(lo, kPrecisionBits), _mm256_srai_epi32(hi, kPrecisionBits)), 0xD8);
+    const __m256i w16 =
+        _mm256_permute4x64_epi64(_mm256_packs_epi32(_mm256_srai_epi32(lo, jpeg_core::kResamplePrecisionBits),
+                                                    _mm256_srai_epi32(hi, jpeg_core::kResamplePrecisionBits)),
+                                 0xD8);
     const __m128i w8 = _mm_packus_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + x), w8);
   }
@@ -352,11 +198,7 @@ Tensor resize_box_cpu(const Tensor& image, const std::vector<double>& box, IntAr
   const Plane in{const_cast<uint8_t*>(src.const_data_ptr<uint8_t>()), W, H * W};
   const Plane dst{out.mutable_data_ptr<uint8_t>(), ww, wh * ww};
 
-  // Pillow (since 13) resamples vertically first when the height shrinks by more than twice as many
-  // pixels as the width; the order changes the uint8 intermediate, so it is followed for equality.
-  const double shrink_h = (box[2] - box[0]) - static_cast<double>(out_h);
-  const double shrink_w = (box[3] - box[1]) - static_cast<double>(out_w);
-  const bool vertical_first = shrink_h > 0 && shrink_h > 2 * shrink_w;
+  const bool vertical_first = vertical_pass_first(box[2] - box[0], box[3] - box[1], out_h, out_w);
   // The part of the input that the first pass reads along the other axis.
   const auto [row_first, row_last] = taps_span(rows);
   const auto [col_first, col_last] = taps_span(cols);
