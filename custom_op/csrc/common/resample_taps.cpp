@@ -111,7 +111,8 @@ AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, i
   }
   taps.identity = true;
   for (int64_t i = 0; i < out_count && taps.identity; ++i) {
-    taps.identity = taps.count[i] == 1 && taps.weights[i * taps.ksize] == (int32_t(1) << jpeg_core::kResamplePrecisionBits) &&
+    taps.identity = taps.count[i] == 1 &&
+                    taps.weights[i * taps.ksize] == (int32_t(1) << jpeg_core::kResamplePrecisionBits) &&
                     taps.first[i] == taps.first[0] + i;
   }
   return taps;
