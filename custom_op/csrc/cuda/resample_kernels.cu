@@ -1,0 +1,64 @@
+#include "cuda/resample_kernels.h"
+
+namespace custom_op {
+namespace gpu {
+namespace {
+
+namespace jc = jpeg_core;
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlocksPerItem = 512;
+constexpr int kMaxItemsPerLaunch = 65535;  // gridDim.y
+
+// One thread per intermediate sample; neighbouring threads take neighbouring samples of a row, so that
+// their source reads coalesce.
+__global__ void first_pass_kernel(const jc::ResampleItem* items) {
+  const jc::ResampleItem it = items[blockIdx.y];
+  const int rows = jc::resample_mid_rows(it), cols = jc::resample_mid_cols(it);
+  const int64_t plane = static_cast<int64_t>(rows) * cols, total = plane * it.channels;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < total;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(p / plane);
+    const int64_t q = p - c * plane;
+    const int y = static_cast<int>(q / cols), x = static_cast<int>(q - static_cast<int64_t>(y) * cols);
+    it.mid[p] = jc::resample_first_pass(it, c, y, x);
+  }
+}
+
+__global__ void second_pass_kernel(const jc::ResampleItem* items) {
+  const jc::ResampleItem it = items[blockIdx.y];
+  const int rows = it.rows.outputs, cols = it.cols.outputs;
+  const int64_t plane = static_cast<int64_t>(rows) * cols, total = plane * it.channels;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < total;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(p / plane);
+    const int64_t q = p - c * plane;
+    const int y = static_cast<int>(q / cols), x = static_cast<int>(q - static_cast<int64_t>(y) * cols);
+    jc::resample_store(it, c, p, jc::resample_second_pass(it, c, y, x));
+  }
+}
+
+int grid_for(int64_t work) {
+  int64_t blocks = (work + kThreads - 1) / kThreads;
+  if (blocks > kMaxBlocksPerItem) blocks = kMaxBlocksPerItem;
+  return static_cast<int>(blocks < 1 ? 1 : blocks);
+}
+
+}  // namespace
+
+cudaError_t launch_resample(const jc::ResampleItem* items, int count, int64_t max_mid, int64_t max_out,
+                            cudaStream_t stream) {
+  for (int first = 0; first < count; first += kMaxItemsPerLaunch) {
+    const int n = count - first < kMaxItemsPerLaunch ? count - first : kMaxItemsPerLaunch;
+    first_pass_kernel<<<dim3(grid_for(max_mid), n), kThreads, 0, stream>>>(items + first);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    second_pass_kernel<<<dim3(grid_for(max_out), n), kThreads, 0, stream>>>(items + first);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace gpu
+}  // namespace custom_op
