@@ -42,8 +42,9 @@ def _case(rng: random.Random) -> dict:
     size = (rng.randint(1, 70), rng.randint(1, 70))
     top, left = rng.randint(0, size[0] - 1), rng.randint(0, size[1] - 1)
     window = (top, left, rng.randint(1, size[0] - top), rng.randint(1, size[1] - left))
+    pixels = torch.Generator().manual_seed(rng.randint(0, 1 << 30))
     return dict(
-        image=torch.randint(0, 256, (channels, h, w), dtype=torch.uint8, generator=torch.Generator().manual_seed(rng.randint(0, 1 << 30))),
+        image=torch.randint(0, 256, (channels, h, w), dtype=torch.uint8, generator=pixels),
         box=[r0, c0, r1, c1],
         size=list(size),
         out_window=list(window),
