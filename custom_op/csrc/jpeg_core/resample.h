@@ -54,8 +54,8 @@ struct ResampleItem {
   int32_t channels;
   int32_t vertical_first;
   ResampleTaps rows, cols;
-  void* out;     // the item's [C, rows.outputs, cols.outputs] slot of the batch, of `dtype`
-  int32_t dtype;  // OutputDtype
+  void* out;              // the item's [C, rows.outputs, cols.outputs] slot of the batch, of `dtype`
+  int32_t dtype;          // OutputDtype
   float mean[4], std[4];  // per channel; mean 0 and std 1 for plain x / 255 (float dtypes)
 };
 
