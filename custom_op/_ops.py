@@ -112,6 +112,29 @@ def _decode_jpegs_cuda_fake(data, tops, lefts, heights, widths, *, whole, mode, 
     return images, [0] * len(data), [""] * len(data), [-1] * len(data)
 
 
+# The resized crop's dtype codes (csrc/jpeg_core/normalize.h, OutputDtype).
+OUTPUT_DTYPES = {0: torch.uint8, 1: torch.float32, 2: torch.float16, 3: torch.bfloat16}
+
+
+def _resized_crop_outputs(data, size, dtype, mode, on_warning, device):
+    """The stacked output of a batched resized crop: every item has the output size."""
+    _check_codes(mode, on_warning)
+    for d in data:
+        _check_bytes(d)
+    torch._check_value(dtype in OUTPUT_DTYPES, lambda: f"custom_op: unknown dtype code {dtype}")
+    torch._check_value(
+        mode != int(ImageReadMode.UNCHANGED), lambda: "custom_op: the resized crop decodes to RGB or GRAY"
+    )
+    return torch.empty((len(data), _channels(mode), *size), dtype=OUTPUT_DTYPES[dtype], device=device)
+
+
+def _decode_and_resized_crop_jpegs_cuda_fake(
+    data, tops, lefts, heights, widths, *, size, dtype, mode, on_warning, device, **_options
+):
+    images = _resized_crop_outputs(data, size, dtype, mode, on_warning, torch.device("cuda", device))
+    return images, [0] * len(data), [""] * len(data), [-1] * len(data)
+
+
 def _prepare_jpeg_fake(data, **_options):
     _check_bytes(data)
     return data.new_empty((torch.library.get_ctx().new_dynamic_size(min=2),))
@@ -154,6 +177,7 @@ FAKE_KERNELS = {
     "custom_op::decode_jpeg": _decode_jpeg_fake,
     "custom_op::decode_jpegs": _decode_jpegs_fake,
     "custom_op::decode_jpegs_cuda": _decode_jpegs_cuda_fake,
+    "custom_op::decode_and_resized_crop_jpegs_cuda": _decode_and_resized_crop_jpegs_cuda_fake,
     "custom_op::prepare_jpeg": _prepare_jpeg_fake,
     "custom_op::resize_box": _resize_box_fake,
     "custom_op::_jpeg_sub_image": _jpeg_sub_image_fake,

@@ -47,6 +47,13 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
       "decode_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, *, bool whole, "
       "int mode, bool apply_exif_orientation, int on_warning, int max_pixels, bool stack, int device, "
       "bool check_entropy=False) -> (Tensor[] images, int[] status, str[] messages, int[] paths)");
+  // The batched fused resized crop on CUDA device `device` (cuda/resized_crop_cuda.cpp): the arguments
+  // of decode_and_resized_crop_jpegs, the same pixels, one stacked output on the device.
+  m.def(
+      "decode_and_resized_crop_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, *, "
+      "int[] size, int resize_shorter, int scale, int filter, bool antialias, int[] flips, float[] mean, "
+      "float[] std, int dtype, int mode, bool apply_exif_orientation, int on_warning, int max_pixels, int device, "
+      "bool check_entropy=False) -> (Tensor images, int[] status, str[] messages, int[] paths)");
   m.def(
       "gpu_backend_info(*, int device) -> (str nvjpeg_version, bool hardware, int hardware_engines, "
       "int hardware_cores, str hardware_note, bool torch_allocators)");

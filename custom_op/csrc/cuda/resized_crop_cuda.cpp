@@ -1,0 +1,309 @@
+// decode_and_resized_crop_jpegs_cuda: the batched fused resized crop on the GPU.
+//
+// 1. Plan, on the host: each file's header (our own scan, jpeg_header.h) gives the image's size, and
+//    common/resized_crop_plan.h the DCT scale, the scaled pixels to decode and the box, exactly as the
+//    CPU kernel plans them. A file our scan does not understand goes to the CPU kernel whole.
+// 2. Decode: the GPU window decode (decode_jpegs_cuda) of every planned window at its scale, into one
+//    buffer: our CUDA decoder, or the CPU path where it cannot give the CPU path's pixels at that scale.
+// 3. Resample: the taps (common/resample_taps.h, on the host) and one descriptor per item go up in one
+//    copy; two launches (resample_kernels.h) write every item's flipped, normalised output into its slot
+//    of the stacked result, on the caller's stream.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/checked_options.h"
+#include "common/decode_path.h"
+#include "common/item_status.h"
+#include "common/resample_taps.h"
+#include "common/resized_crop_args.h"
+#include "common/resized_crop_plan.h"
+#include "cuda/jpeg_header.h"
+#include "cuda/resample_kernels.h"
+#include "jpeg_core/scaling.h"
+
+namespace custom_op {
+namespace gpu {
+namespace {
+
+namespace jc = jpeg_core;
+
+using Results = std::tuple<at::Tensor, std::vector<int64_t>, std::vector<std::string>, std::vector<int64_t>>;
+using WindowResults =
+    std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::string>, std::vector<int64_t>>;
+
+at::ScalarType scalar_type(int32_t dtype) {
+  switch (dtype) {
+    case jc::kOutFloat32: return at::kFloat;
+    case jc::kOutFloat16: return at::kHalf;
+    case jc::kOutBfloat16: return at::kBFloat16;
+    default: return at::kByte;
+  }
+}
+
+struct PlannedItem {
+  bool on_gpu = false;  // planned here; else the CPU kernel does the whole item
+  ResizedCropPlan plan;
+  int window = -1;  // index into the GPU window decode's lists
+};
+
+// The items our header scan understands, planned; a plan's error is the item's, as on the CPU.
+std::vector<PlannedItem> plan_items(at::TensorList data, const int64_t* tops, const int64_t* lefts,
+                                    const int64_t* heights, const int64_t* widths, const ResizedCropArgs& a,
+                                    bool exif, std::vector<int64_t>& status, std::vector<std::string>& messages) {
+  std::vector<PlannedItem> planned(data.size());
+  int windows = 0;
+  for (size_t i = 0; i < data.size(); ++i) {
+    const at::Tensor& d = data[i];
+    if (!d.is_cpu() || d.scalar_type() != at::kByte || d.dim() != 1 || !d.is_contiguous()) continue;
+    JpegHeader h;
+    if (!parse_jpeg_header(d.const_data_ptr<uint8_t>(), static_cast<size_t>(d.numel()), &h)) continue;
+    const int orientation = exif ? header_orientation(h) : 1;
+    const bool swap = orientation >= 5;
+    const int64_t image_h = swap ? h.width : h.height, image_w = swap ? h.height : h.width;
+    const ItemOutcome outcome = capture_outcome([&] {
+      planned[i].plan = plan_resized_crop(a.request(i, tops, lefts, heights, widths), image_h, image_w, a.filter,
+                                          a.antialias);
+    });
+    if (failed(outcome.status)) {
+      status[i] = static_cast<int64_t>(outcome.status);
+      messages[i] = outcome.message;
+      continue;
+    }
+    planned[i].on_gpu = true;
+    planned[i].window = windows++;
+  }
+  return planned;
+}
+
+
+// The planned windows of the GPU items, decoded at their scales by the GPU window decode.
+WindowResults decode_windows(at::TensorList data, const std::vector<PlannedItem>& planned, const DecodeOptions& o,
+                             int64_t device_index, bool check_entropy, std::vector<at::Tensor>& files) {
+  std::vector<int64_t> tops, lefts, heights, widths, scales;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    if (!planned[i].on_gpu) continue;
+    const ResizedCropPlan& p = planned[i].plan;
+    files.push_back(data[i]);
+    tops.push_back(p.rows.first);
+    lefts.push_back(p.cols.first);
+    heights.push_back(p.rows.count);
+    widths.push_back(p.cols.count);
+    scales.push_back(p.scale);
+  }
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("custom_op::decode_jpegs_cuda", "")
+                       .typed<WindowResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
+                                            c10::IntArrayRef, bool, int64_t, bool, int64_t, int64_t, bool, int64_t,
+                                            bool, c10::IntArrayRef)>();
+  return op.call(files, tops, lefts, heights, widths, /*whole=*/false, o.mode_code(), o.apply_exif_orientation,
+                 o.on_warning_code(), o.max_pixels, /*stack=*/false, device_index, check_entropy, scales);
+}
+
+// The items the GPU path does not plan, by the CPU kernel, into their slots of `out`.
+void resized_crop_on_cpu(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts, c10::IntArrayRef heights,
+                         c10::IntArrayRef widths, c10::IntArrayRef size, int64_t resize_shorter, int64_t scale,
+                         int64_t filter, bool antialias, c10::IntArrayRef flips, c10::ArrayRef<double> mean,
+                         c10::ArrayRef<double> std, int64_t dtype, const DecodeOptions& o,
+                         const std::vector<PlannedItem>& planned, at::Tensor& out, std::vector<int64_t>& status,
+                         std::vector<std::string>& messages, std::vector<int64_t>& paths) {
+  std::vector<at::Tensor> files;
+  std::vector<int64_t> which, t, l, h, w, f;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    if (planned[i].on_gpu || failed(static_cast<ItemStatus>(status[i]))) continue;
+    which.push_back(static_cast<int64_t>(i));
+    files.push_back(data[i]);
+    if (resize_shorter == 0) {
+      t.push_back(tops[i]);
+      l.push_back(lefts[i]);
+      h.push_back(heights[i]);
+      w.push_back(widths[i]);
+    }
+    if (!flips.empty()) f.push_back(flips[i]);
+  }
+  if (which.empty()) return;
+  using CpuResults = std::tuple<at::Tensor, std::vector<int64_t>, std::vector<std::string>>;
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("custom_op::decode_and_resized_crop_jpegs", "")
+                       .typed<CpuResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
+                                         c10::IntArrayRef, c10::IntArrayRef, int64_t, int64_t, int64_t, bool,
+                                         c10::IntArrayRef, c10::ArrayRef<double>, c10::ArrayRef<double>, int64_t,
+                                         int64_t, bool, int64_t, int64_t)>();
+  auto [images, st, msgs] = op.call(files, t, l, h, w, size, resize_shorter, scale, filter, antialias, f, mean, std,
+                                    dtype, o.mode_code(), o.apply_exif_orientation, o.on_warning_code(), o.max_pixels);
+  const at::Tensor index = at::tensor(which, at::kLong).to(out.device());
+  out.index_copy_(0, index, images.to(out.device()));
+  for (size_t j = 0; j < which.size(); ++j) {
+    status[which[j]] = st[j];
+    messages[which[j]] = msgs[j];
+    paths[which[j]] = failed(static_cast<ItemStatus>(st[j])) ? kFailed : kCpu;
+  }
+}
+
+// One item's taps, flattened into `host` (int32 words); the descriptor's pointers are set once the
+// words' device address is known (offsets kept in `at`).
+struct TapsAt {
+  size_t first, count, weights;
+};
+
+TapsAt append_taps(const AxisTaps& t, std::vector<int32_t>& host) {
+  TapsAt at{host.size(), 0, 0};
+  host.insert(host.end(), t.first.begin(), t.first.end());
+  at.count = host.size();
+  host.insert(host.end(), t.count.begin(), t.count.end());
+  at.weights = host.size();
+  host.insert(host.end(), t.weights.begin(), t.weights.end());
+  return at;
+}
+
+jc::ResampleTaps device_taps(const AxisTaps& t, const TapsAt& at, const int32_t* words) {
+  const auto [lo, hi] = taps_span(t);
+  return {words + at.first, words + at.count, words + at.weights, t.ksize, static_cast<int32_t>(t.first.size()), lo,
+          hi};
+}
+
+Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
+                                           c10::IntArrayRef heights, c10::IntArrayRef widths, c10::IntArrayRef size,
+                                           int64_t resize_shorter, int64_t scale, int64_t filter, bool antialias,
+                                           c10::IntArrayRef flips, c10::ArrayRef<double> mean,
+                                           c10::ArrayRef<double> std, int64_t dtype, int64_t mode,
+                                           bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels,
+                                           int64_t device_index, bool check_entropy) {
+  const size_t n = data.size();
+  const size_t lengths[4] = {tops.size(), lefts.size(), heights.size(), widths.size()};
+  const ResizedCropArgs a =
+      checked_resized_crop_args(n, lengths, size.data(), size.size(), resize_shorter, scale, filter, antialias,
+                                flips.data(), flips.size(), mean.data(), mean.size(), std.data(), std.size(), dtype);
+  const DecodeOptions o = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
+  CUSTOM_OP_CHECK_VALUE(o.mode != ReadMode::kUnchanged, kMessagePrefix,
+                        "the resized crop decodes to RGB or GRAY, not UNCHANGED");
+  const int channels = o.mode == ReadMode::kGray ? 1 : 3;
+  CUSTOM_OP_CHECK_VALUE(a.mean.empty() || a.mean.size() == static_cast<size_t>(channels), kMessagePrefix,
+                        "mean and std must have one value per output channel (", channels, "), got ", a.mean.size());
+  CUSTOM_OP_CHECK_VALUE(a.scale == 0 || jc::valid_scale(a.scale), kMessagePrefix,
+                        "on the GPU, scale must be 1, 2, 4 or 8 (eighths), got ", a.scale);
+  CUSTOM_OP_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
+  const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
+  c10::cuda::CUDAGuard device_guard(device);
+
+  std::vector<int64_t> status(n, 0), paths(n, kFailed);
+  std::vector<std::string> messages(n);
+  at::Tensor out = at::empty({static_cast<int64_t>(n), channels, a.out_height, a.out_width},
+                             at::TensorOptions().dtype(scalar_type(a.dtype)).device(device));
+  std::vector<PlannedItem> planned;
+  {
+    RECORD_FUNCTION("custom_op::resized_crop_plan", std::vector<c10::IValue>());
+    planned = plan_items(data, tops.data(), lefts.data(), heights.data(), widths.data(), a, o.apply_exif_orientation,
+                         status, messages);
+  }
+  std::vector<at::Tensor> files;
+  auto [windows, window_status, window_messages, window_paths] =
+      decode_windows(data, planned, o, device_index, check_entropy, files);
+  resized_crop_on_cpu(data, tops, lefts, heights, widths, size, resize_shorter, scale, filter, antialias, flips, mean,
+                      std, dtype, o, planned, out, status, messages, paths);
+
+  RECORD_FUNCTION("custom_op::resized_crop_resample", std::vector<c10::IValue>());
+  // Host side: every resampled item's taps and descriptor, in one pinned buffer.
+  std::vector<int32_t> words;
+  std::vector<AxisTaps> rows_taps, cols_taps;
+  std::vector<TapsAt> rows_at, cols_at;
+  std::vector<size_t> resampled;  // item indices
+  std::vector<int64_t> mid_offsets;
+  int64_t mid_total = 0, max_mid = 0, max_out = static_cast<int64_t>(channels) * a.out_height * a.out_width;
+  for (size_t i = 0; i < n; ++i) {
+    if (!planned[i].on_gpu) continue;
+    const size_t k = static_cast<size_t>(planned[i].window);
+    status[i] = window_status[k];
+    messages[i] = window_messages[k];
+    paths[i] = window_paths[k];
+    if (failed(static_cast<ItemStatus>(status[i]))) continue;
+    const at::Tensor& image = windows[k];
+    const ResizedCropPlan& p = planned[i].plan;
+    const auto outcome = capture_outcome([&] {
+      CUSTOM_OP_CHECK(image.dim() == 3 && image.size(0) == channels && image.size(1) == p.rows.count &&
+                          image.size(2) == p.cols.count,
+                      "the GPU window decode returned an unexpected shape");
+      AxisTaps r = axis_taps("row", p.rows.in0, p.rows.in1, p.rows.out_size, p.rows.out_start, p.rows.out_count,
+                             p.rows.origin, p.rows.count, a.filter, a.antialias);
+      AxisTaps c = axis_taps("column", p.cols.in0, p.cols.in1, p.cols.out_size, p.cols.out_start, p.cols.out_count,
+                             p.cols.origin, p.cols.count, a.filter, a.antialias);
+      if (a.flips[i]) reverse_taps(&c);
+      rows_taps.push_back(std::move(r));
+      cols_taps.push_back(std::move(c));
+    });
+    if (failed(outcome.status)) {
+      status[i] = static_cast<int64_t>(outcome.status);
+      messages[i] = outcome.message;
+      paths[i] = kFailed;
+      continue;
+    }
+    rows_at.push_back(append_taps(rows_taps.back(), words));
+    cols_at.push_back(append_taps(cols_taps.back(), words));
+    resampled.push_back(i);
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (failed(static_cast<ItemStatus>(status[i]))) out[static_cast<int64_t>(i)].zero_();
+  if (resampled.empty()) return {out, status, messages, paths};
+
+  const size_t m = resampled.size();
+  const size_t items_bytes = m * sizeof(jc::ResampleItem);
+  const size_t words_at = (items_bytes + 15) / 16 * 16;
+  const size_t bytes = words_at + words.size() * sizeof(int32_t);
+  at::Tensor host = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  at::Tensor up = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).device(device));
+  const auto* device_words = reinterpret_cast<const int32_t*>(up.const_data_ptr<uint8_t>() + words_at);
+  // Intermediates: one allocation, each item's part of it.
+  std::vector<jc::ResampleItem> items(m);
+  for (size_t j = 0; j < m; ++j) {
+    const size_t i = resampled[j];
+    jc::ResampleItem& it = items[j];
+    const at::Tensor& image = windows[planned[i].window];
+    it.source = image.const_data_ptr<uint8_t>();
+    it.source_plane = image.size(1) * image.size(2);
+    it.source_pitch = static_cast<int32_t>(image.size(2));
+    it.channels = channels;
+    const ResizedCropPlan& p = planned[i].plan;
+    it.vertical_first = vertical_pass_first(p.rows.in1 - p.rows.in0, p.cols.in1 - p.cols.in0, p.rows.out_size,
+                                            p.cols.out_size);
+    it.rows = device_taps(rows_taps[j], rows_at[j], device_words);
+    it.cols = device_taps(cols_taps[j], cols_at[j], device_words);
+    it.dtype = a.dtype;
+    for (int c = 0; c < channels; ++c) {
+      it.mean[c] = a.mean_of(c);
+      it.std[c] = a.std_of(c);
+    }
+    const int64_t mid = static_cast<int64_t>(channels) * jc::resample_mid_rows(it) * jc::resample_mid_cols(it);
+    mid_offsets.push_back(mid_total);
+    mid_total += mid;
+    max_mid = std::max(max_mid, mid);
+    it.out = static_cast<uint8_t*>(out.data_ptr()) + static_cast<int64_t>(i) * max_out * out.element_size();
+  }
+  at::Tensor mids = at::empty({std::max<int64_t>(mid_total, 1)}, at::TensorOptions().dtype(at::kByte).device(device));
+  for (size_t j = 0; j < m; ++j) items[j].mid = mids.data_ptr<uint8_t>() + mid_offsets[j];
+  std::memcpy(host.data_ptr<uint8_t>(), items.data(), items_bytes);
+  std::memcpy(host.data_ptr<uint8_t>() + words_at, words.data(), words.size() * sizeof(int32_t));
+  up.copy_(host, /*non_blocking=*/true);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  C10_CUDA_CHECK(launch_resample(reinterpret_cast<const jc::ResampleItem*>(up.const_data_ptr<uint8_t>()),
+                                 static_cast<int>(m), max_mid, max_out, stream));
+  return {out, status, messages, paths};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
+  m.impl("decode_and_resized_crop_jpegs_cuda", &decode_and_resized_crop_jpegs_cuda);
+}
+
+}  // namespace gpu
+}  // namespace custom_op
