@@ -1,0 +1,155 @@
+"""The batched fused resized crop on the GPU (decode_and_resized_crop_jpegs(..., device="cuda")): the CPU
+call's pixels, exactly, for every item (uint8 and the normalised float dtypes), the path each item took,
+both requests (crop then resize, resize then centre crop), flips, scales, and bad input. Skips without
+a GPU; run on a GPU machine with bench/device_run.sh."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import custom_op
+import jpeg_factory
+from custom_op import ImageReadMode, gpu
+from jpeg_factory import with_exif_orientation
+
+REASON = gpu.unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"GPU backend unavailable here: {REASON}")
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+SAMPLINGS = ["4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1"]
+
+
+def _tensor(data: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def _photo(height: int, width: int, sampling: str, seed: int, prepared: bool, gray: bool = False) -> torch.Tensor:
+    pixels = jpeg_factory.photo_like(height, width, seed=seed)
+    if gray:
+        pixels = pixels[:, :, 0]
+    data = jpeg_factory.encode(pixels, sampling=sampling, quality=90)
+    if prepared:
+        data = bytes(custom_op.prepare_jpeg(data).numpy())
+    return _tensor(data)
+
+
+def _windows(files: list[torch.Tensor], rng: random.Random, exif: bool = False) -> list[tuple[int, int, int, int]]:
+    windows = []
+    for f in files:
+        info = custom_op.read_jpeg_header(f, apply_exif_orientation=exif)
+        h = rng.randint(1, info.height)
+        w = rng.randint(1, info.width)
+        windows.append((rng.randint(0, info.height - h), rng.randint(0, info.width - w), h, w))
+    return windows
+
+
+def _both(files, windows, size, **kwargs):
+    tops, lefts, heights, widths = (list(v) for v in zip(*windows))
+    cpu = custom_op.decode_and_resized_crop_jpegs(files, tops, lefts, heights, widths, size, **kwargs)
+    cuda = custom_op.decode_and_resized_crop_jpegs(files, tops, lefts, heights, widths, size, device="cuda", **kwargs)
+    return cpu, cuda
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_prepared_files_give_the_cpu_pixels_at_every_scale(sampling):
+    rng = random.Random(SAMPLINGS.index(sampling))
+    files = [_photo(rng.randint(40, 400), rng.randint(40, 400), sampling, i, prepared=True) for i in range(12)]
+    windows = _windows(files, rng)
+    flips = [rng.random() < 0.5 for _ in files]
+    for size in (224, (31, 57), 8):
+        for scale in (None, 1, 2, 4, 8):
+            cpu, cuda = _both(files, windows, size, flips=flips, scale=scale)
+            assert cuda.device.type == "cuda"
+            assert torch.equal(cuda.cpu(), cpu), (size, scale)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_normalised_outputs_are_the_cpu_ones(dtype):
+    rng = random.Random(7)
+    files = [_photo(rng.randint(64, 300), rng.randint(64, 300), "4:2:0", i, prepared=True) for i in range(10)]
+    windows = _windows(files, rng)
+    cpu, cuda = _both(files, windows, 224, mean=MEAN, std=STD, dtype=dtype, flips=[True, False] * 5)
+    assert cuda.dtype == dtype
+    assert torch.equal(cuda.cpu(), cpu)
+
+
+def test_original_files_grey_output_and_exif_give_the_cpu_pixels():
+    rng = random.Random(3)
+    files = [_photo(rng.randint(30, 260), rng.randint(30, 260), s, i, prepared=False) for i, s in enumerate(SAMPLINGS)]
+    files += [_photo(120, 90, "4:4:4", 9, prepared=True, gray=True)]
+    files = [_tensor(with_exif_orientation(bytes(f.numpy()), o)) for f, o in zip(files, [1, 3, 5, 6, 8, 2])]
+    windows = _windows(files, rng, exif=True)
+    for mode in (ImageReadMode.RGB, ImageReadMode.GRAY):
+        cpu, cuda = _both(files, windows, (40, 50), mode=mode, apply_exif_orientation=True, flips=[True] * 6)
+        assert torch.equal(cuda.cpu(), cpu), mode
+
+
+def test_centre_crop_transform_batch_on_the_gpu_equals_the_cpu():
+    sizes = [(300, 400), (500, 333), (257, 256)]
+    files = [_photo(h, w, "4:2:0", i, prepared=True) for i, (h, w) in enumerate(sizes)]
+    t = custom_op.ResizeCenterCropJpeg(256, 224)
+    cpu = t.batch(files)
+    cuda = t.batch(files, device="cuda")
+    assert torch.equal(cuda.cpu(), cpu)
+    assert torch.equal(cpu, torch.stack([t(f) for f in files]))
+
+
+def test_prepared_files_take_our_cuda_decoder():
+    files = [_photo(200, 300, "4:2:0", i, prepared=True) for i in range(4)]
+    images, status, _, paths = torch.ops.custom_op.decode_and_resized_crop_jpegs_cuda(
+        files,
+        [10] * 4,
+        [20] * 4,
+        [150] * 4,
+        [200] * 4,
+        size=[64, 64],
+        resize_shorter=0,
+        scale=0,
+        filter=1,
+        antialias=True,
+        flips=[],
+        mean=[],
+        std=[],
+        dtype=0,
+        mode=int(ImageReadMode.RGB),
+        apply_exif_orientation=False,
+        on_warning=0,
+        max_pixels=0,
+        device=torch.cuda.current_device(),
+    )
+    assert status == [0] * 4
+    assert images.shape == (4, 3, 64, 64)
+    assert all(gpu.PATH_NAMES[p & ~gpu.SEGMENTS_FLAG] == "cuda" for p in paths), paths
+
+
+def test_a_damaged_item_fails_alone_and_its_slot_is_zero():
+    good = [_photo(200, 200, "4:2:0", i, prepared=True) for i in range(3)]
+    bad = good[1].clone()
+    bad[len(bad) // 2 :] = 0
+    files = [good[0], bad, good[2]]
+    windows = [(0, 0, 150, 150)] * 3
+    tops, lefts, heights, widths = (list(v) for v in zip(*windows))
+    kwargs = dict(on_error="return", on_warning="raise")
+    cpu, cpu_errors = custom_op.decode_and_resized_crop_jpegs(files, tops, lefts, heights, widths, 64, **kwargs)
+    cuda, cuda_errors = custom_op.decode_and_resized_crop_jpegs(
+        files, tops, lefts, heights, widths, 64, device="cuda", **kwargs
+    )
+    assert torch.equal(cuda.cpu(), cpu)
+    assert [type(e) for e in cuda_errors] == [type(e) for e in cpu_errors]
+    assert cuda_errors[1] is not None and cuda_errors[0] is None and cuda_errors[2] is None
+    assert not cuda[1].any()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(scale=3), dict(size=0), dict(mean=MEAN, std=STD), dict(mean=MEAN, std=(1, 0, 1), dtype=torch.float32)],
+)
+def test_bad_arguments_raise_before_any_work(kwargs):
+    files = [_photo(64, 64, "4:2:0", 0, prepared=True)]
+    args = dict(size=32)
+    args.update(kwargs)
+    size = args.pop("size")
+    with pytest.raises((ValueError, TypeError)):
+        custom_op.decode_and_resized_crop_jpegs(files, [0], [0], [64], [64], size, device="cuda", **args)
