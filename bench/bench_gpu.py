@@ -21,6 +21,13 @@ Sections (all by default; --only picks some):
             with a list of window tensors (the default) against one stacked [N, 3, 224, 224] tensor
             (stack=True), one call at a time and through custom_op.decode_ahead, from ordinary and
             from pinned memory (what a tensor per window costs the host).
+  rrc       the training input: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3) + horizontal flip +
+            normalisation to a float32 [N, 3, 224, 224] batch on the GPU, batch 64 and 256, windows and
+            flips drawn beforehand (seed 0): ours, custom_op.decode_and_resized_crop_jpegs(...,
+            device="cuda"), on the prepared copies (one call at a time, and through decode_ahead from
+            pinned memory) and on the originals; the same call on the CPU (all cores) + one pinned copy;
+            torchvision's batched GPU decode + a crop, F.interpolate (bilinear, antialiased), flip and
+            normalisation per image. Max abs diff: uint8 outputs of the same calls against the CPU call.
   steps     the same photos and windows, stacked, in a loop that also runs a training step's GPU work
             (--step-ms: that many ms per image of matrix products on the loop's stream, after a
             conversion of the batch to float): the step alone, on a batch decoded beforehand, against
@@ -67,7 +74,7 @@ import common  # noqa: E402
 import custom_op  # noqa: E402
 from custom_op import gpu, testing  # noqa: E402
 
-SECTIONS = ("sample", "outputs", "steps", "large", "segments", "warmup")
+SECTIONS = ("sample", "outputs", "rrc", "steps", "large", "segments", "warmup")
 # decode_ahead's depth in the rows that use it: its default.
 AHEAD = 2
 WARMUP_METHODS = ("ours", "ours-prepared", "torchvision")
@@ -423,6 +430,121 @@ def outputs_section(args):
                 cpu = statistics.median(s[1] / lst[1] for s, lst in pairs)
                 ratio = f"{speed:.2f}x, {cpu:.2f}x"
             rows.append(f"| {name} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} | {ratio} | {diffs[name]} |")
+        lines += common.emit(rows + [""])
+    return lines
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def rrc_windows(files: list[bytes]) -> list[tuple[int, int, int, int, bool]]:
+    """RandomResizedCrop's windows and RandomHorizontalFlip's flips, drawn from one seeded generator."""
+    t = custom_op.RandomResizedCropJpeg(224)
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for data in files:
+        info = custom_op.read_jpeg_header(data)
+        out.append((*t.get_params(info.height, info.width, g), bool(torch.rand(1, generator=g) < 0.5)))
+    return out
+
+
+def rrc_ours(device: str, dtype=torch.float32):
+    normalise = dict(mean=MEAN, std=STD) if dtype != torch.uint8 else {}
+
+    def run(tensors, windows):
+        tops, lefts, heights, widths, flips = zip(*windows)
+        return custom_op.decode_and_resized_crop_jpegs(
+            tensors, tops, lefts, heights, widths, 224, flips=flips, dtype=dtype, device=device, **normalise
+        )
+
+    return run
+
+
+def rrc_cpu_then_copy():
+    run_cpu = rrc_ours("cpu")
+
+    def run(tensors, windows):
+        return run_cpu(tensors, windows).pin_memory().to("cuda", non_blocking=True)
+
+    return run
+
+
+def rrc_torchvision():
+    import torch.nn.functional as F
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    mean = torch.tensor(MEAN, device="cuda")[:, None, None]
+    std = torch.tensor(STD, device="cuda")[:, None, None]
+
+    def run(tensors, windows):
+        images = decode_jpeg(tensors, mode=ImageReadMode.RGB, device="cuda")
+        out = []
+        for img, (t, l, h, w, flip) in zip(images, windows):
+            x = F.interpolate(
+                img[None, :, t : t + h, l : l + w].float(),
+                size=(224, 224),
+                mode="bilinear",
+                antialias=True,
+                align_corners=False,
+            )[0]
+            out.append(x.flip(-1) if flip else x)
+        return (torch.stack(out) / 255 - mean) / std
+
+    return run
+
+
+def rrc_section(args):
+    files, prepared_files, _ = load_sample(args)
+    windows = rrc_windows(files)
+    originals = [as_tensor(d) for d in files]
+    prepared = [as_tensor(d) for d in prepared_files]
+    pinned = [t.pin_memory() for t in prepared]
+    methods = {
+        "ours, prepared copies, one call at a time": Method(rrc_ours("cuda"), "prepared"),
+        f"ours, prepared copies in pinned memory, decode_ahead (depth {AHEAD})": Method(
+            rrc_ours("cuda"), "pinned", AHEAD
+        ),
+        "ours, original files, one call at a time": Method(rrc_ours("cuda"), "original"),
+        f"ours on the CPU ({torch.get_num_threads()} threads), prepared copies, + pinned copy to the GPU": Method(
+            rrc_cpu_then_copy(), "prepared"
+        ),
+    }
+    try:
+        import torchvision
+
+        methods[f"torchvision {torchvision.__version__} decode_jpeg(list, cuda) + per-image resize, originals"] = (
+            Method(rrc_torchvision(), "original")
+        )
+    except ImportError:
+        pass
+    # Exactness: the same calls in uint8 against the CPU call, batch by batch.
+    exact = {}
+    for inputs in ("prepared", "original"):
+        worst = 0
+        for k in range(0, len(files), 64):
+            tensors = (prepared if inputs == "prepared" else originals)[k : k + 64]
+            cpu = rrc_ours("cpu", torch.uint8)(tensors, windows[k : k + 64])
+            cuda = rrc_ours("cuda", torch.uint8)(tensors, windows[k : k + 64])
+            worst = max(worst, int((cuda.cpu().int() - cpu.int()).abs().max()))
+        exact[inputs] = worst
+    lines = []
+    for batch in args.batches:
+        batches = make_batches(
+            originals, prepared, windows, batch, max(1, args.images_per_round // batch), pinned=pinned
+        )
+        summary = measure(methods, batches, args.rounds)
+        rows = [
+            f"### RandomResizedCrop 224 + flip + normalise, float32 on the GPU, batch {batch}: the sample's "
+            f"{len(files)} photos",
+            "",
+            f"Max abs diff of our uint8 output (GPU against the CPU call): prepared copies {exact['prepared']}, "
+            f"originals {exact['original']}.",
+            "",
+            "| method | images/s (best) | images/s (median) | host CPU ms/image |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for name, (best, median, cpu_ms) in summary.items():
+            rows.append(f"| {name} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} |")
         lines += common.emit(rows + [""])
     return lines
 
@@ -816,6 +938,7 @@ def main():
     sections = {
         "sample": sample_section,
         "outputs": outputs_section,
+        "rrc": rrc_section,
         "steps": steps_section,
         "large": large_section,
         "segments": segments_section,
