@@ -113,8 +113,8 @@ def _check_gpu_scales(scales, n: int, whole: bool) -> None:
         return
     torch._check_value(not whole, lambda: "custom_op: scales apply to windows only; a whole-image decode is at scale 8")
     torch._check_value(len(scales) == n, lambda: f"custom_op: scales must have one entry per image ({n})")
-    for s in scales:
-        torch._check_value(s in _GPU_SCALES, lambda: f"custom_op: a GPU decode's scale must be 1, 2, 4 or 8, got {s}")
+    bad = [s for s in scales if s not in _GPU_SCALES]
+    torch._check_value(not bad, lambda: f"custom_op: a GPU decode's scale must be 1, 2, 4 or 8, got {bad[0]}")
 
 
 def _decode_jpegs_cuda_fake(

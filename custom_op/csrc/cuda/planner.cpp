@@ -272,7 +272,8 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
 }
 
 void scaled_image_size(const Item& it, int scale, int64_t* height, int64_t* width) {
-  const ScaledGrid grid = scaled_grid(it.header.width, it.header.height, mcu_width(it.header), mcu_height(it.header), scale);
+  const ScaledGrid grid =
+      scaled_grid(it.header.width, it.header.height, mcu_width(it.header), mcu_height(it.header), scale);
   const bool swap = swaps_axes(it.orientation);
   *height = swap ? grid.width : grid.height;
   *width = swap ? grid.height : grid.width;
