@@ -104,7 +104,24 @@ def _decode_jpegs_fake(data, tops, lefts, heights, widths, *, whole, mode, on_wa
     return images, [0] * len(data), [""] * len(data)
 
 
-def _decode_jpegs_cuda_fake(data, tops, lefts, heights, widths, *, whole, mode, on_warning, stack, device, **_options):
+_GPU_SCALES = frozenset((1, 2, 4, 8))
+
+
+def _check_gpu_scales(scales, n: int, whole: bool) -> None:
+    """The kernel's check of a GPU batch's scales (csrc/common/checked_options.h, check_gpu_scales)."""
+    if not scales:
+        return
+    torch._check_value(not whole, lambda: "custom_op: scales apply to windows only; a whole-image decode is at scale 8")
+    torch._check_value(len(scales) == n, lambda: f"custom_op: scales must have one entry per image ({n})")
+    bad = [s for s in scales if s not in _GPU_SCALES]
+    torch._check_value(not bad, lambda: f"custom_op: a GPU decode's scale must be 1, 2, 4 or 8, got {bad[0]}")
+
+
+def _decode_jpegs_cuda_fake(
+    data, tops, lefts, heights, widths, *, whole, mode, on_warning, stack, device, scales=(), **_options
+):
+    # A window is given in the pixels of its item's scaled image: the scales change no shape.
+    _check_gpu_scales(scales, len(data), whole)
     images = _batch_outputs(
         data, tops, lefts, heights, widths, whole, mode, on_warning, stack, torch.device("cuda", device), views=True
     )

@@ -32,7 +32,7 @@ import custom_op
 import damaged_jpegs
 import photo_data
 import restart_segments as rs
-from conftest import shared_dir
+from conftest import assert_op_raises, shared_dir
 from custom_op import ImageReadMode, gpu, testing
 from jpeg_factory import with_exif_orientation
 
@@ -1703,3 +1703,176 @@ def test_no_leak_over_10000_batched_calls(jpeg_writer):
     }
     assert after[0] == before[0] and after[1] == before[1], (before, after)
     assert after[2] - before[2] < 32 * 2**20, (before, after)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Windows at a DCT scale (the operator's scales: 1/8, 2/8, 4/8, 8/8): our own CUDA decoder's pixels
+# are the CPU operator's with scale_num; what it does not take goes to the CPU path (nvJPEG decodes at
+# full size only).
+
+# Samplings our CUDA decoder takes once prepared (grey, nvJPEG's four, and those only it takes).
+SCALED_SAMPLINGS = ["gray", "4:4:4", "4:2:2", "4:2:0", "4:4:0", "4:1:1", "4x2,1x1,1x1"]
+SCALES = [1, 2, 4, 8]
+
+
+def _scaled_file(jpeg_writer, sampling, height=157, width=203, seed=90, orientation=None, prepared=True):
+    channels = 1 if sampling == "gray" else 3
+    pixels = jpeg_writer.photo_like(height, width, channels, seed=seed)
+    data = jpeg_writer.encode(pixels, **({} if sampling == "gray" else dict(sampling=sampling)))
+    if orientation is not None:
+        data = with_exif_orientation(data, orientation)
+    return custom_op.prepare_jpeg(data) if prepared else data
+
+
+def _scaled_size(data, scale, exif=False):
+    """The displayed image's size at `scale` eighths (libjpeg's output size, rounded up)."""
+    info = custom_op.read_jpeg_header(data, apply_exif_orientation=exif)
+    return -(-info.height * scale // 8), -(-info.width * scale // 8)
+
+
+def _scaled_windows(rng, height, width):
+    """Windows of a height x width image: whole, 1x1 at the corners, along the edges, random."""
+    wins = [(0, 0, height, width), (0, 0, 1, 1), (height - 1, width - 1, 1, 1), (0, width - 1, height, 1)]
+    wins += [(height - 1, 0, 1, width), (0, max(0, width - 5), height, min(5, width))]
+    for size in (1, 3, 17, 64):
+        wins.append(random_window(rng, height, width, size))
+    return wins
+
+
+def scaled_on_gpu(datas, wins, scales, mode=ImageReadMode.RGB, exif=False):
+    """The CUDA operator's windows at per-item scales, and the name of the path of each item."""
+    tops, lefts, heights, widths = (list(v) for v in zip(*wins))
+    outs, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
+        [as_tensor(d) for d in datas],
+        tops,
+        lefts,
+        heights,
+        widths,
+        whole=False,
+        stack=False,
+        device=torch.cuda.current_device(),
+        scales=list(scales),
+        mode=int(mode),
+        apply_exif_orientation=exif,
+        on_warning=0,
+        max_pixels=0,
+    )
+    assert statuses == [0] * len(datas), messages
+    return outs, [testing.path_name(p) for p in paths]
+
+
+def scaled_on_cpu(data, win, scale, mode=ImageReadMode.RGB, exif=False):
+    image, _ = torch.ops.custom_op.decode_and_crop_jpeg(
+        as_tensor(data), *win, mode=int(mode), apply_exif_orientation=exif, on_warning=0, max_pixels=0, scale_num=scale
+    )
+    return image
+
+
+def assert_scaled_exact(datas, wins, scales, used, outs, mode=ImageReadMode.RGB, exif=False):
+    for data, win, scale, path, out in zip(datas, wins, scales, used, outs):
+        want = scaled_on_cpu(data, win, scale, mode, exif)
+        assert out.device.type == "cuda" and torch.equal(out.cpu(), want), (win, scale, path, mode)
+
+
+@needs_gpu
+@pytest.mark.parametrize("sampling", SCALED_SAMPLINGS)
+@pytest.mark.parametrize("mode", list(ImageReadMode))
+def test_cuda_decoder_at_every_scale_equals_the_cpu_operator(jpeg_writer, sampling, mode):
+    """Prepared files of every sampling our decoder takes, every scale mixed in one batch, windows at
+    the edges, 1x1 ones and whole images, in every output mode (GRAY from colour files: the luma
+    alone): all decoded by our CUDA decoder, each equal to decode_and_crop_jpeg with scale_num."""
+    data = _scaled_file(jpeg_writer, sampling)
+    rng = np.random.default_rng(len(sampling))
+    datas, wins, scales = [], [], []
+    for scale in SCALES:
+        for win in _scaled_windows(rng, *_scaled_size(data, scale)):
+            datas.append(data)
+            wins.append(win)
+            scales.append(scale)
+    for dedupe in (True, False):  # one decode per scale for all its windows, and one per window
+        with testing.gpu_options(dedupe=dedupe):
+            outs, used = scaled_on_gpu(datas, wins, scales, mode)
+        assert set(used) == {"cuda"}, (sampling, mode, dedupe, used)
+        assert_scaled_exact(datas, wins, scales, used, outs, mode)
+
+
+@needs_gpu
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_cuda_decoder_at_every_scale_with_exif_orientation(jpeg_writer, orientation):
+    """A window is in the displayed frame of the scaled image, as the CPU operator takes it."""
+    datas, wins, scales = [], [], []
+    rng = np.random.default_rng(orientation)
+    for sampling in ("4:2:0", "4:2:2"):
+        data = _scaled_file(jpeg_writer, sampling, 61, 93, seed=orientation, orientation=orientation)
+        for scale in SCALES:
+            for win in _scaled_windows(rng, *_scaled_size(data, scale, exif=True)):
+                datas.append(data)
+                wins.append(win)
+                scales.append(scale)
+    outs, used = scaled_on_gpu(datas, wins, scales, exif=True)
+    assert set(used) == {"cuda"}, used
+    assert_scaled_exact(datas, wins, scales, used, outs, exif=True)
+
+
+@needs_gpu
+def test_scaled_items_our_decoder_does_not_take_go_to_the_cpu_path(jpeg_writer):
+    """Files without short restart segments (nvJPEG's at scale 8) and progressive ones, at scale 4:
+    the CPU path, with the CPU operator's pixels; in one batch with prepared files (our decoder's)
+    and the same files at scale 8 (nvJPEG's, or the CPU path's for 4:1:1)."""
+    plain = [_scaled_file(jpeg_writer, s, 120, 150, seed=91, prepared=False) for s in ("4:2:0", "4:4:4", "4:1:1")]
+    progressive = jpeg_writer.encode(jpeg_writer.photo_like(120, 150, seed=92), progressive=True)
+    prepared = _scaled_file(jpeg_writer, "4:2:0", 120, 150, seed=93)
+    datas = plain + [progressive, prepared] + plain
+    scales = [4] * 5 + [8] * 3
+    wins = [(3, 5, 40, 50) if s == 4 else (6, 10, 80, 100) for s in scales]
+    outs, used = scaled_on_gpu(datas, wins, scales)
+    assert used[:4] == ["cpu"] * 4 and used[4] == "cuda", used
+    assert base_path(used[7]) == "cpu" and all(base_path(p) != "cuda" for p in used[5:]), used
+    # (nvJPEG's hybrid decoders, on a GPU without engines, are held to a bound elsewhere.)
+    exact = [i for i, p in enumerate(used) if base_path(p) in EXACT_PATHS]
+    assert exact[:5] == [0, 1, 2, 3, 4], used
+    assert_scaled_exact(*([xs[i] for i in exact] for xs in (datas, wins, scales, used, outs)))
+
+
+@needs_gpu
+def test_one_file_at_two_scales_in_one_batch(jpeg_writer):
+    """A file repeated in a batch shares a decode only among items of one scale: each item gets its own
+    scale's pixels, with its duplicates shared or not."""
+    data = _scaled_file(jpeg_writer, "4:2:0", 200, 240, seed=94)
+    scales = [2, 8, 2, 8, 4, 1]
+    wins = [(1, 2, 20, 30), (50, 60, 70, 80), (10, 11, 12, 13), (0, 0, 200, 240), (0, 0, 100, 120), (5, 7, 10, 9)]
+    for dedupe in (True, False):
+        with testing.gpu_options(dedupe=dedupe):
+            outs, used = scaled_on_gpu([data] * len(wins), wins, scales)
+        assert used == ["cuda"] * len(wins), used
+        assert_scaled_exact([data] * len(wins), wins, scales, used, outs)
+
+
+@needs_gpu
+@pytest.mark.parametrize("bad", [3, 0, 16, -1])
+def test_a_bad_scale_raises_before_any_work(jpeg_writer, bad):
+    """A scale the GPU path does not give is the call's ValueError, before any item (a garbage one
+    included) gets an outcome of its own."""
+    good = as_tensor(_scaled_file(jpeg_writer, "4:2:0", 64, 64, seed=95))
+    op = torch.ops.custom_op.decode_jpegs_cuda
+    options = dict(stack=False, device=torch.cuda.current_device(), **_decode_options(ImageReadMode.RGB))
+    windows = ([0, 0], [0, 0], [8, 8], [8, 8])
+    files = [good, as_tensor(b"garbage")]
+    says = "scale must be 1, 2, 4 or 8"
+    assert_op_raises(ValueError, says, op, files, *windows, whole=False, scales=[8, bad], **options)
+    assert_op_raises(ValueError, "one entry per image", op, files, *windows, whole=False, scales=[4], **options)
+    assert_op_raises(ValueError, "windows only", op, [good], [], [], [], [], whole=True, scales=[4], **options)
+
+
+@needs_gpu
+def test_a_window_that_does_not_fit_the_scaled_image_raises_as_on_the_cpu(jpeg_writer):
+    data = _scaled_file(jpeg_writer, "4:2:0", 64, 80, seed=96)
+    height, width = _scaled_size(data, 2)
+    tensor = as_tensor(data)
+    options = dict(device=torch.cuda.current_device(), **_decode_options(ImageReadMode.RGB))
+    _, statuses, messages, _ = torch.ops.custom_op.decode_jpegs_cuda(
+        [tensor], [0], [0], [height + 1], [width], whole=False, stack=False, scales=[2], **options
+    )
+    assert statuses == [2] and "does not fit" in messages[0], messages
+    outs, _ = scaled_on_gpu([data], [(0, 0, height, width)], [2])
+    assert torch.equal(outs[0].cpu(), scaled_on_cpu(data, (0, 0, height, width), 2))

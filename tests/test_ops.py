@@ -193,6 +193,35 @@ def test_gpu_op_fake_kernel_without_a_gpu(jpeg):
             torch.ops.custom_op.decode_jpegs_cuda(data, *windows, whole=False, stack=True, device=0, **options())
 
 
+def test_gpu_op_scales_in_the_schema_and_fake_kernel(jpeg):
+    """scales: a keyword-only int[] defaulting to [] (all 8); a window is in its scaled image's pixels,
+    so the shapes are the windows'; values the GPU decoders do not give raise ValueError, as the kernel
+    does (common/checked_options.h)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    (schema,) = [s for s in torch._C._jit_get_all_schemas() if s.name == "custom_op::decode_jpegs_cuda"]
+    (scales,) = [a for a in schema.arguments if a.name == "scales"]
+    assert scales.kwarg_only and str(scales.type) == "List[int]" and scales.default_value == []
+    with FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True) as mode:
+        data = [mode.from_tensor(as_tensor(jpeg)) for _ in range(4)]
+        windows = ([0] * 4, [0] * 4, [10, 20, 30, 1], [5, 6, 7, 1])
+        outs, _, _, paths = torch.ops.custom_op.decode_jpegs_cuda(
+            data, *windows, whole=False, stack=False, device=0, scales=[1, 2, 4, 8], **options()
+        )
+        assert [tuple(o.shape) for o in outs] == [(3, 10, 5), (3, 20, 6), (3, 30, 7), (3, 1, 1)]
+        assert paths == [-1] * 4
+        for bad in ([3, 8, 8, 8], [0, 8, 8, 8], [16, 8, 8, 8], [8, 8]):
+            with pytest.raises(ValueError, match="scale"):
+                torch.ops.custom_op.decode_jpegs_cuda(
+                    data, *windows, whole=False, stack=False, device=0, scales=bad, **options()
+                )
+        with pytest.raises(ValueError, match="windows only"):
+            torch.ops.custom_op.decode_jpegs_cuda(
+                data, [], [], [], [], whole=True, stack=False, device=0, scales=[4] * 4, **options()
+            )
+
+
 def test_torch_compile_keeps_the_op_in_one_graph(jpeg):
     data = as_tensor(jpeg)
 

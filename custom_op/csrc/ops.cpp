@@ -42,11 +42,12 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
   // The same on CUDA device `device` (the encoded bytes stay on the CPU), ordered on its current
   // stream. paths: which decoder took each item (common/decode_path.h). check_entropy: before nvJPEG
   // gets a file, _check_entropy_data checks it on the CPU, and a file it finds anything wrong with
-  // goes to the CPU path.
+  // goes to the CPU path. scales: per item, its DCT scale in eighths (1, 2, 4 or 8; empty: all 8), the
+  // pixels of decode_and_crop_jpeg's scale_num, with the window in the scaled image; windows only.
   m.def(
       "decode_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, *, bool whole, "
       "int mode, bool apply_exif_orientation, int on_warning, int max_pixels, bool stack, int device, "
-      "bool check_entropy=False) -> (Tensor[] images, int[] status, str[] messages, int[] paths)");
+      "bool check_entropy=False, int[] scales=[]) -> (Tensor[] images, int[] status, str[] messages, int[] paths)");
   // The batched fused resized crop on CUDA device `device` (cuda/resized_crop_cuda.cpp): the arguments
   // of decode_and_resized_crop_jpegs, the same pixels, one stacked output on the device.
   m.def(

@@ -20,7 +20,7 @@ struct ResizedCropArgs {
   int scale = 0;
   Filter filter = Filter::kBilinear;
   bool antialias = true;
-  std::vector<bool> flips;  // one per item
+  std::vector<bool> flips;       // one per item
   std::vector<float> mean, std;  // one per output channel, or empty
   int32_t dtype = jpeg_core::kOutUint8;
 
@@ -64,8 +64,8 @@ inline ResizedCropArgs checked_resized_crop_args(size_t n, const size_t window_l
   CUSTOM_OP_CHECK_VALUE(filter >= 0 && filter <= 5, kMessagePrefix, "unknown filter code ", filter);
   a.filter = static_cast<Filter>(filter);
   a.antialias = antialias;
-  CUSTOM_OP_CHECK_VALUE(flips_length == 0 || flips_length == n, kMessagePrefix,
-                        "flips must have one entry per image (", n, ") or none, got ", flips_length);
+  CUSTOM_OP_CHECK_VALUE(flips_length == 0 || flips_length == n, kMessagePrefix, "flips must have one entry per image (",
+                        n, ") or none, got ", flips_length);
   a.flips.assign(n, false);
   for (size_t i = 0; i < flips_length; ++i) {
     CUSTOM_OP_CHECK_VALUE(flips[i] == 0 || flips[i] == 1, kMessagePrefix, "flips must be 0 or 1, got ", flips[i]);
@@ -76,8 +76,7 @@ inline ResizedCropArgs checked_resized_crop_args(size_t n, const size_t window_l
   a.dtype = static_cast<int32_t>(dtype);
   CUSTOM_OP_CHECK_VALUE(mean_length == std_length, kMessagePrefix, "mean and std must have the same length, got ",
                         mean_length, " and ", std_length);
-  CUSTOM_OP_CHECK_VALUE(mean_length <= 4, kMessagePrefix, "mean and std take one value per channel, got ",
-                        mean_length);
+  CUSTOM_OP_CHECK_VALUE(mean_length <= 4, kMessagePrefix, "mean and std take one value per channel, got ", mean_length);
   CUSTOM_OP_CHECK_TYPE(mean_length == 0 || a.dtype != jpeg_core::kOutUint8, kMessagePrefix,
                        "mean and std need a floating-point dtype (float32, float16 or bfloat16), not uint8");
   for (size_t c = 0; c < mean_length; ++c) {

@@ -362,15 +362,16 @@ const SubLayout* plan_window(const RestartLayout& L, int64_t width, int64_t heig
   return plan;
 }
 
-// What cpu_segments_read finds for a frame of geometry L: the sub-image's plan (in scratch), or null and the last
-// row the ordinary path may decode.
-const SubLayout* plan_read(const FrameFacts& facts, const RestartLayout& L, const Region& region, Scratch& scratch,
-                           int64_t* last_row) {
+// What cpu_segments_read finds for a frame of geometry L and a region of its output at scale_num / 8: the
+// sub-image's plan (in scratch), or null and the last row the ordinary path may decode.
+const SubLayout* plan_read(const FrameFacts& facts, const RestartLayout& L, const Region& region, int scale_num,
+                           Scratch& scratch, int64_t* last_row) {
   if (random_access_layout(facts.layout)) {
-    const SubLayout* plan = plan_window(L, facts.layout.width, facts.layout.height, /*scale_num=*/8, region, scratch);
+    const SubLayout* plan = plan_window(L, facts.layout.width, facts.layout.height, scale_num, region, scratch);
     if (plan) return plan;
   }
-  const int64_t last = (std::max<int64_t>(0, int64_t(region.top) + region.height - 1)) / L.mcu_height;
+  const int64_t mcu_out_h = std::max<int64_t>(1, int64_t{L.mcu_height} * scale_num / 8);
+  const int64_t last = (std::max<int64_t>(0, int64_t(region.top) + region.height - 1)) / mcu_out_h;
   *last_row = std::clamp<int64_t>(last + (L.margin_y > 0 ? 1 : 0), 0, L.mcu_rows - 1);
   return nullptr;
 }
@@ -404,7 +405,7 @@ SegmentsRead cpu_segments_read(const FrameFacts& facts, const Region& region) {
   RestartLayout L;
   if (!frame_geometry(facts, &L)) return read;
   ThreadScratch scratch;
-  if (const SubLayout* plan = plan_read(facts, L, region, *scratch, &read.last_row)) {
+  if (const SubLayout* plan = plan_read(facts, L, region, /*scale_num=*/8, *scratch, &read.last_row)) {
     read.ordinary = false;
     read.segments = plan->plan;
     std::sort(read.segments.begin(), read.segments.end());
@@ -414,7 +415,7 @@ SegmentsRead cpu_segments_read(const FrameFacts& facts, const Region& region) {
 }
 
 std::vector<SegmentRun> decoder_segments(const FrameFacts& facts, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                                         const Region* windows, size_t count) {
+                                         const Region* windows, size_t count, int scale_num) {
   RestartLayout L;
   if (!frame_geometry(facts, &L) || L.interval <= 0) return {};
   const int64_t P = L.mcus_per_row, k = L.interval;
@@ -445,7 +446,7 @@ std::vector<SegmentRun> decoder_segments(const FrameFacts& facts, int64_t r0, in
   }
   for (size_t i = 0; i < count; ++i) {
     int64_t last_row;
-    if (const SubLayout* plan = plan_read(facts, L, windows[i], *scratch, &last_row)) {
+    if (const SubLayout* plan = plan_read(facts, L, windows[i], scale_num, *scratch, &last_row)) {
       // plan_slots fills each slot with a segment of the file
       for (const int64_t s : plan->plan) bits[s >> 6] |= uint64_t{1} << (s & 63);
     } else {

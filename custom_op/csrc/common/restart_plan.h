@@ -81,11 +81,12 @@ struct SegmentRun {
 
 // The segments our CUDA decoder decodes for a file with these facts (restart_interval > 0), when it
 // decodes the MCU rectangle of rows [r0, r1) and columns [c0, c1) and takes the `count` windows
-// (stored-frame regions, full scale) from it: those holding the rectangle's MCUs, and every segment
-// the CPU path reads for any of the windows (cpu_segments_read). Without the random-access layout,
-// every segment from the first through the rectangle's last row. As runs of consecutive segments,
-// in order, none empty and no two touching: a window's rectangle gives one run per MCU row at most.
+// (stored-frame regions of the output at scale_num / 8) from it: those holding the rectangle's MCUs,
+// and every segment the CPU path's decode at that scale reads for any of the windows (as
+// cpu_segments_read says at full scale). Without the random-access layout, every segment from the
+// first through the rectangle's last row. As runs of consecutive segments, in order, none empty and
+// no two touching: a window's rectangle gives one run per MCU row at most.
 std::vector<SegmentRun> decoder_segments(const FrameFacts& facts, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                                         const Region* windows, size_t count);
+                                         const Region* windows, size_t count, int scale_num = 8);
 
 }  // namespace custom_op

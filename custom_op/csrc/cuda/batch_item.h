@@ -30,16 +30,23 @@ struct Item {
   at::Tensor segments;             // when defined: the sub-image nvJPEG decodes instead of data (planner.h)
   const uint8_t* bytes = nullptr;  // what nvJPEG decodes: the bytes of data, or of segments
   size_t size = 0;
-  JpegHeader header;         // of `bytes`
-  bool shape_known = false;  // our header scan understood the file and the window fits it
+  JpegHeader header;          // of `bytes`
+  bool header_known = false;  // our header scan understood the file, and max_pixels allows it (scan_items)
+  bool shape_known = false;   // header_known, and the window fits the image at the item's scale
   int orientation = 1;
+  // The DCT scale in eighths (1, 2, 4 or 8): the item is decoded at scale / 8 of the image's size each
+  // way, as the CPU operator's scale_num gives it, and its window is in that output's pixels.
+  int scale = 8;
   int64_t top = 0, left = 0, height = 0, width = 0;  // the displayed-frame window; with `whole`, the image's
-  Region region{0, 0, 0, 0};                         // the same window in the stored frame of `bytes`
-  Region decoded{0, 0, 0, 0};  // what the decoder writes to staging: the region with margins, or the whole image
-  int channels = 0;            // output channels; 0 while only the CPU path can tell
+  Region region{0, 0, 0, 0};  // the same window in the stored frame of `bytes`, in output pixels at `scale`
+  // What the decoder writes (to staging, or our own decoder's rectangle is made from): the region with
+  // margins, or the whole image; output pixels at `scale`.
+  Region decoded{0, 0, 0, 0};
+  int channels = 0;  // output channels; 0 while only the CPU path can tell
   DecodePath path = kCpu;
   bool nvjpeg_takes = false;  // nvJPEG may decode it too, not only our own CUDA decoder (planner.h)
-  int leader = -1;            // an earlier item with the same bytes, whose decode this one takes its window from
+  bool own_decoder = false;   // our own CUDA decoder takes the file, as far as the host can tell (planner.h)
+  int leader = -1;  // an earlier item with the same bytes and scale, whose decode this one takes its window from
   nvjpegOutputFormat_t staged_format = NVJPEG_OUTPUT_RGB;  // what the decoder writes (staged_planes)
   size_t staging_offset = 0;
   int64_t staging_pitch = 0;

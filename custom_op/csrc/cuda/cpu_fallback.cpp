@@ -20,7 +20,7 @@ namespace {
 using Decoded = std::tuple<at::Tensor, at::Tensor>;
 
 // Through the dispatcher: the CPU library is loaded before this one. The options are the call's, as
-// the CPU operators take them.
+// the CPU operators take them, and a window at the item's scale.
 Decoded decode_item(const Item& it, const CallOptions& o) {
   if (o.whole) {
     static auto op = c10::Dispatcher::singleton()
@@ -28,13 +28,12 @@ Decoded decode_item(const Item& it, const CallOptions& o) {
                          .typed<Decoded(const at::Tensor&, int64_t, bool, int64_t, int64_t)>();
     return op.call(it.data, o.mode_code(), o.apply_exif_orientation, o.on_warning_code(), o.max_pixels);
   }
-  constexpr int64_t kFullScale = 8;
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("custom_op::decode_and_crop_jpeg", "")
                        .typed<Decoded(const at::Tensor&, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t,
                                       int64_t, int64_t)>();
   return op.call(it.data, it.top, it.left, it.height, it.width, o.mode_code(), o.apply_exif_orientation,
-                 o.on_warning_code(), o.max_pixels, kFullScale);
+                 o.on_warning_code(), o.max_pixels, int64_t{it.scale});
 }
 
 // decode_item, its errors as capture_outcome reads them. The CPU operators' errors name their type at

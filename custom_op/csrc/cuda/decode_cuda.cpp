@@ -80,7 +80,7 @@ void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
 BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
                                c10::IntArrayRef heights, c10::IntArrayRef widths, bool whole, int64_t mode,
                                bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels, bool stack,
-                               int64_t device_index, bool check_entropy) {
+                               int64_t device_index, bool check_entropy, c10::IntArrayRef scales) {
   // The call's checks and messages are those of the CPU operator (decode_jpegs); with whole=True the
   // window lists are ignored.
   const size_t n = data.size();
@@ -88,6 +88,7 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
     CUSTOM_OP_CHECK_VALUE(tops.size() == n && lefts.size() == n && heights.size() == n && widths.size() == n,
                           kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n,
                           ")");
+  check_gpu_scales(scales.data(), scales.size(), n, whole);
   const CallOptions options{checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels), whole,
                             check_entropy};
   CUSTOM_OP_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
@@ -101,7 +102,7 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   BatchOutputs outputs;
   {
     RECORD_FUNCTION("custom_op::gpu_plan", std::vector<c10::IValue>());
-    items = plan_items(data, tops, lefts, heights, widths, options, testing);
+    items = plan_items(data, tops, lefts, heights, widths, scales, options, testing);
     outputs = allocate_outputs(items, stack, !whole && options.mode != ReadMode::kUnchanged, on_device);
   }
   bool any_gpu = false;

@@ -9,6 +9,7 @@
 #include <c10/util/StringUtil.h>
 
 #include "common/random_access.h"
+#include "common/scaled_window.h"
 #include "cuda/executor.h"
 
 namespace custom_op {
@@ -88,25 +89,18 @@ void prefetch_file(const at::Tensor& data) {
   __builtin_prefetch(bytes + size - 1);
 }
 
-// The region nvJPEG decodes for a window: one more pixel on each side (interpolated chroma
-// upsampling reads the neighbours of the window's edge pixels), rounded out to whole MCUs, so that
-// the region starts on the same chroma sample phase as the whole image: with the pixel alone, windows
-// starting on an odd row or column of a subsampled image differed from the whole-image decode
-// (tests/test_gpu.py, chroma edge).
+// The region a decoder writes for a full-size window (common/scaled_window.h's region_with_margin): with
+// the pixel alone around it, windows starting on an odd row or column of a subsampled image differed
+// from the whole-image decode in nvJPEG's (tests/test_gpu.py, chroma edge).
 Region with_margin(const Region& r, const JpegHeader& h) {
-  const int mcu_h = mcu_height(h), mcu_w = mcu_width(h);
-  const int top = std::max(0, r.top - 1) / mcu_h * mcu_h;
-  const int left = std::max(0, r.left - 1) / mcu_w * mcu_w;
-  const int bottom = std::min(h.height, (r.top + r.height + 1 + mcu_h - 1) / mcu_h * mcu_h);
-  const int right = std::min(h.width, (r.left + r.width + 1 + mcu_w - 1) / mcu_w * mcu_w);
-  return {top, left, bottom - top, right - left};
+  return region_with_margin(r, scaled_grid(h.width, h.height, mcu_width(h), mcu_height(h), 8));
 }
 
-// The CPU path's checks of an item (cpu/decode_cpu.cpp), on our own header scan. An item that fails
-// one, or that our scan does not understand, goes to the CPU path, whose operator then raises its
-// error, so that every message is the CPU operator's own; only a tensor that operator cannot be called
-// with fails here, in its words.
-void prepare(Item& it, const CallOptions& options, const TestingOptions& testing) {
+// The CPU path's checks of an item's file (cpu/decode_cpu.cpp), on our own header scan. An item that
+// fails one, or that our scan does not understand, goes to the CPU path, whose operator then raises
+// its error, so that every message is the CPU operator's own; only a tensor that operator cannot be
+// called with fails here, in its words.
+void scan_item(Item& it, const CallOptions& options, const TestingOptions& testing) {
   it.path = kCpu;
   const at::Tensor& data = it.data;
   const char* op = options.whole ? "decode_jpeg" : "decode_and_crop_jpeg";
@@ -126,36 +120,52 @@ void prepare(Item& it, const CallOptions& options, const TestingOptions& testing
   if (!parse_jpeg_header(it.bytes, it.size, &it.header)) return;
   const JpegHeader& h = it.header;
   it.orientation = options.apply_exif_orientation ? header_orientation(h) : 1;
+  if (options.max_pixels > 0 && int64_t(h.width) * int64_t(h.height) > options.max_pixels) return;
+  it.header_known = true;
+  bool unsure = false;
+  const ColorSpace cs = libjpeg_color_space(h, &unsure);
+  it.channels = output_channels(options.mode, cs);
+  if (!gpu_eligible(h, cs, unsure, &it.nvjpeg_takes) || testing.cpu_only()) return;
+  it.path = kPending;
+  it.own_decoder = testing.own_decoder_allowed() && segment_decoder_takes(h, it.size);
+}
+
+// The item's window at its scale: the CPU operator's check that it fits the scaled displayed image,
+// and its stored-frame region. A window that does not fit goes to the CPU path, which raises.
+void place_window(Item& it, int scale, const CallOptions& options, const TestingOptions& testing) {
+  it.scale = scale;
+  if (!it.header_known) return;
+  const JpegHeader& h = it.header;
+  const ScaledGrid grid = scaled_grid(h.width, h.height, mcu_width(h), mcu_height(h), scale);
   const bool swap = swaps_axes(it.orientation);
-  const int64_t image_h = swap ? h.width : h.height;
-  const int64_t image_w = swap ? h.height : h.width;
+  const int64_t image_h = swap ? grid.width : grid.height;
+  const int64_t image_w = swap ? grid.height : grid.width;
   if (options.whole) {
     it.top = it.left = 0;
     it.height = image_h;
     it.width = image_w;
   } else if (!(it.height > 0 && it.width > 0 && it.top >= 0 && it.left >= 0 && it.top < image_h && it.left < image_w &&
                it.height <= image_h - it.top && it.width <= image_w - it.left)) {
+    it.path = kCpu;
     return;
   }
-  if (options.max_pixels > 0 && int64_t(h.width) * int64_t(h.height) > options.max_pixels) return;
   it.shape_known = true;
-  it.region = stored_region(it.orientation, h.height, h.width, static_cast<int>(it.top), static_cast<int>(it.left),
-                            static_cast<int>(it.height), static_cast<int>(it.width));
-  bool unsure = false;
-  const ColorSpace cs = libjpeg_color_space(h, &unsure);
-  it.channels = output_channels(options.mode, cs);
-  it.path = gpu_eligible(h, cs, unsure, &it.nvjpeg_takes) && !testing.cpu_only() ? kPending : kCpu;
-  it.decoded = testing.no_margin ? it.region : with_margin(it.region, h);
+  it.region = stored_region(it.orientation, grid.height, grid.width, static_cast<int>(it.top),
+                            static_cast<int>(it.left), static_cast<int>(it.height), static_cast<int>(it.width));
+  // nvJPEG decodes at full size only: a scaled item that our own decoder does not take goes to the CPU.
+  if (scale != 8 && !it.own_decoder) it.path = kCpu;
+  it.decoded = testing.no_margin ? it.region : region_with_margin(it.region, grid);
 }
 
 // A file repeated in the batch (several windows of one photo) is decoded once, over the bounding box
 // of its windows' regions; every window is then cut from that one decode.
+// Windows at different scales come from different decodes: one map per scale (1, 2, 4, 8).
 void share_repeated_files(std::vector<Item>& items) {
-  std::unordered_map<const uint8_t*, size_t> first;
+  std::unordered_map<const uint8_t*, size_t> first[4];
   for (size_t i = 0; i < items.size(); ++i) {
     Item& it = items[i];
     if (it.path != kPending) continue;
-    auto [where, inserted] = first.emplace(it.bytes, i);
+    auto [where, inserted] = first[__builtin_ctz(static_cast<unsigned>(it.scale)) & 3].emplace(it.bytes, i);
     Item& leader = items[where->second];
     if (inserted || leader.size != it.size) continue;
     it.leader = static_cast<int>(where->second);
@@ -182,7 +192,7 @@ void use_sub_images(std::vector<Item>& items, SegmentsRule rule, bool shared_all
     if (items[i].leader >= 0) followers[static_cast<size_t>(items[i].leader)].push_back(i);
   for (size_t i = 0; i < items.size(); ++i) {
     Item& leader = items[i];
-    if (leader.path != kPending || leader.leader >= 0 || !leader.nvjpeg_takes ||
+    if (leader.path != kPending || leader.leader >= 0 || !leader.nvjpeg_takes || leader.scale != 8 ||
         !random_access_layout(layout_facts(leader.header)))
       continue;
     if (int64_t(leader.header.width) * leader.header.height < kSegmentsMinPixels && rule != SegmentsRule::kAlways)
@@ -217,22 +227,30 @@ void use_sub_images(std::vector<Item>& items, SegmentsRule rule, bool shared_all
 
 }  // namespace
 
-std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
-                             c10::IntArrayRef heights, c10::IntArrayRef widths, const CallOptions& options,
-                             const TestingOptions& testing) {
+std::vector<Item> scan_items(at::TensorList data, const CallOptions& options, const TestingOptions& testing) {
   std::vector<Item> items(data.size());
   for (size_t i = 0; i < std::min(items.size(), kPrefetchItems); ++i) prefetch_file(data[i]);
   for (size_t i = 0; i < items.size(); ++i) {
     if (i + kPrefetchItems < items.size()) prefetch_file(data[i + kPrefetchItems]);
     Item& it = items[i];
     it.data = data[i];
+    scan_item(it, options, testing);
+  }
+  return items;
+}
+
+void plan_windows(std::vector<Item>& items, c10::IntArrayRef tops, c10::IntArrayRef lefts, c10::IntArrayRef heights,
+                  c10::IntArrayRef widths, c10::IntArrayRef scales, const CallOptions& options,
+                  const TestingOptions& testing) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    Item& it = items[i];
     if (!options.whole) {
       it.top = tops[i];
       it.left = lefts[i];
       it.height = heights[i];
       it.width = widths[i];
     }
-    prepare(it, options, testing);
+    place_window(it, scales.empty() ? 8 : static_cast<int>(scales[i]), options, testing);
   }
   if (!testing.no_dedupe) share_repeated_files(items);
   // A whole image has no smaller sub-image; and a sub-image's region gets margins, which no_margin
@@ -243,13 +261,29 @@ std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::In
     // must see every segment the CPU path reads, get the whole file for a repeated one.
     use_sub_images(items, testing.segments, !testing.own_decoder_allowed() && !options.check_entropy,
                    testing.own_decoder_allowed());
+}
+
+std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
+                             c10::IntArrayRef heights, c10::IntArrayRef widths, c10::IntArrayRef scales,
+                             const CallOptions& options, const TestingOptions& testing) {
+  std::vector<Item> items = scan_items(data, options, testing);
+  plan_windows(items, tops, lefts, heights, widths, scales, options, testing);
   return items;
+}
+
+void scaled_image_size(const Item& it, int scale, int64_t* height, int64_t* width) {
+  const ScaledGrid grid =
+      scaled_grid(it.header.width, it.header.height, mcu_width(it.header), mcu_height(it.header), scale);
+  const bool swap = swaps_axes(it.orientation);
+  *height = swap ? grid.width : grid.height;
+  *width = swap ? grid.height : grid.width;
 }
 
 void leave_to_cpu_what_nvjpeg_cannot_take(std::vector<Item>& items, const TestingOptions& testing) {
   // (A repeated file's other items follow their leader's path: share_leader_decodes.)
   for (Item& it : items)
-    if (it.path == kPending && it.leader < 0 && (!it.nvjpeg_takes || !testing.nvjpeg_allowed())) it.path = kCpu;
+    if (it.path == kPending && it.leader < 0 && (!it.nvjpeg_takes || it.scale != 8 || !testing.nvjpeg_allowed()))
+      it.path = kCpu;
 }
 
 // nvJPEG decodes damaged entropy-coded data without a word (a bad code, a missing restart marker, a

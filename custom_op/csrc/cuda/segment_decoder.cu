@@ -237,8 +237,9 @@ __global__ void idct_blocks_kernel(const SegmentImage* images) {
       int16_t block[jc::kBlockSize];
 #pragma unroll
       for (int p = 0; p < jc::kBlockSize; ++p) block[p] = zigzag[jc::zigzag_index(p / 8, p % 8)];
-      uint8_t* out = im.samples[c] + r * 8 * im.sample_pitch[c] + col * 8;
-      if (!jc::idct_islow(block, quant[c], out, im.sample_pitch[c])) atomicOr(im.status, kBlockInexact);
+      const int size = im.scaling.idct_size[c];
+      uint8_t* out = im.samples[c] + r * size * im.sample_pitch[c] + col * size;
+      if (!jc::idct_scaled(size, block, quant[c], out, im.sample_pitch[c])) atomicOr(im.status, kBlockInexact);
       break;
     }
   }
@@ -246,25 +247,18 @@ __global__ void idct_blocks_kernel(const SegmentImage* images) {
 
 // ---- 4. Upsampling, colour, orientation ---------------------------------------------------------
 
-// Component c's samples as jpeg_core's upsampler reads them: indexed from the image's first sample,
-// though only the rectangle's are held (the upsampler never reads outside it: the rectangle reaches
-// one MCU beyond every window, or the image's edge, where it clamps).
+// Component c's samples as jpeg_core's upsampler reads them at the image's scale: indexed from the
+// image's first sample, though only the rectangle's are held (the upsampler never reads outside it:
+// the rectangle reaches one MCU beyond every window, or the image's edge, where it clamps;
+// common/scaled_window.h).
 __device__ jc::SamplePlane sample_plane(const SegmentImage& im, int c) {
   const jc::Frame& f = im.frame;
-  const int64_t row0 = static_cast<int64_t>(im.mcu_row0) * f.mcu_blocks_v[c] * 8;
-  const int64_t col0 = static_cast<int64_t>(im.mcu_col0) * f.mcu_blocks_h[c] * 8;
+  const int size = im.scaling.idct_size[c];
+  const int64_t row0 = static_cast<int64_t>(im.mcu_row0) * f.mcu_blocks_v[c] * size;
+  const int64_t col0 = static_cast<int64_t>(im.mcu_col0) * f.mcu_blocks_h[c] * size;
   const uintptr_t origin =
       reinterpret_cast<uintptr_t>(im.samples[c]) - static_cast<uintptr_t>(row0 * im.sample_pitch[c] + col0);
-  jc::SamplePlane p;
-  p.data = reinterpret_cast<const uint8_t*>(origin);
-  p.pitch = im.sample_pitch[c];
-  p.width = f.sample_width[c];
-  p.height = f.sample_height[c];
-  const bool single = f.num_components == 1;
-  p.h_ratio = single ? 1 : f.h_ratio[c];
-  p.v_ratio = single ? 1 : f.v_ratio[c];
-  p.method = single ? jc::kUpsampleFull : jc::choose_upsample(f.h_ratio[c], f.v_ratio[c], f.sample_width[c]);
-  return p;
+  return jc::scaled_plane(im.scaling, c, reinterpret_cast<const uint8_t*>(origin), im.sample_pitch[c]);
 }
 
 __global__ void write_windows_kernel(const SegmentImage* images, const WindowWrite* windows) {

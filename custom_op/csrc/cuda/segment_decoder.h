@@ -15,9 +15,10 @@
 //      in the same tables, which then stay in the L1 cache: faster than dealing the longest segments
 //      out to warps of their own, although a launch lasts as long as its slowest thread;
 //   3. idct_blocks: one thread per block of the decoded rectangle: dequantisation and libjpeg's islow
-//      IDCT (jpeg_core/idct_islow.h);
-//   4. write_windows: one thread per output pixel: fancy upsampling and colour conversion
-//      (jpeg_core/upsample.h, color.h), EXIF orientation, straight into the output tensor.
+//      IDCT (jpeg_core/idct_islow.h), or at a reduced DCT scale the IDCT of the size libjpeg gives the
+//      component (jpeg_core/scaling.h, idct_reduced.h), idct_size x idct_size samples a block;
+//   4. write_windows: one thread per output pixel: fancy upsampling at the image's scale and colour
+//      conversion (jpeg_core/upsample.h, color.h), EXIF orientation, straight into the output tensor.
 // Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently
 // (a damaged segment, a misplaced marker, a block where its SIMD IDCT could differ from the C code)
 // sets a bit in it, and the host sends that item to the CPU path, which gives libjpeg's own outcome.
@@ -31,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/decode_runs.h"
+#include "jpeg_core/scaling.h"
 #include "jpeg_core/tables.h"
 
 namespace custom_op {
@@ -51,6 +53,9 @@ constexpr int kMaxImageTables = 2 * jpeg_core::kMaxComponents;
 // One image to decode (a batch item, or the decode that several windows of one file share).
 struct SegmentImage {
   jpeg_core::Frame frame;
+  // The decode's DCT scale (scaling.scale eighths) and what it makes of each component: its IDCT size,
+  // real samples and upsampling.
+  jpeg_core::Scaling scaling;
   // Per frame component: its Huffman tables (entries of `tables`, shared by components whose
   // definitions are one) and its quantisation table.
   const jpeg_core::HuffTable* dc[jpeg_core::kMaxComponents];
@@ -82,7 +87,8 @@ struct SegmentImage {
   // [mcu_col0, mcu_col0 + mcu_cols). Coefficients are kept for its rows, whole width.
   int32_t mcu_row0, mcu_rows, mcu_col0, mcu_cols;
   int16_t* coefficients[jpeg_core::kMaxComponents];  // mcu_rows * mcu_blocks_v * blocks_per_row blocks
-  // Samples of the rectangle's blocks: rows from the rectangle's first block row, pitch in bytes.
+  // Samples of the rectangle's blocks, scaling.idct_size[c] x scaling.idct_size[c] a block: rows from
+  // the rectangle's first block row, pitch in bytes.
   uint8_t* samples[jpeg_core::kMaxComponents];
   int32_t sample_pitch[jpeg_core::kMaxComponents];
   int32_t idct_components;  // the components the output needs: 1 for grey output, else all
@@ -93,7 +99,7 @@ struct SegmentImage {
 // One output window, written by write_windows.
 struct WindowWrite {
   int32_t image;
-  int32_t region_top, region_left, region_height, region_width;  // stored-frame pixels of the image
+  int32_t region_top, region_left, region_height, region_width;  // stored-frame pixels at the image's scale
   uint8_t* dst;                                                  // [channels, H, W]; swapped for 5..8
   int32_t channels;                                              // 1 or 3
   int32_t orientation;                                           // EXIF 1..8

@@ -37,6 +37,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "common/restart_plan.h"
+#include "common/scaled_window.h"
 #include "common/segment_index.h"
 #include "cuda/executor.h"
 #include "cuda/helper_threads.h"
@@ -237,6 +238,9 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   std::memset(&im, 0, sizeof(im));
   jc::Frame& f = im.frame;
   if (!jc::make_frame(h.width, h.height, h.components, h.h, h.v, st.scan_order, &f)) return false;
+  if (!jc::make_scaling(f, it.scale, &im.scaling)) return false;
+  for (int c = 0; c < f.num_components; ++c)
+    if (im.scaling.upsample[c] == jc::kUpsampleNone) return false;  // libjpeg refuses it: the CPU path says so
   const int64_t total = jc::frame_total_mcus(f);
   const int64_t interval = h.restart_interval;
   im.num_segments = (total + interval - 1) / interval;
@@ -269,17 +273,16 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   im.idct_components = p->color == kWindowRgb ? f.num_components : 1;
 
   // The MCUs decoded: those of the region the planner chose (the windows with the margins chroma
-  // upsampling reads), and one more all round, so that the upsampler finds every neighbour it reads.
-  const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
-  const Region& d = it.decoded;
-  const int c0 = std::max(0, d.left / mcu_w - 1), r0 = std::max(0, d.top / mcu_h - 1);
-  const int c1 = std::min(f.mcus_per_row, (d.left + d.width + mcu_w - 1) / mcu_w + 1);
-  const int r1 = std::min(f.mcu_rows, (d.top + d.height + mcu_h - 1) / mcu_h + 1);
-  if (c1 <= c0 || r1 <= r0) return false;
-  im.mcu_row0 = r0;
-  im.mcu_rows = r1 - r0;
-  im.mcu_col0 = c0;
-  im.mcu_cols = c1 - c0;
+  // upsampling reads), and one more all round, so that the upsampler finds every neighbour it reads;
+  // in output pixels at the item's scale.
+  const McuRect rect =
+      decode_rectangle(it.decoded, scaled_grid(h.width, h.height, mcu_width(h), mcu_height(h), it.scale));
+  if (rect.rows <= 0 || rect.cols <= 0) return false;
+  const int r1 = rect.row0 + rect.rows;
+  im.mcu_row0 = rect.row0;
+  im.mcu_rows = rect.rows;
+  im.mcu_col0 = rect.col0;
+  im.mcu_cols = rect.cols;
   // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments
   // reads no further: the rectangle covers the CPU path's context row), and the file is uploaded as
   // far as the marker that ends it, where its segment index says so.
@@ -434,8 +437,9 @@ void lay_out_buffer(BatchPlan& plan) {
           take(block_rows * f.blocks_per_row[c] * jc::kBlockSize * sizeof(int16_t));
       if (c >= im.idct_components) continue;
       const int64_t block_cols = int64_t(im.mcu_cols) * f.mcu_blocks_h[c];
-      im.sample_pitch[c] = static_cast<int32_t>(block_cols * 8);
-      plan.samples_at[k * jc::kMaxComponents + c] = take(block_rows * 8 * block_cols * 8);
+      const int64_t size = im.scaling.idct_size[c];  // samples per block side
+      im.sample_pitch[c] = static_cast<int32_t>(block_cols * size);
+      plan.samples_at[k * jc::kMaxComponents + c] = take(block_rows * size * block_cols * size);
       blocks += block_rows * block_cols;
     }
     im.blocks = static_cast<int32_t>(blocks);
@@ -483,7 +487,7 @@ void prepare_image(BatchPlan& plan, const std::vector<Item>& items, size_t k) {
   } else {
     const size_t w0 = plan.regions_begin[p.item], w1 = plan.regions_begin[p.item + 1];
     runs = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
-                            im.mcu_col0 + im.mcu_cols, plan.regions.data() + w0, w1 - w0);
+                            im.mcu_col0 + im.mcu_cols, plan.regions.data() + w0, w1 - w0, im.scaling.scale);
   }
   TORCH_INTERNAL_ASSERT(runs.size() <= most_runs(im.num_segments), "more runs than decode() has room for");
   if (!p.pinned) copy_to_upload(plan.host + plan.bytes_at[k], it.bytes, static_cast<size_t>(im.size));
