@@ -1,8 +1,8 @@
 // decode_and_resized_crop_jpegs_cuda: the batched fused resized crop on the GPU.
 //
-// 1. Plan, on the host: each file's header (our own scan, jpeg_header.h) gives the image's size, and
+// 1. Plan, on the host: each file's header (the GPU planner's scan_items) gives the image's size, and
 //    common/resized_crop_plan.h the DCT scale, the scaled pixels to decode and the box, exactly as the
-//    CPU kernel plans them. A file our scan does not understand goes to the CPU kernel whole.
+//    CPU kernel plans them. A file the scan does not understand goes to the CPU kernel whole.
 // 2. Decode: the GPU window decode (decode_jpegs_cuda) of every planned window at its scale, into one
 //    buffer: our CUDA decoder, or the CPU path where it cannot give the CPU path's pixels at that scale.
 // 3. Resample: the taps (common/resample_taps.h, on the host) and one descriptor per item go up in one
@@ -28,8 +28,10 @@
 #include "common/resample_taps.h"
 #include "common/resized_crop_args.h"
 #include "common/resized_crop_plan.h"
-#include "cuda/jpeg_header.h"
+#include "cuda/batch_item.h"
+#include "cuda/planner.h"
 #include "cuda/resample_kernels.h"
+#include "cuda/testing_options.h"
 #include "jpeg_core/scaling.h"
 
 namespace custom_op {
@@ -57,24 +59,26 @@ struct PlannedItem {
   int window = -1;  // index into the GPU window decode's lists
 };
 
-// The items our header scan understands, planned; a plan's error is the item's, as on the CPU.
+// The items our header scan understands, planned (scan_items, planner.h); a plan's error is the
+// item's, as on the CPU. The automatic scale of a file our own CUDA decoder does not take is 8/8: only
+// that decoder decodes at a reduced scale, and the JPEG engines are faster at full scale than the CPU
+// path at any.
 std::vector<PlannedItem> plan_items(at::TensorList data, const int64_t* tops, const int64_t* lefts,
                                     const int64_t* heights, const int64_t* widths, const ResizedCropArgs& a,
-                                    bool exif, std::vector<int64_t>& status, std::vector<std::string>& messages) {
+                                    const CallOptions& options, std::vector<int64_t>& status,
+                                    std::vector<std::string>& messages) {
+  const std::vector<Item> scanned = scan_items(data, options, testing_options());
   std::vector<PlannedItem> planned(data.size());
   int windows = 0;
   for (size_t i = 0; i < data.size(); ++i) {
-    const at::Tensor& d = data[i];
-    if (!d.is_cpu() || d.scalar_type() != at::kByte || d.dim() != 1 || !d.is_contiguous()) continue;
-    JpegHeader h;
-    if (!parse_jpeg_header(d.const_data_ptr<uint8_t>(), static_cast<size_t>(d.numel()), &h)) continue;
-    const int orientation = exif ? header_orientation(h) : 1;
-    const bool swap = orientation >= 5;
-    const int64_t image_h = swap ? h.width : h.height, image_w = swap ? h.height : h.width;
-    const ItemOutcome outcome = capture_outcome([&] {
-      planned[i].plan = plan_resized_crop(a.request(i, tops, lefts, heights, widths), image_h, image_w, a.filter,
-                                          a.antialias);
-    });
+    const Item& it = scanned[i];
+    if (!it.header_known || it.path == kFailed) continue;
+    int64_t image_h = 0, image_w = 0;
+    scaled_image_size(it, 8, &image_h, &image_w);
+    ResizedCropRequest request = a.request(i, tops, lefts, heights, widths);
+    if (request.scale == 0 && !it.own_decoder) request.scale = 8;
+    const ItemOutcome outcome =
+        capture_outcome([&] { planned[i].plan = plan_resized_crop(request, image_h, image_w, a.filter, a.antialias); });
     if (failed(outcome.status)) {
       status[i] = static_cast<int64_t>(outcome.status);
       messages[i] = outcome.message;
@@ -85,7 +89,6 @@ std::vector<PlannedItem> plan_items(at::TensorList data, const int64_t* tops, co
   }
   return planned;
 }
-
 
 // The planned windows of the GPU items, decoded at their scales by the GPU window decode.
 WindowResults decode_windows(at::TensorList data, const std::vector<PlannedItem>& planned, const DecodeOptions& o,
@@ -101,11 +104,11 @@ WindowResults decode_windows(at::TensorList data, const std::vector<PlannedItem>
     widths.push_back(p.cols.count);
     scales.push_back(p.scale);
   }
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("custom_op::decode_jpegs_cuda", "")
-                       .typed<WindowResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
-                                            c10::IntArrayRef, bool, int64_t, bool, int64_t, int64_t, bool, int64_t,
-                                            bool, c10::IntArrayRef)>();
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("custom_op::decode_jpegs_cuda", "")
+          .typed<WindowResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
+                               bool, int64_t, bool, int64_t, int64_t, bool, int64_t, bool, c10::IntArrayRef)>();
   return op.call(files, tops, lefts, heights, widths, /*whole=*/false, o.mode_code(), o.apply_exif_orientation,
                  o.on_warning_code(), o.max_pixels, /*stack=*/false, device_index, check_entropy, scales);
 }
@@ -133,12 +136,12 @@ void resized_crop_on_cpu(at::TensorList data, c10::IntArrayRef tops, c10::IntArr
   }
   if (which.empty()) return;
   using CpuResults = std::tuple<at::Tensor, std::vector<int64_t>, std::vector<std::string>>;
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("custom_op::decode_and_resized_crop_jpegs", "")
-                       .typed<CpuResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
-                                         c10::IntArrayRef, c10::IntArrayRef, int64_t, int64_t, int64_t, bool,
-                                         c10::IntArrayRef, c10::ArrayRef<double>, c10::ArrayRef<double>, int64_t,
-                                         int64_t, bool, int64_t, int64_t)>();
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("custom_op::decode_and_resized_crop_jpegs", "")
+          .typed<CpuResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
+                            c10::IntArrayRef, int64_t, int64_t, int64_t, bool, c10::IntArrayRef, c10::ArrayRef<double>,
+                            c10::ArrayRef<double>, int64_t, int64_t, bool, int64_t, int64_t)>();
   auto [images, st, msgs] = op.call(files, t, l, h, w, size, resize_shorter, scale, filter, antialias, f, mean, std,
                                     dtype, o.mode_code(), o.apply_exif_orientation, o.on_warning_code(), o.max_pixels);
   const at::Tensor index = at::tensor(which, at::kLong).to(out.device());
@@ -168,8 +171,8 @@ TapsAt append_taps(const AxisTaps& t, std::vector<int32_t>& host) {
 
 jc::ResampleTaps device_taps(const AxisTaps& t, const TapsAt& at, const int32_t* words) {
   const auto [lo, hi] = taps_span(t);
-  return {words + at.first, words + at.count, words + at.weights, t.ksize, static_cast<int32_t>(t.first.size()), lo,
-          hi};
+  return {
+      words + at.first, words + at.count, words + at.weights, t.ksize, static_cast<int32_t>(t.first.size()), lo, hi};
 }
 
 Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
@@ -203,8 +206,8 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
   std::vector<PlannedItem> planned;
   {
     RECORD_FUNCTION("custom_op::resized_crop_plan", std::vector<c10::IValue>());
-    planned = plan_items(data, tops.data(), lefts.data(), heights.data(), widths.data(), a, o.apply_exif_orientation,
-                         status, messages);
+    const CallOptions options{o, /*whole=*/false, check_entropy};
+    planned = plan_items(data, tops.data(), lefts.data(), heights.data(), widths.data(), a, options, status, messages);
   }
   std::vector<at::Tensor> files;
   auto [windows, window_status, window_messages, window_paths] =
@@ -273,8 +276,8 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
     it.source_pitch = static_cast<int32_t>(image.size(2));
     it.channels = channels;
     const ResizedCropPlan& p = planned[i].plan;
-    it.vertical_first = vertical_pass_first(p.rows.in1 - p.rows.in0, p.cols.in1 - p.cols.in0, p.rows.out_size,
-                                            p.cols.out_size);
+    it.vertical_first =
+        vertical_pass_first(p.rows.in1 - p.rows.in0, p.cols.in1 - p.cols.in0, p.rows.out_size, p.cols.out_size);
     it.rows = device_taps(rows_taps[j], rows_at[j], device_words);
     it.cols = device_taps(cols_taps[j], cols_at[j], device_words);
     it.dtype = a.dtype;
