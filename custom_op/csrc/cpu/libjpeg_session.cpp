@@ -18,6 +18,31 @@ int min_dct_scaled_width(const jpeg_decompress_struct& cinfo) {
 #endif
 }
 
+int component_scaled_width(const jpeg_component_info& c) {
+#if JPEG_LIB_VERSION >= 70
+  return c.DCT_h_scaled_size;
+#else
+  return c.DCT_scaled_size;
+#endif
+}
+
+// Whether a component is both enlarged by its IDCT and upsampled after it (4x2 sampling, 4:1:0, at
+// 2/8 and 4/8: chroma IDCT at twice the scale, then h2v1). jpeg_crop_scanline gets such a component's
+// upsampling wrong all along a crop, not only at its edges: the crop's output then differs from the
+// whole decode's columns.
+bool idct_scaled_and_upsampled(const jpeg_decompress_struct& cinfo) {
+  if (cinfo.num_components < 2) return false;
+  const int min_size = min_dct_scaled_width(cinfo);
+  for (int i = 0; i < cinfo.num_components; ++i) {
+    const jpeg_component_info& c = cinfo.comp_info[i];
+    const int size = component_scaled_width(c);
+    if (size != min_size && (c.h_samp_factor * size != cinfo.max_h_samp_factor * min_size ||
+                             c.v_samp_factor * size != cinfo.max_v_samp_factor * min_size))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 JpegSession::JpegSession(WarningPolicy on_warning) {
@@ -136,6 +161,11 @@ int JpegSession::exif_orientation() const {
 
 void JpegSession::crop_span(const Region& region, JDIMENSION* xoffset, JDIMENSION* width) const {
   const int image_width = static_cast<int>(cinfo.output_width);
+  if (idct_scaled_and_upsampled(cinfo)) {
+    *xoffset = 0;
+    *width = static_cast<JDIMENSION>(image_width);
+    return;
+  }
   const int imcu_width = min_dct_scaled_width(cinfo) * (cinfo.num_components > 1 ? cinfo.max_h_samp_factor : 1);
   // Fancy upsampling of a 2x subsampled plane gets only the outermost output column of a crop wrong
   // (it replicates the crop's edge sample instead of reading its real neighbour): one column suffices.
