@@ -1,6 +1,6 @@
 """One batch on one device: the operator call, on the CPU or on a CUDA device and stream.
 
-The public functions (decode.py, batch.py) convert their arguments first (_args.py, and
+The public functions (decode.py, batch.py, resized_crop.py) convert their arguments first (_args.py, and
 :func:`placement` here) and turn the per-item statuses into results afterwards (_outcomes.py); this
 module only picks and calls the operator. The CUDA library is loaded here on the first call with a
 CUDA device, never at import.
@@ -80,3 +80,37 @@ def run(
             op, *args, device=index, check_entropy=where.check_entropy, **kwargs
         )
     return BatchRun(images, statuses, messages, paths)
+
+
+def run_resized_crop(tensors: list[torch.Tensor], windows: Sequence[list[int]], flips: list[int], kwargs: dict, where: Placement) -> BatchRun:
+    """The fused resized crop of a batch: ``windows`` (tops, lefts, heights, widths), empty lists for
+    resize then centre crop; ``kwargs`` the operator's other options (_resample.op_options). The result's
+    ``images`` is the one [N, C, h, w] tensor.
+
+    On a CUDA device it runs the GPU library's ``decode_and_resized_crop_jpegs_cuda`` where the library
+    has it; otherwise the batch is computed on the CPU and copied to the device on ``stream``."""
+    if where.device.type == "cpu":
+        images, statuses, messages = _outcomes.call(
+            torch.ops.custom_op.decode_and_resized_crop_jpegs, tensors, *windows, flips=flips, **kwargs
+        )
+        return BatchRun(images, statuses, messages, [CPU_PATH] * len(tensors))
+    index = cuda_index(where.device)
+    stream = where.stream
+    if stream is not None and stream.device.index != index:
+        raise ValueError(f"stream is on {stream.device}, the output device is cuda:{index}")
+    with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        if hasattr(torch.ops.custom_op, "decode_and_resized_crop_jpegs_cuda"):
+            images, statuses, messages, paths = _outcomes.call(
+                torch.ops.custom_op.decode_and_resized_crop_jpegs_cuda,
+                tensors,
+                *windows,
+                flips=flips,
+                device=index,
+                check_entropy=where.check_entropy,
+                **kwargs,
+            )
+            return BatchRun(images, statuses, messages, paths)
+        images, statuses, messages = _outcomes.call(
+            torch.ops.custom_op.decode_and_resized_crop_jpegs, tensors, *windows, flips=flips, **kwargs
+        )
+        return BatchRun(images.to(f"cuda:{index}"), statuses, messages, [CPU_PATH] * len(tensors))

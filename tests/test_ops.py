@@ -91,9 +91,9 @@ def test_option_codes_are_checked_by_every_kernel(jpeg, bad, says):
 
 def test_python_constants_are_the_libraries():
     """The codes and sizes Python shares with the C++ libraries (read modes, warning policies, item
-    statuses, GPU path codes, the GPU outputs' alignment) are the values the library exports: a value
+    statuses, GPU path codes, the GPU outputs' alignment, the output dtypes) are the values the library exports: a value
     changed on one side fails here, on any machine, without a GPU."""
-    from custom_op import _args, _device, _ops, _outcomes, gpu
+    from custom_op import _args, _device, _ops, _outcomes, _resample, gpu
 
     names, values = torch.ops.custom_op._constants()
     library = dict(zip(names, values))
@@ -104,6 +104,7 @@ def test_python_constants_are_the_libraries():
     python.update({f"path.{name}": code for code, name in gpu.PATH_NAMES.items()})
     python["path.segments_flag"] = gpu.SEGMENTS_FLAG
     python["output_alignment"] = _ops.OUTPUT_ALIGNMENT
+    python.update({f"output_dtype.{str(dtype).split('.')[-1]}": code for dtype, code in _resample.OUTPUT_DTYPES.items()})
     assert python == library
     assert gpu.PATH_NAMES[_device.CPU_PATH] == "cpu"
 

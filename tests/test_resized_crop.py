@@ -362,9 +362,6 @@ def test_reduced_scales_psnr_on_generated_photos(jpeg_writer, sampling):
 def test_window_maps_without_half_pixel_shift(photos):
     """Moving the mapped box by a quarter of a scaled pixel either way must make the result worse: the
     exact mapping is where the reduced-scale decode lines up with the full-resolution one."""
-    from custom_op._args import as_tensor, decode_options
-    from custom_op._resample import crop_axis, decode_and_resample, resampling
-
     s, size = 2, 56
     scores = {}
     for path in spread(at_least(photos, 64, 64), 10):
@@ -372,13 +369,20 @@ def test_window_maps_without_half_pixel_shift(photos):
         image = Image.open(io.BytesIO(data)).convert("RGB")
         top, left, h, w = 12, 20, image.height - 30, image.width - 40
         reference = pillow_resized_crop(image, (top, left, h, w), (size, size))
+        # The scaled pixels the window touches, and one more on each side so that the shifted boxes
+        # stay inside: rows [first, last) of the image decoded at s / 8.
+        r0, c0 = (top - 4) * s // 8, (left - 4) * s // 8
+        r1, c1 = -(-(top + h + 4) * s // 8), -(-(left + w + 4) * s // 8)
+        region = torch.ops.custom_op.decode_and_crop_jpeg(
+            torch.frombuffer(bytearray(data), dtype=torch.uint8), r0, c0, r1 - r0, c1 - c0,
+            mode=2, apply_exif_orientation=False, on_warning=0, max_pixels=0, scale_num=s,
+        )[0]
         for shift in (-0.25, 0.0, 0.25):
-            # Decode one scaled pixel more on each side so that the shifted boxes stay inside.
-            rows, cols = crop_axis(top - 4, h + 8, s, size), crop_axis(left - 4, w + 8, s, size)
-            rows = rows._replace(in0=rows.in0 + 1 + shift, in1=rows.in1 - 1 + shift)
-            cols = cols._replace(in0=cols.in0 + 1 + shift, in1=cols.in1 - 1 + shift)
-            options = decode_options("RGB", False, "raise", None)
-            out = decode_and_resample(as_tensor(data), rows, cols, s, resampling("bilinear", True), options)
+            box = [top * s / 8 - r0 + shift, left * s / 8 - c0 + shift]
+            box += [(top + h) * s / 8 - r0 + shift, (left + w) * s / 8 - c0 + shift]
+            out = torch.ops.custom_op.resize_box(
+                region, box=box, size=[size, size], out_window=[0, 0, size, size], origin=[0, 0], filter=1, antialias=True
+            )
             scores.setdefault(shift, []).append(psnr(out.numpy(), reference))
     means = {shift: np.mean(v) for shift, v in scores.items()}
     assert means[0.0] > means[0.25] + 3 and means[0.0] > means[-0.25] + 3, means

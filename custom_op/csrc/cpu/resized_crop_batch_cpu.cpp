@@ -1,0 +1,262 @@
+// CPU kernel of the batched fused resized crop (custom_op::decode_and_resized_crop_jpegs): for each item,
+// the header is read once, the item planned (common/resized_crop_plan.h), the planned scaled pixels
+// decoded (decode_cpu.h), resampled (resize_cpu.h) and written into the item's slot of one
+// [N, C, h, w] output, in its dtype and normalised (jpeg_core/normalize.h). The single-image resized
+// crop and the transforms call it with one item.
+//
+// Items run in parallel on torch's intra-op thread pool, one item per task (parallel_items.h); each
+// has a status and a message (common/item_status.h), and a failed item's slot is zeros.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "common/checked_options.h"
+#include "common/item_status.h"
+#include "common/resample_taps.h"
+#include "common/resized_crop_plan.h"
+#include "decode_cpu.h"
+#include "jpeg_core/normalize.h"
+#include "parallel_items.h"
+#include "resize_cpu.h"
+#include "tensors.h"
+
+namespace custom_op {
+namespace {
+
+constexpr const char* kOp = "decode_and_resized_crop_jpegs";
+
+ScalarType scalar_type(int64_t dtype) {
+  switch (dtype) {
+    case jpeg_core::kOutFloat32: return ScalarType::Float;
+    case jpeg_core::kOutFloat16: return ScalarType::Half;
+    case jpeg_core::kOutBfloat16: return ScalarType::BFloat16;
+    default: return ScalarType::Byte;
+  }
+}
+
+// The channel count every item has in this mode, or 0 when it depends on the file.
+int64_t fixed_channels(ReadMode mode) { return mode == ReadMode::kGray ? 1 : mode == ReadMode::kRgb ? 3 : 0; }
+
+// What the call asks of every item, checked.
+struct BatchRequest {
+  ResizedCropRequest crop;  // the window fields are set per item
+  Filter filter = Filter::kBilinear;
+  bool antialias = true;
+  int32_t dtype = jpeg_core::kOutUint8;
+  std::vector<float> mean, std;  // empty: no normalisation
+  DecodeOptions options;
+};
+
+BatchRequest checked_request(size_t n, IntArrayRef tops, IntArrayRef lefts, IntArrayRef heights, IntArrayRef widths,
+                             IntArrayRef size, int64_t resize_shorter, int64_t scale, int64_t filter, bool antialias,
+                             IntArrayRef flips, const std::vector<double>& mean, const std::vector<double>& std,
+                             int64_t dtype, int64_t mode, bool apply_exif_orientation, int64_t on_warning,
+                             int64_t max_pixels) {
+  BatchRequest r;
+  r.options = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
+  CUSTOM_OP_CHECK_VALUE(size.size() == 2, kMessagePrefix, kOp, ": size must be [h, w], got ", size.size(), " values");
+  constexpr int64_t kMaxSize = int64_t{1} << 24;
+  CUSTOM_OP_CHECK_VALUE(size[0] >= 1 && size[1] >= 1 && size[0] <= kMaxSize && size[1] <= kMaxSize, kMessagePrefix,
+                        kOp, ": size must be positive (and at most 2^24), got ", size[0], "x", size[1]);
+  CUSTOM_OP_CHECK_VALUE(resize_shorter >= 0 && resize_shorter <= kMaxSize, kMessagePrefix, kOp,
+                        ": resize_shorter must be 0 (crop then resize) or a size in 1..2^24, got ", resize_shorter);
+  const size_t windows = resize_shorter > 0 ? 0 : n;
+  CUSTOM_OP_CHECK_VALUE(
+      tops.size() == windows && lefts.size() == windows && heights.size() == windows && widths.size() == windows,
+      kMessagePrefix, kOp, ": tops, lefts, heights and widths must each have ",
+      resize_shorter > 0 ? "no entry when resize_shorter > 0" : "one entry per image", " (", n, " images)");
+  CUSTOM_OP_CHECK_VALUE(scale >= 0 && scale <= 16, kMessagePrefix, kOp,
+                        ": scale must be 0 (automatic) or a number of eighths in 1..16, got ", scale);
+  CUSTOM_OP_CHECK_VALUE(filter >= 0 && filter <= 5, kMessagePrefix, kOp, ": unknown filter code ", filter);
+  CUSTOM_OP_CHECK_VALUE(flips.empty() || flips.size() == n, kMessagePrefix, kOp,
+                        ": flips must be empty or have one entry per image (", n, "), got ", flips.size());
+  for (size_t i = 0; i < flips.size(); ++i)
+    CUSTOM_OP_CHECK_VALUE(flips[i] == 0 || flips[i] == 1, kMessagePrefix, kOp, ": flips[", i, "] must be 0 or 1, got ",
+                          flips[i]);
+  CUSTOM_OP_CHECK_VALUE(dtype >= jpeg_core::kOutUint8 && dtype <= jpeg_core::kOutBfloat16, kMessagePrefix, kOp,
+                        ": dtype code must be 0 (uint8), 1 (float32), 2 (float16) or 3 (bfloat16), got ", dtype);
+  CUSTOM_OP_CHECK_VALUE(mean.size() == std.size(), kMessagePrefix, kOp,
+                        ": mean and std must have one value per channel each, got ", mean.size(), " and ", std.size());
+  CUSTOM_OP_CHECK_TYPE(mean.empty() || dtype != jpeg_core::kOutUint8, kMessagePrefix, kOp,
+                       ": mean and std need a floating-point dtype (normalised values are not uint8)");
+  const int64_t channels = fixed_channels(r.options.mode);
+  CUSTOM_OP_CHECK_VALUE(mean.empty() || channels == 0 || static_cast<int64_t>(mean.size()) == channels,
+                        kMessagePrefix, kOp, ": mean and std have ", mean.size(), " values for ", channels,
+                        " channels");
+  for (size_t c = 0; c < mean.size(); ++c) {
+    r.mean.push_back(static_cast<float>(mean[c]));
+    r.std.push_back(static_cast<float>(std[c]));
+    CUSTOM_OP_CHECK_VALUE(std::isfinite(r.mean[c]) && std::isfinite(r.std[c]) && r.std[c] != 0.0f, kMessagePrefix, kOp,
+                          ": mean must be finite and std finite and non-zero (as float32), got mean[", c,
+                          "]=", mean[c], ", std[", c, "]=", std[c]);
+  }
+  r.crop.out_height = size[0];
+  r.crop.out_width = size[1];
+  r.crop.resize_shorter = resize_shorter;
+  r.crop.scale = static_cast<int>(scale);
+  r.filter = static_cast<Filter>(filter);
+  r.antialias = antialias;
+  r.dtype = static_cast<int32_t>(dtype);
+  return r;
+}
+
+// One channel's 256 output values: every uint8 sample maps to one, so a table computes each once.
+template <class T>
+void fill_table(T* table, float mean, float std, int32_t dtype) {
+  for (int x = 0; x < 256; ++x) {
+    const float v = jpeg_core::normalize_sample(static_cast<uint8_t>(x), mean, std);
+    if constexpr (sizeof(T) == 4) {
+      table[x] = v;
+    } else {
+      table[x] = dtype == jpeg_core::kOutFloat16 ? jpeg_core::float_to_half_bits(v) : jpeg_core::float_to_bfloat16_bits(v);
+    }
+  }
+}
+
+template <class T>
+void convert_planes(const uint8_t* src, int64_t channels, int64_t plane, const BatchRequest& r, T* dst) {
+  T table[256];
+  for (int64_t c = 0; c < channels; ++c) {
+    const bool normalised = !r.mean.empty();
+    fill_table(table, normalised ? r.mean[c] : 0.0f, normalised ? r.std[c] : 1.0f, r.dtype);
+    const uint8_t* in = src + c * plane;
+    T* out = dst + c * plane;
+    for (int64_t i = 0; i < plane; ++i) out[i] = table[in[i]];
+  }
+}
+
+// The item's uint8 [channels, h, w] pixels written into `slot` (contiguous, of the output's dtype).
+void write_output(const uint8_t* pixels, int64_t channels, int64_t plane, const BatchRequest& r, Tensor& slot) {
+  switch (r.dtype) {
+    case jpeg_core::kOutFloat32:
+      convert_planes(pixels, channels, plane, r, static_cast<float*>(slot.mutable_data_ptr()));
+      break;
+    case jpeg_core::kOutFloat16:
+    case jpeg_core::kOutBfloat16:
+      convert_planes(pixels, channels, plane, r, static_cast<uint16_t*>(slot.mutable_data_ptr()));
+      break;
+    default: std::memcpy(slot.mutable_data_ptr(), pixels, static_cast<size_t>(channels * plane));
+  }
+}
+
+// One item: decode the planned pixels, resample them into `slot` (a new tensor when it is null: mode
+// UNCHANGED, whose channel count the file gives). Returns libjpeg's warnings (on_warning "warn").
+std::string resized_crop_item(const Tensor& data, const BatchRequest& r, ResizedCropRequest crop, bool flip,
+                              std::optional<Tensor>& slot) {
+  ResizedCropPlan plan;
+  const WindowPlanner planner = [&](const ImageFrame& frame) {
+    if (crop.resize_shorter == 0)  // the window's own message, naming the EXIF frame when there is one
+      check_window(crop.top, crop.left, crop.height, crop.width, frame.height, frame.width, frame.oriented);
+    plan = plan_resized_crop(crop, frame.height, frame.width, r.filter, r.antialias);
+    return ScaledWindow{plan.scale, plan.rows.first, plan.cols.first, plan.rows.count, plan.cols.count};
+  };
+  Decoded decoded = decode_planned(data, r.options, planner, kOp);
+  const Tensor& image = decoded.image;
+  const int64_t C = image.size(0), H = image.size(1), W = image.size(2);
+  CUSTOM_OP_CHECK_VALUE(r.mean.empty() || static_cast<int64_t>(r.mean.size()) == C, kMessagePrefix,
+                        "mean and std have ", r.mean.size(), " values for an image of ", C, " channels");
+  const ResampleAxis& ra = plan.rows;
+  const ResampleAxis& ca = plan.cols;
+  const AxisTaps rows =
+      axis_taps("row", ra.in0, ra.in1, ra.out_size, ra.out_start, ra.out_count, ra.origin, H, r.filter, r.antialias);
+  AxisTaps cols =
+      axis_taps("column", ca.in0, ca.in1, ca.out_size, ca.out_start, ca.out_count, ca.origin, W, r.filter, r.antialias);
+  if (flip) reverse_taps(&cols);
+  const bool vertical_first = vertical_pass_first(ra.in1 - ra.in0, ca.in1 - ca.in0, ra.out_size, ca.out_size);
+  if (!slot) slot = new_cpu_tensor({C, ra.out_count, ca.out_count}, scalar_type(r.dtype));
+  const uint8_t* src = image.const_data_ptr<uint8_t>();
+  if (r.dtype == jpeg_core::kOutUint8) {
+    resample_planes(src, C, H, W, rows, cols, vertical_first, static_cast<uint8_t*>(slot->mutable_data_ptr()));
+  } else {
+    const int64_t plane = ra.out_count * ca.out_count;
+    std::unique_ptr<uint8_t[]> pixels(new uint8_t[C * plane]);
+    resample_planes(src, C, H, W, rows, cols, vertical_first, pixels.get());
+    write_output(pixels.get(), C, plane, r, *slot);
+  }
+  return std::move(decoded.warnings);
+}
+
+std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_resized_crop_jpegs_cpu(
+    const std::vector<Tensor>& data, IntArrayRef tops, IntArrayRef lefts, IntArrayRef heights, IntArrayRef widths,
+    IntArrayRef size, int64_t resize_shorter, int64_t scale, int64_t filter, bool antialias, IntArrayRef flips,
+    const std::vector<double>& mean, const std::vector<double>& std, int64_t dtype, int64_t mode,
+    bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels) {
+  const size_t count = data.size();
+  const int64_t n = static_cast<int64_t>(count);
+  const BatchRequest r = checked_request(count, tops, lefts, heights, widths, size, resize_shorter, scale, filter,
+                                         antialias, flips, mean, std, dtype, mode, apply_exif_orientation, on_warning,
+                                         max_pixels);
+  const int64_t h = r.crop.out_height, w = r.crop.out_width;
+  const ScalarType type = scalar_type(r.dtype);
+  const int64_t channels = fixed_channels(r.options.mode);
+  CUSTOM_OP_CHECK_VALUE(channels > 0 || n > 0, kMessagePrefix, kOp,
+                        ": mode UNCHANGED on an empty batch: the channel count of its [0, C, h, w] tensor is unknown");
+  // With a fixed channel count the items are written straight into the output.
+  std::optional<Tensor> stacked;
+  if (channels > 0) stacked = new_cpu_tensor({n, channels, h, w}, type);
+
+  std::vector<std::optional<Tensor>> slots(count);
+  std::vector<ItemOutcome> outcomes(count);
+  for_each_item(n, [&](int64_t i) {
+    const size_t k = static_cast<size_t>(i);
+    std::string warnings;
+    outcomes[k] = capture_outcome([&] {
+      ResizedCropRequest crop = r.crop;
+      if (resize_shorter == 0) {
+        crop.top = tops[k];
+        crop.left = lefts[k];
+        crop.height = heights[k];
+        crop.width = widths[k];
+      }
+      if (stacked) slots[k] = torch::stable::select(*stacked, 0, i);
+      warnings = resized_crop_item(data[k], r, crop, !flips.empty() && flips[k] == 1, slots[k]);
+    });
+    if (outcomes[k].status == ItemStatus::kOk && !warnings.empty()) outcomes[k] = {ItemStatus::kWarned, warnings};
+  });
+
+  std::vector<int64_t> status(count);
+  std::vector<std::string> messages(count);
+  for (size_t i = 0; i < count; ++i) {
+    status[i] = static_cast<int64_t>(outcomes[i].status);
+    messages[i] = std::move(outcomes[i].message);
+  }
+  if (!stacked) {
+    // Mode UNCHANGED: the channel count is the decoded items', which must agree (0 when none decoded).
+    int64_t c = -1;
+    for (size_t i = 0; i < count; ++i) {
+      if (failed(outcomes[i].status)) continue;
+      if (c < 0) c = slots[i]->size(0);
+      CUSTOM_OP_CHECK_VALUE(slots[i]->size(0) == c, kMessagePrefix, kOp,
+                            ": mode UNCHANGED needs one channel count in a batch; got ", c, " and ",
+                            slots[i]->size(0));
+    }
+    stacked = new_cpu_tensor({n, std::max<int64_t>(c, 0), h, w}, type);
+    for (size_t i = 0; i < count; ++i) {
+      if (failed(outcomes[i].status)) continue;
+      Tensor slot = torch::stable::select(*stacked, 0, static_cast<int64_t>(i));
+      torch::stable::copy_(slot, *slots[i]);
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!failed(outcomes[i].status)) continue;
+    Tensor slot = torch::stable::select(*stacked, 0, static_cast<int64_t>(i));
+    torch::stable::zero_(slot);
+  }
+  return {*stacked, std::move(status), std::move(messages)};
+}
+
+}  // namespace
+
+// CompositeExplicitAutograd rather than CPU: an empty batch has no tensor to dispatch on.
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
+  m.impl("decode_and_resized_crop_jpegs", TORCH_BOX(&decode_and_resized_crop_jpegs_cpu));
+}
+
+}  // namespace custom_op
