@@ -133,23 +133,26 @@ void convert_planes(const uint8_t* src, int64_t channels, int64_t plane, const B
 }
 
 // The item's uint8 [channels, h, w] pixels written into `slot` (contiguous, of the output's dtype).
-void write_output(const uint8_t* pixels, int64_t channels, int64_t plane, const BatchRequest& r, Tensor& slot) {
+void write_output(const uint8_t* pixels, int64_t channels, int64_t plane, const BatchRequest& r, void* slot) {
   switch (r.dtype) {
-    case jpeg_core::kOutFloat32:
-      convert_planes(pixels, channels, plane, r, static_cast<float*>(slot.mutable_data_ptr()));
-      break;
+    case jpeg_core::kOutFloat32: convert_planes(pixels, channels, plane, r, static_cast<float*>(slot)); break;
     case jpeg_core::kOutFloat16:
-    case jpeg_core::kOutBfloat16:
-      convert_planes(pixels, channels, plane, r, static_cast<uint16_t*>(slot.mutable_data_ptr()));
-      break;
-    default: std::memcpy(slot.mutable_data_ptr(), pixels, static_cast<size_t>(channels * plane));
+    case jpeg_core::kOutBfloat16: convert_planes(pixels, channels, plane, r, static_cast<uint16_t*>(slot)); break;
+    default: std::memcpy(slot, pixels, static_cast<size_t>(channels * plane));
   }
 }
 
-// One item: decode the planned pixels, resample them into `slot` (a new tensor when it is null: mode
-// UNCHANGED, whose channel count the file gives). Returns libjpeg's warnings (on_warning "warn").
+// Where one item's output goes: `slot`, its place in the stacked output (contiguous, of the output's
+// dtype), or, when that is null (mode UNCHANGED, whose channel count the file gives), a new tensor.
+struct ItemOutput {
+  void* slot = nullptr;
+  std::optional<Tensor> own;
+};
+
+// One item: decode the planned pixels and resample them into its output. Returns libjpeg's warnings
+// (on_warning "warn").
 std::string resized_crop_item(const Tensor& data, const BatchRequest& r, ResizedCropRequest crop, bool flip,
-                              std::optional<Tensor>& slot) {
+                              ItemOutput& out) {
   ResizedCropPlan plan;
   const WindowPlanner planner = [&](const ImageFrame& frame) {
     if (crop.resize_shorter == 0)  // the window's own message, naming the EXIF frame when there is one
@@ -170,15 +173,18 @@ std::string resized_crop_item(const Tensor& data, const BatchRequest& r, Resized
       axis_taps("column", ca.in0, ca.in1, ca.out_size, ca.out_start, ca.out_count, ca.origin, W, r.filter, r.antialias);
   if (flip) reverse_taps(&cols);
   const bool vertical_first = vertical_pass_first(ra.in1 - ra.in0, ca.in1 - ca.in0, ra.out_size, ca.out_size);
-  if (!slot) slot = new_cpu_tensor({C, ra.out_count, ca.out_count}, scalar_type(r.dtype));
+  if (out.slot == nullptr) {
+    out.own = new_cpu_tensor({C, ra.out_count, ca.out_count}, scalar_type(r.dtype));
+    out.slot = out.own->mutable_data_ptr();
+  }
   const uint8_t* src = image.const_data_ptr<uint8_t>();
   if (r.dtype == jpeg_core::kOutUint8) {
-    resample_planes(src, C, H, W, rows, cols, vertical_first, static_cast<uint8_t*>(slot->mutable_data_ptr()));
+    resample_planes(src, C, H, W, rows, cols, vertical_first, static_cast<uint8_t*>(out.slot));
   } else {
     const int64_t plane = ra.out_count * ca.out_count;
     std::unique_ptr<uint8_t[]> pixels(new uint8_t[C * plane]);
     resample_planes(src, C, H, W, rows, cols, vertical_first, pixels.get());
-    write_output(pixels.get(), C, plane, r, *slot);
+    write_output(pixels.get(), C, plane, r, out.slot);
   }
   return std::move(decoded.warnings);
 }
@@ -201,8 +207,11 @@ std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_re
   // With a fixed channel count the items are written straight into the output.
   std::optional<Tensor> stacked;
   if (channels > 0) stacked = new_cpu_tensor({n, channels, h, w}, type);
+  // Slots by address: a select per item would be a call through the stable ABI each.
+  auto* const base = static_cast<uint8_t*>(stacked ? stacked->mutable_data_ptr() : nullptr);
+  const int64_t slot_bytes = channels * h * w * jpeg_core::output_dtype_bytes(r.dtype);
 
-  std::vector<std::optional<Tensor>> slots(count);
+  std::vector<ItemOutput> slots(count);
   std::vector<ItemOutcome> outcomes(count);
   for_each_item(n, [&](int64_t i) {
     const size_t k = static_cast<size_t>(i);
@@ -215,7 +224,7 @@ std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_re
         crop.height = heights[k];
         crop.width = widths[k];
       }
-      if (stacked) slots[k] = torch::stable::select(*stacked, 0, i);
+      if (base != nullptr) slots[k].slot = base + i * slot_bytes;
       warnings = resized_crop_item(data[k], r, crop, !flips.empty() && flips[k] == 1, slots[k]);
     });
     if (outcomes[k].status == ItemStatus::kOk && !warnings.empty()) outcomes[k] = {ItemStatus::kWarned, warnings};
@@ -232,22 +241,23 @@ std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_re
     int64_t c = -1;
     for (size_t i = 0; i < count; ++i) {
       if (failed(outcomes[i].status)) continue;
-      if (c < 0) c = slots[i]->size(0);
-      CUSTOM_OP_CHECK_VALUE(slots[i]->size(0) == c, kMessagePrefix, kOp,
-                            ": mode UNCHANGED needs one channel count in a batch; got ", c, " and ",
-                            slots[i]->size(0));
+      const int64_t ci = slots[i].own->size(0);
+      if (c < 0) c = ci;
+      CUSTOM_OP_CHECK_VALUE(ci == c, kMessagePrefix, kOp, ": mode UNCHANGED needs one channel count in a batch; got ",
+                            c, " and ", ci);
     }
-    stacked = new_cpu_tensor({n, std::max<int64_t>(c, 0), h, w}, type);
-    for (size_t i = 0; i < count; ++i) {
-      if (failed(outcomes[i].status)) continue;
-      Tensor slot = torch::stable::select(*stacked, 0, static_cast<int64_t>(i));
-      torch::stable::copy_(slot, *slots[i]);
-    }
+    c = std::max<int64_t>(c, 0);
+    stacked = new_cpu_tensor({n, c, h, w}, type);
   }
+  const int64_t bytes = stacked->size(1) * h * w * jpeg_core::output_dtype_bytes(r.dtype);
+  auto* const out = static_cast<uint8_t*>(stacked->mutable_data_ptr());
   for (size_t i = 0; i < count; ++i) {
-    if (!failed(outcomes[i].status)) continue;
-    Tensor slot = torch::stable::select(*stacked, 0, static_cast<int64_t>(i));
-    torch::stable::zero_(slot);
+    uint8_t* slot = out + static_cast<int64_t>(i) * bytes;
+    if (failed(outcomes[i].status)) {
+      std::memset(slot, 0, static_cast<size_t>(bytes));
+    } else if (slots[i].own) {
+      std::memcpy(slot, slots[i].slot, static_cast<size_t>(bytes));
+    }
   }
   return {*stacked, std::move(status), std::move(messages)};
 }
