@@ -82,7 +82,9 @@ def run(
     return BatchRun(images, statuses, messages, paths)
 
 
-def run_resized_crop(tensors: list[torch.Tensor], windows: Sequence[list[int]], flips: list[int], kwargs: dict, where: Placement) -> BatchRun:
+def run_resized_crop(
+    tensors: list[torch.Tensor], windows: Sequence[list[int]], flips: list[int], kwargs: dict, where: Placement
+) -> BatchRun:
     """The fused resized crop of a batch: ``windows`` (tops, lefts, heights, widths), empty lists for
     resize then centre crop; ``kwargs`` the operator's other options (_resample.op_options). The result's
     ``images`` is the one [N, C, h, w] tensor.

@@ -129,7 +129,9 @@ def _decode_and_resized_crop_jpegs_fake(
     torch._check_value(len(size) == 2 and size[0] >= 1 and size[1] >= 1, lambda: f"custom_op: bad size {size}")
     torch._check_value(len(flips) in (0, n), lambda: "custom_op: flips must be empty or one per image")
     torch._check_value(len(mean) == len(std), lambda: "custom_op: mean and std must have one value per channel each")
-    torch._check_value(0 <= dtype < len(_OUTPUT_DTYPES), lambda: f"custom_op: dtype code {dtype} is not an output dtype")
+    torch._check_value(
+        0 <= dtype < len(_OUTPUT_DTYPES), lambda: f"custom_op: dtype code {dtype} is not an output dtype"
+    )
     _check_codes(mode, on_warning)
     for d in data:
         _check_bytes(d)

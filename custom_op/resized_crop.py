@@ -114,7 +114,7 @@ def decode_and_resized_crop_jpeg(
             samples with the filter at its own size, like F.interpolate(antialias=False); no effect on
             nearest.
         scale: force the DCT scale, in eighths (1..16; 8 = full resolution: then the result equals full
-            decode + crop + Pillow's resize exactly). Default: :func:`choose_scale`.
+            decode + crop + Pillow's resize exactly). Default: :func:`custom_op.resized_crop.choose_scale`.
         device: ``"cpu"``, or ``"cuda"`` where custom_op's GPU backend can run: as
             :func:`decode_and_resized_crop_jpegs` with ``device="cuda"``.
 
@@ -189,7 +189,7 @@ def decode_and_resized_crop_jpegs(
         flips: None (default: no flip), or one bool (or 0/1) per file, or one for all: True mirrors that
             item's output left-right (``RandomHorizontalFlip``), at no extra cost.
         interpolation, antialias, scale: as :func:`decode_and_resized_crop_jpeg`, for every item
-            (``scale=None``: each item's own :func:`choose_scale`).
+            (``scale=None``: each item's own :func:`custom_op.resized_crop.choose_scale`).
         mean, std: None (default: no normalisation), or torchvision ``Normalize``'s values, in the units
             of float images in [0, 1] (e.g. ImageNet's ``(0.485, 0.456, 0.406)`` and ``(0.229, 0.224,
             0.225)``): one per output channel, or one for all channels. Given together, with a float

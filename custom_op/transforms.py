@@ -55,7 +55,17 @@ class _JpegTransform:
     dtype and normalisation."""
 
     def __init__(
-        self, interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale, dtype, mean, std
+        self,
+        interpolation,
+        antialias,
+        mode,
+        apply_exif_orientation,
+        on_warning,
+        max_pixels,
+        decode_scale,
+        dtype,
+        mean,
+        std,
     ):
         self.interpolation = interpolation
         resample = _resample.resampling(interpolation, antialias)
@@ -146,7 +156,16 @@ class RandomResizedCropJpeg(_JpegTransform):
         std: Optional[Sequence[float]] = None,
     ):
         super().__init__(
-            interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale, dtype, mean, std
+            interpolation,
+            antialias,
+            mode,
+            apply_exif_orientation,
+            on_warning,
+            max_pixels,
+            decode_scale,
+            dtype,
+            mean,
+            std,
         )
         self.size = output_size(size)
         self.scale = _range("scale", scale)
@@ -200,7 +219,7 @@ class RandomResizedCropJpeg(_JpegTransform):
 
     def batch(
         self,
-        datas: Sequence[Data],
+        datas: Sequence,
         generator: GeneratorLike = None,
         *,
         device: Union[str, torch.device] = "cpu",
@@ -287,8 +306,9 @@ class ResizeCenterCropJpeg(_JpegTransform):
         resize_size: the shorter side after resizing (int).
         crop_size: the centred crop, int (square) or (h, w); it must fit in the resized image
             (torchvision pads when it does not; this transform raises ValueError).
-        interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale,
-            dtype, mean, std: as :class:`RandomResizedCropJpeg`.
+        interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels: as
+            :class:`RandomResizedCropJpeg`.
+        decode_scale, dtype, mean, std: as :class:`RandomResizedCropJpeg`.
     """
 
     def __init__(
@@ -307,7 +327,16 @@ class ResizeCenterCropJpeg(_JpegTransform):
         std: Optional[Sequence[float]] = None,
     ):
         super().__init__(
-            interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale, dtype, mean, std
+            interpolation,
+            antialias,
+            mode,
+            apply_exif_orientation,
+            on_warning,
+            max_pixels,
+            decode_scale,
+            dtype,
+            mean,
+            std,
         )
         self.resize_size = as_int("resize_size", resize_size)
         if self.resize_size < 1:
@@ -333,7 +362,7 @@ class ResizeCenterCropJpeg(_JpegTransform):
 
     def batch(
         self,
-        datas: Sequence[Data],
+        datas: Sequence,
         *,
         device: Union[str, torch.device] = "cpu",
         stream: Optional[torch.cuda.Stream] = None,

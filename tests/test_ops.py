@@ -128,7 +128,16 @@ def test_option_codes_are_checked_by_every_kernel(jpeg, bad, says):
     assert_op_raises(ValueError, says, batched, [data], [0], [0], [8], [8], whole=False, stack=False, **kwargs)
     resized = dict(size=[4, 4], resize_shorter=0, scale=0, filter=1, antialias=True, flips=[], mean=[], std=[], dtype=0)
     assert_op_raises(
-        ValueError, says, torch.ops.custom_op.decode_and_resized_crop_jpegs, [data], [0], [0], [8], [8], **resized, **kwargs
+        ValueError,
+        says,
+        torch.ops.custom_op.decode_and_resized_crop_jpegs,
+        [data],
+        [0],
+        [0],
+        [8],
+        [8],
+        **resized,
+        **kwargs,
     )
 
 
@@ -147,7 +156,9 @@ def test_python_constants_are_the_libraries():
     python.update({f"path.{name}": code for code, name in gpu.PATH_NAMES.items()})
     python["path.segments_flag"] = gpu.SEGMENTS_FLAG
     python["output_alignment"] = _ops.OUTPUT_ALIGNMENT
-    python.update({f"output_dtype.{str(dtype).split('.')[-1]}": code for dtype, code in _resample.OUTPUT_DTYPES.items()})
+    python.update(
+        {f"output_dtype.{str(dtype).split('.')[-1]}": code for dtype, code in _resample.OUTPUT_DTYPES.items()}
+    )
     assert python == library
     assert gpu.PATH_NAMES[_device.CPU_PATH] == "cpu"
 

@@ -375,14 +375,28 @@ def test_window_maps_without_half_pixel_shift(photos):
         r0, c0 = (top - 4) * s // 8, (left - 4) * s // 8
         r1, c1 = -(-(top + h + 4) * s // 8), -(-(left + w + 4) * s // 8)
         region = torch.ops.custom_op.decode_and_crop_jpeg(
-            torch.frombuffer(bytearray(data), dtype=torch.uint8), r0, c0, r1 - r0, c1 - c0,
-            mode=2, apply_exif_orientation=False, on_warning=0, max_pixels=0, scale_num=s,
+            torch.frombuffer(bytearray(data), dtype=torch.uint8),
+            r0,
+            c0,
+            r1 - r0,
+            c1 - c0,
+            mode=2,
+            apply_exif_orientation=False,
+            on_warning=0,
+            max_pixels=0,
+            scale_num=s,
         )[0]
         for shift in (-0.25, 0.0, 0.25):
             box = [top * s / 8 - r0 + shift, left * s / 8 - c0 + shift]
             box += [(top + h) * s / 8 - r0 + shift, (left + w) * s / 8 - c0 + shift]
             out = torch.ops.custom_op.resize_box(
-                region, box=box, size=[size, size], out_window=[0, 0, size, size], origin=[0, 0], filter=1, antialias=True
+                region,
+                box=box,
+                size=[size, size],
+                out_window=[0, 0, size, size],
+                origin=[0, 0],
+                filter=1,
+                antialias=True,
             )
             scores.setdefault(shift, []).append(psnr(out.numpy(), reference))
     means = {shift: np.mean(v) for shift, v in scores.items()}
@@ -578,7 +592,9 @@ def reference(data, rows, cols, s, filter_name="bilinear", flip=False, **options
 def crop_reference(data, window, size, s=None, filter_name="bilinear", flip=False, **options):
     top, left, h, w = window
     s = s or choose_scale(h, w, size)
-    return reference(data, crop_axis(top, h, s, size[0]), crop_axis(left, w, s, size[1]), s, filter_name, flip, **options)
+    return reference(
+        data, crop_axis(top, h, s, size[0]), crop_axis(left, w, s, size[1]), s, filter_name, flip, **options
+    )
 
 
 @pytest.fixture
@@ -637,7 +653,9 @@ def test_choose_scale_is_the_operators_automatic_choice(jpeg_writer):
 
 
 def test_batch_with_exif_orientation_and_grey_mode(odd_jpegs, two_threads):
-    files = [(odd_jpegs / n).read_bytes() for n in ("hopper_orientation_3.jpg", "hopper_orientation_6.jpg", "hopper.jpg")]
+    files = [
+        (odd_jpegs / n).read_bytes() for n in ("hopper_orientation_3.jpg", "hopper_orientation_6.jpg", "hopper.jpg")
+    ]
     windows = [(3, 5, 100, 90), (20, 0, 60, 128), (0, 10, 128, 100)]
     for mode in (ImageReadMode.RGB, ImageReadMode.GRAY):
         out = decode_and_resized_crop_jpegs(
@@ -674,14 +692,20 @@ def test_float_outputs_are_torchvisions_to_tensor_and_normalize(photos, two_thre
     files, windows, flips = batch_case(photos, 6, seed=21)
     plain = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips)
     mean, std = MEAN.tolist(), STD.tolist()
-    out = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips, dtype=torch.float32, mean=mean, std=std)
+    out = decode_and_resized_crop_jpegs(
+        files, *zip(*windows), (40, 56), flips=flips, dtype=torch.float32, mean=mean, std=std
+    )
     assert out.dtype == torch.float32 and torch.equal(out, normalised(plain))
     for dtype in (torch.float16, torch.bfloat16):
-        out = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips, dtype=dtype, mean=mean, std=std)
+        out = decode_and_resized_crop_jpegs(
+            files, *zip(*windows), (40, 56), flips=flips, dtype=dtype, mean=mean, std=std
+        )
         assert out.dtype == dtype and torch.equal(out, normalised(plain).to(dtype)), dtype
     scaled = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips, dtype=torch.float32)
     assert torch.equal(scaled, plain.float() / 255)
-    one = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips, dtype=torch.bfloat16, mean=0.5, std=0.25)
+    one = decode_and_resized_crop_jpegs(
+        files, *zip(*windows), (40, 56), flips=flips, dtype=torch.bfloat16, mean=0.5, std=0.25
+    )
     assert torch.equal(one, normalised(plain, torch.full((3,), 0.5), torch.full((3,), 0.25)).to(torch.bfloat16))
 
 
@@ -760,7 +784,9 @@ def test_bad_arguments_raise_before_any_decode(kwargs, error, says):
     args = dict(tops=0, lefts=0, heights=8, widths=8, size=4)
     args.update({k: kwargs.pop(k) for k in list(kwargs) if k in args})
     with pytest.raises(error, match=says):
-        decode_and_resized_crop_jpegs([b"no", b"no", b"no"], args["tops"], args["lefts"], args["heights"], args["widths"], args["size"], **kwargs)
+        decode_and_resized_crop_jpegs(
+            [b"no", b"no", b"no"], args["tops"], args["lefts"], args["heights"], args["widths"], args["size"], **kwargs
+        )
 
 
 @pytest.mark.parametrize(
@@ -778,8 +804,19 @@ def test_bad_arguments_raise_before_any_decode(kwargs, error, says):
 )
 def test_operator_checks_its_arguments(bad, says):
     kwargs = dict(
-        size=[4, 4], resize_shorter=0, scale=0, filter=1, antialias=True, flips=[], mean=[], std=[], dtype=1,
-        mode=2, apply_exif_orientation=False, on_warning=0, max_pixels=0,
+        size=[4, 4],
+        resize_shorter=0,
+        scale=0,
+        filter=1,
+        antialias=True,
+        flips=[],
+        mean=[],
+        std=[],
+        dtype=1,
+        mode=2,
+        apply_exif_orientation=False,
+        on_warning=0,
+        max_pixels=0,
     )
     kwargs.update(bad)
     data = [torch.frombuffer(bytearray(b"no"), dtype=torch.uint8)] * 2

@@ -69,8 +69,8 @@ int auto_resize_scale(int64_t height, int64_t width, int64_t out_height, int64_t
   return 8;
 }
 
-ResizedCropPlan plan_resized_crop(const ResizedCropRequest& r, int64_t image_height, int64_t image_width,
-                                  Filter filter, bool antialias) {
+ResizedCropPlan plan_resized_crop(const ResizedCropRequest& r, int64_t image_height, int64_t image_width, Filter filter,
+                                  bool antialias) {
   constexpr int64_t kMaxSize = int64_t{1} << 24;
   CUSTOM_OP_CHECK_VALUE(r.out_height >= 1 && r.out_width >= 1 && r.out_height <= kMaxSize && r.out_width <= kMaxSize,
                         "custom_op: size must be positive (and at most 2^24), got ", r.out_height, "x", r.out_width);
@@ -80,12 +80,11 @@ ResizedCropPlan plan_resized_crop(const ResizedCropRequest& r, int64_t image_hei
   ResizedCropPlan plan;
   if (r.resize_shorter <= 0) {
     // Written so that no sum can overflow, whatever the caller passed.
-    CUSTOM_OP_CHECK_VALUE(r.height > 0 && r.width > 0 && r.top >= 0 && r.left >= 0 && r.top < image_height &&
-                              r.left < image_width && r.height <= image_height - r.top &&
-                              r.width <= image_width - r.left,
-                          "custom_op: crop window (top=", r.top, ", left=", r.left, ", height=", r.height,
-                          ", width=", r.width, ") does not fit in the image of height ", image_height, " and width ",
-                          image_width);
+    CUSTOM_OP_CHECK_VALUE(
+        r.height > 0 && r.width > 0 && r.top >= 0 && r.left >= 0 && r.top < image_height && r.left < image_width &&
+            r.height <= image_height - r.top && r.width <= image_width - r.left,
+        "custom_op: crop window (top=", r.top, ", left=", r.left, ", height=", r.height, ", width=", r.width,
+        ") does not fit in the image of height ", image_height, " and width ", image_width);
     plan.scale = r.scale != 0 ? r.scale : auto_resize_scale(r.height, r.width, r.out_height, r.out_width);
     plan.rows = crop_axis(r.top, r.height, plan.scale, r.out_height);
     plan.cols = crop_axis(r.left, r.width, plan.scale, r.out_width);
@@ -97,8 +96,8 @@ ResizedCropPlan plan_resized_crop(const ResizedCropRequest& r, int64_t image_hei
   // int(resize_shorter * long / short), computed in double as Python does.
   const bool portrait = image_width <= image_height;
   const int64_t shorter = portrait ? image_width : image_height, longer = portrait ? image_height : image_width;
-  const auto resized_longer = static_cast<int64_t>(static_cast<double>(r.resize_shorter) *
-                                                   static_cast<double>(longer) / static_cast<double>(shorter));
+  const auto resized_longer = static_cast<int64_t>(static_cast<double>(r.resize_shorter) * static_cast<double>(longer) /
+                                                   static_cast<double>(shorter));
   const int64_t rh = portrait ? resized_longer : r.resize_shorter;
   const int64_t rw = portrait ? r.resize_shorter : resized_longer;
   CUSTOM_OP_CHECK_VALUE(r.out_height <= rh && r.out_width <= rw, "custom_op: crop_size (", r.out_height, ", ",

@@ -30,9 +30,9 @@ struct ResizedCropRequest {
 
 // One axis of the plan.
 struct ResampleAxis {
-  int64_t first = 0, count = 0;  // the scaled pixels decoded
-  double in0 = 0, in1 = 0;       // the box, in the frame whose 0 is at `origin`
-  int64_t out_size = 0;          // the (virtual) output the box maps onto
+  int64_t first = 0, count = 0;          // the scaled pixels decoded
+  double in0 = 0, in1 = 0;               // the box, in the frame whose 0 is at `origin`
+  int64_t out_size = 0;                  // the (virtual) output the box maps onto
   int64_t out_start = 0, out_count = 0;  // the outputs produced
   int64_t origin = 0;                    // the frame position of the first decoded pixel
 };

@@ -63,8 +63,8 @@ BatchRequest checked_request(size_t n, IntArrayRef tops, IntArrayRef lefts, IntA
   r.options = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
   CUSTOM_OP_CHECK_VALUE(size.size() == 2, kMessagePrefix, kOp, ": size must be [h, w], got ", size.size(), " values");
   constexpr int64_t kMaxSize = int64_t{1} << 24;
-  CUSTOM_OP_CHECK_VALUE(size[0] >= 1 && size[1] >= 1 && size[0] <= kMaxSize && size[1] <= kMaxSize, kMessagePrefix,
-                        kOp, ": size must be positive (and at most 2^24), got ", size[0], "x", size[1]);
+  CUSTOM_OP_CHECK_VALUE(size[0] >= 1 && size[1] >= 1 && size[0] <= kMaxSize && size[1] <= kMaxSize, kMessagePrefix, kOp,
+                        ": size must be positive (and at most 2^24), got ", size[0], "x", size[1]);
   CUSTOM_OP_CHECK_VALUE(resize_shorter >= 0 && resize_shorter <= kMaxSize, kMessagePrefix, kOp,
                         ": resize_shorter must be 0 (crop then resize) or a size in 1..2^24, got ", resize_shorter);
   const size_t windows = resize_shorter > 0 ? 0 : n;
@@ -87,15 +87,14 @@ BatchRequest checked_request(size_t n, IntArrayRef tops, IntArrayRef lefts, IntA
   CUSTOM_OP_CHECK_TYPE(mean.empty() || dtype != jpeg_core::kOutUint8, kMessagePrefix, kOp,
                        ": mean and std need a floating-point dtype (normalised values are not uint8)");
   const int64_t channels = fixed_channels(r.options.mode);
-  CUSTOM_OP_CHECK_VALUE(mean.empty() || channels == 0 || static_cast<int64_t>(mean.size()) == channels,
-                        kMessagePrefix, kOp, ": mean and std have ", mean.size(), " values for ", channels,
-                        " channels");
+  CUSTOM_OP_CHECK_VALUE(mean.empty() || channels == 0 || static_cast<int64_t>(mean.size()) == channels, kMessagePrefix,
+                        kOp, ": mean and std have ", mean.size(), " values for ", channels, " channels");
   for (size_t c = 0; c < mean.size(); ++c) {
     r.mean.push_back(static_cast<float>(mean[c]));
     r.std.push_back(static_cast<float>(std[c]));
     CUSTOM_OP_CHECK_VALUE(std::isfinite(r.mean[c]) && std::isfinite(r.std[c]) && r.std[c] != 0.0f, kMessagePrefix, kOp,
-                          ": mean must be finite and std finite and non-zero (as float32), got mean[", c,
-                          "]=", mean[c], ", std[", c, "]=", std[c]);
+                          ": mean must be finite and std finite and non-zero (as float32), got mean[", c, "]=", mean[c],
+                          ", std[", c, "]=", std[c]);
   }
   r.crop.out_height = size[0];
   r.crop.out_width = size[1];
@@ -115,7 +114,8 @@ void fill_table(T* table, float mean, float std, int32_t dtype) {
     if constexpr (sizeof(T) == 4) {
       table[x] = v;
     } else {
-      table[x] = dtype == jpeg_core::kOutFloat16 ? jpeg_core::float_to_half_bits(v) : jpeg_core::float_to_bfloat16_bits(v);
+      table[x] =
+          dtype == jpeg_core::kOutFloat16 ? jpeg_core::float_to_half_bits(v) : jpeg_core::float_to_bfloat16_bits(v);
     }
   }
 }
@@ -196,9 +196,9 @@ std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_re
     bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels) {
   const size_t count = data.size();
   const int64_t n = static_cast<int64_t>(count);
-  const BatchRequest r = checked_request(count, tops, lefts, heights, widths, size, resize_shorter, scale, filter,
-                                         antialias, flips, mean, std, dtype, mode, apply_exif_orientation, on_warning,
-                                         max_pixels);
+  const BatchRequest r =
+      checked_request(count, tops, lefts, heights, widths, size, resize_shorter, scale, filter, antialias, flips, mean,
+                      std, dtype, mode, apply_exif_orientation, on_warning, max_pixels);
   const int64_t h = r.crop.out_height, w = r.crop.out_width;
   const ScalarType type = scalar_type(r.dtype);
   const int64_t channels = fixed_channels(r.options.mode);
