@@ -16,7 +16,7 @@ from .decode_ahead import decode_ahead  # noqa: E402
 from .gpu import cuda_available  # noqa: E402
 from .packed_files import PackedFiles, pack_files  # noqa: E402
 from .prepare import prepare_jpeg  # noqa: E402
-from .resized_crop import decode_and_resized_crop_jpeg  # noqa: E402
+from .resized_crop import decode_and_resized_crop_jpeg, decode_and_resized_crop_jpegs  # noqa: E402
 from .transforms import RandomResizedCropJpeg, ResizeCenterCropJpeg  # noqa: E402
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "decode_and_crop_jpeg",
     "decode_and_crop_jpegs",
     "decode_and_resized_crop_jpeg",
+    "decode_and_resized_crop_jpegs",
     "decode_ahead",
     "decode_jpeg",
     "decode_jpegs",

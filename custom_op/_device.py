@@ -1,6 +1,6 @@
 """One batch on one device: the operator call, on the CPU or on a CUDA device and stream.
 
-The public functions (decode.py, batch.py) convert their arguments first (_args.py, and
+The public functions (decode.py, batch.py, resized_crop.py) convert their arguments first (_args.py, and
 :func:`placement` here) and turn the per-item statuses into results afterwards (_outcomes.py); this
 module only picks and calls the operator. The CUDA library is loaded here on the first call with a
 CUDA device, never at import.
@@ -78,5 +78,36 @@ def run(
         op = torch.ops.custom_op.decode_jpegs_cuda
         images, statuses, messages, paths = _outcomes.call(
             op, *args, device=index, check_entropy=where.check_entropy, **kwargs
+        )
+    return BatchRun(images, statuses, messages, paths)
+
+
+def run_resized_crop(
+    tensors: list[torch.Tensor], windows: Sequence[list[int]], flips: list[int], kwargs: dict, where: Placement
+) -> BatchRun:
+    """The fused resized crop of a batch: ``windows`` (tops, lefts, heights, widths), empty lists for
+    resize then centre crop; ``kwargs`` the operator's other options (_resample.op_options). The result's
+    ``images`` is the one [N, C, h, w] tensor.
+
+    On a CUDA device it runs the GPU library's ``decode_and_resized_crop_jpegs_cuda``, ordered on
+    ``stream``."""
+    if where.device.type == "cpu":
+        images, statuses, messages = _outcomes.call(
+            torch.ops.custom_op.decode_and_resized_crop_jpegs, tensors, *windows, flips=flips, **kwargs
+        )
+        return BatchRun(images, statuses, messages, [CPU_PATH] * len(tensors))
+    index = cuda_index(where.device)
+    stream = where.stream
+    if stream is not None and stream.device.index != index:
+        raise ValueError(f"stream is on {stream.device}, the output device is cuda:{index}")
+    with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+        images, statuses, messages, paths = _outcomes.call(
+            torch.ops.custom_op.decode_and_resized_crop_jpegs_cuda,
+            tensors,
+            *windows,
+            flips=flips,
+            device=index,
+            check_entropy=where.check_entropy,
+            **kwargs,
         )
     return BatchRun(images, statuses, messages, paths)

@@ -129,26 +129,95 @@ def _decode_jpegs_cuda_fake(
     return images, [0] * len(data), [""] * len(data), [-1] * len(data)
 
 
-# The resized crop's dtype codes (csrc/jpeg_core/normalize.h, OutputDtype).
-OUTPUT_DTYPES = {0: torch.uint8, 1: torch.float32, 2: torch.float16, 3: torch.bfloat16}
+# The output dtypes by their codes (csrc/jpeg_core/normalize.h, OutputDtype; custom_op._resample's
+# OUTPUT_DTYPES, which tests/test_ops.py checks against the library, inverted).
+_OUTPUT_DTYPES = (torch.uint8, torch.float32, torch.float16, torch.bfloat16)
 
 
-def _resized_crop_outputs(data, size, dtype, mode, on_warning, device):
-    """The stacked output of a batched resized crop: every item has the output size."""
+def _resized_crop_outputs(
+    data, tops, lefts, heights, widths, size, resize_shorter, flips, mean, std, dtype, mode, on_warning, device
+):
+    """The stacked output of a batched resized crop (every item has the output size), after the
+    call-level checks of csrc/common/resized_crop_args.h."""
+    n = len(data)
+    windows = 0 if resize_shorter > 0 else n
+    torch._check_value(
+        len(tops) == windows and len(lefts) == windows and len(heights) == windows and len(widths) == windows,
+        lambda: f"custom_op: tops, lefts, heights and widths must each have {windows} entries",
+    )
+    torch._check_value(len(size) == 2 and size[0] >= 1 and size[1] >= 1, lambda: f"custom_op: bad size {size}")
+    torch._check_value(len(flips) in (0, n), lambda: "custom_op: flips must be empty or one per image")
+    torch._check_value(len(mean) == len(std), lambda: "custom_op: mean and std must have one value per channel each")
+    torch._check_value(
+        0 <= dtype < len(_OUTPUT_DTYPES), lambda: f"custom_op: dtype code {dtype} is not an output dtype"
+    )
     _check_codes(mode, on_warning)
     for d in data:
         _check_bytes(d)
-    torch._check_value(dtype in OUTPUT_DTYPES, lambda: f"custom_op: unknown dtype code {dtype}")
-    torch._check_value(
-        mode != int(ImageReadMode.UNCHANGED), lambda: "custom_op: the resized crop decodes to RGB or GRAY"
+    # Mode UNCHANGED: the decoded items' channel count, 0 when none decodes.
+    channels = MODE_CHANNELS.get(mode)
+    if channels is None:
+        channels = torch.library.get_ctx().new_dynamic_size(min=0, max=4)
+    return torch.empty((n, channels, size[0], size[1]), dtype=_OUTPUT_DTYPES[dtype], device=device)
+
+
+def _decode_and_resized_crop_jpegs_fake(
+    data, tops, lefts, heights, widths, *, size, resize_shorter, flips, mean, std, dtype, mode, on_warning, **_options
+):
+    images = _resized_crop_outputs(
+        data,
+        tops,
+        lefts,
+        heights,
+        widths,
+        size,
+        resize_shorter,
+        flips,
+        mean,
+        std,
+        dtype,
+        mode,
+        on_warning,
+        torch.device("cpu"),
     )
-    return torch.empty((len(data), _channels(mode), *size), dtype=OUTPUT_DTYPES[dtype], device=device)
+    return images, [0] * len(data), [""] * len(data)
 
 
 def _decode_and_resized_crop_jpegs_cuda_fake(
-    data, tops, lefts, heights, widths, *, size, dtype, mode, on_warning, device, **_options
+    data,
+    tops,
+    lefts,
+    heights,
+    widths,
+    *,
+    size,
+    resize_shorter,
+    flips,
+    mean,
+    std,
+    dtype,
+    mode,
+    on_warning,
+    device,
+    **_options,
 ):
-    images = _resized_crop_outputs(data, size, dtype, mode, on_warning, torch.device("cuda", device))
+    images = _resized_crop_outputs(
+        data,
+        tops,
+        lefts,
+        heights,
+        widths,
+        size,
+        resize_shorter,
+        flips,
+        mean,
+        std,
+        dtype,
+        mode,
+        on_warning,
+        torch.device("cuda", device),
+    )
+    # Where each item was decoded is known only once it has run.
     return images, [0] * len(data), [""] * len(data), [-1] * len(data)
 
 
@@ -194,6 +263,7 @@ FAKE_KERNELS = {
     "custom_op::decode_jpeg": _decode_jpeg_fake,
     "custom_op::decode_jpegs": _decode_jpegs_fake,
     "custom_op::decode_jpegs_cuda": _decode_jpegs_cuda_fake,
+    "custom_op::decode_and_resized_crop_jpegs": _decode_and_resized_crop_jpegs_fake,
     "custom_op::decode_and_resized_crop_jpegs_cuda": _decode_and_resized_crop_jpegs_cuda_fake,
     "custom_op::prepare_jpeg": _prepare_jpeg_fake,
     "custom_op::resize_box": _resize_box_fake,

@@ -1,48 +1,37 @@
-"""The fused resized crop's arithmetic: which DCT scale, which scaled pixels to decode, how the window
-maps onto the output, and the decode + resample call (custom_op.resized_crop and custom_op.transforms
-use it; resized_crop.py's docstring explains the method).
+"""The fused resized crop's options as its operator (``decode_and_resized_crop_jpegs``, csrc/ops.cpp)
+takes them, and the call of one image: custom_op.resized_crop and custom_op.transforms build their calls
+here. What the operator computes is in resized_crop.py's docstring; the per-item plan (scale, decoded
+pixels, box) is csrc/common/resized_crop_plan.h, the one definition of it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import NamedTuple, Optional, Union
 
 import torch
 
-from . import _outcomes
-from ._args import DecodeOptions, as_int
+from . import _device, _outcomes
+from ._args import MODE_CHANNELS, DecodeOptions, as_int, per_image
 
 #: The DCT scales (in eighths) the automatic choice picks from. Only 1/8, 2/8, 4/8 and 8/8 have SIMD
 #: inverse DCTs in libjpeg-turbo; bench/bench_resized_crop.py compares this set with all of 1..8.
 AUTO_SCALES: tuple[int, ...] = (1, 2, 4, 8)
 
-#: Interpolation names and their resize_box filter codes. "nearest" is Pillow's NEAREST (the source
-#: pixel under each output pixel's centre), not F.interpolate's legacy "nearest".
+#: Interpolation names and their filter codes. "nearest" is Pillow's NEAREST (the source pixel under
+#: each output pixel's centre), not F.interpolate's legacy "nearest".
 INTERPOLATIONS = {"nearest": 0, "bilinear": 1, "bicubic": 2, "box": 3, "hamming": 4, "lanczos": 5}
-# Filter half-widths before widening by the downscale factor (Pillow's supports); nearest reads one pixel.
-_SUPPORT = {0: 0.0, 1: 1.0, 2: 2.0, 3: 0.5, 4: 1.0, 5: 3.0}
+
+#: Output dtypes and their codes (csrc/jpeg_core/normalize.h, OutputDtype; tests/test_ops.py checks
+#: them against the library's).
+OUTPUT_DTYPES = {torch.uint8: 0, torch.float32: 1, torch.float16: 2, torch.bfloat16: 3}
 
 Size = Union[int, Sequence[int]]
 
 
-class Axis(NamedTuple):
-    """One axis of a resize_box call: what to decode (scaled-image pixels) and how to map it."""
-
-    first: int  # first decoded scaled pixel
-    count: int  # decoded scaled pixels
-    in0: float  # box start in the op's frame
-    in1: float  # box end in the op's frame
-    out_size: int  # virtual output size the box maps onto
-    out_start: int  # first output pixel produced
-    out_count: int  # output pixels produced
-    origin: int  # frame position of the first decoded pixel
-
-
 class Resample(NamedTuple):
-    """How the decoded pixels are resampled: a resize_box filter code, and whether it is widened by
-    the downscale factor."""
+    """How the decoded pixels are resampled: a filter code, and whether it is widened by the downscale
+    factor."""
 
     filter: int
     antialias: bool
@@ -93,81 +82,101 @@ def choose_scale(height: int, width: int, size: Size, scales: Sequence[int] = AU
     return 8
 
 
-def crop_axis(start: int, length: int, s: int, out: int) -> Axis:
-    """Crop-then-resize along one axis: the box [start, start + length) * s / 8 onto `out` pixels, in a
-    frame whose 0 is the first decoded pixel (so at s = 8 the box is (0, length), as for a crop)."""
-    first = start * s // 8
-    last = -(-(start + length) * s // 8)  # ceil; never past ceil(N * s / 8) since start + length <= N
-    return Axis(
-        first, last - first, (start * s - 8 * first) / 8, ((start + length) * s - 8 * first) / 8, out, 0, out, 0
-    )
+def dtype_code(dtype) -> int:
+    try:
+        return OUTPUT_DTYPES[dtype]
+    except (KeyError, TypeError):
+        names = ", ".join(str(d) for d in OUTPUT_DTYPES)
+        raise TypeError(f"dtype must be one of {names}, got {dtype!r}") from None
 
 
-def resize_crop_axis(image_size: int, s: int, resized: int, crop_start: int, crop: int, resample: Resample) -> Axis:
-    """Resize-then-crop along one axis: the whole scaled image onto `resized` pixels, of which
-    [crop_start, crop_start + crop) are produced, from only the scaled pixels their filter taps read."""
-    scaled_size = -(-image_size * s // 8)
-    in1 = image_size * s / 8
-    step = in1 / resized
-    support = _SUPPORT[resample.filter] * (max(step, 1.0) if resample.antialias else 1.0)
-    lo_centre = (crop_start + 0.5) * step
-    hi_centre = (crop_start + crop - 0.5) * step
-    # The op rounds the tap range as Pillow does; one pixel more each side covers any rounding here.
-    first = max(0, math.floor(lo_centre - support) - 1)
-    last = min(scaled_size, math.ceil(hi_centre + support) + 2)
-    return Axis(first, last - first, 0.0, in1, resized, crop_start, crop, first)
+def _floats(name: str, values) -> list[float]:
+    values = per_image(values)
+    if not isinstance(values, (list, tuple)):
+        values = [values]
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number or a sequence of numbers, got {values!r}") from None
 
 
-def decode_and_resample(
-    tensor: torch.Tensor, rows: Axis, cols: Axis, s: int, resample: Resample, options: DecodeOptions, flip: bool = False
-) -> torch.Tensor:
-    """The decode at scale ``s`` and the resample; ``flip``: the result mirrored left-right, by the
-    resampler itself (a separate flip would be another pass over the output, parallel in torch)."""
-    window = (rows.first, cols.first, rows.count, cols.count)
-    region, warnings = _outcomes.call(
-        torch.ops.custom_op.decode_and_crop_jpeg, tensor, *window, scale_num=s, **options.op_kwargs()
-    )
-    if options.warns:
-        _outcomes.warn_text(warnings, stacklevel=5)
-    return _outcomes.call(
-        torch.ops.custom_op.resize_box,
-        region,
-        box=[rows.in0, cols.in0, rows.in1, cols.in1],
-        size=[rows.out_size, cols.out_size],
-        out_window=[rows.out_start, cols.out_start, rows.out_count, cols.out_count],
-        origin=[rows.origin, cols.origin],
-        filter=resample.filter,
-        antialias=resample.antialias,
-        flip=flip,
-    )
+def normalization(mean, std, mode: int) -> tuple[list[float], list[float]]:
+    """mean and std as the operator takes them (None: an empty list), one value given for a mode with a
+    fixed channel count standing for every channel, as torchvision's Normalize broadcasts it. The
+    operator checks the rest (lengths, values, a uint8 dtype) before any decode."""
+    mean = [] if mean is None else _floats("mean", mean)
+    std = [] if std is None else _floats("std", std)
+    channels = MODE_CHANNELS.get(mode)
+    if channels is not None:
+        mean = mean * channels if len(mean) == 1 else mean
+        std = std * channels if len(std) == 1 else std
+    return mean, std
 
 
-def check_window(top: int, left: int, height: int, width: int, image_h: int, image_w: int, exif: bool) -> None:
-    if not (
-        height > 0 and width > 0 and 0 <= top and 0 <= left and top + height <= image_h and left + width <= image_w
-    ):
-        frame = " (after EXIF orientation)" if exif else ""
-        raise ValueError(
-            f"custom_op: crop window (top={top}, left={left}, height={height}, width={width}) "
-            f"does not fit in the image of height {image_h} and width {image_w}{frame}"
-        )
-
-
-def resized_crop(
-    tensor: torch.Tensor,
-    image_size: tuple[int, int],
-    window: tuple[int, int, int, int],
-    out: tuple[int, int],
+def op_options(
+    size: tuple[int, int],
+    resize_shorter: int,
     scale: Optional[int],
     resample: Resample,
+    dtype: torch.dtype,
+    mean: list[float],
+    std: list[float],
     options: DecodeOptions,
-    flip: bool = False,
-) -> torch.Tensor:
-    """The work of decode_and_resized_crop_jpeg once the arguments are checked and the header read
-    (``image_size``: the image's height and width, in the frame the window is given in; ``flip``: the
-    output mirrored left-right)."""
-    top, left, height, width = window
-    check_window(top, left, height, width, *image_size, options.apply_exif_orientation)
-    s = scale if scale is not None else choose_scale(height, width, out)
-    rows, cols = crop_axis(top, height, s, out[0]), crop_axis(left, width, s, out[1])
-    return decode_and_resample(tensor, rows, cols, s, resample, options, flip)
+) -> dict:
+    """The operator's keyword arguments but ``flips``, from checked values (``dtype``: checked here):
+    built once per transform."""
+    return dict(
+        size=list(size),
+        resize_shorter=resize_shorter,
+        scale=scale or 0,
+        filter=resample.filter,
+        antialias=resample.antialias,
+        mean=mean,
+        std=std,
+        dtype=dtype_code(dtype),
+        **options.op_kwargs(),
+    )
+
+
+def check_options(kwargs: dict) -> None:
+    """Raises what a call with these options raises before any decode (a bad mean, std, dtype, ...): the
+    operator on an empty batch checks every argument as any call does. Not for mode UNCHANGED, whose
+    empty batch is an error of its own."""
+    _outcomes.call(torch.ops.custom_op.decode_and_resized_crop_jpegs, [], [], [], [], [], flips=[], **kwargs)
+
+
+def one_image(tensor: torch.Tensor, window: Sequence[int], flip: bool, kwargs: dict) -> torch.Tensor:
+    """One image's resized crop on the CPU, on the calling thread (a batch of one opens no parallel
+    region): the window (top, left, height, width), or () for resize then centre crop. Raises the
+    item's exception; emits its warnings (stacklevel: the caller of the public function calling this)."""
+    top, left, height, width = ([v] for v in window) if window else ([], [], [], [])
+    images, statuses, messages = _outcomes.call(
+        torch.ops.custom_op.decode_and_resized_crop_jpegs,
+        [tensor],
+        top,
+        left,
+        height,
+        width,
+        flips=[1] if flip else [],
+        **kwargs,
+    )
+    if statuses[0]:
+        error = _outcomes.settle(statuses, messages, single=True, stacklevel=5)[0]
+        if error is not None:
+            raise error
+    return images[0]
+
+
+def run_batch(tensors, windows, flips, kwargs, placement, on_error: str, stacklevel: int = 5):
+    """What a batched resized crop returns (decode_and_resized_crop_jpegs, the transforms' ``batch``):
+    the stacked tensor, with ``on_error="return"`` also the items' exceptions. ``stacklevel``: the
+    user's frame for warnings, counted from warnings.warn (5: the caller of the public function that
+    calls this)."""
+    run = _device.run_resized_crop(tensors, windows, flips, kwargs, placement)
+    errors = _outcomes.settle(run.statuses, run.messages, stacklevel=stacklevel)
+    if on_error == "raise":
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            raise first
+        return run.images
+    return run.images, errors

@@ -1,8 +1,11 @@
 """Training and evaluation transforms that go from a JPEG's bytes to the network's input size in one call.
 
-Both read only the header to place their window, then decode just that window at a reduced DCT scale
-(custom_op.decode_and_resized_crop_jpeg), so they fit in ``Dataset.__getitem__`` in place of
-"decode the file, then torchvision's transform".
+Both decode just the window they need at a reduced DCT scale (the fused resized crop of
+custom_op.decode_and_resized_crop_jpeg), so they fit in ``Dataset.__getitem__`` in place of "decode the
+file, then torchvision's transform". Each can also return the float, normalised tensor the network takes
+(``dtype``, ``mean``, ``std``: ``ToTensor`` and ``Normalize`` in the same pass), and transform a whole
+batch in one call (``batch``: the items in parallel on torch's intra-op thread pool, into one
+``[N, C, h, w]`` tensor), for a DataLoader whose collate function gets the files' bytes.
 
 - :class:`RandomResizedCropJpeg`: torchvision's ``RandomResizedCrop`` (same window distribution, same
   RNG calls in the same order), with an optional horizontal flip.
@@ -18,9 +21,9 @@ from typing import Optional, Union
 
 import torch
 
-from . import _args, _resample
+from . import _args, _device, _outcomes, _resample
 from ._args import DEFAULT_MAX_PIXELS, Data, ImageReadMode, as_int
-from ._resample import check_scale, choose_scale, output_size
+from ._resample import check_scale, output_size
 from .decode import read_jpeg_header
 
 __all__ = ["RandomResizedCropJpeg", "ResizeCenterCropJpeg"]
@@ -48,24 +51,51 @@ def _range(name: str, value: Sequence[float]) -> tuple[float, float]:
 
 
 class _JpegTransform:
-    """Options shared by both transforms: decoding mode, filter, and the DCT scale policy."""
+    """Options shared by both transforms: decoding mode, filter, the DCT scale policy and the output's
+    dtype and normalisation."""
 
-    def __init__(self, interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale):
+    def __init__(
+        self,
+        interpolation,
+        antialias,
+        mode,
+        apply_exif_orientation,
+        on_warning,
+        max_pixels,
+        decode_scale,
+        dtype,
+        mean,
+        std,
+    ):
         self.interpolation = interpolation
-        self._resample = _resample.resampling(interpolation, antialias)
-        self.antialias = self._resample.antialias
+        resample = _resample.resampling(interpolation, antialias)
+        self.antialias = resample.antialias
         self.mode = mode
         self.apply_exif_orientation = bool(apply_exif_orientation)
         self.on_warning = on_warning
         self.max_pixels = max_pixels
         self.decode_scale = check_scale(decode_scale)
+        self.dtype = dtype
         # Checked once here, so that a bad option fails when the transform is built, not in a worker.
-        self._options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
+        options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
+        self.mean, self.std = _resample.normalization(mean, std, options.mode)
+        self._resample, self._options = resample, options
 
-    def _header(self, data: Data):
-        tensor = _args.as_tensor(data)
-        info = read_jpeg_header(tensor, apply_exif_orientation=self.apply_exif_orientation)
-        return tensor, info.height, info.width
+    def _op_options(self, size, resize_shorter: int) -> dict:
+        """The operator's options; built once, and checked with an empty batch, whose call checks every
+        argument as any call does (so that a bad mean, std or dtype fails here)."""
+        kwargs = _resample.op_options(
+            size, resize_shorter, self.decode_scale, self._resample, self.dtype, self.mean, self.std, self._options
+        )
+        if self._options.mode != int(ImageReadMode.UNCHANGED):
+            _resample.check_options(kwargs)
+        return kwargs
+
+    def _batch(self, tensors, windows, flips, device, stream, on_error):
+        placement = _device.placement(device, stream, False)
+        return _resample.run_batch(
+            tensors, windows, flips, self._kwargs, placement, _args.on_error_check(on_error), stacklevel=6
+        )
 
 
 class RandomResizedCropJpeg(_JpegTransform):
@@ -98,6 +128,14 @@ class RandomResizedCropJpeg(_JpegTransform):
         mode, apply_exif_orientation, on_warning, max_pixels: as decode_and_crop_jpeg. With
             apply_exif_orientation the window is drawn in the displayed frame.
         decode_scale: force the DCT scale in eighths (8: full resolution); None picks per window.
+        dtype: the output's dtype: ``torch.uint8`` (default), or ``torch.float32``, ``torch.float16`` or
+            ``torch.bfloat16``, whose values are ``x / 255`` (``ToTensor``).
+        mean, std: None (default), or torchvision ``Normalize``'s values for images in [0, 1], one per
+            channel (or one for all), given together with a float ``dtype``: the output is then
+            ``(x / 255 - mean) / std``, computed in float32 and rounded to ``dtype`` as torch rounds:
+            what ``ToTensor``, ``Normalize`` and ``.to(dtype)`` give on the uint8 output, bit for bit.
+            They belong to the transform (not to a call) so that ``t(data)`` and ``t.batch(...)`` give
+            the same tensors.
     """
 
     def __init__(
@@ -113,8 +151,22 @@ class RandomResizedCropJpeg(_JpegTransform):
         on_warning: str = "raise",
         max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
         decode_scale: Optional[int] = None,
+        dtype: torch.dtype = torch.uint8,
+        mean: Optional[Sequence[float]] = None,
+        std: Optional[Sequence[float]] = None,
     ):
-        super().__init__(interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale)
+        super().__init__(
+            interpolation,
+            antialias,
+            mode,
+            apply_exif_orientation,
+            on_warning,
+            max_pixels,
+            decode_scale,
+            dtype,
+            mean,
+            std,
+        )
         self.size = output_size(size)
         self.scale = _range("scale", scale)
         self.ratio = _range("ratio", ratio)
@@ -122,6 +174,7 @@ class RandomResizedCropJpeg(_JpegTransform):
         if not 0.0 <= hflip_p <= 1.0:
             raise ValueError(f"hflip_p must be a probability in [0, 1], got {hflip_p}")
         self.hflip_p = hflip_p
+        self._kwargs = self._op_options(self.size, 0)
 
     def get_params(self, height: int, width: int, generator: GeneratorLike = None) -> tuple[int, int, int, int]:
         """A window (top, left, height, width) of a height x width image, drawn as torchvision's
@@ -157,17 +210,76 @@ class RandomResizedCropJpeg(_JpegTransform):
         return (height - h) // 2, (width - w) // 2, h, w
 
     def __call__(self, data: Data, generator: GeneratorLike = None) -> torch.Tensor:
-        """A random window of the JPEG ``data``, resized to ``size`` (and maybe flipped): a uint8 tensor
-        ``[C, size_h, size_w]``. ``generator``: None (torch's global RNG), a torch.Generator or an int seed."""
-        tensor, height, width = self._header(data)
+        """A random window of the JPEG ``data``, resized to ``size`` (and maybe flipped): a tensor
+        ``[C, size_h, size_w]`` of ``dtype``. ``generator``: None (torch's global RNG), a
+        torch.Generator or an int seed. Runs on the calling thread."""
+        tensor = _args.as_tensor(data)
+        window, flip = self._draw(tensor, _generator(generator))
+        return _resample.one_image(tensor, window, flip, self._kwargs)
+
+    def batch(
+        self,
+        datas: Sequence,
+        generator: GeneratorLike = None,
+        *,
+        device: Union[str, torch.device] = "cpu",
+        stream: Optional[torch.cuda.Stream] = None,
+        on_error: str = "raise",
+    ):
+        """The transform of every file of ``datas`` in one call: a tensor ``[N, C, size_h, size_w]`` of
+        ``dtype``, item ``i`` equal to ``self(datas[i], generator=g)`` in a loop over the files with one
+        generator ``g``.
+
+        The windows and flips are drawn first, file by file, with the same RNG calls in the same order
+        as that loop (each file's header is read for its size); then all the files are decoded and
+        resized in one call of :func:`custom_op.decode_and_resized_crop_jpegs`, in parallel on torch's
+        intra-op thread pool on the CPU.
+
+        Args:
+            datas: a list or tuple of encoded files (each as ``__call__`` takes one).
+            generator: None (torch's global RNG), a torch.Generator, or an int seed that makes one
+                Generator for the whole batch.
+            device, stream: as :func:`custom_op.decode_and_resized_crop_jpegs`.
+            on_error: ``"raise"`` (default): the first bad file raises its exception (a file whose
+                header cannot be read raises before the later files' draws, as the loop would).
+                ``"return"``: returns ``(tensor, errors)``, a bad file's slot zeros and ``errors[i]``
+                its exception (None for good files); a file whose header cannot be read draws nothing.
+        """
+        on_error = _args.on_error_check(on_error)
+        tensors = _args.tensors(datas, caller="RandomResizedCropJpeg.batch")
         g = _generator(generator)
-        window = self.get_params(height, width, g)
-        # Drawn before the decode, which draws nothing: the same draws in the same order as
-        # RandomResizedCrop then RandomHorizontalFlip. The resampler writes the flipped output itself.
+        windows: list[list[int]] = [[], [], [], []]
+        flips, unread = [], {}
+        for i, tensor in enumerate(tensors):
+            try:
+                window, flip = self._draw(tensor, g)
+            except (RuntimeError, ValueError) as e:
+                if on_error == "raise":
+                    raise type(e)(_outcomes.named(str(e), i)) from None
+                unread[i] = type(e)(_outcomes.named(str(e), i))
+                window, flip = (0, 0, 1, 1), False
+            for values, v in zip(windows, window):
+                values.append(v)
+            flips.append(int(flip))
+        if unread:
+            # The operator fails these at once (no JPEG), and their exceptions are the header's.
+            tensors = [torch.empty(0, dtype=torch.uint8) if i in unread else t for i, t in enumerate(tensors)]
+        result = self._batch(tensors, windows, flips if self.hflip_p > 0 else [], device, stream, on_error)
+        if on_error == "raise":
+            return result
+        images, errors = result
+        for i, error in unread.items():
+            errors[i] = error
+        return images, errors
+
+    def _draw(self, tensor: torch.Tensor, g: Optional[torch.Generator]) -> tuple[tuple[int, int, int, int], bool]:
+        """One file's window and flip, from its header's size: torchvision's draws, in its order."""
+        info = read_jpeg_header(tensor, apply_exif_orientation=self.apply_exif_orientation)
+        window = self.get_params(info.height, info.width, g)
+        # The flip is drawn after the window, as RandomHorizontalFlip after RandomResizedCrop; the
+        # decode draws nothing. The resampler writes the flipped output itself.
         flip = self.hflip_p > 0 and bool(torch.rand(1, generator=g) < self.hflip_p)
-        return _resample.resized_crop(
-            tensor, (height, width), window, self.size, self.decode_scale, self._resample, self._options, flip
-        )
+        return window, flip
 
     def __repr__(self) -> str:
         return (
@@ -194,8 +306,9 @@ class ResizeCenterCropJpeg(_JpegTransform):
         resize_size: the shorter side after resizing (int).
         crop_size: the centred crop, int (square) or (h, w); it must fit in the resized image
             (torchvision pads when it does not; this transform raises ValueError).
-        interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale:
-            as :class:`RandomResizedCropJpeg`.
+        interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels: as
+            :class:`RandomResizedCropJpeg`.
+        decode_scale, dtype, mean, std: as :class:`RandomResizedCropJpeg`.
     """
 
     def __init__(
@@ -209,8 +322,22 @@ class ResizeCenterCropJpeg(_JpegTransform):
         on_warning: str = "raise",
         max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
         decode_scale: Optional[int] = None,
+        dtype: torch.dtype = torch.uint8,
+        mean: Optional[Sequence[float]] = None,
+        std: Optional[Sequence[float]] = None,
     ):
-        super().__init__(interpolation, antialias, mode, apply_exif_orientation, on_warning, max_pixels, decode_scale)
+        super().__init__(
+            interpolation,
+            antialias,
+            mode,
+            apply_exif_orientation,
+            on_warning,
+            max_pixels,
+            decode_scale,
+            dtype,
+            mean,
+            std,
+        )
         self.resize_size = as_int("resize_size", resize_size)
         if self.resize_size < 1:
             raise ValueError(f"resize_size must be positive, got {resize_size}")
@@ -220,6 +347,7 @@ class ResizeCenterCropJpeg(_JpegTransform):
                 f"crop_size {crop_size} is larger than resize_size {resize_size}: the crop would "
                 "need padding, which this transform does not do"
             )
+        self._kwargs = self._op_options(self.crop_size, self.resize_size)
 
     def resized_size(self, height: int, width: int) -> tuple[int, int]:
         """(h, w) of the image after Resize(resize_size), as torchvision computes it."""
@@ -228,23 +356,24 @@ class ResizeCenterCropJpeg(_JpegTransform):
         return (new_long, new_short) if width <= height else (new_short, new_long)
 
     def __call__(self, data: Data) -> torch.Tensor:
-        """The centred crop of the JPEG ``data`` resized: a uint8 tensor ``[C, crop_h, crop_w]``."""
-        tensor, height, width = self._header(data)
-        rh, rw = self.resized_size(height, width)
-        ch, cw = self.crop_size
-        if ch > rh or cw > rw:
-            raise ValueError(
-                f"crop_size {self.crop_size} does not fit in the resized image {rh}x{rw} (torchvision "
-                "would pad; this transform does not)"
-            )
-        top, left = int(round((rh - ch) / 2.0)), int(round((rw - cw) / 2.0))
-        if self.decode_scale is not None:
-            s = self.decode_scale
-        else:
-            s = choose_scale(height, width, (rh, rw))
-        rows = _resample.resize_crop_axis(height, s, rh, top, ch, self._resample)
-        cols = _resample.resize_crop_axis(width, s, rw, left, cw, self._resample)
-        return _resample.decode_and_resample(tensor, rows, cols, s, self._resample, self._options)
+        """The centred crop of the JPEG ``data`` resized: a tensor ``[C, crop_h, crop_w]`` of ``dtype``.
+        Raises ValueError when the crop does not fit in the resized image. Runs on the calling thread."""
+        return _resample.one_image(_args.as_tensor(data), (), False, self._kwargs)
+
+    def batch(
+        self,
+        datas: Sequence,
+        *,
+        device: Union[str, torch.device] = "cpu",
+        stream: Optional[torch.cuda.Stream] = None,
+        on_error: str = "raise",
+    ):
+        """The transform of every file of ``datas`` in one call: a tensor ``[N, C, crop_h, crop_w]`` of
+        ``dtype``, item ``i`` equal to ``self(datas[i])``, computed by
+        :func:`custom_op.decode_and_resized_crop_jpegs`' operator (in parallel on torch's intra-op
+        thread pool on the CPU). ``device``, ``stream`` and ``on_error``: as that function's."""
+        tensors = _args.tensors(datas, caller="ResizeCenterCropJpeg.batch")
+        return self._batch(tensors, [[], [], [], []], [], device, stream, on_error)
 
     def __repr__(self) -> str:
         return (

@@ -58,12 +58,51 @@ def test_opcheck_batched_decode(jpeg, mode, whole, stack):
     )
 
 
+@pytest.mark.parametrize(
+    "mode, resize_shorter, dtype, normalised",
+    [
+        (ImageReadMode.RGB, 0, 0, False),
+        (ImageReadMode.RGB, 0, 1, True),
+        (ImageReadMode.GRAY, 0, 3, True),
+        (ImageReadMode.RGB, 100, 2, False),
+        (ImageReadMode.UNCHANGED, 0, 0, False),
+    ],
+)
+def test_opcheck_batched_resized_crop(jpeg, mode, resize_shorter, dtype, normalised):
+    data = [as_tensor(jpeg), as_tensor(jpeg)]
+    windows = ([], [], [], []) if resize_shorter else ([0, 3], [1, 2], [90, 30], [120, 40])
+    channels = 1 if mode == ImageReadMode.GRAY else 3
+    kwargs = dict(
+        size=[24, 32],
+        resize_shorter=resize_shorter,
+        scale=0,
+        filter=1,
+        antialias=True,
+        flips=[0, 1],
+        mean=[0.5] * channels if normalised else [],
+        std=[0.25] * channels if normalised else [],
+        dtype=dtype,
+        **options(mode),
+    )
+    torch.library.opcheck(
+        torch.ops.custom_op.decode_and_resized_crop_jpegs.default,
+        (data, *windows),
+        kwargs,
+        test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
+    )
+
+
 def test_options_travel_by_name_only(jpeg):
     """Every option is keyword-only in the schemas: a call that passes options by position fails
     instead of swapping neighbouring ints (on_warning and max_pixels, say)."""
     data = as_tensor(jpeg)
     for schema in torch._C._jit_get_all_schemas():
-        if schema.name in ("custom_op::decode_and_crop_jpeg", "custom_op::decode_jpeg", "custom_op::decode_jpegs"):
+        if schema.name in (
+            "custom_op::decode_and_crop_jpeg",
+            "custom_op::decode_jpeg",
+            "custom_op::decode_jpegs",
+            "custom_op::decode_and_resized_crop_jpegs",
+        ):
             named = {a.name for a in schema.arguments if a.kwarg_only}
             assert {"mode", "apply_exif_orientation", "on_warning", "max_pixels"} <= named, schema
     with pytest.raises(RuntimeError):
@@ -87,13 +126,26 @@ def test_option_codes_are_checked_by_every_kernel(jpeg, bad, says):
     assert_op_raises(ValueError, says, torch.ops.custom_op.decode_jpeg, data, **kwargs)
     batched = torch.ops.custom_op.decode_jpegs
     assert_op_raises(ValueError, says, batched, [data], [0], [0], [8], [8], whole=False, stack=False, **kwargs)
+    resized = dict(size=[4, 4], resize_shorter=0, scale=0, filter=1, antialias=True, flips=[], mean=[], std=[], dtype=0)
+    assert_op_raises(
+        ValueError,
+        says,
+        torch.ops.custom_op.decode_and_resized_crop_jpegs,
+        [data],
+        [0],
+        [0],
+        [8],
+        [8],
+        **resized,
+        **kwargs,
+    )
 
 
 def test_python_constants_are_the_libraries():
     """The codes and sizes Python shares with the C++ libraries (read modes, warning policies, item
-    statuses, GPU path codes, the GPU outputs' alignment) are the values the library exports: a value
+    statuses, GPU path codes, the GPU outputs' alignment, the output dtypes) are the values the library exports: a value
     changed on one side fails here, on any machine, without a GPU."""
-    from custom_op import _args, _device, _ops, _outcomes, gpu
+    from custom_op import _args, _device, _ops, _outcomes, _resample, gpu
 
     names, values = torch.ops.custom_op._constants()
     library = dict(zip(names, values))
@@ -104,6 +156,9 @@ def test_python_constants_are_the_libraries():
     python.update({f"path.{name}": code for code, name in gpu.PATH_NAMES.items()})
     python["path.segments_flag"] = gpu.SEGMENTS_FLAG
     python["output_alignment"] = _ops.OUTPUT_ALIGNMENT
+    python.update(
+        {f"output_dtype.{str(dtype).split('.')[-1]}": code for dtype, code in _resample.OUTPUT_DTYPES.items()}
+    )
     assert python == library
     assert gpu.PATH_NAMES[_device.CPU_PATH] == "cpu"
 

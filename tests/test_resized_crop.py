@@ -8,6 +8,7 @@ The photos are the real ones of CUSTOM_OP_TEST_DATA, else generated (conftest's 
 """
 
 import io
+import math
 import os
 import subprocess
 import sys
@@ -362,9 +363,6 @@ def test_reduced_scales_psnr_on_generated_photos(jpeg_writer, sampling):
 def test_window_maps_without_half_pixel_shift(photos):
     """Moving the mapped box by a quarter of a scaled pixel either way must make the result worse: the
     exact mapping is where the reduced-scale decode lines up with the full-resolution one."""
-    from custom_op._args import as_tensor, decode_options
-    from custom_op._resample import crop_axis, decode_and_resample, resampling
-
     s, size = 2, 56
     scores = {}
     for path in spread(at_least(photos, 64, 64), 10):
@@ -372,13 +370,34 @@ def test_window_maps_without_half_pixel_shift(photos):
         image = Image.open(io.BytesIO(data)).convert("RGB")
         top, left, h, w = 12, 20, image.height - 30, image.width - 40
         reference = pillow_resized_crop(image, (top, left, h, w), (size, size))
+        # The scaled pixels the window touches, and one more on each side so that the shifted boxes
+        # stay inside: rows [first, last) of the image decoded at s / 8.
+        r0, c0 = (top - 4) * s // 8, (left - 4) * s // 8
+        r1, c1 = -(-(top + h + 4) * s // 8), -(-(left + w + 4) * s // 8)
+        region = torch.ops.custom_op.decode_and_crop_jpeg(
+            torch.frombuffer(bytearray(data), dtype=torch.uint8),
+            r0,
+            c0,
+            r1 - r0,
+            c1 - c0,
+            mode=2,
+            apply_exif_orientation=False,
+            on_warning=0,
+            max_pixels=0,
+            scale_num=s,
+        )[0]
         for shift in (-0.25, 0.0, 0.25):
-            # Decode one scaled pixel more on each side so that the shifted boxes stay inside.
-            rows, cols = crop_axis(top - 4, h + 8, s, size), crop_axis(left - 4, w + 8, s, size)
-            rows = rows._replace(in0=rows.in0 + 1 + shift, in1=rows.in1 - 1 + shift)
-            cols = cols._replace(in0=cols.in0 + 1 + shift, in1=cols.in1 - 1 + shift)
-            options = decode_options("RGB", False, "raise", None)
-            out = decode_and_resample(as_tensor(data), rows, cols, s, resampling("bilinear", True), options)
+            box = [top * s / 8 - r0 + shift, left * s / 8 - c0 + shift]
+            box += [(top + h) * s / 8 - r0 + shift, (left + w) * s / 8 - c0 + shift]
+            out = torch.ops.custom_op.resize_box(
+                region,
+                box=box,
+                size=[size, size],
+                out_window=[0, 0, size, size],
+                origin=[0, 0],
+                filter=1,
+                antialias=True,
+            )
             scores.setdefault(shift, []).append(psnr(out.numpy(), reference))
     means = {shift: np.mean(v) for shift, v in scores.items()}
     assert means[0.0] > means[0.25] + 3 and means[0.0] > means[-0.25] + 3, means
@@ -521,3 +540,285 @@ def test_resize_box_flip_mirrors_the_window(filter_name):
         plain = torch.ops.custom_op.resize_box(image, **kwargs)
         flipped = torch.ops.custom_op.resize_box(image, flip=True, **kwargs)
         assert torch.equal(flipped, plain.flip(-1)), (box, size, out_window)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Batches: decode_and_resized_crop_jpegs
+#
+# The reference below is the resized crop written out in Python from public operators (decode_and_crop_jpeg
+# at a scale, then resize_box): what the C++ plan (csrc/common/resized_crop_plan.h) must decode and how it
+# must map the window, for both requests.
+
+from custom_op import decode_and_resized_crop_jpegs  # noqa: E402
+
+MEAN = torch.tensor([0.485, 0.456, 0.406])
+STD = torch.tensor([0.229, 0.224, 0.225])
+SUPPORT = {"nearest": 0.0, "bilinear": 1.0, "bicubic": 2.0, "box": 0.5, "hamming": 1.0, "lanczos": 3.0}
+
+
+def crop_axis(start, length, s, out):
+    """(first, count, in0, in1, out_size, out_start, out_count, origin) of crop then resize, one axis."""
+    first, last = start * s // 8, -(-(start + length) * s // 8)
+    return first, last - first, (start * s - 8 * first) / 8, ((start + length) * s - 8 * first) / 8, out, 0, out, 0
+
+
+def resize_crop_axis(image_size, s, resized, crop_start, crop, filter_name, antialias=True):
+    """The same for resize then centre crop."""
+    scaled_size, in1 = -(-image_size * s // 8), image_size * s / 8
+    step = in1 / resized
+    support = SUPPORT[filter_name] * (max(step, 1.0) if antialias else 1.0)
+    first = max(0, math.floor((crop_start + 0.5) * step - support) - 1)
+    last = min(scaled_size, math.ceil((crop_start + crop - 0.5) * step + support) + 2)
+    return first, last - first, 0.0, in1, resized, crop_start, crop, first
+
+
+def reference(data, rows, cols, s, filter_name="bilinear", flip=False, **options):
+    kwargs = {**dict(mode=2, apply_exif_orientation=False, on_warning=0, max_pixels=0), **options}
+    region, _ = torch.ops.custom_op.decode_and_crop_jpeg(
+        torch.frombuffer(bytearray(data), dtype=torch.uint8), rows[0], cols[0], rows[1], cols[1], scale_num=s, **kwargs
+    )
+    return torch.ops.custom_op.resize_box(
+        region,
+        box=[rows[2], cols[2], rows[3], cols[3]],
+        size=[rows[4], cols[4]],
+        out_window=[rows[5], cols[5], rows[6], cols[6]],
+        origin=[rows[7], cols[7]],
+        filter=INTERPOLATIONS[filter_name],
+        antialias=True,
+        flip=flip,
+    )
+
+
+def crop_reference(data, window, size, s=None, filter_name="bilinear", flip=False, **options):
+    top, left, h, w = window
+    s = s or choose_scale(h, w, size)
+    return reference(
+        data, crop_axis(top, h, s, size[0]), crop_axis(left, w, s, size[1]), s, filter_name, flip, **options
+    )
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def batch_case(photos, n, seed, size=(40, 56)):
+    """n (data, window) pairs over the photos, windows of every size, and a flip for each."""
+    rng = np.random.default_rng(seed)
+    files = [p.read_bytes() for p in spread(list(photos), n)]
+    files = [files[i % len(files)] for i in range(n)]
+    windows = []
+    for data in files:
+        height, width = custom_op.read_jpeg_header(data)[:2]
+        windows.append(random_windows(height, width, rng, 1)[2 if rng.random() < 0.8 else int(rng.integers(0, 2))])
+    flips = [bool(f) for f in rng.integers(0, 2, n)]
+    return files, windows, flips
+
+
+@pytest.mark.parametrize("filter_name", list(INTERPOLATIONS))
+def test_batch_equals_single_calls_and_the_reference(photos, filter_name, two_threads):
+    files, windows, flips = batch_case(photos, 12, seed=list(INTERPOLATIONS).index(filter_name))
+    out = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips, interpolation=filter_name)
+    assert out.shape == (12, 3, 40, 56) and out.dtype == torch.uint8 and out.is_contiguous()
+    for i, (data, window, flip) in enumerate(zip(files, windows, flips)):
+        single = decode_and_resized_crop_jpeg(data, *window, (40, 56), interpolation=filter_name)
+        assert torch.equal(out[i], single.flip(-1) if flip else single), (i, window)
+        assert torch.equal(out[i], crop_reference(data, window, (40, 56), filter_name=filter_name, flip=flip)), i
+
+
+@pytest.mark.parametrize("scale", [1, 2, 3, 4, 8, 12])
+def test_batch_with_a_forced_scale_equals_the_reference(photos, scale, two_threads):
+    files, windows, flips = batch_case(photos, 8, seed=scale, size=(32, 32))
+    out = decode_and_resized_crop_jpegs(files, *zip(*windows), 32, flips=flips, scale=scale)
+    for i, (data, window, flip) in enumerate(zip(files, windows, flips)):
+        assert torch.equal(out[i], crop_reference(data, window, (32, 32), s=scale, flip=flip)), (i, window)
+        single = decode_and_resized_crop_jpeg(data, *window, 32, scale=scale)
+        assert torch.equal(out[i], single.flip(-1) if flip else single), (i, window)
+
+
+def test_choose_scale_is_the_operators_automatic_choice(jpeg_writer):
+    """Windows on either side of each threshold of the automatic choice, for a 64 x 48 output: the
+    operator's result without a scale is the one at choose_scale's, and not the one at the next scale."""
+    data = jpeg_writer.encode(jpeg_writer.photo_like(600, 800, seed=3), sampling="4:2:0")
+    for h, w in [(512, 384), (511, 384), (512, 383), (256, 192), (255, 300), (128, 96), (127, 96), (60, 40)]:
+        s = choose_scale(h, w, (64, 48))
+        auto = decode_and_resized_crop_jpeg(data, 7, 9, h, w, (64, 48))
+        assert torch.equal(auto, decode_and_resized_crop_jpeg(data, 7, 9, h, w, (64, 48), scale=s)), (h, w)
+        other = 8 if s < 8 else 4
+        assert not torch.equal(auto, decode_and_resized_crop_jpeg(data, 7, 9, h, w, (64, 48), scale=other)), (h, w)
+    assert [choose_scale(h, w, (64, 48)) for h, w in [(512, 384), (511, 384), (255, 300), (127, 96)]] == [1, 2, 4, 8]
+
+
+def test_batch_with_exif_orientation_and_grey_mode(odd_jpegs, two_threads):
+    files = [
+        (odd_jpegs / n).read_bytes() for n in ("hopper_orientation_3.jpg", "hopper_orientation_6.jpg", "hopper.jpg")
+    ]
+    windows = [(3, 5, 100, 90), (20, 0, 60, 128), (0, 10, 128, 100)]
+    for mode in (ImageReadMode.RGB, ImageReadMode.GRAY):
+        out = decode_and_resized_crop_jpegs(
+            files, *zip(*windows), (24, 20), flips=[True, False, True], mode=mode, apply_exif_orientation=True
+        )
+        assert out.shape == (3, 1 if mode == ImageReadMode.GRAY else 3, 24, 20)
+        for i, (data, window) in enumerate(zip(files, windows)):
+            single = decode_and_resized_crop_jpeg(data, *window, (24, 20), mode=mode, apply_exif_orientation=True)
+            assert torch.equal(out[i], single.flip(-1) if i != 1 else single), (mode, i)
+            expected = crop_reference(data, window, (24, 20), flip=i != 1, apply_exif_orientation=True)
+            if mode == ImageReadMode.RGB:
+                assert torch.equal(out[i], expected), i
+
+
+def test_batch_mode_unchanged_needs_one_channel_count(odd_jpegs):
+    cmyk = (odd_jpegs / "pil_sample_cmyk.jpg").read_bytes()
+    rgb = (odd_jpegs / "hopper.jpg").read_bytes()
+    out = decode_and_resized_crop_jpegs([cmyk, cmyk], 5, 7, 60, 80, 32, mode=ImageReadMode.UNCHANGED)
+    single = decode_and_resized_crop_jpeg(cmyk, 5, 7, 60, 80, 32, mode=ImageReadMode.UNCHANGED)
+    assert out.shape == (2, 4, 32, 32) and torch.equal(out[0], single) and torch.equal(out[1], single)
+    with pytest.raises(ValueError, match="one channel count"):
+        decode_and_resized_crop_jpegs([cmyk, rgb], 5, 7, 60, 80, 32, mode=ImageReadMode.UNCHANGED)
+    with pytest.raises(ValueError, match="channel count"):
+        decode_and_resized_crop_jpegs([], 5, 7, 60, 80, 32, mode=ImageReadMode.UNCHANGED)
+    assert decode_and_resized_crop_jpegs([], 5, 7, 60, 80, (4, 5)).shape == (0, 3, 4, 5)
+
+
+def normalised(image: torch.Tensor, mean=MEAN, std=STD) -> torch.Tensor:
+    """ToTensor then Normalize, as torchvision computes them."""
+    return (image.float() / 255 - mean[:, None, None]) / std[:, None, None]
+
+
+def test_float_outputs_are_torchvisions_to_tensor_and_normalize(photos, two_threads):
+    files, windows, flips = batch_case(photos, 6, seed=21)
+    plain = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips)
+    mean, std = MEAN.tolist(), STD.tolist()
+    out = decode_and_resized_crop_jpegs(
+        files, *zip(*windows), (40, 56), flips=flips, dtype=torch.float32, mean=mean, std=std
+    )
+    assert out.dtype == torch.float32 and torch.equal(out, normalised(plain))
+    for dtype in (torch.float16, torch.bfloat16):
+        out = decode_and_resized_crop_jpegs(
+            files, *zip(*windows), (40, 56), flips=flips, dtype=dtype, mean=mean, std=std
+        )
+        assert out.dtype == dtype and torch.equal(out, normalised(plain).to(dtype)), dtype
+    scaled = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips, dtype=torch.float32)
+    assert torch.equal(scaled, plain.float() / 255)
+    one = decode_and_resized_crop_jpegs(
+        files, *zip(*windows), (40, 56), flips=flips, dtype=torch.bfloat16, mean=0.5, std=0.25
+    )
+    assert torch.equal(one, normalised(plain, torch.full((3,), 0.5), torch.full((3,), 0.25)).to(torch.bfloat16))
+
+
+def test_normalisation_of_every_value_is_torchs():
+    """Nearly every uint8 value (a grey ramp, decoded at full size) through each dtype, with means and
+    stds that reach float16's subnormals and its overflow to infinity."""
+    buffer = io.BytesIO()
+    Image.fromarray(np.arange(256, dtype=np.uint8).reshape(16, 16).repeat(4, 0).repeat(4, 1), mode="L").save(
+        buffer, "JPEG", quality=100
+    )
+    data = buffer.getvalue()
+    plain = decode_and_resized_crop_jpegs([data], 0, 0, 64, 64, 64, mode="GRAY")
+    assert len(plain.unique()) > 200
+    for mean, std in [(0.0, 1.0), (0.485, 0.229), (0.5, 1e-6), (-3.0, 7e3), (0.999, 3e-3), (0.5, 2e5)]:
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            out = decode_and_resized_crop_jpegs([data], 0, 0, 64, 64, 64, mode="GRAY", dtype=dtype, mean=mean, std=std)
+            expected = normalised(plain[0], torch.tensor([mean]), torch.tensor([std])).to(dtype)
+            assert torch.equal(out[0], expected), (mean, std, dtype)
+
+
+def test_on_error_return_zeros_the_bad_items(photos, two_threads):
+    files, windows, flips = batch_case(photos, 5, seed=8)
+    good = decode_and_resized_crop_jpegs(files, *zip(*windows), (40, 56), flips=flips, dtype=torch.float32)
+    cut = files[1][: files[1].index(b"\xff\xda")]  # cut before the scan: no image data
+    bad_window = (0, 0, 10**6, 10)
+    damaged = [files[0], cut, files[2], b"not a jpeg", files[4]]
+    wins = [windows[0], windows[1], windows[2], windows[3], bad_window]
+    out, errors = decode_and_resized_crop_jpegs(
+        damaged, *zip(*wins), (40, 56), flips=flips, dtype=torch.float32, on_error="return"
+    )
+    assert [type(e) for e in errors] == [type(None), RuntimeError, type(None), RuntimeError, ValueError]
+    assert str(errors[1]).startswith("custom_op: batch item 1: ") and "does not fit" in str(errors[4])
+    for i in (0, 2):
+        assert torch.equal(out[i], good[i])
+    for i in (1, 3, 4):
+        assert not out[i].any()
+    with pytest.raises(RuntimeError, match="batch item 1: "):
+        decode_and_resized_crop_jpegs(damaged, *zip(*wins), (40, 56))
+
+
+def test_on_warning_applies_per_item(odd_jpegs):
+    valid = (odd_jpegs / "hopper.jpg").read_bytes()
+    cut = valid[: len(valid) * 2 // 3]
+    with pytest.raises(RuntimeError, match="batch item 1: "):
+        decode_and_resized_crop_jpegs([valid, cut], 100, 0, 28, 128, 16)
+    with pytest.warns(UserWarning, match="batch item 1: "):
+        out = decode_and_resized_crop_jpegs([valid, cut], 100, 0, 28, 128, 16, on_warning="warn")
+    assert out.shape == (2, 3, 16, 16)
+    assert decode_and_resized_crop_jpegs([valid, cut], 100, 0, 28, 128, 16, on_warning="ignore").shape == (2, 3, 16, 16)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, says",
+    [
+        (dict(tops=[0, 0]), ValueError, "tops has 2 entries for 3 images"),
+        (dict(heights=0), ValueError, "at least 1"),
+        (dict(size=(0, 4)), ValueError, "size"),
+        (dict(flips=[True]), ValueError, "flips has 1 entries"),
+        (dict(flips=[0, 2, 1]), ValueError, r"flips\[1\] must be 0 or 1"),
+        (dict(dtype=torch.int32), TypeError, "dtype must be one of"),
+        (dict(mean=[0.5] * 3, std=[0.2] * 3), TypeError, "floating-point dtype"),
+        (dict(mean=[0.5, 0.5], std=[0.2, 0.2], dtype=torch.float32), ValueError, "2 values for 3 channels"),
+        (dict(mean=[0.5] * 3, dtype=torch.float32), ValueError, "one value per channel each"),
+        (dict(mean=0.5, std=0.0, dtype=torch.float32), ValueError, "non-zero"),
+        (dict(mean=0.5, std=float("nan"), dtype=torch.float32), ValueError, "non-zero"),
+        (dict(mean=float("inf"), std=1.0, dtype=torch.float32), ValueError, "finite"),
+        (dict(mean="a", std=1.0, dtype=torch.float32), TypeError, "mean must be a number"),
+        (dict(interpolation="cubic"), ValueError, "interpolation"),
+        (dict(scale=0), ValueError, "scale"),
+        (dict(on_error="skip"), ValueError, "on_error"),
+        (dict(mode="CMYK"), ValueError, "mode"),
+    ],
+)
+def test_bad_arguments_raise_before_any_decode(kwargs, error, says):
+    """Every file is not a JPEG: an argument error is raised instead of the items' RuntimeError."""
+    args = dict(tops=0, lefts=0, heights=8, widths=8, size=4)
+    args.update({k: kwargs.pop(k) for k in list(kwargs) if k in args})
+    with pytest.raises(error, match=says):
+        decode_and_resized_crop_jpegs(
+            [b"no", b"no", b"no"], args["tops"], args["lefts"], args["heights"], args["widths"], args["size"], **kwargs
+        )
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (dict(filter=6), "unknown filter code 6"),
+        (dict(dtype=4), "dtype code must be"),
+        (dict(size=[3]), "size must be"),
+        (dict(resize_shorter=-1), "resize_shorter"),
+        (dict(scale=17), "scale must be"),
+        (dict(flips=[1]), "flips must be empty or have one entry per image"),
+        (dict(mean=[0.5], std=[0.5, 0.5]), "one value per channel each"),
+        (dict(resize_shorter=10), "no entry when resize_shorter > 0"),
+    ],
+)
+def test_operator_checks_its_arguments(bad, says):
+    kwargs = dict(
+        size=[4, 4],
+        resize_shorter=0,
+        scale=0,
+        filter=1,
+        antialias=True,
+        flips=[],
+        mean=[],
+        std=[],
+        dtype=1,
+        mode=2,
+        apply_exif_orientation=False,
+        on_warning=0,
+        max_pixels=0,
+    )
+    kwargs.update(bad)
+    data = [torch.frombuffer(bytearray(b"no"), dtype=torch.uint8)] * 2
+    op = torch.ops.custom_op.decode_and_resized_crop_jpegs
+    assert_op_raises(ValueError, says, op, data, [0, 0], [0, 0], [8, 8], [8, 8], **kwargs)

@@ -407,3 +407,114 @@ def test_per_image_transforms_stay_on_the_calling_thread(jpeg_writer):
     assert result.returncode == 0, result.stderr[-2000:]
     before, after = map(int, result.stdout.split()[-2:])
     assert after == before, f"the per-image calls started {after - before} threads"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Batches and float outputs
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@pytest.fixture(scope="module")
+def batch_files(photos):
+    files = [p.read_bytes() for p in photos[:10]]
+    return files + files[:3]
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("decode_scale", [None, 8])
+def test_random_resized_crop_batch_equals_a_loop_of_single_calls(batch_files, decode_scale, two_threads):
+    """Same windows and flips (the same draws in the same order), same pixels, same RNG state after."""
+    transform = RandomResizedCropJpeg((96, 80), hflip_p=0.5, decode_scale=decode_scale, interpolation="bicubic")
+    g1, g2 = torch.Generator().manual_seed(13), torch.Generator().manual_seed(13)
+    batch = transform.batch(batch_files, generator=g1)
+    loop = torch.stack([transform(d, generator=g2) for d in batch_files])
+    assert batch.shape == (len(batch_files), 3, 96, 80) and torch.equal(batch, loop)
+    assert torch.equal(g1.get_state(), g2.get_state())
+    # The global RNG, as the loop draws from it; an int seed is one generator for the whole batch.
+    torch.manual_seed(5)
+    batch = transform.batch(batch_files)
+    after = torch.get_rng_state()
+    torch.manual_seed(5)
+    assert torch.equal(batch, torch.stack([transform(d) for d in batch_files]))
+    assert torch.equal(after, torch.get_rng_state())
+    g = torch.Generator().manual_seed(21)
+    assert torch.equal(
+        transform.batch(batch_files, generator=21), torch.stack([transform(d, generator=g) for d in batch_files])
+    )
+
+
+def test_resize_center_crop_batch_equals_single_calls(batch_files, odd_jpegs, two_threads):
+    for transform in (ResizeCenterCropJpeg(160, 128), ResizeCenterCropJpeg(100, (96, 64), decode_scale=8)):
+        batch = transform.batch(batch_files)
+        assert torch.equal(batch, torch.stack([transform(d) for d in batch_files]))
+    oriented = [(odd_jpegs / n).read_bytes() for n in ("hopper_orientation_3.jpg", "hopper_orientation_6.jpg")]
+    transform = ResizeCenterCropJpeg(64, (60, 48), apply_exif_orientation=True, mode="GRAY")
+    assert torch.equal(transform.batch(oriented), torch.stack([transform(d) for d in oriented]))
+
+
+def test_float_transforms_are_to_tensor_and_normalize(batch_files, two_threads):
+    """dtype, mean and std give torchvision's ToTensor + Normalize (+ .to(dtype)) of the uint8 output,
+    from a single call and from a batch."""
+    mean, std = torch.tensor(MEAN)[:, None, None], torch.tensor(STD)[:, None, None]
+    plain_rrc, plain_eval = RandomResizedCropJpeg(64, hflip_p=0.5), ResizeCenterCropJpeg(72, 64)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        rrc = RandomResizedCropJpeg(64, hflip_p=0.5, dtype=dtype, mean=MEAN, std=STD)
+        expected = ((plain_rrc.batch(batch_files, generator=3).float() / 255 - mean) / std).to(dtype)
+        assert torch.equal(rrc.batch(batch_files, generator=3), expected), dtype
+        assert torch.equal(rrc(batch_files[0], generator=3), expected[0]), dtype
+        evaluate = ResizeCenterCropJpeg(72, 64, dtype=dtype, mean=MEAN, std=STD)
+        expected = ((plain_eval.batch(batch_files).float() / 255 - mean) / std).to(dtype)
+        assert torch.equal(evaluate.batch(batch_files), expected), dtype
+        assert torch.equal(evaluate(batch_files[1]), expected[1]), dtype
+    scaled = RandomResizedCropJpeg(64, hflip_p=0.5, dtype=torch.float32)(batch_files[0], generator=4)
+    assert torch.equal(scaled, plain_rrc(batch_files[0], generator=4).float() / 255)
+
+
+def test_batch_on_error_return(batch_files, odd_jpegs):
+    """A file whose header cannot be read draws nothing and comes back as its exception (slot zeros);
+    one that fails in the decode likewise; the others are what the loop gives."""
+    valid = (odd_jpegs / "hopper.jpg").read_bytes()
+    no_header, no_scan = b"not a jpeg", valid[: valid.index(b"\xff\xda")]
+    files = [batch_files[0], no_header, batch_files[1], no_scan, batch_files[2]]
+    transform = RandomResizedCropJpeg(48, hflip_p=0.5)
+    out, errors = transform.batch(files, generator=9, on_error="return")
+    assert [type(e) for e in errors] == [type(None), RuntimeError, type(None), RuntimeError, type(None)]
+    assert str(errors[1]).startswith("custom_op: batch item 1: ") and str(errors[3]).startswith(
+        "custom_op: batch item 3: "
+    )
+    # The good files' draws are the loop's without the unreadable file, which draws nothing.
+    g = torch.Generator().manual_seed(9)
+    expected = [transform(d, generator=g) for d in (files[0], files[2])]
+    assert torch.equal(out[0], expected[0]) and torch.equal(out[2], expected[1])
+    assert not out[1].any() and not out[3].any()
+    with pytest.raises(RuntimeError, match="batch item 1: "):
+        transform.batch(files, generator=9)
+    evaluate = ResizeCenterCropJpeg(72, 64)
+    out, errors = evaluate.batch(files, on_error="return")
+    assert [type(e) for e in errors] == [type(None), RuntimeError, type(None), RuntimeError, type(None)]
+    assert torch.equal(out[2], evaluate(files[2])) and not out[1].any()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"dtype": torch.float64}, TypeError),
+        ({"mean": MEAN, "std": STD}, TypeError),  # uint8
+        ({"mean": MEAN, "dtype": torch.float32}, ValueError),
+        ({"mean": (0.5, 0.5), "std": (1.0, 1.0), "dtype": torch.float32}, ValueError),
+        ({"mean": MEAN, "std": (0.2, 0.0, 0.2), "dtype": torch.float32}, ValueError),
+    ],
+)
+def test_bad_output_options_fail_when_the_transform_is_built(kwargs, error):
+    with pytest.raises(error):
+        RandomResizedCropJpeg(64, **kwargs)
+    with pytest.raises(error):
+        ResizeCenterCropJpeg(72, 64, **kwargs)

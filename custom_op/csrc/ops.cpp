@@ -76,6 +76,23 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
       "resize_box(Tensor image, *, float[] box, int[] size, int[] out_window, int[] origin, int filter, "
       "bool antialias, bool flip=False) -> Tensor");
 
+  // The fused resized crop of a batch (cpu/resized_crop_batch_cpu.cpp; each item planned by
+  // common/resized_crop_plan.h): every item decoded at a reduced DCT scale and resampled to `size`
+  // [h, w]. resize_shorter 0: crop then resize, of the windows (tops, lefts, heights, widths: one per
+  // item, full-resolution pixels of the displayed frame); > 0: the image resized so that its shorter
+  // side is resize_shorter, then its centred `size` crop (the window lists empty). scale: eighths
+  // (1..16), 0 automatic. filter, antialias: as resize_box. flips: one 0/1 per item (1: mirrored
+  // left-right), or empty for none. mean, std: empty, or one per output channel (torchvision's
+  // Normalize, on values in [0, 1]). dtype: 0 uint8, 1 float32, 2 float16, 3 bfloat16
+  // (jpeg_core/normalize.h; float outputs are x / 255, normalised when mean and std are given).
+  // Returns one [N, C, h, w] tensor, and each item's status and message as decode_jpegs; a failed
+  // item's slot is zeros. On the CPU, the items run in parallel on torch's intra-op thread pool.
+  m.def(
+      "decode_and_resized_crop_jpegs(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, *, "
+      "int[] size, int resize_shorter, int scale, int filter, bool antialias, int[] flips, float[] mean, "
+      "float[] std, int dtype, int mode, bool apply_exif_orientation, int on_warning, int max_pixels) "
+      "-> (Tensor images, int[] status, str[] messages)");
+
   // For tests and benchmarks (custom_op/testing.py).
   // The random-access path's sub-image of a window's restart segments (cpu/restart_index.h) and where
   // it lies, [top, left, height, width]; an empty tensor when the file has no such layout.
@@ -106,7 +123,7 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
   // Items our own CUDA decoder gave to the CPU path in this process (cuda/executor.h).
   m.def("_cuda_decoder_fallbacks() -> int");
   // The codes and sizes Python must agree on with the libraries (read modes, warning policies, item
-  // statuses, GPU path codes, the GPU outputs' alignment), by name: tests/test_ops.py checks custom_op's
+  // statuses, GPU path codes, the GPU outputs' alignment, output dtypes), by name: tests/test_ops.py checks custom_op's
   // Python constants against them on any machine (cpu/constants_cpu.cpp).
   m.def("_constants() -> (str[] names, int[] values)");
 }

@@ -11,6 +11,7 @@
 #include "common/item_status.h"
 #include "common/options.h"
 #include "common/output_layout.h"
+#include "jpeg_core/normalize.h"
 #include "tensors.h"
 
 namespace custom_op {
@@ -38,6 +39,10 @@ std::tuple<std::vector<std::string>, std::vector<int64_t>> constants() {
       {"path.cuda", gpu::kCudaDecoder},
       {"path.segments_flag", gpu::kSegmentsFlag},
       {"output_alignment", kOutputAlignment},
+      {"output_dtype.uint8", jpeg_core::kOutUint8},
+      {"output_dtype.float32", jpeg_core::kOutFloat32},
+      {"output_dtype.float16", jpeg_core::kOutFloat16},
+      {"output_dtype.bfloat16", jpeg_core::kOutBfloat16},
   };
   std::vector<std::string> names;
   std::vector<int64_t> values;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -186,6 +187,35 @@ Decoded decode_window(JpegSession& session, ReadMode mode, int orientation, int6
 
 }  // namespace
 
+void check_window(int64_t top, int64_t left, int64_t height, int64_t width, int64_t image_h, int64_t image_w,
+                  bool oriented) {
+  // Written so that no sum can overflow, whatever the caller passed.
+  CUSTOM_OP_CHECK_VALUE(
+      top >= 0 && left >= 0 && top < image_h && left < image_w && height <= image_h - top && width <= image_w - left,
+      "custom_op: crop window (top=", top, ", left=", left, ", height=", height, ", width=", width,
+      ") does not fit in the image of height ", image_h, " and width ", image_w,
+      oriented ? " (after EXIF orientation)" : "");
+}
+
+namespace {
+
+// The window of an opened session's image decoded at scale_num / 8, in the displayed frame of
+// `orientation` (1 when EXIF orientation is not applied).
+Decoded decode_scaled(JpegSession& session, const DecodeOptions& options, int orientation, int64_t scale_num,
+                      int64_t top, int64_t left, int64_t height, int64_t width, const Tensor* into) {
+  if (!session.set_scale(static_cast<unsigned int>(scale_num))) fail("header", session);
+  // output_* is the (possibly scaled) size the window refers to.
+  const int64_t image_h = swaps_axes(orientation) ? session.cinfo.output_width : session.cinfo.output_height;
+  const int64_t image_w = swaps_axes(orientation) ? session.cinfo.output_height : session.cinfo.output_width;
+  check_window(top, left, height, width, image_h, image_w, orientation != 1);
+  check_pixel_limit(session.cinfo, options.max_pixels);
+  Decoded decoded = decode_window(session, options.mode, orientation, top, left, height, width, into);
+  if (options.on_warning != WarningPolicy::kWarn) decoded.warnings.clear();
+  return decoded;
+}
+
+}  // namespace
+
 Decoded decode_and_crop(const Tensor& data, int64_t top, int64_t left, int64_t height, int64_t width,
                         const DecodeOptions& options, int64_t scale_num, const Tensor* into) {
   CUSTOM_OP_CHECK_VALUE(scale_num >= 1 && scale_num <= 16, kMessagePrefix, "scale_num must be in 1..16 (eighths), got ",
@@ -196,21 +226,22 @@ Decoded decode_and_crop(const Tensor& data, int64_t top, int64_t left, int64_t h
   const bool exif = options.apply_exif_orientation;
   JpegSession session(options.on_warning);
   open(session, data, exif, "decode_and_crop_jpeg");
-  if (!session.set_scale(static_cast<unsigned int>(scale_num))) fail("header", session);
   const int orientation = exif ? session.exif_orientation() : 1;
-  // output_* is the (possibly scaled) size the window refers to.
-  const int64_t image_h = swaps_axes(orientation) ? session.cinfo.output_width : session.cinfo.output_height;
-  const int64_t image_w = swaps_axes(orientation) ? session.cinfo.output_height : session.cinfo.output_width;
-  // Written so that no sum can overflow, whatever the caller passed.
-  CUSTOM_OP_CHECK_VALUE(
-      top >= 0 && left >= 0 && top < image_h && left < image_w && height <= image_h - top && width <= image_w - left,
-      "custom_op: crop window (top=", top, ", left=", left, ", height=", height, ", width=", width,
-      ") does not fit in the image of height ", image_h, " and width ", image_w,
-      exif && orientation != 1 ? " (after EXIF orientation)" : "");
-  check_pixel_limit(session.cinfo, options.max_pixels);
-  Decoded decoded = decode_window(session, options.mode, orientation, top, left, height, width, into);
-  if (options.on_warning != WarningPolicy::kWarn) decoded.warnings.clear();
-  return decoded;
+  return decode_scaled(session, options, orientation, scale_num, top, left, height, width, into);
+}
+
+Decoded decode_planned(const Tensor& data, const DecodeOptions& options, const WindowPlanner& plan, const char* op) {
+  JpegSession session(options.on_warning);
+  open(session, data, options.apply_exif_orientation, op);
+  const int orientation = options.apply_exif_orientation ? session.exif_orientation() : 1;
+  const jpeg_decompress_struct& cinfo = session.cinfo;
+  const bool swap = swaps_axes(orientation);
+  const ImageFrame frame{swap ? cinfo.image_width : cinfo.image_height, swap ? cinfo.image_height : cinfo.image_width,
+                         orientation != 1};
+  const ScaledWindow w = plan(frame);
+  CUSTOM_OP_CHECK_VALUE(w.scale_num >= 1 && w.scale_num <= 16 && w.height > 0 && w.width > 0, kMessagePrefix, op,
+                        ": planned an empty window or a scale outside 1..16");
+  return decode_scaled(session, options, orientation, w.scale_num, w.top, w.left, w.height, w.width, nullptr);
 }
 
 Decoded decode_whole(const Tensor& data, const DecodeOptions& options) {

@@ -1,5 +1,6 @@
-// Antialiased resampling of a (possibly fractional) box of a planar uint8 image: the resize step of
-// decode_and_resized_crop_jpeg. A window mapped into a DCT-scaled decode has fractional edges, which
+// Antialiased resampling of a (possibly fractional) box of a planar uint8 image: the resize step of the
+// fused resized crop (resample_planes, which the batched resized crop calls per item) and the resize_box
+// operator around it. A window mapped into a DCT-scaled decode has fractional edges, which
 // F.interpolate cannot take.
 //
 // The arithmetic is Pillow's resize (ImagingResample): the taps of common/resample_taps.h, summed as
@@ -11,11 +12,14 @@
 // suite beside it), and the batched calls are where parallelism belongs (one item per thread).
 //
 // CUSTOM_OP_RESIZE_NO_SIMD=1 (read once per process) selects the portable kernels, for testing them.
+#include "resize_cpu.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -161,6 +165,46 @@ void vertical_pass(const Plane& src, const Plane& dst, int64_t C, const AxisTaps
   }
 }
 
+}  // namespace
+
+void resample_planes(const uint8_t* src, int64_t C, int64_t H, int64_t W, const AxisTaps& rows, const AxisTaps& cols,
+                     bool vertical_first, uint8_t* dst) {
+  const int64_t wh = static_cast<int64_t>(rows.count.size()), ww = static_cast<int64_t>(cols.count.size());
+  // Plane is shared by inputs and outputs; the input is only read.
+  const Plane in{const_cast<uint8_t*>(src), W, H * W};
+  const Plane out{dst, ww, wh * ww};
+  // The part of the input that the first pass reads along the other axis.
+  const auto [row_first, row_last] = taps_span(rows);
+  const auto [col_first, col_last] = taps_span(cols);
+  // The first pass's output, left uninitialised: every byte of it is written.
+  std::unique_ptr<uint8_t[]> tmp;
+  if (!vertical_first) {
+    Plane mid{in.data + static_cast<std::ptrdiff_t>(row_first) * W, W, in.plane};
+    if (!cols.identity) {
+      tmp.reset(new uint8_t[C * (row_last - row_first) * ww]);
+      const Plane t{tmp.get(), ww, (row_last - row_first) * ww};
+      horizontal_pass(mid, t, C, row_last - row_first, cols, 0);
+      mid = t;
+    } else {
+      mid.data += col_first;
+    }
+    vertical_pass(mid, out, C, rows, row_first, ww);
+  } else {
+    Plane mid{in.data + col_first, W, in.plane};
+    if (!rows.identity) {
+      tmp.reset(new uint8_t[C * wh * (col_last - col_first)]);
+      const Plane t{tmp.get(), col_last - col_first, wh * (col_last - col_first)};
+      vertical_pass(mid, t, C, rows, 0, col_last - col_first);
+      mid = t;
+    } else {
+      mid.data += static_cast<std::ptrdiff_t>(row_first) * W;
+    }
+    horizontal_pass(mid, out, C, wh, cols, col_first);
+  }
+}
+
+namespace {
+
 Tensor resize_box_cpu(const Tensor& image, const std::vector<double>& box, IntArrayRef size, IntArrayRef out_window,
                       IntArrayRef origin, int64_t filter, bool antialias, bool flip) {
   CUSTOM_OP_CHECK_TYPE(image.is_cpu() && image.scalar_type() == ScalarType::Byte && image.dim() == 3,
@@ -194,39 +238,8 @@ Tensor resize_box_cpu(const Tensor& image, const std::vector<double>& box, IntAr
 
   const Tensor src = torch::stable::contiguous(image);
   Tensor out = new_cpu_tensor({C, wh, ww});
-  // Plane is shared by inputs and outputs; the input is only read.
-  const Plane in{const_cast<uint8_t*>(src.const_data_ptr<uint8_t>()), W, H * W};
-  const Plane dst{out.mutable_data_ptr<uint8_t>(), ww, wh * ww};
-
-  const bool vertical_first = vertical_pass_first(box[2] - box[0], box[3] - box[1], out_h, out_w);
-  // The part of the input that the first pass reads along the other axis.
-  const auto [row_first, row_last] = taps_span(rows);
-  const auto [col_first, col_last] = taps_span(cols);
-
-  Tensor tmp;
-  if (!vertical_first) {
-    Plane mid{in.data + static_cast<std::ptrdiff_t>(row_first) * W, W, in.plane};
-    if (!cols.identity) {
-      tmp = new_cpu_tensor({C, row_last - row_first, ww});
-      const Plane t{tmp.mutable_data_ptr<uint8_t>(), ww, (row_last - row_first) * ww};
-      horizontal_pass(mid, t, C, row_last - row_first, cols, 0);
-      mid = t;
-    } else {
-      mid.data += col_first;
-    }
-    vertical_pass(mid, dst, C, rows, row_first, ww);
-  } else {
-    Plane mid{in.data + col_first, W, in.plane};
-    if (!rows.identity) {
-      tmp = new_cpu_tensor({C, wh, col_last - col_first});
-      const Plane t{tmp.mutable_data_ptr<uint8_t>(), col_last - col_first, wh * (col_last - col_first)};
-      vertical_pass(mid, t, C, rows, 0, col_last - col_first);
-      mid = t;
-    } else {
-      mid.data += static_cast<std::ptrdiff_t>(row_first) * W;
-    }
-    horizontal_pass(mid, dst, C, wh, cols, col_first);
-  }
+  resample_planes(src.const_data_ptr<uint8_t>(), C, H, W, rows, cols,
+                  vertical_pass_first(box[2] - box[0], box[3] - box[1], out_h, out_w), out.mutable_data_ptr<uint8_t>());
   return out;
 }
 

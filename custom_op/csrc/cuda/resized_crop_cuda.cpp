@@ -75,7 +75,7 @@ std::vector<PlannedItem> plan_items(at::TensorList data, const int64_t* tops, co
     if (!it.header_known || it.path == kFailed) continue;
     int64_t image_h = 0, image_w = 0;
     scaled_image_size(it, 8, &image_h, &image_w);
-    ResizedCropRequest request = a.request(i, tops, lefts, heights, widths);
+    ResizedCropRequest request = a.window_of(i, tops, lefts, heights, widths);
     if (request.scale == 0 && !it.own_decoder) request.scale = 8;
     const ItemOutcome outcome =
         capture_outcome([&] { planned[i].plan = plan_resized_crop(request, image_h, image_w, a.filter, a.antialias); });
@@ -113,6 +113,23 @@ WindowResults decode_windows(at::TensorList data, const std::vector<PlannedItem>
                  o.on_warning_code(), o.max_pixels, /*stack=*/false, device_index, check_entropy, scales);
 }
 
+using CpuResults = std::tuple<at::Tensor, std::vector<int64_t>, std::vector<std::string>>;
+
+// The CPU kernel (decode_and_resized_crop_jpegs) on these items.
+CpuResults call_cpu_kernel(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts, c10::IntArrayRef heights,
+                           c10::IntArrayRef widths, c10::IntArrayRef size, int64_t resize_shorter, int64_t scale,
+                           int64_t filter, bool antialias, c10::IntArrayRef flips, c10::ArrayRef<double> mean,
+                           c10::ArrayRef<double> std, int64_t dtype, const DecodeOptions& o) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("custom_op::decode_and_resized_crop_jpegs", "")
+          .typed<CpuResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
+                            c10::IntArrayRef, int64_t, int64_t, int64_t, bool, c10::IntArrayRef, c10::ArrayRef<double>,
+                            c10::ArrayRef<double>, int64_t, int64_t, bool, int64_t, int64_t)>();
+  return op.call(data, tops, lefts, heights, widths, size, resize_shorter, scale, filter, antialias, flips, mean, std,
+                 dtype, o.mode_code(), o.apply_exif_orientation, o.on_warning_code(), o.max_pixels);
+}
+
 // The items the GPU path does not plan, by the CPU kernel, into their slots of `out`.
 void resized_crop_on_cpu(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts, c10::IntArrayRef heights,
                          c10::IntArrayRef widths, c10::IntArrayRef size, int64_t resize_shorter, int64_t scale,
@@ -135,15 +152,8 @@ void resized_crop_on_cpu(at::TensorList data, c10::IntArrayRef tops, c10::IntArr
     if (!flips.empty()) f.push_back(flips[i]);
   }
   if (which.empty()) return;
-  using CpuResults = std::tuple<at::Tensor, std::vector<int64_t>, std::vector<std::string>>;
-  static auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("custom_op::decode_and_resized_crop_jpegs", "")
-          .typed<CpuResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
-                            c10::IntArrayRef, int64_t, int64_t, int64_t, bool, c10::IntArrayRef, c10::ArrayRef<double>,
-                            c10::ArrayRef<double>, int64_t, int64_t, bool, int64_t, int64_t)>();
-  auto [images, st, msgs] = op.call(files, t, l, h, w, size, resize_shorter, scale, filter, antialias, f, mean, std,
-                                    dtype, o.mode_code(), o.apply_exif_orientation, o.on_warning_code(), o.max_pixels);
+  auto [images, st, msgs] =
+      call_cpu_kernel(files, t, l, h, w, size, resize_shorter, scale, filter, antialias, f, mean, std, dtype, o);
   const at::Tensor index = at::tensor(which, at::kLong).to(out.device());
   out.index_copy_(0, index, images.to(out.device()));
   for (size_t j = 0; j < which.size(); ++j) {
@@ -183,25 +193,30 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
                                            bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels,
                                            int64_t device_index, bool check_entropy) {
   const size_t n = data.size();
-  const size_t lengths[4] = {tops.size(), lefts.size(), heights.size(), widths.size()};
+  const size_t windows_lengths[4] = {tops.size(), lefts.size(), heights.size(), widths.size()};
   const ResizedCropArgs a =
-      checked_resized_crop_args(n, lengths, size.data(), size.size(), resize_shorter, scale, filter, antialias,
-                                flips.data(), flips.size(), mean.data(), mean.size(), std.data(), std.size(), dtype);
-  const DecodeOptions o = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
-  CUSTOM_OP_CHECK_VALUE(o.mode != ReadMode::kUnchanged, kMessagePrefix,
-                        "the resized crop decodes to RGB or GRAY, not UNCHANGED");
-  const int channels = o.mode == ReadMode::kGray ? 1 : 3;
-  CUSTOM_OP_CHECK_VALUE(a.mean.empty() || a.mean.size() == static_cast<size_t>(channels), kMessagePrefix,
-                        "mean and std must have one value per output channel (", channels, "), got ", a.mean.size());
-  CUSTOM_OP_CHECK_VALUE(a.scale == 0 || jc::valid_scale(a.scale), kMessagePrefix,
-                        "on the GPU, scale must be 1, 2, 4 or 8 (eighths), got ", a.scale);
+      checked_resized_crop_args(n, windows_lengths, size.data(), size.size(), resize_shorter, scale, filter, antialias,
+                                flips.data(), flips.size(), mean.data(), mean.size(), std.data(), std.size(), dtype,
+                                mode, apply_exif_orientation, on_warning, max_pixels);
+  const DecodeOptions& o = a.options;
+  // Only our CUDA decoder scales, at 1/8, 2/8, 4/8 and 8/8; another forced scale is the CPU path's.
+  CUSTOM_OP_CHECK_VALUE(a.crop.scale == 0 || jc::valid_scale(a.crop.scale), kMessagePrefix, kResizedCropOp,
+                        ": on the GPU, scale must be 0 (automatic), 1, 2, 4 or 8 (eighths), got ", a.crop.scale);
   CUSTOM_OP_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard device_guard(device);
-
+  const int64_t channels = fixed_channels(o.mode);
+  if (channels == 0) {
+    // Mode UNCHANGED: the output's channel count is the files' (CMYK has 4), known once they are
+    // decoded; the CPU kernel decodes such a batch, and its result is copied.
+    auto [images, status, messages] = call_cpu_kernel(data, tops, lefts, heights, widths, size, resize_shorter, scale,
+                                                      filter, antialias, flips, mean, std, dtype, o);
+    return {images.to(device), status, messages, std::vector<int64_t>(n, kCpu)};
+  }
+  const int64_t out_h = a.crop.out_height, out_w = a.crop.out_width;
   std::vector<int64_t> status(n, 0), paths(n, kFailed);
   std::vector<std::string> messages(n);
-  at::Tensor out = at::empty({static_cast<int64_t>(n), channels, a.out_height, a.out_width},
+  at::Tensor out = at::empty({static_cast<int64_t>(n), channels, out_h, out_w},
                              at::TensorOptions().dtype(scalar_type(a.dtype)).device(device));
   std::vector<PlannedItem> planned;
   {
@@ -222,7 +237,7 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
   std::vector<TapsAt> rows_at, cols_at;
   std::vector<size_t> resampled;  // item indices
   std::vector<int64_t> mid_offsets;
-  int64_t mid_total = 0, max_mid = 0, max_out = static_cast<int64_t>(channels) * a.out_height * a.out_width;
+  int64_t mid_total = 0, max_mid = 0, max_out = channels * out_h * out_w;
   for (size_t i = 0; i < n; ++i) {
     if (!planned[i].on_gpu) continue;
     const size_t k = static_cast<size_t>(planned[i].window);
@@ -240,7 +255,7 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
                              p.rows.origin, p.rows.count, a.filter, a.antialias);
       AxisTaps c = axis_taps("column", p.cols.in0, p.cols.in1, p.cols.out_size, p.cols.out_start, p.cols.out_count,
                              p.cols.origin, p.cols.count, a.filter, a.antialias);
-      if (a.flips[i]) reverse_taps(&c);
+      if (!flips.empty() && flips[i] == 1) reverse_taps(&c);
       rows_taps.push_back(std::move(r));
       cols_taps.push_back(std::move(c));
     });
