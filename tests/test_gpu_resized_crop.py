@@ -31,7 +31,7 @@ def _photo(height: int, width: int, sampling: str, seed: int, prepared: bool, gr
         pixels = pixels[:, :, 0]
     data = jpeg_factory.encode(pixels, sampling=sampling, quality=90)
     if prepared:
-        data = bytes(custom_op.prepare_jpeg(data).numpy())
+        data = custom_op.prepare_jpeg(data)
     return _tensor(data)
 
 
