@@ -1,0 +1,58 @@
+"""Where the host time of one GPU resized-crop call goes: torch.profiler's record_function ranges of
+the operator's phases (custom_op::resized_crop_plan, gpu_plan, gpu_claim, gpu_queue, cpu_fallback,
+resized_crop_resample), per call, on prepared copies of the ImageNet sample, RandomResizedCrop windows.
+
+    python bench/gpu_host_phases.py --imagenet DIR [--batch 256] [--calls 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_gpu  # noqa: E402
+
+import custom_op  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--imagenet", required=True)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--calls", type=int, default=20)
+    args = parser.parse_args()
+    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    prepared = [custom_op.prepare_jpeg(f) for f in files]
+    windows = bench_gpu.rrc_windows(files)
+    idx = [k % len(files) for k in range(args.batch)]
+    tensors = [bench_gpu.as_tensor(prepared[i]) for i in idx]
+    batch_windows = [windows[i] for i in idx]
+    run = bench_gpu.rrc_ours("cuda")
+    for _ in range(3):
+        run(tensors, batch_windows)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(args.calls):
+            run(tensors, batch_windows)
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    rows = [e for e in events if e.key.startswith("custom_op")]
+    op = "custom_op::decode_and_resized_crop_jpegs_cuda"
+    total = sum(e.cpu_time_total for e in events if e.key == op)
+    print(f"batch {args.batch}, {args.calls} calls; operator total {total / args.calls / 1e3:.3f} ms per call")
+    for e in sorted(rows, key=lambda e: -e.cpu_time_total):
+        print(
+            f"{e.key:60s} {e.count // args.calls:4d}/call {e.cpu_time_total / args.calls / 1e3:8.3f} ms/call "
+            f"{e.cpu_time_total / args.calls / args.batch:8.2f} us/img"
+        )
+
+
+if __name__ == "__main__":
+    main()
