@@ -10,6 +10,21 @@ constexpr int kThreads = 256;
 constexpr int kMaxBlocksPerItem = 512;
 constexpr int kMaxItemsPerLaunch = 65535;  // gridDim.y
 
+// One thread per output pixel of an axis.
+__global__ void taps_kernel(const TapsJob* jobs) {
+  const TapsJob job = jobs[blockIdx.y];
+  const int ksize = job.geometry.ksize;
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < job.out_count; j += gridDim.x * blockDim.x) {
+    const int64_t i = job.out_start + (job.reverse ? job.out_count - 1 - j : j);
+    int32_t* weights = job.weights + static_cast<int64_t>(j) * ksize;
+    int32_t first = 0;
+    const int32_t n = jc::arithmetic_output_taps(job.spec, job.geometry, i, &first, weights);
+    // An output without a source pixel (the host checked the first and last) reads nothing.
+    job.first[j] = first;
+    job.count[j] = n;
+  }
+}
+
 // One thread per intermediate sample; neighbouring threads take neighbouring samples of a row, so that
 // their source reads coalesce.
 __global__ void first_pass_kernel(const jc::ResampleItem* items) {
@@ -46,8 +61,14 @@ int grid_for(int64_t work) {
 
 }  // namespace
 
-cudaError_t launch_resample(const jc::ResampleItem* items, int count, int64_t max_mid, int64_t max_out,
-                            cudaStream_t stream) {
+cudaError_t launch_resample(const TapsJob* jobs, int job_count, int64_t max_outputs, const jc::ResampleItem* items,
+                            int count, int64_t max_mid, int64_t max_out, cudaStream_t stream) {
+  for (int first = 0; first < job_count; first += kMaxItemsPerLaunch) {
+    const int n = job_count - first < kMaxItemsPerLaunch ? job_count - first : kMaxItemsPerLaunch;
+    taps_kernel<<<dim3(grid_for(max_outputs), n), kThreads, 0, stream>>>(jobs + first);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
   for (int first = 0; first < count; first += kMaxItemsPerLaunch) {
     const int n = count - first < kMaxItemsPerLaunch ? count - first : kMaxItemsPerLaunch;
     first_pass_kernel<<<dim3(grid_for(max_mid), n), kThreads, 0, stream>>>(items + first);
