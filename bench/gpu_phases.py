@@ -1,8 +1,9 @@
-"""Where the host time of one GPU resized-crop call goes: torch.profiler's record_function ranges of
-the operator's phases (custom_op::resized_crop_plan, gpu_plan, gpu_claim, gpu_queue, cpu_fallback,
-resized_crop_resample), per call, on prepared copies of the ImageNet sample, RandomResizedCrop windows.
+"""Where the time of one GPU resized-crop call goes, on prepared copies of the ImageNet sample with
+RandomResizedCrop windows: the host's, in torch.profiler's record_function ranges of the operator's
+phases (custom_op::resized_crop_plan, gpu_plan, gpu_claim, gpu_queue, cpu_fallback,
+resized_crop_resample), and the GPU's, per kernel; per call and per image.
 
-    python bench/gpu_host_phases.py --imagenet DIR [--batch 256] [--calls 20]
+    python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20]
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def main():
     for _ in range(3):
         run(tensors, batch_windows)
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
         for _ in range(args.calls):
             run(tensors, batch_windows)
         torch.cuda.synchronize()
@@ -47,11 +49,19 @@ def main():
     op = "custom_op::decode_and_resized_crop_jpegs_cuda"
     total = sum(e.cpu_time_total for e in events if e.key == op)
     print(f"batch {args.batch}, {args.calls} calls; operator total {total / args.calls / 1e3:.3f} ms per call")
+    print("host:")
     for e in sorted(rows, key=lambda e: -e.cpu_time_total):
         print(
             f"{e.key:60s} {e.count // args.calls:4d}/call {e.cpu_time_total / args.calls / 1e3:8.3f} ms/call "
             f"{e.cpu_time_total / args.calls / args.batch:8.2f} us/img"
         )
+
+    print("GPU kernels:")
+    # Kernels and copies are the events with time of their own on the device.
+    kernels = [e for e in events if e.self_device_time_total > 0]
+    for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:12]:
+        ms = e.self_device_time_total / args.calls / 1e3
+        print(f"{e.key[:60]:60s} {e.count // args.calls:4d}/call {ms:8.3f} ms/call")
 
 
 if __name__ == "__main__":
