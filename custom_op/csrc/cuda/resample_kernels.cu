@@ -25,10 +25,21 @@ __global__ void taps_kernel(const TapsJob* jobs) {
   }
 }
 
+// The item's descriptor, read once per thread block into shared memory (each thread reading its own
+// copy from global memory cost more than the sums).
+__device__ __forceinline__ void load_item(const jc::ResampleItem* items, jc::ResampleItem* shared) {
+  constexpr int kWords = sizeof(jc::ResampleItem) / sizeof(uint32_t);
+  static_assert(sizeof(jc::ResampleItem) % sizeof(uint32_t) == 0, "descriptors are copied a word at a time");
+  const auto* from = reinterpret_cast<const uint32_t*>(items + blockIdx.y);
+  for (int i = threadIdx.x; i < kWords; i += blockDim.x) reinterpret_cast<uint32_t*>(shared)[i] = from[i];
+  __syncthreads();
+}
+
 // One thread per intermediate sample; neighbouring threads take neighbouring samples of a row, so that
 // their source reads coalesce.
 __global__ void first_pass_kernel(const jc::ResampleItem* items) {
-  const jc::ResampleItem it = items[blockIdx.y];
+  __shared__ jc::ResampleItem it;
+  load_item(items, &it);
   const int rows = jc::resample_mid_rows(it), cols = jc::resample_mid_cols(it);
   const int64_t plane = static_cast<int64_t>(rows) * cols, total = plane * it.channels;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < total;
@@ -40,8 +51,15 @@ __global__ void first_pass_kernel(const jc::ResampleItem* items) {
   }
 }
 
+// The output values of the item's 256 sample values per channel are tabulated first: the float
+// divisions of the normalisation then run 256 times per channel instead of once per output.
 __global__ void second_pass_kernel(const jc::ResampleItem* items) {
-  const jc::ResampleItem it = items[blockIdx.y];
+  __shared__ jc::ResampleItem it;
+  __shared__ uint32_t table[4][256];
+  load_item(items, &it);
+  for (int i = threadIdx.x; i < it.channels * 256; i += blockDim.x)
+    table[i / 256][i % 256] = jc::resample_output_bits(it, i / 256, static_cast<uint8_t>(i % 256));
+  __syncthreads();
   const int rows = it.rows.outputs, cols = it.cols.outputs;
   const int64_t plane = static_cast<int64_t>(rows) * cols, total = plane * it.channels;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < total;
@@ -49,7 +67,7 @@ __global__ void second_pass_kernel(const jc::ResampleItem* items) {
     const int c = static_cast<int>(p / plane);
     const int64_t q = p - c * plane;
     const int y = static_cast<int>(q / cols), x = static_cast<int>(q - static_cast<int64_t>(y) * cols);
-    jc::resample_store(it, c, p, jc::resample_second_pass(it, c, y, x));
+    jc::resample_store_bits(it, p, table[c][jc::resample_second_pass(it, c, y, x)]);
   }
 }
 

@@ -95,18 +95,30 @@ CUSTOM_OP_HD inline uint8_t resample_second_pass(const ResampleItem& it, int c, 
                          t.weights + static_cast<ptrdiff_t>(y) * t.ksize, t.count[y]);
 }
 
-// Writes output sample `index` (c * rows * cols + y * cols + x) of the item's slot in its dtype.
-CUSTOM_OP_HD inline void resample_store(const ResampleItem& it, int c, int64_t index, uint8_t v) {
+// Output sample value v of channel c in the item's dtype, as the bits stored (uint8, float32, or
+// float16 / bfloat16 bits). Every uint8 maps to one value, so the GPU tabulates these per item.
+CUSTOM_OP_HD inline uint32_t resample_output_bits(const ResampleItem& it, int c, uint8_t v) {
   switch (it.dtype) {
-    case kOutUint8: static_cast<uint8_t*>(it.out)[index] = v; break;
-    case kOutFloat32: static_cast<float*>(it.out)[index] = normalize_sample(v, it.mean[c], it.std[c]); break;
-    case kOutFloat16:
-      static_cast<uint16_t*>(it.out)[index] = float_to_half_bits(normalize_sample(v, it.mean[c], it.std[c]));
-      break;
-    default:
-      static_cast<uint16_t*>(it.out)[index] = float_to_bfloat16_bits(normalize_sample(v, it.mean[c], it.std[c]));
-      break;
+    case kOutUint8: return v;
+    case kOutFloat32: return float_bits(normalize_sample(v, it.mean[c], it.std[c]));
+    case kOutFloat16: return float_to_half_bits(normalize_sample(v, it.mean[c], it.std[c]));
+    default: return float_to_bfloat16_bits(normalize_sample(v, it.mean[c], it.std[c]));
   }
+}
+
+// Stores output bits (resample_output_bits) as sample `index` (c * rows * cols + y * cols + x) of the
+// item's slot.
+CUSTOM_OP_HD inline void resample_store_bits(const ResampleItem& it, int64_t index, uint32_t bits) {
+  switch (output_dtype_bytes(it.dtype)) {
+    case 1: static_cast<uint8_t*>(it.out)[index] = static_cast<uint8_t>(bits); break;
+    case 4: static_cast<uint32_t*>(it.out)[index] = bits; break;
+    default: static_cast<uint16_t*>(it.out)[index] = static_cast<uint16_t>(bits); break;
+  }
+}
+
+// Writes output sample `index` of channel c, value v, in the item's dtype.
+CUSTOM_OP_HD inline void resample_store(const ResampleItem& it, int c, int64_t index, uint8_t v) {
+  resample_store_bits(it, index, resample_output_bits(it, c, v));
 }
 
 }  // namespace jpeg_core
