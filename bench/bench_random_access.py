@@ -14,7 +14,9 @@ results must equal Pillow's on the original, pixel for pixel. The report gives t
 prepared copies and the length of their restart segments (bench_segments.py gives more), how many
 windows took the restart-segment path, and the time of the prepare pass.
 The methods take turns file by file, so that a slow moment of the (shared) machine hits all of them
-alike; the best round of each is reported (median in parentheses), with ratios against Pillow.
+alike. Each round gives every method's time per image and its ratio to Pillow's in that round; the
+report gives the medians over the rounds, the best time, and the lowest and highest round's ratio (a
+speed-up that holds in every round holds in the lowest).
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def check_exact(originals, prepared, windows):
 
 
 def measure(runs, rounds):
-    """runs: {name: (fn, files, windows)} -> {name: (best ms/image, median ms/image)}.
+    """runs: {name: (fn, files, windows)} -> {name: [ms/image of each round]}.
 
     The methods take turns file by file, so that a busy moment of this shared machine slows all of
     them alike; each round's total per method is one sample. The order is shuffled for every file
@@ -101,12 +103,28 @@ def measure(runs, rounds):
                 totals[name] += clock() - start
         for name in names:
             per_round[name].append(totals[name] / count * 1e3)
-    return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
+    return per_round
+
+
+def round_rows(per_round: dict, base: str) -> list[list[str]]:
+    """Per method: median ms/image (best), and the speed-up over `base`: the median of the rounds'
+    ratios, with the lowest and the highest."""
+    rows = []
+    for name, times in per_round.items():
+        ratios = [b / t for b, t in zip(per_round[base], times)]
+        rows.append(
+            [
+                name,
+                f"{statistics.median(times):.3f} ({min(times):.3f})",
+                f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}x - {max(ratios):.2f}x)",
+            ]
+        )
+    return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_case_options(parser, medium=(100, 533, 800), large=(8, 3000, 4000), rounds=9)
+    common.add_case_options(parser, medium=(100, 533, 800), large=(8, 3000, 4000), rounds=15)
     parser.add_argument("--sizes", default="224,128", help="window sizes, comma-separated")
     parser.add_argument(
         "--max-growth", type=float, default=custom_op.prepare.DEFAULT_MAX_GROWTH, help="prepare_jpeg's size budget"
@@ -130,8 +148,9 @@ def main():
             "versions": common.versions(f"Pillow {Image.__version__}"),
             "prepared with": f"`custom_op.prepare_jpeg(data, max_growth={args.max_growth}, "
             f"max_segment_bytes={args.max_segment_bytes or None})` (restart interval chosen per file)",
-            "each figure": f"best of {args.rounds} rounds (median in parentheses), ms per image; the same random "
-            f"windows (seed {args.seed}) for every method",
+            "each figure": f"{args.rounds} interleaved rounds: the median ms per image (the best in parentheses), "
+            "and the median of the rounds' speed-ups over Pillow (the lowest and highest round in parentheses); "
+            f"the same random windows (seed {args.seed}) for every method",
         },
     )
     for title, originals, _ in common.photo_cases(args):
@@ -162,7 +181,6 @@ def main():
                 },
                 args.rounds,
             )
-            pillow = result["Pillow full + slice (originals)"][0]
             report.heading(f"{size}x{size} windows", level=3)
             report.text(
                 f"equal to Pillow's pixels: {exact} of {len(windows)} windows; restart-segment path "
@@ -170,7 +188,7 @@ def main():
             )
             report.table(
                 ["method", "ms/image", "speed-up over Pillow"],
-                common.method_rows(result, pillow),
+                round_rows(result, "Pillow full + slice (originals)"),
             )
     if args.out:
         report.write(args.out)
