@@ -165,10 +165,15 @@ def generated_files(count: int, height: int, width: int, seed: int = 1) -> list[
 # Timing
 
 
-def time_in_rounds(passes: dict[str, Callable[[], object]], rounds: int, items: int) -> dict[str, tuple[float, float]]:
+def time_in_rounds(
+    passes: dict[str, Callable[[], object]], rounds: int, items: int, per_round: Optional[dict] = None
+) -> dict[str, tuple[float, float]]:
     """{name: (best, median) ms per item} of each pass (a call that handles `items` items), the passes
-    taking turns in every round, so that a slow moment of the machine hits all of them alike."""
-    per_round: dict[str, list[float]] = {name: [] for name in passes}
+    taking turns in every round, so that a slow moment of the machine hits all of them alike.
+    per_round, when given, gets {name: [ms per item of each round]}."""
+    if per_round is None:
+        per_round = {}
+    per_round.update({name: [] for name in passes})
     for _ in range(rounds):
         for name, run in passes.items():
             start = time.perf_counter()
