@@ -6,8 +6,15 @@ package named `datasets` would shadow Hugging Face's.
 
 from .errors import CorruptImageError, GpuBackendUnavailableError
 from .folder import FileList, list_jpegs
-from .gpu_batch import collate_encoded, decode_batch, decode_windows
-from .jpeg_dataset import ON_ERROR, PIPELINES, JpegCropDataset, check_pipeline, gpu_backend_available
+from .gpu_batch import collate_encoded, decode_batch, decode_resized_batch, decode_windows
+from .jpeg_dataset import (
+    GPU_PIPELINES,
+    ON_ERROR,
+    PIPELINES,
+    JpegCropDataset,
+    check_pipeline,
+    gpu_backend_available,
+)
 from .synthetic import default_cache_dir, make_synthetic_set, photo_like, synthetic_set_dir
 from .transforms import further_transforms, further_transforms_batch
 from .windows import Window, random_window, sample_rng
@@ -17,12 +24,14 @@ __all__ = [
     "FileList",
     "GpuBackendUnavailableError",
     "JpegCropDataset",
+    "GPU_PIPELINES",
     "ON_ERROR",
     "PIPELINES",
     "Window",
     "check_pipeline",
     "collate_encoded",
     "decode_batch",
+    "decode_resized_batch",
     "decode_windows",
     "default_cache_dir",
     "further_transforms",

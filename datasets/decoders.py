@@ -48,6 +48,15 @@ def header_random_window(data, crop_height: int, crop_width: int, rng: np.random
     return random_window(info.height, info.width, crop_height, crop_width, rng)
 
 
+def header_random_resized_crop_window(data, rng: np.random.Generator) -> Window:
+    """The window fused_random_resized_crop decodes, from the header alone (the gpu-rrc pipeline's
+    workers draw it; the training process decodes it)."""
+    import custom_op
+
+    info = custom_op.read_jpeg_header(data)
+    return random_resized_crop_window(info.height, info.width, rng)
+
+
 def roi_decode_random_crop(
     data, crop_height: int, crop_width: int, rng: np.random.Generator
 ) -> tuple[torch.Tensor, Window]:
@@ -78,7 +87,6 @@ def pil_random_resized_crop(data: bytes, output_size: int, rng: np.random.Genera
 def fused_random_resized_crop(data, output_size: int, rng: np.random.Generator) -> tuple[torch.Tensor, Window]:
     import custom_op
 
-    info = custom_op.read_jpeg_header(data)
-    win = random_resized_crop_window(info.height, info.width, rng)
+    win = header_random_resized_crop_window(data, rng)
     img = custom_op.decode_and_resized_crop_jpeg(data, win.top, win.left, win.height, win.width, output_size)
     return img, win

@@ -1,4 +1,5 @@
-"""The `gpu` pipeline's batch path: workers send encoded bytes and windows, the main process decodes.
+"""The `gpu` and `gpu-rrc` pipelines' batch path: workers send encoded bytes and windows, the main
+process decodes.
 
 Workers only read the file and its header and draw the sample's window and mask (JpegCropDataset with
 pipeline="gpu"); collate_encoded lays the batch's variable-length files end to end in one tensor
@@ -8,8 +9,10 @@ custom_op.decode_and_crop_jpegs on the device (decode_windows), then applies the
 transforms as the CPU pipelines (further_transforms_batch), with the masks the workers drew from the
 same per-sample random streams. The training process's host time is the scarce one: drawing the masks
 there cost about as much as the decode call. The GPU backend's pixels are the CPU path's, so `gpu`
-samples equal `roi` samples. JpegCropDataset refuses pipeline="gpu" where custom_op.cuda_available()
-is False.
+samples equal `roi` samples. `gpu-rrc` (decode_resized_batch) decodes the batch's RandomResizedCrop
+windows straight to the output size with custom_op.decode_and_resized_crop_jpegs on the device, the
+`rrc` pipeline's pixels, then masks and converts them. JpegCropDataset refuses both where
+custom_op.cuda_available() is False.
 """
 
 from __future__ import annotations
@@ -39,6 +42,19 @@ def decode_windows(data, windows: torch.Tensor, *, device) -> list[torch.Tensor]
     # A list, not a stacked tensor: windows of images smaller than the crop differ in size until the
     # scale transform.
     return custom_op.decode_and_crop_jpegs(data, tops, lefts, heights, widths, device=device)
+
+
+def decode_resized_batch(
+    data, windows: torch.Tensor, masks: torch.Tensor, *, device, output_size: int, transforms: bool = True
+) -> torch.Tensor:
+    """The gpu-rrc pipeline's step: every window decoded and resized to output_size in one call on
+    `device` (custom_op.decode_and_resized_crop_jpegs), then, with `transforms`, the further transforms
+    with each sample's mask: uint8 [B, 3, S, S]."""
+    import custom_op
+
+    tops, lefts, heights, widths = (windows[:, k].tolist() for k in range(4))
+    images = custom_op.decode_and_resized_crop_jpegs(data, tops, lefts, heights, widths, output_size, device=device)
+    return further_transforms_batch(list(images), masks, output_size) if transforms else images
 
 
 def decode_batch(data, windows: torch.Tensor, masks: torch.Tensor, *, device, output_size: int) -> torch.Tensor:

@@ -9,11 +9,11 @@ Each sample is (image, label, info):
   which torch.profiler does not see), plus "index" (the file index actually loaded) and "skipped"
   (paths of corrupt files replaced by this sample, newline-separated, "" if none). The default
   collate turns the numbers into tensors and the strings into a list, and the training loop sums them.
-The `gpu` pipeline returns (encoded bytes as a 1-D uint8 tensor, window, mask, label, info) instead:
-the window to decode and the rectangle the further transforms' random mask zeroes in it, both drawn
-here, where `roi` draws them, so that the training process only decodes and applies them; see
-gpu_batch.py for its collate function and the main-process decode. Its info's "transform" is the
-time to draw the mask.
+The `gpu` and `gpu-rrc` pipelines return (encoded bytes as a 1-D uint8 tensor, window, mask, label,
+info) instead: the window to decode and the rectangle the further transforms' random mask zeroes, both
+drawn here, where `roi` and `rrc` draw them, so that the training process only decodes and applies
+them; see gpu_batch.py for their collate function and the main-process decode. Their info's
+"transform" is the time to draw the mask.
 
 Each step is wrapped in torch.profiler.record_function, named "read", "decode" and "transform", so
 they show up in traces when samples load in the profiled process (num_workers=0).
@@ -35,7 +35,9 @@ from .folder import FileList, list_jpegs
 from .transforms import DEFAULT_OUTPUT_SIZE, further_transforms, mask_box
 from .windows import TRANSFORM_STREAM, WINDOW_STREAM, random_resized_crop_window, random_window, sample_rng
 
-PIPELINES = ("pil", "roi", "gpu", "pil-rrc", "rrc")
+PIPELINES = ("pil", "roi", "gpu", "pil-rrc", "rrc", "gpu-rrc")
+# The pipelines whose samples are decoded in the training process, on the GPU (gpu_batch.py).
+GPU_PIPELINES = ("gpu", "gpu-rrc")
 ON_ERROR = ("raise", "skip")
 
 
@@ -62,15 +64,16 @@ def check_pipeline(pipeline: str) -> None:
     """Raise a clear error for an unknown pipeline, or one this build or machine cannot run."""
     if pipeline not in PIPELINES:
         raise ValueError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    if pipeline in ("roi", "gpu", "rrc", "pil-rrc"):  # pil-rrc draws its windows with custom_op's transform
+    if pipeline != "pil":  # pil-rrc draws its windows with custom_op's transform
         try:
             import custom_op  # noqa: F401
         except Exception as e:  # the extension may fail to build or load
             raise RuntimeError(f"pipeline {pipeline!r} needs custom_op, which failed to import: {e}") from e
-    if pipeline == "gpu" and not gpu_backend_available():
+    if pipeline in GPU_PIPELINES and not gpu_backend_available():
+        cpu = "rrc" if pipeline == "gpu-rrc" else "roi"
         raise GpuBackendUnavailableError(
-            "pipeline 'gpu' needs the GPU (nvJPEG) backend of custom_op, which is not available here: "
-            f"{gpu_backend_unavailable_reason()}; use 'roi' for CPU decoding of the window"
+            f"pipeline {pipeline!r} needs the GPU backend of custom_op, which is not available here: "
+            f"{gpu_backend_unavailable_reason()}; use {cpu!r} to decode on the CPU"
         )
 
 
@@ -82,9 +85,10 @@ class JpegCropDataset(torch.utils.data.Dataset):
     layout: "auto", "imagefolder" or "flat" (see folder.list_jpegs).
     files: root's listing from list_jpegs, for a caller that has listed it already: the dataset reads
         exactly those files, and the folder is not listed (nor warned about) a second time.
-    pipeline: "pil", "roi", "gpu", "pil-rrc" or "rrc" (see the module docstrings of decoders.py and
-        gpu_batch.py). The rrc pipelines take RandomResizedCrop windows (crop_size unused) and resize
-        them to output_size while decoding; the further transforms then only mask and convert.
+    pipeline: "pil", "roi", "gpu", "pil-rrc", "rrc" or "gpu-rrc" (see the module docstrings of
+        decoders.py and gpu_batch.py). The rrc pipelines take RandomResizedCrop windows (crop_size
+        unused) and resize them to output_size while decoding; the further transforms then only mask
+        and convert.
     seed, epoch: the window and transforms of sample i depend only on (seed, epoch, i). Set `epoch`
         between epochs (before the DataLoader iterator is created) for new windows.
     on_error: what a corrupt file (unreadable, truncated, not a JPEG) does:
@@ -149,7 +153,10 @@ class JpegCropDataset(torch.utils.data.Dataset):
             return decoders.pil_random_resized_crop(data, self.output_size, rng)
         if self.pipeline == "rrc":
             return decoders.fused_random_resized_crop(data, self.output_size, rng)
-        win = decoders.header_random_window(data, crop, crop, rng)
+        if self.pipeline == "gpu-rrc":
+            win = decoders.header_random_resized_crop_window(data, rng)
+        else:
+            win = decoders.header_random_window(data, crop, crop, rng)
         return torch.frombuffer(bytearray(data), dtype=torch.uint8), win
 
     def _load(self, index: int):
@@ -182,7 +189,7 @@ class JpegCropDataset(torch.utils.data.Dataset):
 
             info = custom_op.read_jpeg_header(data)
             height, width = info.height, info.width
-        if self.pipeline in ("pil-rrc", "rrc"):
+        if self.pipeline.endswith("rrc"):
             return random_resized_crop_window(height, width, rng)
         return random_window(height, width, self.crop_size, self.crop_size, rng)
 
@@ -219,9 +226,12 @@ class JpegCropDataset(torch.utils.data.Dataset):
             }
             label = self.labels[loaded]
             t0 = time.perf_counter()
-            if self.pipeline == "gpu":
+            if self.pipeline in GPU_PIPELINES:
                 rng = sample_rng(self.seed, self.epoch, loaded, TRANSFORM_STREAM)
-                mask = torch.tensor(mask_box(win.height, win.width, rng), dtype=torch.int64)
+                # The mask falls on what the further transforms get: the window, or for gpu-rrc the
+                # window already resized to the output size.
+                h, w = (win.height, win.width) if self.pipeline == "gpu" else (self.output_size, self.output_size)
+                mask = torch.tensor(mask_box(h, w, rng), dtype=torch.int64)
                 info["transform"] = time.perf_counter() - t0
                 return out, torch.tensor(win, dtype=torch.int64), mask, label, info
             if self.transforms:

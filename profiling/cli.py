@@ -35,6 +35,8 @@ PIPELINE_HELP = {
     "pil-rrc": "torchvision's RandomResizedCrop on a PIL image: full decode, a window of 8% to 100% of the "
     "image, resize to 224",
     "rrc": "the same RandomResizedCrop windows drawn from the header alone, decoded and resized in one custom_op call",
+    "gpu-rrc": "the workers send the encoded bytes and rrc's windows; the training process decodes and resizes "
+    "the batch on the GPU in one call, with rrc's pixels (needs custom_op's GPU backend)",
 }
 
 DESCRIPTION = (
@@ -145,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--model", default=SMALL_CNN, help=f"{SMALL_CNN} (default) or a torchvision model name such as resnet18"
+    )
+    run.add_argument("--amp", action="store_true", help="mixed precision: the forward pass under bfloat16 autocast")
+    run.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="the model and its input batches in channels-last memory format (faster convolutions on GPUs)",
     )
     run.add_argument(
         "--threads",
@@ -302,6 +310,8 @@ def _main(argv: list[str] | None) -> int:
         seed=args.seed,
         model=args.model,
         on_error=args.on_error,
+        amp=args.amp,
+        channels_last=args.channels_last,
     )
     print(
         f"settings: {settings_text(cfg)}, seed {cfg.seed}, torch threads {torch.get_num_threads()}, "

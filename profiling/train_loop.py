@@ -15,7 +15,15 @@ import torch
 from torch.profiler import record_function
 from torch.utils.data import DataLoader, RandomSampler
 
-from datasets import FileList, JpegCropDataset, collate_encoded, decode_windows, further_transforms_batch
+from datasets import (
+    GPU_PIPELINES,
+    FileList,
+    JpegCropDataset,
+    collate_encoded,
+    decode_resized_batch,
+    decode_windows,
+    further_transforms_batch,
+)
 
 from .model import build_model
 from .scalars import ScalarLog
@@ -34,15 +42,28 @@ def train_step(
     loss_fn,
     optimizer,
     device: torch.device,
+    *,
+    amp: bool = False,
+    channels_last: bool = False,
 ):
-    """One step on a loaded batch, timed by phase: the GPU decode (gpu pipeline), the host-to-device
-    copy and the compute (forward, backward, optimizer step). Returns (loss, labels, worker info)."""
-    if pipeline == "gpu":
+    """One step on a loaded batch, timed by phase: the GPU decode (gpu and gpu-rrc pipelines), the
+    host-to-device copy and the compute (forward, backward, optimizer step; under bfloat16 autocast
+    with `amp`, on a channels-last batch with `channels_last`). Returns (loss, labels, worker info)."""
+    if pipeline in GPU_PIPELINES:
         data, windows, masks, labels, info = batch
-        with timer.phase("gpu_decode"), record_function("gpu_decode"):
-            images = decode_windows(data, windows, device=device)
-        with timer.phase("gpu_transform"), record_function("gpu_transform"):
-            images = further_transforms_batch(images, masks, dataset.output_size)
+        if pipeline == "gpu-rrc":
+            # Decoded straight to the output size; the further transforms then only mask and convert.
+            with timer.phase("gpu_decode"), record_function("gpu_decode"):
+                images = decode_resized_batch(
+                    data, windows, masks, device=device, output_size=dataset.output_size, transforms=False
+                )
+            with timer.phase("gpu_transform"), record_function("gpu_transform"):
+                images = further_transforms_batch(list(images), masks, dataset.output_size)
+        else:
+            with timer.phase("gpu_decode"), record_function("gpu_decode"):
+                images = decode_windows(data, windows, device=device)
+            with timer.phase("gpu_transform"), record_function("gpu_transform"):
+                images = further_transforms_batch(images, masks, dataset.output_size)
         with timer.phase("h2d"), record_function("h2d"):
             labels = labels.to(device, non_blocking=True)
     else:
@@ -50,8 +71,11 @@ def train_step(
         with timer.phase("h2d"), record_function("h2d"):
             images = images.to(device, non_blocking=True)
             labels = labels.to(device, non_blocking=True)
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
     with timer.phase("compute"), record_function("compute"):
-        loss = loss_fn(model(images), labels)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            loss = loss_fn(model(images), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # under DistributedDataParallel, the gradients are all-reduced here
         optimizer.step()
@@ -72,6 +96,8 @@ class RunConfig:
     model: str = "small_cnn"
     on_error: str = "raise"
     lr: float = 0.01
+    amp: bool = False  # bfloat16 autocast in the forward pass
+    channels_last: bool = False  # the model and its input batches in channels-last memory format
 
 
 @dataclass
@@ -116,12 +142,14 @@ def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str, files: FileList | 
         num_workers=cfg.workers,
         drop_last=True,
         pin_memory=cuda,
-        collate_fn=collate_encoded if pipeline == "gpu" else None,
+        collate_fn=collate_encoded if pipeline in GPU_PIPELINES else None,
     )
 
     torch.manual_seed(cfg.seed)
     num_classes = max(2, len(ds.classes))  # a flat folder has one class; keep the head a real classifier
     model = build_model(cfg.model, num_classes).to(device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -140,7 +168,18 @@ def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str, files: FileList | 
                 timer.start_step()
                 with timer.phase("data_wait"), record_function("data_wait"):
                     batch = next(batches)
-                loss, labels, info = train_step(batch, pipeline, ds, timer, model, loss_fn, optimizer, device)
+                loss, labels, info = train_step(
+                    batch,
+                    pipeline,
+                    ds,
+                    timer,
+                    model,
+                    loss_fn,
+                    optimizer,
+                    device,
+                    amp=cfg.amp,
+                    channels_last=cfg.channels_last,
+                )
                 times = timer.end_step()
                 n = len(labels)
                 worker_ms = {k: float(info[k].sum()) * 1000.0 / n for k in WORKER_STAGES}

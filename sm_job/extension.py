@@ -42,7 +42,7 @@ def choose_build_cache(requested: Optional[str], job: JobEnv, environ=None) -> O
 
 
 def load_extension(cache_root: Optional[str], pipeline: str) -> dict:
-    """Import custom_op (building into cache_root if needed); for the gpu pipeline also its GPU library.
+    """Import custom_op (building into cache_root if needed); for the GPU pipelines also its GPU library.
 
     Returns what was loaded: kind (prebuilt / jit), built (yes / no: whether this process compiled),
     path, cache_dir and the seconds the import took (a rank that waited on another's build shows it).
@@ -55,7 +55,7 @@ def load_extension(cache_root: Optional[str], pipeline: str) -> dict:
     import custom_op
 
     info = dict(custom_op.library_info())
-    if pipeline == "gpu":
+    if pipeline in ("gpu", "gpu-rrc"):
         info["cuda_available"] = str(custom_op.cuda_available())
     info["seconds"] = f"{time.perf_counter() - started:.1f}"
     return info

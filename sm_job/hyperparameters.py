@@ -14,7 +14,7 @@ from profiling.arg_types import image_size as _image_size
 from profiling.arg_types import non_negative as _non_negative
 from profiling.arg_types import positive as _positive
 
-PIPELINES = ("roi", "pil", "gpu")
+PIPELINES = ("roi", "pil", "gpu", "rrc", "gpu-rrc")
 
 
 def parse_failure(text: str):
@@ -69,7 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=PIPELINES,
         default="roi",
         help="roi: custom_op decodes the window on the CPU in the DataLoader workers; pil: PIL decodes the "
-        "whole image; gpu: workers read the bytes, the rank decodes on its GPU (default: roi)",
+        "whole image; gpu: workers read the bytes, the rank decodes on its GPU; rrc: RandomResizedCrop "
+        "windows decoded and resized by custom_op in the workers; gpu-rrc: the same windows, decoded and "
+        "resized in one call on the rank's GPU (default: roi)",
     )
     _add(p, "batch_size", type=_positive, default=32, help="per rank (default: 32)")
     _add(

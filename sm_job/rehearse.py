@@ -275,8 +275,8 @@ def run(
     if inject_failure:
         check_failure(result, inject_failure)
     else:
-        # The gpu pipeline compiles a second library, the nvJPEG one.
-        libraries = 2 if hps.get("pipeline") == "gpu" else 1
+        # The GPU pipelines compile a second library, the GPU one.
+        libraries = 2 if hps.get("pipeline") in ("gpu", "gpu-rrc") else 1
         check_success(result, profile=int(hps.get("profile-steps", 0)) > 0, libraries=libraries)
     return result
 

@@ -73,7 +73,7 @@ def main(argv=None) -> int:
 
     # Before the process group and the DataLoader: one rank per host compiles under custom_op's file
     # lock while the others wait for it; workers forked later inherit the loaded library.
-    if args.pipeline in ("roi", "gpu"):
+    if args.pipeline != "pil":
         ext = extension.load_extension(cache, args.pipeline)
         log(
             f"custom_op {ext['kind']} library {ext['path']} (compiled here: {ext.get('built', 'no')}, "

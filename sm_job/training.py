@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import record_function
 from torch.utils.data import DataLoader, DistributedSampler
 
-from datasets import JpegCropDataset, collate_encoded
+from datasets import GPU_PIPELINES, JpegCropDataset, collate_encoded
 from datasets.synthetic import make_synthetic_set
 from profiling.model import build_model
 from profiling.report import environment, run_stats
@@ -116,7 +116,7 @@ def train(
         num_workers=args.workers,
         drop_last=True,
         pin_memory=cuda,
-        collate_fn=collate_encoded if args.pipeline == "gpu" else None,
+        collate_fn=collate_encoded if args.pipeline in GPU_PIPELINES else None,
     )
 
     torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP broadcasts rank 0's anyway)

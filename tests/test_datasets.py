@@ -310,16 +310,17 @@ def test_unknown_pipeline_and_options(synth):
         JpegCropDataset(synth, "pil", layout="tree")
 
 
-def test_gpu_pipeline_says_the_backend_is_missing(synth):
+@pytest.mark.parametrize("pipeline,cpu", [("gpu", "roi"), ("gpu-rrc", "rrc")])
+def test_gpu_pipeline_says_the_backend_is_missing(synth, pipeline, cpu):
     import custom_op
 
     if callable(getattr(custom_op, "cuda_available", None)) and custom_op.cuda_available():
         pytest.skip("this build has the GPU backend")
     with pytest.raises(
         GpuBackendUnavailableError,
-        match=r"needs the GPU \(nvJPEG\) backend of custom_op, which is not available here: .+",
+        match=rf"'{pipeline}' needs the GPU backend of custom_op, which is not available here: .+; use '{cpu}'",
     ):
-        JpegCropDataset(synth, "gpu")
+        JpegCropDataset(synth, pipeline)
 
 
 # ----------------------------------------------------------------------------- samples
@@ -552,6 +553,26 @@ def test_gpu_batch_path_matches_roi_when_decoded_on_the_cpu(synth, monkeypatch):
         assert labels.tolist() == roi.labels[4 * b : 4 * b + 4]
 
 
+def test_gpu_rrc_batch_path_matches_rrc_when_decoded_on_the_cpu(synth, monkeypatch):
+    # Without a GPU: the workers' side (bytes, rrc's window, the mask on the output) and the training
+    # process's decode_resized_batch with device="cpu" give exactly the rrc samples.
+    import datasets.jpeg_dataset as jd
+
+    monkeypatch.setattr(jd, "gpu_backend_available", lambda: True)
+    gpu = make_ds(synth, "gpu-rrc", seed=5)
+    rrc = make_ds(synth, "rrc", seed=5)
+    encoded, window, mask, label, _info = gpu[2]
+    assert encoded.dtype == torch.uint8 and encoded.dim() == 1
+    assert tuple(window.tolist()) == tuple(rrc.window(2)) == tuple(gpu.window(2)) and label == rrc.labels[2]
+    assert tuple(mask.tolist()) == mask_box(OUT, OUT, sample_rng(5, 0, 2, TRANSFORM_STREAM))
+    loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
+    for b, (data, windows, masks, labels, _info) in enumerate(loader):
+        images = datasets.decode_resized_batch(data, windows, masks, device="cpu", output_size=OUT)
+        expected = torch.stack([rrc[i][0] for i in range(4 * b, 4 * b + 4)])
+        assert torch.equal(images, expected)
+        assert labels.tolist() == rrc.labels[4 * b : 4 * b + 4]
+
+
 def _gpu_skip_reason():
     if not torch.cuda.is_available():
         return "no CUDA device"
@@ -570,6 +591,18 @@ def test_gpu_pipeline_on_cuda_is_close_to_roi(synth):
         expected = torch.stack([roi[i][0] for i in range(4 * b, 4 * b + 4)])
         diff = (images.cpu().int() - expected.int()).abs()
         assert diff.max() <= 12 and diff.float().mean() < 1.0, (diff.max(), diff.float().mean())
+
+
+@pytest.mark.skipif(_gpu_skip_reason() is not None, reason=str(_gpu_skip_reason()))
+def test_gpu_rrc_pipeline_on_cuda_equals_rrc(synth):
+    gpu = make_ds(synth, "gpu-rrc", seed=7)
+    rrc = make_ds(synth, "rrc", seed=7)
+    loader = DataLoader(gpu, batch_size=4, num_workers=1, collate_fn=collate_encoded)
+    for b, (data, windows, masks, _labels, _info) in enumerate(loader):
+        images = datasets.decode_resized_batch(data, windows, masks, device="cuda", output_size=OUT)
+        assert images.device.type == "cuda" and images.shape == (4, 3, OUT, OUT)
+        expected = torch.stack([rrc[i][0] for i in range(4 * b, 4 * b + 4)])
+        assert torch.equal(images.cpu(), expected)
 
 
 # ----------------------------------------------------------------------------- RandomResizedCrop pipelines
