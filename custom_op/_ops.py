@@ -227,8 +227,11 @@ def _prepare_jpeg_fake(data, **_options):
 
 
 def _resize_box_fake(image, *, out_window, **_options):
-    torch._check(image.dtype == torch.uint8 and image.dim() == 3, lambda: "custom_op: image must be [C, H, W] uint8")
-    return image.new_empty((image.shape[0], out_window[2], out_window[3]))
+    torch._check(
+        image.dtype == torch.uint8 and image.dim() in (3, 4),
+        lambda: "custom_op: image must be [C, H, W] or [N, C, H, W] uint8",
+    )
+    return image.new_empty((*image.shape[:-2], out_window[2], out_window[3]))
 
 
 def _jpeg_sub_image_fake(data, top, left, height, width):

@@ -153,3 +153,31 @@ def test_bad_arguments_raise_before_any_work(kwargs):
     size = args.pop("size")
     with pytest.raises((ValueError, TypeError)):
         custom_op.decode_and_resized_crop_jpegs(files, [0], [0], [64], [64], size, device="cuda", **args)
+
+
+@pytest.mark.parametrize("filter_code", range(6))
+def test_resize_box_on_cuda_equals_the_cpu_kernel(filter_code):
+    """resize_box on CUDA tensors: the CPU kernel's pixels, for every filter (Hamming's and Lanczos's
+    taps come from the host, the others' from the GPU), boxes with fractional edges, windows of the
+    output, flips, and a batch [N, C, H, W] in one call."""
+    rng = random.Random(filter_code)
+    for _ in range(12):
+        c, h, w = rng.choice([1, 3]), rng.randint(1, 300), rng.randint(1, 300)
+        image = torch.randint(0, 256, (rng.randint(1, 4), c, h, w), dtype=torch.uint8)
+        top, left = rng.uniform(0, h / 3), rng.uniform(0, w / 3)
+        box = [top, left, rng.uniform(top + 0.5, h), rng.uniform(left + 0.5, w)]
+        size = [rng.randint(1, 250), rng.randint(1, 250)]
+        wt, wl = rng.randint(0, size[0] - 1), rng.randint(0, size[1] - 1)
+        kwargs = dict(
+            box=box,
+            size=size,
+            out_window=[wt, wl, rng.randint(1, size[0] - wt), rng.randint(1, size[1] - wl)],
+            origin=[0, 0],
+            filter=filter_code,
+            antialias=rng.random() < 0.8,
+            flip=rng.random() < 0.5,
+        )
+        cpu = torch.ops.custom_op.resize_box(image, **kwargs)
+        cuda = torch.ops.custom_op.resize_box(image.cuda(), **kwargs)
+        assert cuda.device.type == "cuda" and torch.equal(cuda.cpu(), cpu), kwargs
+        assert torch.equal(torch.ops.custom_op.resize_box(image[0].cuda(), **kwargs).cpu(), cpu[0])

@@ -211,7 +211,8 @@ def test_resize_box_rejects_bad_arguments(kwargs, message):
 def test_resize_box_rejects_non_uint8_images():
     assert_op_raises(
         TypeError,
-        r"^resize_box: image must be a uint8 CPU tensor \[C, H, W\], got Float of shape \[3, 4, 4\] on cpu$",
+        r"^resize_box: image must be a uint8 CPU tensor \[C, H, W\] or \[N, C, H, W\], got Float of shape "
+        r"\[3, 4, 4\] on cpu$",
         torch.ops.custom_op.resize_box,
         torch.zeros(3, 4, 4),
         box=[0.0, 0.0, 4.0, 4.0],

@@ -67,8 +67,9 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
   m.def(
       "prepare_jpeg(Tensor data, *, int restart_mcus, bool keep_exif, bool keep_icc, bool optimize, int max_pixels, "
       "float max_growth, int max_segment_bytes) -> Tensor");
-  // resize_box (cpu/resize_cpu.cpp): the fused resized crop's resampling. image [C, H, W] uint8 whose
-  // pixel (0, 0) is frame pixel (origin[0], origin[1]); box (top, left, bottom, right) in frame
+  // resize_box (cpu/resize_cpu.cpp, cuda/resize_box_cuda.cpp): the fused resized crop's resampling.
+  // image [C, H, W] uint8, or a batch [N, C, H, W] resampled alike, whose pixel (0, 0) is frame pixel
+  // (origin[0], origin[1]); box (top, left, bottom, right) in frame
   // coordinates is mapped onto an output of `size` (h, w), of which the window out_window (top, left,
   // height, width) is returned. filter: 0 nearest, 1 bilinear, 2 bicubic, 3 box, 4 hamming, 5 lanczos.
   // flip: the window mirrored left-right (the output's columns in reverse order, at no extra cost).

@@ -29,6 +29,7 @@
 
 #include "common/item_status.h"
 #include "common/resample_taps.h"
+#include "common/resize_box_args.h"
 #include "jpeg_core/resample.h"
 #include "tensors.h"
 
@@ -207,39 +208,28 @@ namespace {
 
 Tensor resize_box_cpu(const Tensor& image, const std::vector<double>& box, IntArrayRef size, IntArrayRef out_window,
                       IntArrayRef origin, int64_t filter, bool antialias, bool flip) {
-  CUSTOM_OP_CHECK_TYPE(image.is_cpu() && image.scalar_type() == ScalarType::Byte && image.dim() == 3,
-                       "resize_box: image must be a uint8 CPU tensor [C, H, W], got ", image.scalar_type(),
-                       " of shape ", shape_text(image.sizes()), " on ", device_text(image.device()));
-  CUSTOM_OP_CHECK_VALUE(box.size() == 4 && size.size() == 2 && out_window.size() == 4 && origin.size() == 2,
-                        "resize_box: box needs 4 values, size 2, out_window 4, origin 2");
-  CUSTOM_OP_CHECK_VALUE(filter >= 0 && filter <= 5, "resize_box: unknown filter code ", filter);
-  const int64_t C = image.size(0), H = image.size(1), W = image.size(2);
-  CUSTOM_OP_CHECK_VALUE(C >= 1 && H >= 1 && W >= 1, "resize_box: empty image of shape ", shape_text(image.sizes()));
-  // Bounds that keep every coordinate below exactly representable and every index within int.
-  constexpr double kMaxCoord = 1 << 30;
-  CUSTOM_OP_CHECK_VALUE(H < kMaxCoord && W < kMaxCoord, "resize_box: image too large: ", shape_text(image.sizes()));
-  for (double v : box)
-    CUSTOM_OP_CHECK_VALUE(std::isfinite(v) && v >= 0 && v <= kMaxCoord, "resize_box: box values must be in [0, 2^30]");
-  CUSTOM_OP_CHECK_VALUE(box[2] > box[0] && box[3] > box[1], "resize_box: empty box (", box[0], ", ", box[1], ", ",
-                        box[2], ", ", box[3], ")");
-  CUSTOM_OP_CHECK_VALUE(origin[0] >= 0 && origin[1] >= 0 && origin[0] < kMaxCoord && origin[1] < kMaxCoord,
-                        "resize_box: origin must be in [0, 2^30), got (", origin[0], ", ", origin[1], ")");
-  const int64_t out_h = size[0], out_w = size[1];
-  const int64_t wt = out_window[0], wl = out_window[1], wh = out_window[2], ww = out_window[3];
-  CUSTOM_OP_CHECK_VALUE(out_h >= 1 && out_w >= 1 && out_h <= (1 << 24) && out_w <= (1 << 24),
-                        "resize_box: output size must be in 1..2^24, got ", out_h, "x", out_w);
-  CUSTOM_OP_CHECK_VALUE(wh >= 1 && ww >= 1 && wt >= 0 && wl >= 0 && wt <= out_h - wh && wl <= out_w - ww,
-                        "resize_box: out_window (", wt, ", ", wl, ", ", wh, ", ", ww,
-                        ") does not fit in the output of size ", out_h, "x", out_w);
-  const Filter f = static_cast<Filter>(filter);
-  const AxisTaps rows = axis_taps("row", box[0], box[2], out_h, wt, wh, origin[0], H, f, antialias);
-  AxisTaps cols = axis_taps("column", box[1], box[3], out_w, wl, ww, origin[1], W, f, antialias);
+  CUSTOM_OP_CHECK_TYPE(
+      image.is_cpu() && image.scalar_type() == ScalarType::Byte && (image.dim() == 3 || image.dim() == 4),
+      "resize_box: image must be a uint8 CPU tensor [C, H, W] or [N, C, H, W], got ", image.scalar_type(), " of shape ",
+      shape_text(image.sizes()), " on ", device_text(image.device()));
+  const ResizeBoxArgs a = checked_resize_box_args(
+      image.sizes().data(), image.sizes().size(), shape_text(image.sizes()), box.data(), box.size(), size.data(),
+      size.size(), out_window.data(), out_window.size(), origin.data(), origin.size(), filter, antialias, flip);
+  const AxisTaps rows =
+      axis_taps("row", a.box[0], a.box[2], a.out_h, a.top, a.height, a.origin_row, a.H, a.filter, a.antialias);
+  AxisTaps cols =
+      axis_taps("column", a.box[1], a.box[3], a.out_w, a.left, a.width, a.origin_col, a.W, a.filter, a.antialias);
   if (flip) reverse_taps(&cols);
+  const bool vertical_first = vertical_pass_first(a.box[2] - a.box[0], a.box[3] - a.box[1], a.out_h, a.out_w);
 
   const Tensor src = torch::stable::contiguous(image);
-  Tensor out = new_cpu_tensor({C, wh, ww});
-  resample_planes(src.const_data_ptr<uint8_t>(), C, H, W, rows, cols,
-                  vertical_pass_first(box[2] - box[0], box[3] - box[1], out_h, out_w), out.mutable_data_ptr<uint8_t>());
+  Tensor out =
+      image.dim() == 3 ? new_cpu_tensor({a.C, a.height, a.width}) : new_cpu_tensor({a.images, a.C, a.height, a.width});
+  const int64_t in_plane = a.C * a.H * a.W, out_plane = a.C * a.height * a.width;
+  // The images of a batch one after the other, on the calling thread (see the top of this file).
+  for (int64_t i = 0; i < a.images; ++i)
+    resample_planes(src.const_data_ptr<uint8_t>() + i * in_plane, a.C, a.H, a.W, rows, cols, vertical_first,
+                    out.mutable_data_ptr<uint8_t>() + i * out_plane);
   return out;
 }
 

@@ -5,9 +5,8 @@
 //    CPU kernel plans them. A file the scan does not understand goes to the CPU kernel whole.
 // 2. Decode: the GPU window decode (decode_jpegs_cuda) of every planned window at its scale, into one
 //    buffer: our CUDA decoder, or the CPU path where it cannot give the CPU path's pixels at that scale.
-// 3. Resample: the taps (common/resample_taps.h, on the host) and one descriptor per item go up in one
-//    copy; two launches (resample_kernels.h) write every item's flipped, normalised output into its slot
-//    of the stacked result, on the caller's stream.
+// 3. Resample (resample_batch.h): the taps, then both passes, flip and normalisation of every item into
+//    its slot of the stacked result, in three launches on the caller's stream.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
@@ -30,9 +29,8 @@
 #include "common/resized_crop_plan.h"
 #include "cuda/batch_item.h"
 #include "cuda/planner.h"
-#include "cuda/resample_kernels.h"
+#include "cuda/resample_batch.h"
 #include "cuda/testing_options.h"
-#include "jpeg_core/resample_weights.h"
 #include "jpeg_core/scaling.h"
 
 namespace custom_op {
@@ -164,88 +162,17 @@ void resized_crop_on_cpu(at::TensorList data, c10::IntArrayRef tops, c10::IntArr
   }
 }
 
-// One axis of an item's taps, as laid out in device memory from word `at`: first (outputs words),
-// count (outputs), weights (outputs * ksize). `spec` and `geometry` for taps the GPU computes;
-// `host` for taps the host computed (the filters with sin and cos).
-struct AxisLayout {
-  jc::ResampleAxisSpec spec{};
-  jc::ResampleGeometry geometry{};
-  int64_t out_start = 0;
-  int32_t outputs = 0, ksize = 0, lo = 0, hi = 0;
-  bool reverse = false;
-  AxisTaps host;
-  int64_t at = 0;
-
-  int64_t words() const { return int64_t{outputs} * (2 + ksize); }
-  jc::ResampleTaps device_taps(int32_t* words) const {
-    int32_t* base = words + at;
-    return {base, base + outputs, base + 2 * outputs, ksize, outputs, lo, hi};
-  }
-  TapsJob job(int32_t* words) const {
-    int32_t* base = words + at;
-    return {spec, geometry, out_start, outputs, reverse ? 1 : 0, base, base + outputs, base + 2 * outputs};
-  }
-  void write_host_taps(int32_t* words) const {
-    int32_t* base = words + at;
-    std::memcpy(base, host.first.data(), sizeof(int32_t) * outputs);
-    std::memcpy(base + outputs, host.count.data(), sizeof(int32_t) * outputs);
-    std::memcpy(base + 2 * outputs, host.weights.data(), sizeof(int32_t) * outputs * ksize);
-  }
-};
-
-struct ItemTaps {
-  AxisLayout rows, cols;
-  int32_t vertical_first = 0;
-  // The first pass's output, per channel (jpeg_core/resample.h's resample_mid_rows and _cols).
-  int64_t mid_samples() const {
-    return vertical_first ? int64_t{rows.outputs} * (cols.hi - cols.lo) : int64_t{rows.hi - rows.lo} * cols.outputs;
-  }
-};
-
-// An axis whose taps the GPU computes: the host computes only its first and last outputs' taps, which
-// bound the source span the passes read (the taps' first pixels are monotonic) and say whether the box
-// lies in the source, with resize_box's message where it does not.
-AxisLayout gpu_axis(const char* name, const ResampleAxis& p, const ResizedCropArgs& a, bool reverse,
-                    std::vector<int32_t>& scratch) {
-  AxisLayout axis;
-  axis.spec = {p.in0, p.in1, p.out_size, p.origin, p.count, static_cast<int32_t>(a.filter), a.antialias ? 1 : 0};
-  axis.geometry = jc::resample_geometry(axis.spec);
-  axis.out_start = p.out_start;
-  axis.outputs = static_cast<int32_t>(p.out_count);
-  axis.ksize = axis.geometry.ksize;
-  axis.reverse = reverse;
-  scratch.resize(static_cast<size_t>(axis.ksize));
-  int32_t first[2] = {0, 0}, count[2] = {0, 0};
-  const int64_t ends[2] = {p.out_start, p.out_start + p.out_count - 1};
-  for (int e = 0; e < 2; ++e) {
-    count[e] = jc::arithmetic_output_taps(axis.spec, axis.geometry, ends[e], &first[e], scratch.data());
-    CUSTOM_OP_CHECK_VALUE(count[e] > 0, "resize_box: output ", name, " ", ends[e],
-                          " has no input pixel (the box lies outside the image)");
-  }
-  axis.lo = std::min(first[0], first[1]);
-  axis.hi = std::max(first[0] + count[0], first[1] + count[1]);
-  return axis;
-}
-
-AxisLayout host_axis(const char* name, const ResampleAxis& p, const ResizedCropArgs& a, bool reverse) {
-  AxisLayout axis;
-  axis.host =
-      axis_taps(name, p.in0, p.in1, p.out_size, p.out_start, p.out_count, p.origin, p.count, a.filter, a.antialias);
-  if (reverse) reverse_taps(&axis.host);
-  axis.outputs = static_cast<int32_t>(p.out_count);
-  axis.ksize = axis.host.ksize;
-  std::tie(axis.lo, axis.hi) = taps_span(axis.host);
-  return axis;
-}
-
-ItemTaps item_taps(const ResizedCropPlan& p, const ResizedCropArgs& a, bool flip, bool gpu_taps) {
-  thread_local std::vector<int32_t> scratch;
-  ItemTaps t;
-  t.rows = gpu_taps ? gpu_axis("row", p.rows, a, false, scratch) : host_axis("row", p.rows, a, false);
-  t.cols = gpu_taps ? gpu_axis("column", p.cols, a, flip, scratch) : host_axis("column", p.cols, a, flip);
-  t.vertical_first =
-      vertical_pass_first(p.rows.in1 - p.rows.in0, p.cols.in1 - p.cols.in0, p.rows.out_size, p.cols.out_size);
-  return t;
+AxisPlan axis_plan(const ResampleAxis& a, bool reverse) {
+  AxisPlan p;
+  p.in0 = a.in0;
+  p.in1 = a.in1;
+  p.out_size = a.out_size;
+  p.out_start = a.out_start;
+  p.out_count = a.out_count;
+  p.origin = a.origin;
+  p.in_count = a.count;
+  p.reverse = reverse;
+  return p;
 }
 
 Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
@@ -297,10 +224,8 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
                       std, dtype, o, planned, out, status, messages, paths);
 
   RECORD_FUNCTION("custom_op::resized_crop_resample", std::vector<c10::IValue>());
-  const int64_t max_out = channels * out_h * out_w;
-  const bool gpu_taps = jc::arithmetic_filter(static_cast<int32_t>(a.filter));
-  std::vector<ItemTaps> taps;
-  std::vector<size_t> resampled;  // item indices
+  const int64_t slot_bytes = channels * out_h * out_w * out.element_size();
+  ResampleBatch batch(a.filter, a.antialias, a.dtype, a.mean, a.std);
   for (size_t i = 0; i < n; ++i) {
     if (!planned[i].on_gpu) continue;
     const size_t k = static_cast<size_t>(planned[i].window);
@@ -311,95 +236,24 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
     const at::Tensor& image = windows[k];
     const ResizedCropPlan& p = planned[i].plan;
     const bool flip = !flips.empty() && flips[i] == 1;
-    ItemTaps t;
     const auto outcome = capture_outcome([&] {
       CUSTOM_OP_CHECK(image.dim() == 3 && image.size(0) == channels && image.size(1) == p.rows.count &&
                           image.size(2) == p.cols.count,
                       "the GPU window decode returned an unexpected shape");
-      t = item_taps(p, a, flip, gpu_taps);
+      const int rows = batch.add_axis("row", axis_plan(p.rows, false));
+      const int cols = batch.add_axis("column", axis_plan(p.cols, flip));
+      batch.add_item(image.const_data_ptr<uint8_t>(), channels, image.size(1), image.size(2), rows, cols,
+                     static_cast<uint8_t*>(out.data_ptr()) + static_cast<int64_t>(i) * slot_bytes);
     });
     if (failed(outcome.status)) {
       status[i] = static_cast<int64_t>(outcome.status);
       messages[i] = outcome.message;
       paths[i] = kFailed;
-      continue;
     }
-    taps.push_back(std::move(t));
-    resampled.push_back(i);
   }
   for (size_t i = 0; i < n; ++i)
     if (failed(static_cast<ItemStatus>(status[i]))) out[static_cast<int64_t>(i)].zero_();
-  if (resampled.empty()) return {out, status, messages, paths};
-
-  // Device memory: the taps (computed there, or uploaded), the intermediates; then the descriptors
-  // (and any host taps) go up in one copy from pinned memory.
-  const size_t m = resampled.size();
-  int64_t tap_words = 0, mid_total = 0, max_mid = 0, max_outputs = 0;
-  std::vector<int64_t> mid_at(m);
-  for (size_t j = 0; j < m; ++j) {
-    for (AxisLayout* axis : {&taps[j].rows, &taps[j].cols}) {
-      axis->at = tap_words;
-      tap_words += axis->words();
-      max_outputs = std::max<int64_t>(max_outputs, axis->outputs);
-    }
-    const int64_t mid = channels * taps[j].mid_samples();
-    mid_at[j] = mid_total;
-    mid_total += mid;
-    max_mid = std::max(max_mid, mid);
-  }
-  const auto on_device = at::TensorOptions().dtype(at::kByte).device(device);
-  at::Tensor tap_buffer = at::empty({std::max<int64_t>(tap_words, 1) * 4}, on_device);
-  at::Tensor mids = at::empty({std::max<int64_t>(mid_total, 1)}, on_device);
-  auto* const device_words = reinterpret_cast<int32_t*>(tap_buffer.data_ptr<uint8_t>());
-
-  const size_t jobs = gpu_taps ? 2 * m : 0;
-  const size_t items_bytes = m * sizeof(jc::ResampleItem), jobs_bytes = jobs * sizeof(TapsJob);
-  const size_t host_words = gpu_taps ? 0 : static_cast<size_t>(tap_words);
-  const size_t jobs_at = (items_bytes + 15) / 16 * 16, words_at = (jobs_at + jobs_bytes + 15) / 16 * 16;
-  const size_t bytes = words_at + host_words * sizeof(int32_t);
-  at::Tensor host = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-  at::Tensor up = at::empty({static_cast<int64_t>(bytes)}, on_device);
-  uint8_t* const h = host.data_ptr<uint8_t>();
-  auto* const items = reinterpret_cast<jc::ResampleItem*>(h);
-  auto* const job = reinterpret_cast<TapsJob*>(h + jobs_at);
-  for (size_t j = 0; j < m; ++j) {
-    const size_t i = resampled[j];
-    const at::Tensor& image = windows[static_cast<size_t>(planned[i].window)];
-    const ItemTaps& t = taps[j];
-    jc::ResampleItem it{};
-    it.source = image.const_data_ptr<uint8_t>();
-    it.source_plane = image.size(1) * image.size(2);
-    it.source_pitch = static_cast<int32_t>(image.size(2));
-    it.mid = mids.data_ptr<uint8_t>() + mid_at[j];
-    it.channels = static_cast<int32_t>(channels);
-    it.vertical_first = t.vertical_first;
-    it.rows = t.rows.device_taps(device_words);
-    it.cols = t.cols.device_taps(device_words);
-    it.out = static_cast<uint8_t*>(out.data_ptr()) + static_cast<int64_t>(i) * max_out * out.element_size();
-    it.dtype = a.dtype;
-    for (int c = 0; c < channels; ++c) {
-      it.mean[c] = a.mean_of(c);
-      it.std[c] = a.std_of(c);
-    }
-    items[j] = it;
-    if (gpu_taps) {
-      job[2 * j] = t.rows.job(device_words);
-      job[2 * j + 1] = t.cols.job(device_words);
-    } else {
-      auto* const words = reinterpret_cast<int32_t*>(h + words_at);
-      t.rows.write_host_taps(words);
-      t.cols.write_host_taps(words);
-    }
-  }
-  up.copy_(host, /*non_blocking=*/true);
-  const uint8_t* u = up.const_data_ptr<uint8_t>();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-  if (!gpu_taps)
-    C10_CUDA_CHECK(
-        cudaMemcpyAsync(device_words, u + words_at, host_words * sizeof(int32_t), cudaMemcpyDeviceToDevice, stream));
-  C10_CUDA_CHECK(launch_resample(reinterpret_cast<const TapsJob*>(u + jobs_at), static_cast<int>(jobs), max_outputs,
-                                 reinterpret_cast<const jc::ResampleItem*>(u), static_cast<int>(m), max_mid, max_out,
-                                 stream));
+  batch.run(device, c10::cuda::getCurrentCUDAStream(device.index()).stream());
   return {out, status, messages, paths};
 }
 
