@@ -11,7 +11,8 @@ same per-sample random streams. The training process's host time is the scarce o
 there cost about as much as the decode call. The GPU backend's pixels are the CPU path's, so `gpu`
 samples equal `roi` samples. `gpu-rrc` (decode_resized_batch) decodes the batch's RandomResizedCrop
 windows straight to the output size with custom_op.decode_and_resized_crop_jpegs on the device, the
-`rrc` pipeline's pixels, then masks and converts them. JpegCropDataset refuses both where
+`rrc` pipeline's pixels on files prepared for random access (others are decoded at full resolution),
+then masks and converts them. JpegCropDataset refuses both where
 custom_op.cuda_available() is False.
 """
 

@@ -36,7 +36,7 @@ PIPELINE_HELP = {
     "image, resize to 224",
     "rrc": "the same RandomResizedCrop windows drawn from the header alone, decoded and resized in one custom_op call",
     "gpu-rrc": "the workers send the encoded bytes and rrc's windows; the training process decodes and resizes "
-    "the batch on the GPU in one call, with rrc's pixels (needs custom_op's GPU backend)",
+    "the batch on the GPU in one call, with rrc's pixels on prepared files (needs custom_op's GPU backend)",
 }
 
 DESCRIPTION = (

@@ -44,8 +44,8 @@ int ResampleBatch::add_axis(const char* name, const AxisPlan& p) {
     axis.lo = std::min(first[0], first[1]);
     axis.hi = std::max(first[0] + count[0], first[1] + count[1]);
   } else {
-    axis.host = axis_taps(name, p.in0, p.in1, p.out_size, p.out_start, p.out_count, p.origin, p.in_count, filter_,
-                          antialias_);
+    axis.host =
+        axis_taps(name, p.in0, p.in1, p.out_size, p.out_start, p.out_count, p.origin, p.in_count, filter_, antialias_);
     if (p.reverse) reverse_taps(&axis.host);
     axis.ksize = axis.host.ksize;
     std::tie(axis.lo, axis.hi) = taps_span(axis.host);
@@ -54,8 +54,8 @@ int ResampleBatch::add_axis(const char* name, const AxisPlan& p) {
   return static_cast<int>(axes_.size()) - 1;
 }
 
-void ResampleBatch::add_item(const uint8_t* source, int64_t channels, int64_t height, int64_t width, int rows,
-                             int cols, void* out) {
+void ResampleBatch::add_item(const uint8_t* source, int64_t channels, int64_t height, int64_t width, int rows, int cols,
+                             void* out) {
   const AxisPlan& r = axes_[static_cast<size_t>(rows)].plan;
   const AxisPlan& c = axes_[static_cast<size_t>(cols)].plan;
   const bool vertical_first = vertical_pass_first(r.in1 - r.in0, c.in1 - c.in0, r.out_size, c.out_size);
@@ -86,8 +86,8 @@ void ResampleBatch::run(const c10::Device& device, cudaStream_t stream) {
     const Item& it = items_[j];
     const Axis& r = axes_[static_cast<size_t>(it.rows)];
     const Axis& c = axes_[static_cast<size_t>(it.cols)];
-    const int64_t mid = it.channels * (it.vertical_first ? r.plan.out_count * (c.hi - c.lo)
-                                                         : (r.hi - r.lo) * c.plan.out_count);
+    const int64_t mid =
+        it.channels * (it.vertical_first ? r.plan.out_count * (c.hi - c.lo) : (r.hi - r.lo) * c.plan.out_count);
     mid_at[j] = mid_total;
     mid_total += mid;
     max_mid = std::max(max_mid, mid);
@@ -128,8 +128,13 @@ void ResampleBatch::run(const c10::Device& device, cudaStream_t stream) {
     const Axis& axis = axes_[a];
     const jc::ResampleTaps t = device_taps(axis);
     if (gpu_taps_) {
-      const TapsJob job{axis.spec,  axis.geometry,  axis.plan.out_start,  static_cast<int32_t>(axis.plan.out_count),
-                        axis.plan.reverse ? 1 : 0, const_cast<int32_t*>(t.first), const_cast<int32_t*>(t.count),
+      const TapsJob job{axis.spec,
+                        axis.geometry,
+                        axis.plan.out_start,
+                        static_cast<int32_t>(axis.plan.out_count),
+                        axis.plan.reverse ? 1 : 0,
+                        const_cast<int32_t*>(t.first),
+                        const_cast<int32_t*>(t.count),
                         const_cast<int32_t*>(t.weights)};
       std::memcpy(h + jobs_at + a * sizeof(TapsJob), &job, sizeof(job));
     } else {

@@ -55,7 +55,7 @@ class ResampleBatch {
     jpeg_core::ResampleAxisSpec spec{};
     jpeg_core::ResampleGeometry geometry{};
     int32_t ksize = 0, lo = 0, hi = 0;
-    AxisTaps host;     // the taps, where the host computes them
+    AxisTaps host;         // the taps, where the host computes them
     int64_t words_at = 0;  // first, count, weights from here in the taps buffer (int32 words)
     int64_t words() const { return plan.out_count * (2 + ksize); }
   };

@@ -27,10 +27,9 @@ at::Tensor resize_box_cuda(const at::Tensor& image, c10::ArrayRef<double> box, c
   CUSTOM_OP_CHECK_TYPE(image.is_cuda() && image.scalar_type() == at::kByte && (image.dim() == 3 || image.dim() == 4),
                        "resize_box: image must be a uint8 CUDA tensor [C, H, W] or [N, C, H, W], got ",
                        image.scalar_type(), " of shape ", shape.str());
-  const ResizeBoxArgs a =
-      checked_resize_box_args(image.sizes().data(), image.sizes().size(), shape.str(), box.data(), box.size(),
-                              size.data(), size.size(), out_window.data(), out_window.size(), origin.data(),
-                              origin.size(), filter, antialias, flip);
+  const ResizeBoxArgs a = checked_resize_box_args(
+      image.sizes().data(), image.sizes().size(), shape.str(), box.data(), box.size(), size.data(), size.size(),
+      out_window.data(), out_window.size(), origin.data(), origin.size(), filter, antialias, flip);
   c10::cuda::CUDAGuard device_guard(image.device());
   const at::Tensor src = image.contiguous();
   std::vector<int64_t> shape_out = image.sizes().vec();
