@@ -113,6 +113,7 @@ def main() -> int:
         default=str(REPO / "bench" / "results" / "profiling-2core.md"),
         help="the report (.md; its data goes to the .json beside it; default: %(default)s)",
     )
+    p.add_argument("--commit", help="the commit line of the report, for a checkout without .git")
     p.add_argument(
         "tool_args", nargs=argparse.REMAINDER, help="options for python -m profiling in every case (after --)"
     )
@@ -128,6 +129,7 @@ def main() -> int:
     report = Report(
         f"Step time of a training loop, {base} against {other} (`python -m profiling`)",
         machine=machine,
+        commit=args.commit,
         details={
             "versions": versions(f"Pillow {PIL.__version__}"),
             "each figure": f"the p50 step time of a run of the tool, s; speed-up: {base}'s p50 step / {other}'s; "
