@@ -148,6 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--model", default=SMALL_CNN, help=f"{SMALL_CNN} (default) or a torchvision model name such as resnet18"
     )
+    run.add_argument(
+        "--decode-ahead",
+        type=_non_negative,
+        default=2,
+        metavar="N",
+        help="gpu and gpu-rrc: the next N batches decode on background threads while a step trains "
+        "(custom_op.decode_ahead); 0: each batch decodes in its step, timed as its own phases "
+        "(default: %(default)s)",
+    )
     run.add_argument("--amp", action="store_true", help="mixed precision: the forward pass under bfloat16 autocast")
     run.add_argument(
         "--channels-last",
@@ -312,6 +321,7 @@ def _main(argv: list[str] | None) -> int:
         on_error=args.on_error,
         amp=args.amp,
         channels_last=args.channels_last,
+        decode_ahead=args.decode_ahead,
     )
     print(
         f"settings: {settings_text(cfg)}, seed {cfg.seed}, torch threads {torch.get_num_threads()}, "

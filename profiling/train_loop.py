@@ -8,8 +8,10 @@ no epoch boundary (and no worker restart) falls inside the run.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from torch.profiler import record_function
@@ -33,6 +35,26 @@ from .trace import PROFILER_WARMUP_STEPS, make_profiler, trace_files
 WORKER_STAGES = ("read", "decode", "transform")
 
 
+class Decoded(NamedTuple):
+    """A GPU pipeline's batch decoded ahead of its step (custom_op.decode_ahead): the images and labels on
+    the device, and the workers' info."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    info: dict
+
+
+def decode_gpu_batch(batch, pipeline: str, output_size: int, device: torch.device):
+    """A GPU pipeline's batch from its workers -> (images, labels) on `device`, info: the same decode and
+    further transforms as in the step, for custom_op.decode_ahead's threads."""
+    data, windows, masks, labels, info = batch
+    if pipeline == "gpu-rrc":
+        images = decode_resized_batch(data, windows, masks, device=device, output_size=output_size)
+    else:
+        images = further_transforms_batch(decode_windows(data, windows, device=device), masks, output_size)
+    return Decoded(images, labels.to(device, non_blocking=True), info)
+
+
 def train_step(
     batch,
     pipeline: str,
@@ -46,10 +68,13 @@ def train_step(
     amp: bool = False,
     channels_last: bool = False,
 ):
-    """One step on a loaded batch, timed by phase: the GPU decode (gpu and gpu-rrc pipelines), the
-    host-to-device copy and the compute (forward, backward, optimizer step; under bfloat16 autocast
-    with `amp`, on a channels-last batch with `channels_last`). Returns (loss, labels, worker info)."""
-    if pipeline in GPU_PIPELINES:
+    """One step on a loaded batch, timed by phase: the GPU decode (gpu and gpu-rrc pipelines, unless the
+    batch was decoded ahead: Decoded), the host-to-device copy and the compute (forward, backward,
+    optimizer step; under bfloat16 autocast with `amp`, on a channels-last batch with `channels_last`).
+    Returns (loss, labels, worker info)."""
+    if isinstance(batch, Decoded):
+        images, labels, info = batch
+    elif pipeline in GPU_PIPELINES:
         data, windows, masks, labels, info = batch
         if pipeline == "gpu-rrc":
             # Decoded straight to the output size; the further transforms then only mask and convert.
@@ -97,6 +122,9 @@ class RunConfig:
     on_error: str = "raise"
     lr: float = 0.01
     amp: bool = False  # bfloat16 autocast in the forward pass
+    # GPU pipelines: batches decoded ahead on background threads (custom_op.decode_ahead's depth); 0:
+    # each batch decoded in its step.
+    decode_ahead: int = 2
     channels_last: bool = False  # the model and its input batches in channels-last memory format
 
 
@@ -164,6 +192,15 @@ def run_pipeline(pipeline: str, cfg: RunConfig, log_dir: str, files: FileList | 
     try:
         with make_profiler(log_dir, skip_first=cfg.warmup + cfg.steps, active=profile_steps, cuda=cuda) as prof:
             batches = iter(loader)
+            if pipeline in GPU_PIPELINES and cfg.decode_ahead > 0:
+                import custom_op
+
+                # The decode and transforms of the next batches run while this step trains: the step
+                # then waits for data only where they take longer than it.
+                decode = functools.partial(
+                    decode_gpu_batch, pipeline=pipeline, output_size=ds.output_size, device=device
+                )
+                batches = custom_op.decode_ahead(batches, decode, depth=cfg.decode_ahead, device=device)
             for step in range(total_steps):
                 timer.start_step()
                 with timer.phase("data_wait"), record_function("data_wait"):

@@ -441,14 +441,15 @@ def test_gpu_pipeline_loop_branch_runs_with_a_stand_in_backend(tiny_set, tmp_pat
     import datasets.jpeg_dataset as jd
 
     monkeypatch.setattr(jd, "gpu_backend_available", lambda: True)
-    logdir = tmp_path / "logs"
-    assert (
-        main(["--data", str(tiny_set), "--compare", "roi,gpu", "--workers", "1", "--logdir", str(logdir), *TINY]) == 0
-    )
-    summary = json.loads((logdir / "summary.json").read_text())
-    assert {"gpu_decode", "gpu_transform"} <= set(summary["pipelines"]["gpu"]["phases_s"])
-    # same samples, same model and seed: the losses match those of roi
-    assert summary["pipelines"]["gpu"]["losses"] == pytest.approx(summary["pipelines"]["roi"]["losses"])
+    for ahead in ("0", "2"):  # decoded in the step (timed as its phases), or ahead on background threads
+        logdir = tmp_path / f"logs{ahead}"
+        args = ["--data", str(tiny_set), "--compare", "roi,gpu", "--workers", "1", "--decode-ahead", ahead]
+        assert main([*args, "--logdir", str(logdir), *TINY]) == 0
+        summary = json.loads((logdir / "summary.json").read_text())
+        phases = set(summary["pipelines"]["gpu"]["phases_s"])
+        assert ({"gpu_decode", "gpu_transform"} <= phases) == (ahead == "0")
+        # same samples, same model and seed: the losses match those of roi
+        assert summary["pipelines"]["gpu"]["losses"] == pytest.approx(summary["pipelines"]["roi"]["losses"])
 
 
 def test_gpu_rrc_pipeline_loop_branch_runs_with_a_stand_in_backend(tiny_set, tmp_path, monkeypatch):
@@ -457,12 +458,14 @@ def test_gpu_rrc_pipeline_loop_branch_runs_with_a_stand_in_backend(tiny_set, tmp
     import datasets.jpeg_dataset as jd
 
     monkeypatch.setattr(jd, "gpu_backend_available", lambda: True)
-    logdir = tmp_path / "logs"
-    args = ["--data", str(tiny_set), "--compare", "rrc,gpu-rrc", "--workers", "1", "--logdir", str(logdir), *TINY]
-    assert main(args) == 0
-    summary = json.loads((logdir / "summary.json").read_text())
-    assert {"gpu_decode", "gpu_transform"} <= set(summary["pipelines"]["gpu-rrc"]["phases_s"])
-    assert summary["pipelines"]["gpu-rrc"]["losses"] == pytest.approx(summary["pipelines"]["rrc"]["losses"])
+    for ahead in ("0", "2"):
+        logdir = tmp_path / f"logs{ahead}"
+        args = ["--data", str(tiny_set), "--compare", "rrc,gpu-rrc", "--workers", "1", "--decode-ahead", ahead]
+        assert main([*args, "--logdir", str(logdir), *TINY]) == 0
+        summary = json.loads((logdir / "summary.json").read_text())
+        phases = set(summary["pipelines"]["gpu-rrc"]["phases_s"])
+        assert ({"gpu_decode", "gpu_transform"} <= phases) == (ahead == "0")
+        assert summary["pipelines"]["gpu-rrc"]["losses"] == pytest.approx(summary["pipelines"]["rrc"]["losses"])
     logdir = tmp_path / "amp"
     args = ["--data", str(tiny_set), "--pipeline", "rrc", "--amp", "--channels-last", "--logdir", str(logdir), *TINY]
     assert main(args) == 0
@@ -485,9 +488,11 @@ def test_cuda_run_with_gpu_pipeline(tiny_set, tmp_path):
         "--data",
         str(tiny_set),
         "--compare",
-        "roi,gpu",
+        "roi,gpu,gpu-rrc",
         "--workers",
         "1",
+        "--decode-ahead",
+        "0",
         "--logdir",
         str(logdir),
         "--batch-size",
@@ -506,4 +511,11 @@ def test_cuda_run_with_gpu_pipeline(tiny_set, tmp_path):
     assert summary["config"]["device"] == "cuda"
     assert {"data_wait", "h2d", "compute", "total"} <= set(summary["pipelines"]["roi"]["phases_s"])
     assert {"gpu_decode", "gpu_transform"} <= set(summary["pipelines"]["gpu"]["phases_s"])
+    assert {"gpu_decode", "gpu_transform"} <= set(summary["pipelines"]["gpu-rrc"]["phases_s"])
+    # Decoded ahead (the default): the losses are the same.
+    ahead = tmp_path / "ahead"
+    assert main([*args[:6], "--logdir", str(ahead), *args[10:]]) == 0
+    for name in ("gpu", "gpu-rrc"):
+        losses = json.loads((ahead / "summary.json").read_text())["pipelines"][name]["losses"]
+        assert losses == pytest.approx(summary["pipelines"][name]["losses"], rel=1e-3)  # cuDNN may reorder sums
     assert list((logdir / "gpu").glob("*.pt.trace.json"))
