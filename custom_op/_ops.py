@@ -135,10 +135,25 @@ _OUTPUT_DTYPES = (torch.uint8, torch.float32, torch.float16, torch.bfloat16)
 
 
 def _resized_crop_outputs(
-    data, tops, lefts, heights, widths, size, resize_shorter, flips, mean, std, dtype, mode, on_warning, device
+    data,
+    tops,
+    lefts,
+    heights,
+    widths,
+    *,
+    size,
+    resize_shorter,
+    flips,
+    mean,
+    std,
+    dtype,
+    mode,
+    on_warning,
+    where,
+    **_options,
 ):
-    """The stacked output of a batched resized crop (every item has the output size), after the
-    call-level checks of csrc/common/resized_crop_args.h."""
+    """The outputs of a batched resized crop on device `where` (the stacked images, every item of the
+    output size; statuses; messages), after the call-level checks of csrc/common/resized_crop_args.h."""
     n = len(data)
     windows = 0 if resize_shorter > 0 else n
     torch._check_value(
@@ -158,67 +173,18 @@ def _resized_crop_outputs(
     channels = MODE_CHANNELS.get(mode)
     if channels is None:
         channels = torch.library.get_ctx().new_dynamic_size(min=0, max=4)
-    return torch.empty((n, channels, size[0], size[1]), dtype=_OUTPUT_DTYPES[dtype], device=device)
+    images = torch.empty((n, channels, size[0], size[1]), dtype=_OUTPUT_DTYPES[dtype], device=where)
+    return images, [0] * n, [""] * n
 
 
-def _decode_and_resized_crop_jpegs_fake(
-    data, tops, lefts, heights, widths, *, size, resize_shorter, flips, mean, std, dtype, mode, on_warning, **_options
-):
-    images = _resized_crop_outputs(
-        data,
-        tops,
-        lefts,
-        heights,
-        widths,
-        size,
-        resize_shorter,
-        flips,
-        mean,
-        std,
-        dtype,
-        mode,
-        on_warning,
-        torch.device("cpu"),
-    )
-    return images, [0] * len(data), [""] * len(data)
+def _decode_and_resized_crop_jpegs_fake(data, tops, lefts, heights, widths, **options):
+    return _resized_crop_outputs(data, tops, lefts, heights, widths, where=torch.device("cpu"), **options)
 
 
-def _decode_and_resized_crop_jpegs_cuda_fake(
-    data,
-    tops,
-    lefts,
-    heights,
-    widths,
-    *,
-    size,
-    resize_shorter,
-    flips,
-    mean,
-    std,
-    dtype,
-    mode,
-    on_warning,
-    device,
-    **_options,
-):
-    images = _resized_crop_outputs(
-        data,
-        tops,
-        lefts,
-        heights,
-        widths,
-        size,
-        resize_shorter,
-        flips,
-        mean,
-        std,
-        dtype,
-        mode,
-        on_warning,
-        torch.device("cuda", device),
-    )
+def _decode_and_resized_crop_jpegs_cuda_fake(data, tops, lefts, heights, widths, *, device, **options):
+    outputs = _resized_crop_outputs(data, tops, lefts, heights, widths, where=torch.device("cuda", device), **options)
     # Where each item was decoded is known only once it has run.
-    return images, [0] * len(data), [""] * len(data), [-1] * len(data)
+    return (*outputs, [-1] * len(data))
 
 
 def _prepare_jpeg_fake(data, **_options):

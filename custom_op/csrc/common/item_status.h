@@ -18,6 +18,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace custom_op {
 
@@ -89,6 +91,19 @@ ItemOutcome capture_outcome(F&& decode) {
   } catch (const std::exception& e) {
     return failed_outcome(e.what());
   }
+}
+
+// A batch's outcomes as the batched operators return them: one status code and one message per item
+// (the messages are moved out).
+inline std::pair<std::vector<int64_t>, std::vector<std::string>> outcome_lists(std::vector<ItemOutcome>& outcomes) {
+  std::pair<std::vector<int64_t>, std::vector<std::string>> lists;
+  lists.first.reserve(outcomes.size());
+  lists.second.reserve(outcomes.size());
+  for (ItemOutcome& o : outcomes) {
+    lists.first.push_back(static_cast<int64_t>(o.status));
+    lists.second.push_back(std::move(o.message));
+  }
+  return lists;
 }
 
 }  // namespace custom_op

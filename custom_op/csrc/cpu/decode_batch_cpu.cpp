@@ -58,12 +58,7 @@ std::tuple<std::vector<Tensor>, std::vector<int64_t>, std::vector<std::string>> 
     if (outcomes[k].status == ItemStatus::kOk && !warnings.empty()) outcomes[k] = {ItemStatus::kWarned, warnings};
   });
 
-  std::vector<int64_t> status(count);
-  std::vector<std::string> messages(count);
-  for (size_t i = 0; i < count; ++i) {
-    status[i] = static_cast<int64_t>(outcomes[i].status);
-    messages[i] = std::move(outcomes[i].message);
-  }
+  auto [status, messages] = outcome_lists(outcomes);
   if (!stack) {
     for (size_t i = 0; i < count; ++i)
       if (failed(outcomes[i].status)) images[i] = new_cpu_tensor({0});

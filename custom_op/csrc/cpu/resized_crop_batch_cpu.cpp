@@ -166,12 +166,7 @@ std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_re
     if (outcomes[k].status == ItemStatus::kOk && !warnings.empty()) outcomes[k] = {ItemStatus::kWarned, warnings};
   });
 
-  std::vector<int64_t> status(count);
-  std::vector<std::string> messages(count);
-  for (size_t i = 0; i < count; ++i) {
-    status[i] = static_cast<int64_t>(outcomes[i].status);
-    messages[i] = std::move(outcomes[i].message);
-  }
+  auto [status, messages] = outcome_lists(outcomes);
   if (!stacked) {
     // Mode UNCHANGED: the channel count is the decoded items', which must agree (0 when none decoded).
     int64_t c = -1;
