@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add(p, "batch_size", type=_positive, default=32, help="per rank (default: 32)")
     _add(
         p,
+        "decode_ahead",
+        type=_non_negative,
+        default=2,
+        help="gpu and gpu-rrc on a GPU: the next N batches decode on background threads while a step trains "
+        "(custom_op.decode_ahead); 0: in the step (default: 2)",
+    )
+    _add(
+        p,
         "workers",
         type=_non_negative,
         default=None,

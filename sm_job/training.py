@@ -11,6 +11,7 @@ statistics and the model are the profiling tool's (profiling/), the data set is 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -29,7 +30,7 @@ from profiling.report import environment, run_stats
 from profiling.scalars import ScalarLog
 from profiling.step_timer import StepTimer
 from profiling.trace import PROFILER_WARMUP_STEPS, make_profiler, trace_files
-from profiling.train_loop import WORKER_STAGES, RunResult, train_step
+from profiling.train_loop import WORKER_STAGES, RunResult, decode_gpu_batch, train_step
 
 from .distributed import Ranks
 
@@ -41,6 +42,15 @@ STEP_LOG_FILE = "steps.jsonl"
 
 class InjectedFailure(RuntimeError):
     """Raised on purpose (--inject-failure) to check that one failing rank fails the whole job."""
+
+
+def decoded_ahead(batches, pipeline: str, output_size: int, device: torch.device, depth: int):
+    """The epoch's batches decoded ahead on background threads (custom_op.decode_ahead), as the
+    step-time tool's GPU pipelines do: the step then waits only where the decode is slower than it."""
+    import custom_op
+
+    decode = functools.partial(decode_gpu_batch, pipeline=pipeline, output_size=output_size, device=device)
+    return custom_op.decode_ahead(batches, decode, depth=depth, device=device)
 
 
 def rank_dir(output_data_dir: str, rank: int) -> str:
@@ -152,6 +162,8 @@ def train(
                         sampler.set_epoch(epoch)
                         ds.epoch = epoch
                         batches = iter(loader)
+                        if cuda and args.pipeline in GPU_PIPELINES and args.decode_ahead > 0:
+                            batches = decoded_ahead(batches, args.pipeline, ds.output_size, device, args.decode_ahead)
                         batch = next(batches)
                 if failure is not None and failure[:2] == (ranks.rank, step):
                     raise InjectedFailure(f"injected failure on rank {ranks.rank} at step {step} (--inject-failure)")

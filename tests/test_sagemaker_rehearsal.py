@@ -70,7 +70,8 @@ def test_two_ranks_build_once_train_and_leave_model_and_traces(tmp_path, build_c
 
 
 @pytest.mark.slow
-def test_same_script_runs_as_one_plain_process(tmp_path, build_cache):
+@pytest.mark.parametrize("pipeline", ["roi", "rrc"])
+def test_same_script_runs_as_one_plain_process(tmp_path, build_cache, pipeline):
     """No torchrun, no SageMaker variables: rank 0 of 1, outputs under ./runs/sm_job."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_"))}
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
@@ -97,6 +98,10 @@ def test_same_script_runs_as_one_plain_process(tmp_path, build_cache):
         "0",
         "--workers",
         "1",
+        "--pipeline",
+        pipeline,
+        "--decode-ahead",
+        "2",
     ]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
