@@ -124,6 +124,26 @@ std::string resized_crop_item(const Tensor& data, const ResizedCropArgs& r, Resi
   return std::move(decoded.warnings);
 }
 
+// The order the items are handed out in: the most work first, so that the batch does not end with one
+// thread on a large window while the others wait (threads take the next item as they finish one). The
+// work is about the scaled pixels decoded: the window's area at its DCT scale, known before its header
+// is read; items of the centre crop keep their order.
+std::vector<size_t> largest_first(const ResizedCropArgs& r, IntArrayRef heights, IntArrayRef widths, size_t count) {
+  std::vector<size_t> order(count);
+  for (size_t i = 0; i < count; ++i) order[i] = i;
+  if (r.crop.resize_shorter > 0) return order;
+  std::vector<int64_t> work(count);
+  for (size_t i = 0; i < count; ++i) {
+    // Clamped: the windows are checked only later, per item, and a bogus one must not overflow here.
+    const int64_t h = std::clamp<int64_t>(heights[i], 0, int64_t{1} << 24);
+    const int64_t w = std::clamp<int64_t>(widths[i], 0, int64_t{1} << 24);
+    const int64_t s = r.crop.scale != 0 ? r.crop.scale : auto_resize_scale(h, w, r.crop.out_height, r.crop.out_width);
+    work[i] = h * w / 64 * s * s;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return work[a] > work[b]; });
+  return order;
+}
+
 std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_resized_crop_jpegs_cpu(
     const std::vector<Tensor>& data, IntArrayRef tops, IntArrayRef lefts, IntArrayRef heights, IntArrayRef widths,
     IntArrayRef size, int64_t resize_shorter, int64_t scale, int64_t filter, bool antialias, IntArrayRef flips,
@@ -149,8 +169,9 @@ std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_re
 
   std::vector<ItemOutput> slots(count);
   std::vector<ItemOutcome> outcomes(count);
+  const std::vector<size_t> order = largest_first(r, heights, widths, count);
   for_each_item(n, [&](int64_t i) {
-    const size_t k = static_cast<size_t>(i);
+    const size_t k = order[static_cast<size_t>(i)];
     std::string warnings;
     outcomes[k] = capture_outcome([&] {
       ResizedCropRequest crop = r.crop;
@@ -160,7 +181,7 @@ std::tuple<Tensor, std::vector<int64_t>, std::vector<std::string>> decode_and_re
         crop.height = heights[k];
         crop.width = widths[k];
       }
-      if (base != nullptr) slots[k].slot = base + i * slot_bytes;
+      if (base != nullptr) slots[k].slot = base + static_cast<int64_t>(k) * slot_bytes;
       warnings = resized_crop_item(data[k], r, crop, !flips.empty() && flips[k] == 1, slots[k]);
     });
     if (outcomes[k].status == ItemStatus::kOk && !warnings.empty()) outcomes[k] = {ItemStatus::kWarned, warnings};
