@@ -25,9 +25,10 @@ Sections (all by default; --only picks some):
             normalisation to a float32 [N, 3, 224, 224] batch on the GPU, batch 64 and 256, windows and
             flips drawn beforehand (seed 0): ours, custom_op.decode_and_resized_crop_jpegs(...,
             device="cuda"), on the prepared copies (one call at a time, and through decode_ahead from
-            pinned memory) and on the originals (one call at a time, and through decode_ahead); the same call on the CPU (all cores) + one pinned copy;
-            torchvision's batched GPU decode + a crop, F.interpolate (bilinear, antialiased), flip and
-            normalisation per image. Max abs diff: uint8 outputs of the same calls against the CPU call.
+            pinned memory) and on the originals (one call at a time, and through decode_ahead); the
+            same call on the CPU (all cores) + one pinned copy; torchvision's batched GPU decode + a
+            crop, F.interpolate (bilinear, antialiased), flip and normalisation per image. Max abs
+            diff: uint8 outputs of the same calls against the CPU call.
   steps     the same photos and windows, stacked, in a loop that also runs a training step's GPU work
             (--step-ms: that many ms per image of matrix products on the loop's stream, after a
             conversion of the batch to float): the step alone, on a batch decoded beforehand, against
