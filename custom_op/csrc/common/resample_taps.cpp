@@ -32,16 +32,24 @@ struct LanczosFilter {
   double operator()(double x) const { return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3.0) : 0.0; }
 };
 
-int32_t output_taps(const jpeg_core::ResampleAxisSpec& s, const jpeg_core::ResampleGeometry& g, int64_t i,
-                    int32_t* first, int32_t* weights) {
-  switch (s.filter) {
-    case jpeg_core::kFilterHamming: return jpeg_core::resample_output_taps(s, g, HammingFilter(), i, first, weights);
-    case jpeg_core::kFilterLanczos: return jpeg_core::resample_output_taps(s, g, LanczosFilter(), i, first, weights);
-    default: return jpeg_core::arithmetic_output_taps(s, g, i, first, weights);
-  }
-}
-
 }  // namespace
+
+int32_t output_taps(const char* axis, const jpeg_core::ResampleAxisSpec& s, const jpeg_core::ResampleGeometry& g,
+                    int64_t i, int32_t* first, int32_t* weights) {
+  int32_t n;
+  switch (s.filter) {
+    case jpeg_core::kFilterHamming:
+      n = jpeg_core::resample_output_taps(s, g, HammingFilter(), i, first, weights);
+      break;
+    case jpeg_core::kFilterLanczos:
+      n = jpeg_core::resample_output_taps(s, g, LanczosFilter(), i, first, weights);
+      break;
+    default: n = jpeg_core::arithmetic_output_taps(s, g, i, first, weights);
+  }
+  CUSTOM_OP_CHECK_VALUE(n > 0, "resize_box: output ", axis, " ", i,
+                        " has no input pixel (the box lies outside the image)");
+  return n;
+}
 
 AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, int64_t out_start, int64_t out_count,
                    int64_t origin, int64_t in_count, Filter filter, bool antialias) {
@@ -54,9 +62,7 @@ AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, i
   taps.weights.assign(out_count * taps.ksize, 0);
   for (int64_t i = 0; i < out_count; ++i) {
     int32_t first = 0;
-    const int32_t n = output_taps(spec, geometry, out_start + i, &first, &taps.weights[i * taps.ksize]);
-    CUSTOM_OP_CHECK_VALUE(n > 0, "resize_box: output ", axis, " ", out_start + i,
-                          " has no input pixel (the box lies outside the image)");
+    const int32_t n = output_taps(axis, spec, geometry, out_start + i, &first, &taps.weights[i * taps.ksize]);
     taps.first[i] = first;
     taps.count[i] = n;
   }

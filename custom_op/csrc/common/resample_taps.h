@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "jpeg_core/resample.h"
+#include "jpeg_core/resample_weights.h"
 
 namespace custom_op {
 
@@ -36,6 +37,11 @@ struct AxisTaps {
 // for an output with no input pixel.
 AxisTaps axis_taps(const char* axis, double in0, double in1, int64_t out_size, int64_t out_start, int64_t out_count,
                    int64_t origin, int64_t in_count, Filter filter, bool antialias);
+
+// Output i's taps (jpeg_core/resample_weights.h's, any filter): *first, the weights, their count
+// returned. Throws ValueError (naming `axis`) when the output has no input pixel.
+int32_t output_taps(const char* axis, const jpeg_core::ResampleAxisSpec& s, const jpeg_core::ResampleGeometry& g,
+                    int64_t i, int32_t* first, int32_t* weights);
 
 // The same outputs in reverse order: a left-right flip of the result, at no cost, since each output
 // column is computed from its own taps alone. The taps' first indices then decrease.

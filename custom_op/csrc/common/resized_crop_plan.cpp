@@ -3,32 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/int_math.h"
 #include "common/item_status.h"
+#include "jpeg_core/resample_weights.h"
 
 namespace custom_op {
 namespace {
 
-// Half-widths of the filters before widening by the downscale factor (Pillow's supports).
-double filter_support(Filter filter) {
-  switch (filter) {
-    case Filter::kNearest: return 0.0;
-    case Filter::kBox: return 0.5;
-    case Filter::kBicubic: return 2.0;
-    case Filter::kLanczos: return 3.0;
-    case Filter::kBilinear:
-    case Filter::kHamming:
-    default: return 1.0;
-  }
-}
-
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
-
 // Crop then resize, one axis: the box [start, start + length) * s / 8 onto `out` pixels, in a frame
-// whose 0 is the first decoded pixel (so at s = 8 the box is (0, length), as for a crop).
+// whose 0 is the first decoded pixel (so at s = 8 the box is (0, length), as for a crop). start >= 0
+// (the window was checked).
 ResampleAxis crop_axis(int64_t start, int64_t length, int s, int64_t out) {
   ResampleAxis a;
-  a.first = floor_div(start * s, 8);
+  a.first = start * s / 8;
   a.count = ceil_div((start + length) * s, 8) - a.first;
   a.in0 = static_cast<double>(start * s - 8 * a.first) / 8;
   a.in1 = static_cast<double>((start + length) * s - 8 * a.first) / 8;
@@ -43,7 +30,8 @@ ResampleAxis resize_crop_axis(int64_t image_size, int s, int64_t resized, int64_
   const int64_t scaled_size = ceil_div(image_size * s, 8);
   const double in1 = static_cast<double>(image_size * s) / 8;
   const double step = in1 / static_cast<double>(resized);
-  const double support = filter_support(filter) * (antialias ? std::max(step, 1.0) : 1.0);
+  const double support =
+      jpeg_core::filter_support(static_cast<int32_t>(filter)) * (antialias ? std::max(step, 1.0) : 1.0);
   const double lo_centre = (static_cast<double>(crop_start) + 0.5) * step;
   const double hi_centre = (static_cast<double>(crop_start + crop) - 0.5) * step;
   // resample_taps rounds each output's tap range as Pillow does; one pixel more each side covers any

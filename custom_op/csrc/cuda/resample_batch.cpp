@@ -35,11 +35,8 @@ int ResampleBatch::add_axis(const char* name, const AxisPlan& p) {
     scratch_.resize(static_cast<size_t>(axis.ksize));
     int32_t first[2] = {0, 0}, count[2] = {0, 0};
     const int64_t ends[2] = {p.out_start, p.out_start + p.out_count - 1};
-    for (int e = 0; e < 2; ++e) {
-      count[e] = jc::arithmetic_output_taps(axis.spec, axis.geometry, ends[e], &first[e], scratch_.data());
-      CUSTOM_OP_CHECK_VALUE(count[e] > 0, "resize_box: output ", name, " ", ends[e],
-                            " has no input pixel (the box lies outside the image)");
-    }
+    for (int e = 0; e < 2; ++e)
+      count[e] = output_taps(name, axis.spec, axis.geometry, ends[e], &first[e], scratch_.data());
     // The taps' first pixels are monotonic, so the first and last outputs bound the span.
     axis.lo = std::min(first[0], first[1]);
     axis.hi = std::max(first[0] + count[0], first[1] + count[1]);

@@ -10,6 +10,8 @@
 // library's, so their taps are computed on the host only (common/resample_taps.cpp).
 #pragma once
 
+#include <math.h>  // ceil
+
 #include "hd.h"
 #include "resample.h"
 
