@@ -65,21 +65,7 @@ def run(
     whole = windows is None
     args = (tensors, *(([], [], [], []) if whole else windows))
     kwargs = dict(whole=whole, stack=stack, **options.op_kwargs())
-    if where.device.type == "cpu":
-        images, statuses, messages = _outcomes.call(torch.ops.custom_op.decode_jpegs, *args, **kwargs)
-        return BatchRun(images, statuses, messages, [CPU_PATH] * len(tensors))
-    index = cuda_index(where.device)
-    stream = where.stream
-    if stream is not None and stream.device.index != index:
-        raise ValueError(f"stream is on {stream.device}, the output device is cuda:{index}")
-    # No stream context without a stream: the current one is the default, and torch.compile cannot
-    # trace torch.cuda.stream(None).
-    with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-        op = torch.ops.custom_op.decode_jpegs_cuda
-        images, statuses, messages, paths = _outcomes.call(
-            op, *args, device=index, check_entropy=where.check_entropy, **kwargs
-        )
-    return BatchRun(images, statuses, messages, paths)
+    return _call(torch.ops.custom_op.decode_jpegs, torch.ops.custom_op.decode_jpegs_cuda, where, args, kwargs)
 
 
 def run_resized_crop(
@@ -91,23 +77,30 @@ def run_resized_crop(
 
     On a CUDA device it runs the GPU library's ``decode_and_resized_crop_jpegs_cuda``, ordered on
     ``stream``."""
+    ops = torch.ops.custom_op
+    return _call(
+        ops.decode_and_resized_crop_jpegs,
+        ops.decode_and_resized_crop_jpegs_cuda,
+        where,
+        (tensors, *windows),
+        dict(flips=flips, **kwargs),
+    )
+
+
+def _call(cpu_op, cuda_op, where: Placement, args: tuple, kwargs: dict) -> BatchRun:
+    """A batched operator on ``where``: ``cpu_op``, or ``cuda_op`` (which also takes the device index and
+    check_entropy, and returns each item's path) on its CUDA device and stream. ``args[0]``: the files."""
     if where.device.type == "cpu":
-        images, statuses, messages = _outcomes.call(
-            torch.ops.custom_op.decode_and_resized_crop_jpegs, tensors, *windows, flips=flips, **kwargs
-        )
-        return BatchRun(images, statuses, messages, [CPU_PATH] * len(tensors))
+        images, statuses, messages = _outcomes.call(cpu_op, *args, **kwargs)
+        return BatchRun(images, statuses, messages, [CPU_PATH] * len(args[0]))
     index = cuda_index(where.device)
     stream = where.stream
     if stream is not None and stream.device.index != index:
         raise ValueError(f"stream is on {stream.device}, the output device is cuda:{index}")
+    # No stream context without a stream: the current one is the default, and torch.compile cannot
+    # trace torch.cuda.stream(None).
     with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         images, statuses, messages, paths = _outcomes.call(
-            torch.ops.custom_op.decode_and_resized_crop_jpegs_cuda,
-            tensors,
-            *windows,
-            flips=flips,
-            device=index,
-            check_entropy=where.check_entropy,
-            **kwargs,
+            cuda_op, *args, device=index, check_entropy=where.check_entropy, **kwargs
         )
     return BatchRun(images, statuses, messages, paths)
