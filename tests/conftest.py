@@ -139,3 +139,14 @@ def jpeg_size(path: Path) -> tuple[int, int]:
 
     with Image.open(path) as image:
         return image.height, image.width
+
+
+@pytest.fixture
+def two_threads():
+    """torch's intra-op pool at 2 threads for the test (the batched calls' parallel path)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)

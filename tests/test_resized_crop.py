@@ -598,14 +598,6 @@ def crop_reference(data, window, size, s=None, filter_name="bilinear", flip=Fals
     )
 
 
-@pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
-
-
 def batch_case(photos, n, seed, size=(40, 56)):
     """n (data, window) pairs over the photos, windows of every size, and a flip for each."""
     rng = np.random.default_rng(seed)

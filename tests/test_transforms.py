@@ -421,14 +421,6 @@ def batch_files(photos):
     return files + files[:3]
 
 
-@pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("decode_scale", [None, 8])
 def test_random_resized_crop_batch_equals_a_loop_of_single_calls(batch_files, decode_scale, two_threads):
     """Same windows and flips (the same draws in the same order), same pixels, same RNG state after."""
