@@ -111,12 +111,11 @@ def round_rows(per_round: dict, base: str) -> list[list[str]]:
     ratios, with the lowest and the highest."""
     rows = []
     for name, times in per_round.items():
-        ratios = [b / t for b, t in zip(per_round[base], times)]
         rows.append(
             [
                 name,
                 f"{statistics.median(times):.3f} ({min(times):.3f})",
-                f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}x - {max(ratios):.2f}x)",
+                common.round_ratios(per_round[base], times),
             ]
         )
     return rows

@@ -19,7 +19,6 @@ normalised by torch for the float32 call): they must be identical.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -127,9 +126,7 @@ def main():
                 one = name.replace("2 threads", "1 thread")
                 ratio = ""
                 if "2 threads" in name:
-                    # Round by round: the two ran one after the other, so a slow spell hits both.
-                    ratios = [a / b for a, b in zip(per_round[one], per_round[name])]
-                    ratio = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}x - {max(ratios):.2f}x)"
+                    ratio = common.round_ratios(per_round[one], per_round[name])
                 rows.append([name, common.best_and_median(best, median), ratio])
             report.table(["method", "ms/image", "2 threads against 1"], rows)
     finally:

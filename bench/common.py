@@ -182,6 +182,14 @@ def time_in_rounds(
     return {name: (min(v), statistics.median(v)) for name, v in per_round.items()}
 
 
+def round_ratios(numerators: list[float], denominators: list[float]) -> str:
+    """The ratio of two methods' times round by round (they ran one after the other in each round, so a
+    slow spell of the machine hits both): the median over the rounds, the lowest and highest beside it,
+    "1.92x (1.57x - 2.46x)"."""
+    ratios = [a / b for a, b in zip(numerators, denominators)]
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}x - {max(ratios):.2f}x)"
+
+
 def best_and_median(best: float, median: float, digits: int = 3) -> str:
     """A table cell of a best round and the median beside it: "0.463 (0.471)"."""
     return f"{best:.{digits}f} ({median:.{digits}f})"
