@@ -6,7 +6,7 @@ package named `datasets` would shadow Hugging Face's.
 
 from .errors import CorruptImageError, GpuBackendUnavailableError
 from .folder import FileList, list_jpegs
-from .gpu_batch import collate_encoded, decode_batch, decode_resized_batch, decode_windows
+from .gpu_batch import collate_encoded, decode_batch, decode_resized_batch, decode_resized_windows, decode_windows
 from .jpeg_dataset import (
     GPU_PIPELINES,
     ON_ERROR,
@@ -32,6 +32,7 @@ __all__ = [
     "collate_encoded",
     "decode_batch",
     "decode_resized_batch",
+    "decode_resized_windows",
     "decode_windows",
     "default_cache_dir",
     "further_transforms",

@@ -45,17 +45,20 @@ def decode_windows(data, windows: torch.Tensor, *, device) -> list[torch.Tensor]
     return custom_op.decode_and_crop_jpegs(data, tops, lefts, heights, widths, device=device)
 
 
-def decode_resized_batch(
-    data, windows: torch.Tensor, masks: torch.Tensor, *, device, output_size: int, transforms: bool = True
-) -> torch.Tensor:
-    """The gpu-rrc pipeline's step: every window decoded and resized to output_size in one call on
-    `device` (custom_op.decode_and_resized_crop_jpegs), then, with `transforms`, the further transforms
-    with each sample's mask: uint8 [B, 3, S, S]."""
+def decode_resized_windows(data, windows: torch.Tensor, *, device, output_size: int) -> torch.Tensor:
+    """Each sample's window decoded and resized to output_size in one call on `device`
+    (custom_op.decode_and_resized_crop_jpegs): uint8 [B, 3, S, S]."""
     import custom_op
 
     tops, lefts, heights, widths = (windows[:, k].tolist() for k in range(4))
-    images = custom_op.decode_and_resized_crop_jpegs(data, tops, lefts, heights, widths, output_size, device=device)
-    return further_transforms_batch(list(images), masks, output_size) if transforms else images
+    return custom_op.decode_and_resized_crop_jpegs(data, tops, lefts, heights, widths, output_size, device=device)
+
+
+def decode_resized_batch(data, windows: torch.Tensor, masks: torch.Tensor, *, device, output_size: int) -> torch.Tensor:
+    """The gpu-rrc pipeline's step: decode_resized_windows, then the further transforms with each
+    sample's mask: uint8 [B, 3, S, S]."""
+    images = decode_resized_windows(data, windows, device=device, output_size=output_size)
+    return further_transforms_batch(list(images), masks, output_size)
 
 
 def decode_batch(data, windows: torch.Tensor, masks: torch.Tensor, *, device, output_size: int) -> torch.Tensor:

@@ -22,7 +22,9 @@ from datasets import (
     FileList,
     JpegCropDataset,
     collate_encoded,
+    decode_batch,
     decode_resized_batch,
+    decode_resized_windows,
     decode_windows,
     further_transforms_batch,
 )
@@ -48,10 +50,8 @@ def decode_gpu_batch(batch, pipeline: str, output_size: int, device: torch.devic
     """A GPU pipeline's batch from its workers -> (images, labels) on `device`, info: the same decode and
     further transforms as in the step, for custom_op.decode_ahead's threads."""
     data, windows, masks, labels, info = batch
-    if pipeline == "gpu-rrc":
-        images = decode_resized_batch(data, windows, masks, device=device, output_size=output_size)
-    else:
-        images = further_transforms_batch(decode_windows(data, windows, device=device), masks, output_size)
+    decode = decode_resized_batch if pipeline == "gpu-rrc" else decode_batch
+    images = decode(data, windows, masks, device=device, output_size=output_size)
     return Decoded(images, labels.to(device, non_blocking=True), info)
 
 
@@ -76,19 +76,14 @@ def train_step(
         images, labels, info = batch
     elif pipeline in GPU_PIPELINES:
         data, windows, masks, labels, info = batch
-        if pipeline == "gpu-rrc":
-            # Decoded straight to the output size; the further transforms then only mask and convert.
-            with timer.phase("gpu_decode"), record_function("gpu_decode"):
-                images = decode_resized_batch(
-                    data, windows, masks, device=device, output_size=dataset.output_size, transforms=False
-                )
-            with timer.phase("gpu_transform"), record_function("gpu_transform"):
-                images = further_transforms_batch(list(images), masks, dataset.output_size)
-        else:
-            with timer.phase("gpu_decode"), record_function("gpu_decode"):
+        with timer.phase("gpu_decode"), record_function("gpu_decode"):
+            if pipeline == "gpu-rrc":
+                # Decoded straight to the output size; the further transforms then only mask and convert.
+                images = list(decode_resized_windows(data, windows, device=device, output_size=dataset.output_size))
+            else:
                 images = decode_windows(data, windows, device=device)
-            with timer.phase("gpu_transform"), record_function("gpu_transform"):
-                images = further_transforms_batch(images, masks, dataset.output_size)
+        with timer.phase("gpu_transform"), record_function("gpu_transform"):
+            images = further_transforms_batch(images, masks, dataset.output_size)
         with timer.phase("h2d"), record_function("h2d"):
             labels = labels.to(device, non_blocking=True)
     else:
