@@ -91,7 +91,8 @@ std::vector<PlannedItem> plan_items(at::TensorList data, const int64_t* tops, co
 
 // The planned windows of the GPU items, decoded at their scales by the GPU window decode.
 WindowResults decode_windows(at::TensorList data, const std::vector<PlannedItem>& planned, const DecodeOptions& o,
-                             int64_t device_index, bool check_entropy, std::vector<at::Tensor>& files) {
+                             int64_t device_index, bool check_entropy) {
+  std::vector<at::Tensor> files;
   std::vector<int64_t> tops, lefts, heights, widths, scales;
   for (size_t i = 0; i < planned.size(); ++i) {
     if (!planned[i].on_gpu) continue;
@@ -217,9 +218,8 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
     const CallOptions options{o, /*whole=*/false, check_entropy};
     planned = plan_items(data, tops.data(), lefts.data(), heights.data(), widths.data(), a, options, status, messages);
   }
-  std::vector<at::Tensor> files;
   auto [windows, window_status, window_messages, window_paths] =
-      decode_windows(data, planned, o, device_index, check_entropy, files);
+      decode_windows(data, planned, o, device_index, check_entropy);
   resized_crop_on_cpu(data, tops, lefts, heights, widths, size, resize_shorter, scale, filter, antialias, flips, mean,
                       std, dtype, o, planned, out, status, messages, paths);
 
