@@ -224,6 +224,22 @@ def test_resize_box_rejects_non_uint8_images():
     )
 
 
+@pytest.mark.parametrize("shape", [(4, 4), (1, 1, 3, 4, 4)])
+def test_resize_box_rejects_other_ranks(shape):
+    assert_op_raises(
+        TypeError,
+        r"^resize_box: image must be a uint8 CPU tensor \[C, H, W\] or \[N, C, H, W\]",
+        torch.ops.custom_op.resize_box,
+        torch.zeros(shape, dtype=torch.uint8),
+        box=[0.0, 0.0, 4.0, 4.0],
+        size=[2, 2],
+        out_window=[0, 0, 2, 2],
+        origin=[0, 0],
+        filter=1,
+        antialias=True,
+    )
+
+
 # ---------------------------------------------------------------------------------------------------
 # Scale choice
 
@@ -737,6 +753,18 @@ def test_on_error_return_zeros_the_bad_items(photos, two_threads):
         assert not out[i].any()
     with pytest.raises(RuntimeError, match="batch item 1: "):
         decode_and_resized_crop_jpegs(damaged, *zip(*wins), (40, 56))
+
+
+def test_windows_far_outside_the_image_fail_alone(photos):
+    """Window values near int64's limits or negative: each such item gets its ValueError (the batch's
+    largest-first order and the plan must not overflow on them), the others decode."""
+    files, windows, _ = batch_case(photos, 4, seed=9)
+    huge = [(0, 0, 2**62, 2**62), (-(2**62), 0, 10, 10), (0, 2**62, 10, 10)]
+    wins = [windows[0], *huge]
+    out, errors = decode_and_resized_crop_jpegs(files[:4], *zip(*wins), (40, 56), on_error="return")
+    assert errors[0] is None and all(isinstance(e, ValueError) for e in errors[1:]), errors
+    assert torch.equal(out[0], decode_and_resized_crop_jpegs(files[:1], *zip(windows[0]), (40, 56))[0])
+    assert not out[1:].any()
 
 
 def test_on_warning_applies_per_item(odd_jpegs):
