@@ -26,6 +26,7 @@ Sections (all by default; --only picks some):
             flips drawn beforehand (seed 0): ours, custom_op.decode_and_resized_crop_jpegs(...,
             device="cuda"), on the prepared copies (one call at a time, and through decode_ahead from
             pinned memory) and on the originals (one call at a time, and through decode_ahead); the
+            window decode alone of the same windows (what the resized crop's host CPU compares with); the
             same call on the CPU (all cores) + one pinned copy; torchvision's batched GPU decode + a
             crop, F.interpolate (bilinear, antialiased), flip and normalisation per image. Max abs
             diff: uint8 outputs of the same calls against the CPU call.
@@ -461,6 +462,17 @@ def rrc_ours(device: str, dtype=torch.float32):
     return run
 
 
+def rrc_window_decode():
+    """The window decode alone of the same windows (full scale, no resize): the host work the resized
+    crop adds to it is the difference of their host CPU rows."""
+
+    def run(tensors, windows):
+        tops, lefts, heights, widths, _ = zip(*windows)
+        return custom_op.decode_and_crop_jpegs(tensors, tops, lefts, heights, widths, device="cuda")
+
+    return run
+
+
 def rrc_cpu_then_copy():
     run_cpu = rrc_ours("cpu")
 
@@ -504,6 +516,12 @@ def rrc_section(args):
         "ours, prepared copies, one call at a time": Method(rrc_ours("cuda"), "prepared"),
         f"ours, prepared copies in pinned memory, decode_ahead (depth {AHEAD})": Method(
             rrc_ours("cuda"), "pinned", AHEAD
+        ),
+        "ours, prepared copies, the window decode alone (decode_and_crop_jpegs, full scale), one call at a time": (
+            Method(rrc_window_decode(), "prepared")
+        ),
+        f"ours, prepared copies in pinned memory, the window decode alone, decode_ahead (depth {AHEAD})": Method(
+            rrc_window_decode(), "pinned", AHEAD
         ),
         "ours, original files, one call at a time": Method(rrc_ours("cuda"), "original"),
         f"ours, original files, decode_ahead (depth {AHEAD})": Method(rrc_ours("cuda"), "original", AHEAD),

@@ -38,7 +38,8 @@ THREAD_GROUPS = ("calling thread", "helper threads", "CUDA driver threads", "oth
 # The operator and its steps (docs/design/gpu-backend.md lists the spans), in the order they run.
 SPANS = (
     ("custom_op::decode_jpegs_cuda", "the operator"),
-    ("custom_op::gpu_plan", "operator: plan (headers, outputs)"),
+    ("custom_op::gpu_plan", "operator: plan (headers, windows)"),
+    ("custom_op::gpu_outputs", "operator: the outputs' allocation"),
     ("custom_op::gpu_claim", "operator: claim (each file's tables and region)"),
     ("custom_op::gpu_queue", "operator: queue"),
     ("custom_op::gpu_segments_decode", "queue: our decoder's layout and parts"),

@@ -1,6 +1,6 @@
 """Where the time of one GPU resized-crop call goes, on prepared copies of the ImageNet sample with
 RandomResizedCrop windows: the host's, in torch.profiler's record_function ranges of the operator's
-phases (custom_op::resized_crop_plan, gpu_plan, gpu_claim, gpu_queue, cpu_fallback,
+phases (custom_op::resized_crop_plan, gpu_outputs, gpu_claim, gpu_queue, gpu_finish, cpu_fallback,
 resized_crop_resample), and the GPU's, per kernel; per call and per image.
 
     python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20]

@@ -29,6 +29,7 @@
 #include "cuda/batch_outputs.h"
 #include "cuda/copy_out.h"
 #include "cuda/cpu_fallback.h"
+#include "cuda/decode_planned.h"
 #include "cuda/executor.h"
 #include "cuda/nvjpeg_context.h"
 #include "cuda/planner.h"
@@ -77,6 +78,30 @@ void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
   for (const auto& executor : executors) executor->finish(call, items);
 }
 
+}  // namespace
+
+BatchResults decode_planned(std::vector<Item>& items, bool stack, const CallOptions& options,
+                            const TestingOptions& testing, const c10::Device& device) {
+  const auto on_device = at::TensorOptions().dtype(at::kByte).device(device);
+  // The phases are recorded for torch.profiler, so that a trace shows where a call's host time goes.
+  BatchOutputs outputs;
+  {
+    RECORD_FUNCTION("custom_op::gpu_outputs", std::vector<c10::IValue>());
+    outputs = allocate_outputs(items, stack, !options.whole && options.mode != ReadMode::kUnchanged, on_device);
+  }
+  bool any_gpu = false;
+  for (const Item& it : items) any_gpu |= it.path == kPending;
+  if (any_gpu) decode_on_gpu(items, outputs.per_item, options, testing, device);
+  {
+    RECORD_FUNCTION("custom_op::cpu_fallback", std::vector<c10::IValue>());
+    decode_on_cpu(items, outputs.per_item, options, stack, on_device);
+  }
+  RECORD_FUNCTION("custom_op::gpu_results", std::vector<c10::IValue>());
+  return batch_results(items, outputs, stack, on_device);
+}
+
+namespace {
+
 BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
                                c10::IntArrayRef heights, c10::IntArrayRef widths, bool whole, int64_t mode,
                                bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels, bool stack,
@@ -95,25 +120,12 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard device_guard(device);
-  const auto on_device = at::TensorOptions().dtype(at::kByte).device(device);
-
-  // The phases are recorded for torch.profiler, so that a trace shows where a call's host time goes.
   std::vector<Item> items;
-  BatchOutputs outputs;
   {
     RECORD_FUNCTION("custom_op::gpu_plan", std::vector<c10::IValue>());
     items = plan_items(data, tops, lefts, heights, widths, scales, options, testing);
-    outputs = allocate_outputs(items, stack, !whole && options.mode != ReadMode::kUnchanged, on_device);
   }
-  bool any_gpu = false;
-  for (const Item& it : items) any_gpu |= it.path == kPending;
-  if (any_gpu) decode_on_gpu(items, outputs.per_item, options, testing, device);
-  {
-    RECORD_FUNCTION("custom_op::cpu_fallback", std::vector<c10::IValue>());
-    decode_on_cpu(items, outputs.per_item, options, stack, on_device);
-  }
-  RECORD_FUNCTION("custom_op::gpu_results", std::vector<c10::IValue>());
-  return batch_results(items, outputs, stack, on_device);
+  return decode_planned(items, stack, options, testing, device);
 }
 
 std::tuple<std::string, bool, int64_t, int64_t, std::string, bool> gpu_backend_info(int64_t device_index) {

@@ -25,6 +25,11 @@ ResampleBatch::ResampleBatch(Filter filter, bool antialias, int32_t dtype, std::
       mean_(std::move(mean)),
       std_(std::move(std)) {}
 
+void ResampleBatch::reserve(size_t items, size_t axes) {
+  items_.reserve(items);
+  axes_.reserve(axes);
+}
+
 int ResampleBatch::add_axis(const char* name, const AxisPlan& p) {
   Axis axis;
   axis.plan = p;

@@ -36,6 +36,9 @@ class ResampleBatch {
   // dtype: jpeg_core::OutputDtype; mean and std: one per channel, or empty.
   ResampleBatch(Filter filter, bool antialias, int32_t dtype, std::vector<float> mean, std::vector<float> std);
 
+  // Room for `items` items and `axes` axes, so that adding them does not reallocate.
+  void reserve(size_t items, size_t axes);
+
   // Returns the axis's index. Throws ValueError, with resize_box's message, when the box lies outside
   // the source (an output without a source pixel).
   int add_axis(const char* name, const AxisPlan& axis);

@@ -3,8 +3,9 @@
 // 1. Plan, on the host: each file's header (the GPU planner's scan_items) gives the image's size, and
 //    common/resized_crop_plan.h the DCT scale, the scaled pixels to decode and the box, exactly as the
 //    CPU kernel plans them. A file the scan does not understand goes to the CPU kernel whole.
-// 2. Decode: the GPU window decode (decode_jpegs_cuda) of every planned window at its scale, into one
-//    buffer: our CUDA decoder, or the CPU path where it cannot give the CPU path's pixels at that scale.
+// 2. Decode: the GPU window decode (decode_planned.h) of every planned window at its scale, from the
+//    same header scan, into one buffer: our CUDA decoder, or the CPU path where it cannot give the CPU
+//    path's pixels at that scale.
 // 3. Resample (resample_batch.h): the taps, then both passes, flip and normalisation of every item into
 //    its slot of the stacked result, in three launches on the caller's stream.
 #include <ATen/ATen.h>
@@ -28,6 +29,7 @@
 #include "common/resized_crop_args.h"
 #include "common/resized_crop_plan.h"
 #include "cuda/batch_item.h"
+#include "cuda/decode_planned.h"
 #include "cuda/planner.h"
 #include "cuda/resample_batch.h"
 #include "cuda/testing_options.h"
@@ -40,8 +42,6 @@ namespace {
 namespace jc = jpeg_core;
 
 using Results = std::tuple<at::Tensor, std::vector<int64_t>, std::vector<std::string>, std::vector<int64_t>>;
-using WindowResults =
-    std::tuple<std::vector<at::Tensor>, std::vector<int64_t>, std::vector<std::string>, std::vector<int64_t>>;
 
 at::ScalarType scalar_type(int32_t dtype) {
   switch (dtype) {
@@ -55,62 +55,48 @@ at::ScalarType scalar_type(int32_t dtype) {
 struct PlannedItem {
   bool on_gpu = false;  // planned here; else the CPU kernel does the whole item
   ResizedCropPlan plan;
-  int window = -1;  // index into the GPU window decode's lists
+  int window = -1;  // index into the GPU window decode's items
 };
 
 // The items our header scan understands, planned (scan_items, planner.h); a plan's error is the
 // item's, as on the CPU. The automatic scale of a file our own CUDA decoder does not take is 8/8: only
 // that decoder decodes at a reduced scale, and the JPEG engines are faster at full scale than the CPU
-// path at any.
+// path at any. The scanned items of the GPU's windows are moved to `windows`, in item order, with their
+// windows at their scales placed (plan_windows), ready for the window decode.
 std::vector<PlannedItem> plan_items(at::TensorList data, const int64_t* tops, const int64_t* lefts,
                                     const int64_t* heights, const int64_t* widths, const ResizedCropArgs& a,
-                                    const CallOptions& options, std::vector<int64_t>& status,
-                                    std::vector<std::string>& messages) {
-  const std::vector<Item> scanned = scan_items(data, options, testing_options());
+                                    const CallOptions& options, const TestingOptions& testing,
+                                    std::vector<int64_t>& status, std::vector<std::string>& messages,
+                                    std::vector<Item>& windows) {
+  std::vector<Item> scanned = scan_items(data, options, testing);
   std::vector<PlannedItem> planned(data.size());
-  int windows = 0;
+  std::vector<int64_t> t, l, h, w, scales;
   for (size_t i = 0; i < data.size(); ++i) {
-    const Item& it = scanned[i];
+    Item& it = scanned[i];
     if (!it.header_known || it.path == kFailed) continue;
     int64_t image_h = 0, image_w = 0;
     scaled_image_size(it, 8, &image_h, &image_w);
     ResizedCropRequest request = a.window_of(i, tops, lefts, heights, widths);
     if (request.scale == 0 && !it.own_decoder) request.scale = 8;
+    ResizedCropPlan& p = planned[i].plan;
     const ItemOutcome outcome =
-        capture_outcome([&] { planned[i].plan = plan_resized_crop(request, image_h, image_w, a.filter, a.antialias); });
+        capture_outcome([&] { p = plan_resized_crop(request, image_h, image_w, a.filter, a.antialias); });
     if (failed(outcome.status)) {
       status[i] = static_cast<int64_t>(outcome.status);
       messages[i] = outcome.message;
       continue;
     }
     planned[i].on_gpu = true;
-    planned[i].window = windows++;
-  }
-  return planned;
-}
-
-// The planned windows of the GPU items, decoded at their scales by the GPU window decode.
-WindowResults decode_windows(at::TensorList data, const std::vector<PlannedItem>& planned, const DecodeOptions& o,
-                             int64_t device_index, bool check_entropy) {
-  std::vector<at::Tensor> files;
-  std::vector<int64_t> tops, lefts, heights, widths, scales;
-  for (size_t i = 0; i < planned.size(); ++i) {
-    if (!planned[i].on_gpu) continue;
-    const ResizedCropPlan& p = planned[i].plan;
-    files.push_back(data[i]);
-    tops.push_back(p.rows.first);
-    lefts.push_back(p.cols.first);
-    heights.push_back(p.rows.count);
-    widths.push_back(p.cols.count);
+    planned[i].window = static_cast<int>(windows.size());
+    windows.push_back(std::move(it));
+    t.push_back(p.rows.first);
+    l.push_back(p.cols.first);
+    h.push_back(p.rows.count);
+    w.push_back(p.cols.count);
     scales.push_back(p.scale);
   }
-  static auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("custom_op::decode_jpegs_cuda", "")
-          .typed<WindowResults(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef,
-                               bool, int64_t, bool, int64_t, int64_t, bool, int64_t, bool, c10::IntArrayRef)>();
-  return op.call(files, tops, lefts, heights, widths, /*whole=*/false, o.mode_code(), o.apply_exif_orientation,
-                 o.on_warning_code(), o.max_pixels, /*stack=*/false, device_index, check_entropy, scales);
+  plan_windows(windows, t, l, h, w, scales, options, testing);
+  return planned;
 }
 
 using CpuResults = std::tuple<at::Tensor, std::vector<int64_t>, std::vector<std::string>>;
@@ -213,19 +199,23 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
   at::Tensor out = at::empty({static_cast<int64_t>(n), channels, out_h, out_w},
                              at::TensorOptions().dtype(scalar_type(a.dtype)).device(device));
   std::vector<PlannedItem> planned;
+  std::vector<Item> window_items;
+  const CallOptions options{o, /*whole=*/false, check_entropy};
+  const TestingOptions testing = testing_options();
   {
     RECORD_FUNCTION("custom_op::resized_crop_plan", std::vector<c10::IValue>());
-    const CallOptions options{o, /*whole=*/false, check_entropy};
-    planned = plan_items(data, tops.data(), lefts.data(), heights.data(), widths.data(), a, options, status, messages);
+    planned = plan_items(data, tops.data(), lefts.data(), heights.data(), widths.data(), a, options, testing, status,
+                         messages, window_items);
   }
   auto [windows, window_status, window_messages, window_paths] =
-      decode_windows(data, planned, o, device_index, check_entropy);
+      decode_planned(window_items, /*stack=*/false, options, testing, device);
   resized_crop_on_cpu(data, tops, lefts, heights, widths, size, resize_shorter, scale, filter, antialias, flips, mean,
                       std, dtype, o, planned, out, status, messages, paths);
 
   RECORD_FUNCTION("custom_op::resized_crop_resample", std::vector<c10::IValue>());
   const int64_t slot_bytes = channels * out_h * out_w * out.element_size();
   ResampleBatch batch(a.filter, a.antialias, a.dtype, a.mean, a.std);
+  batch.reserve(window_items.size(), 2 * window_items.size());
   for (size_t i = 0; i < n; ++i) {
     if (!planned[i].on_gpu) continue;
     const size_t k = static_cast<size_t>(planned[i].window);
