@@ -235,7 +235,10 @@ def decode_and_resized_crop_jpegs(
     if isinstance(data, PackedFiles):
         tensors = list(data.unpack())
     else:
-        tensors = _args.tensors(data, caller="decode_and_resized_crop_jpegs")
+        # The CUDA operator checks each file itself (a bad one is that item's TypeError, as on the CPU).
+        tensors = _args.tensors(
+            data, check_tensors=placement.device.type != "cuda", caller="decode_and_resized_crop_jpegs"
+        )
     n = len(tensors)
     windows = [_args.int_list(name, v, n) for name, v in zip(_WINDOW, (tops, lefts, heights, widths))]
     for i, (h, w) in enumerate(zip(windows[2], windows[3])):

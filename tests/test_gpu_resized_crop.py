@@ -142,6 +142,36 @@ def test_a_damaged_item_fails_alone_and_its_slot_is_zero():
     assert not cuda[1].any()
 
 
+@pytest.mark.parametrize("on_error", ["raise", "return"])
+def test_bad_tensors_are_their_items_type_errors(on_error):
+    # A batch of tensors reaches the CUDA operator unchecked by Python, as in the window decode; the
+    # operator checks each one.
+    good = _photo(120, 120, "4:2:0", 0, prepared=True)
+    doubled = good.repeat_interleave(2)
+    bad = {
+        "float32": good.float(),
+        "2-D": good[: good.numel() // 2 * 2].reshape(2, -1),
+        "0-D": good[0],
+        "non-contiguous": doubled[::2],
+        "on the GPU": good.cuda(),
+        "sparse": good.to_sparse(),
+    }
+    expected = custom_op.decode_and_resized_crop_jpegs([good], 0, 0, 100, 100, 32)[0]
+    for name, item in bad.items():
+        files = [good, item, good]
+        if on_error == "raise":
+            with pytest.raises(TypeError, match="batch item 1: .*data must"):
+                custom_op.decode_and_resized_crop_jpegs(files, 0, 0, 100, 100, 32, device="cuda")
+            continue
+        out, errors = custom_op.decode_and_resized_crop_jpegs(
+            files, 0, 0, 100, 100, 32, device="cuda", on_error="return"
+        )
+        assert isinstance(errors[1], TypeError) and "batch item 1: " in str(errors[1]), (name, errors[1])
+        assert errors[0] is None and errors[2] is None, name
+        assert torch.equal(out[0].cpu(), expected) and torch.equal(out[2].cpu(), expected), name
+        assert not out[1].any(), name
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [dict(scale=3), dict(size=0), dict(mean=MEAN, std=STD), dict(mean=MEAN, std=(1, 0, 1), dtype=torch.float32)],
