@@ -144,7 +144,11 @@ DecodeState* create_state(DeviceContext& c) {
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&s->part_done[i], cudaEventDisableTiming));
   }
   C10_CUDA_CHECK(cudaEventCreateWithFlags(&s->caller_point, cudaEventDisableTiming));
-  for (Slot& slot : s->slots) C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+  // A call waits on its slot's previous use (Slot::wait) only when the GPU is behind; a blocking wait
+  // then leaves the core to the caller's other threads (DataLoader workers, decode_ahead's producer)
+  // instead of spinning on it.
+  for (Slot& slot : s->slots)
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming | cudaEventBlockingSync));
   CUSTOM_OP_NVJPEG_CHECK(nvjpegJpegStreamCreate(c.hybrid, &s->hybrid_stream));
   CUSTOM_OP_NVJPEG_CHECK(nvjpegDecodeParamsCreate(c.hybrid, &s->hybrid_params));
   if (c.torch_allocators) {

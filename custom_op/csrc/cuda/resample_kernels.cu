@@ -9,6 +9,7 @@ namespace jc = jpeg_core;
 constexpr int kThreads = 256;
 constexpr int kMaxBlocksPerItem = 512;
 constexpr int kMaxItemsPerLaunch = 65535;  // gridDim.y
+constexpr int kOutputsPerThread = 8;       // the second pass's, against its table's set-up
 
 // One thread per output pixel of an axis.
 __global__ void taps_kernel(const TapsJob* jobs) {
@@ -35,24 +36,40 @@ __device__ __forceinline__ void load_item(const jc::ResampleItem* items, jc::Res
   __syncthreads();
 }
 
-// One thread per intermediate sample; neighbouring threads take neighbouring samples of a row, so that
-// their source reads coalesce.
-__global__ void first_pass_kernel(const jc::ResampleItem* items) {
-  __shared__ jc::ResampleItem it;
-  load_item(items, &it);
-  const int rows = jc::resample_mid_rows(it), cols = jc::resample_mid_cols(it);
-  const int64_t plane = static_cast<int64_t>(rows) * cols, total = plane * it.channels;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < total;
-       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+// Calls f(c, y, x, p) for every sample p of a [channels, rows, cols] plane set that this thread takes:
+// neighbouring threads take neighbouring samples of a row, so that their reads and writes coalesce.
+// The index arithmetic is 32-bit where the samples allow (64-bit division is many instructions).
+template <typename F>
+__device__ __forceinline__ void for_each_sample(int channels, int rows, int cols, F f) {
+  const int64_t plane = static_cast<int64_t>(rows) * cols, total = plane * channels;
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  if (total <= INT32_MAX) {
+    const auto plane32 = static_cast<uint32_t>(plane), cols32 = static_cast<uint32_t>(cols);
+    for (auto p = static_cast<uint32_t>(start); p < static_cast<uint32_t>(total); p += static_cast<uint32_t>(step)) {
+      const uint32_t c = p / plane32, q = p - c * plane32, y = q / cols32;
+      f(static_cast<int>(c), static_cast<int>(y), static_cast<int>(q - y * cols32), static_cast<int64_t>(p));
+    }
+    return;
+  }
+  for (int64_t p = start; p < total; p += step) {
     const int c = static_cast<int>(p / plane);
     const int64_t q = p - c * plane;
-    const int y = static_cast<int>(q / cols), x = static_cast<int>(q - static_cast<int64_t>(y) * cols);
-    it.mid[p] = jc::resample_first_pass(it, c, y, x);
+    const int y = static_cast<int>(q / cols);
+    f(c, y, static_cast<int>(q - static_cast<int64_t>(y) * cols), p);
   }
 }
 
+__global__ void first_pass_kernel(const jc::ResampleItem* items) {
+  __shared__ jc::ResampleItem it;
+  load_item(items, &it);
+  for_each_sample(it.channels, jc::resample_mid_rows(it), jc::resample_mid_cols(it),
+                  [&](int c, int y, int x, int64_t p) { it.mid[p] = jc::resample_first_pass(it, c, y, x); });
+}
+
 // The output values of the item's 256 sample values per channel are tabulated first: the float
-// divisions of the normalisation then run 256 times per channel instead of once per output.
+// divisions of the normalisation then run 256 times per channel and thread block instead of once per
+// output, and each thread block takes enough outputs (kOutputsPerThread a thread) for that to pay.
 __global__ void second_pass_kernel(const jc::ResampleItem* items) {
   __shared__ jc::ResampleItem it;
   __shared__ uint32_t table[4][256];
@@ -60,15 +77,9 @@ __global__ void second_pass_kernel(const jc::ResampleItem* items) {
   for (int i = threadIdx.x; i < it.channels * 256; i += blockDim.x)
     table[i / 256][i % 256] = jc::resample_output_bits(it, i / 256, static_cast<uint8_t>(i % 256));
   __syncthreads();
-  const int rows = it.rows.outputs, cols = it.cols.outputs;
-  const int64_t plane = static_cast<int64_t>(rows) * cols, total = plane * it.channels;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < total;
-       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(p / plane);
-    const int64_t q = p - c * plane;
-    const int y = static_cast<int>(q / cols), x = static_cast<int>(q - static_cast<int64_t>(y) * cols);
+  for_each_sample(it.channels, it.rows.outputs, it.cols.outputs, [&](int c, int y, int x, int64_t p) {
     jc::resample_store_bits(it, p, table[c][jc::resample_second_pass(it, c, y, x)]);
-  }
+  });
 }
 
 int grid_for(int64_t work) {
@@ -92,7 +103,7 @@ cudaError_t launch_resample(const TapsJob* jobs, int job_count, int64_t max_outp
     first_pass_kernel<<<dim3(grid_for(max_mid), n), kThreads, 0, stream>>>(items + first);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    second_pass_kernel<<<dim3(grid_for(max_out), n), kThreads, 0, stream>>>(items + first);
+    second_pass_kernel<<<dim3(grid_for(max_out / kOutputsPerThread), n), kThreads, 0, stream>>>(items + first);
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
