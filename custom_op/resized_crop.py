@@ -241,9 +241,10 @@ def decode_and_resized_crop_jpegs(
         )
     n = len(tensors)
     windows = [_args.int_list(name, v, n) for name, v in zip(_WINDOW, (tops, lefts, heights, widths))]
-    for i, (h, w) in enumerate(zip(windows[2], windows[3])):
-        if h < 1 or w < 1:
-            _args.size_check(h, w, where=f"batch item {i}: ")
+    if n and min(min(windows[2]), min(windows[3])) < 1:  # (min in C: the loop only to name the item)
+        for i, (h, w) in enumerate(zip(windows[2], windows[3])):
+            if h < 1 or w < 1:
+                _args.size_check(h, w, where=f"batch item {i}: ")
     flip_list = [] if flips is None else _args.int_list("flips", flips, n)
     options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
     mean_list, std_list = _resample.normalization(mean, std, options.mode)
