@@ -28,8 +28,10 @@ Sections (all by default; --only picks some):
             pinned memory) and on the originals (one call at a time, and through decode_ahead); the
             window decode alone of the same windows (what the resized crop's host CPU compares with); the
             same call on the CPU (all cores) + one pinned copy; torchvision's batched GPU decode + a
-            crop, F.interpolate (bilinear, antialiased), flip and normalisation per image. Max abs
-            diff: uint8 outputs of the same calls against the CPU call.
+            crop, F.interpolate (bilinear, antialiased), flip and normalisation per image; where NVIDIA
+            DALI is installed, its pipeline (image_random_crop on the "mixed" device, resize,
+            crop_mirror_normalize) with 4 and 8 CPU threads on the originals. Max abs diff: uint8
+            outputs of the same calls against the CPU call.
   steps     the same photos and windows, stacked, in a loop that also runs a training step's GPU work
             (--step-ms: that many ms per image of matrix products on the loop's stream, after a
             conversion of the batch to float): the step alone, on a batch decoded beforehand, against
@@ -473,6 +475,52 @@ def rrc_window_decode():
     return run
 
 
+def rrc_dali(batches, num_threads: int):
+    """NVIDIA DALI's RandomResizedCrop training pipeline on the original files, or None without DALI:
+    decoders.image_random_crop on the "mixed" device (the JPEG engines and CUDA, ROI decoding; DALI
+    draws its own windows with the same area and ratio ranges), resize to 224x224 (linear, antialiased),
+    crop_mirror_normalize to float32 CHW with a random flip, copied into a torch tensor as its PyTorch
+    plugin does. The files come from an external source that cycles through `batches`, so DALI reads
+    ahead as in training (its default prefetch depth)."""
+    try:
+        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali.plugin.pytorch import feed_ndarray
+    except ImportError:
+        return None
+    import itertools
+
+    size = len(batches[0]["original"])
+    arrays = [[t.numpy() for t in b["original"]] for b in batches]
+    source = itertools.cycle(arrays)
+
+    @pipeline_def(batch_size=size, num_threads=num_threads, device_id=torch.cuda.current_device())
+    def pipeline():
+        jpegs = fn.external_source(source=lambda: next(source), dtype=types.UINT8, batch=True)
+        images = fn.decoders.image_random_crop(
+            jpegs, device="mixed", output_type=types.RGB, random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3]
+        )
+        images = fn.resize(images, resize_x=224, resize_y=224, interp_type=types.INTERP_LINEAR, antialias=True)
+        return fn.crop_mirror_normalize(
+            images,
+            dtype=types.FLOAT,
+            output_layout="CHW",
+            mean=[m * 255 for m in MEAN],
+            std=[s * 255 for s in STD],
+            mirror=fn.random.coin_flip(probability=0.5),
+        )
+
+    pipe = pipeline()
+    pipe.build()
+
+    def run(tensors, windows):
+        (out,) = pipe.run()
+        batch = torch.empty((size, 3, 224, 224), dtype=torch.float32, device="cuda")
+        feed_ndarray(out.as_tensor(), batch, cuda_stream=torch.cuda.current_stream())
+        return batch
+
+    return run
+
+
 def rrc_cpu_then_copy():
     run_cpu = rrc_ours("cpu")
 
@@ -558,7 +606,15 @@ def rrc_section(args):
         batches = make_batches(
             originals, prepared, windows, batch, max(1, args.images_per_round // batch), pinned=pinned
         )
-        summary = measure(methods, batches, args.rounds)
+        batch_methods = dict(methods)
+        for threads in (4, 8):
+            dali = rrc_dali(batches, threads)
+            if dali is not None:
+                from nvidia.dali import __version__ as dali_version
+
+                name = f"DALI {dali_version} pipeline ({threads} CPU threads), originals, its own windows"
+                batch_methods[name] = Method(dali, "original")
+        summary = measure(batch_methods, batches, args.rounds)
         rows = [
             f"### RandomResizedCrop 224 + flip + normalise, float32 on the GPU, batch {batch}: the sample's "
             f"{len(files)} photos",
