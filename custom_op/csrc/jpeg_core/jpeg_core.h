@@ -33,5 +33,6 @@
 #include "idct_reduced.h"
 #include "scaling.h"
 #include "segments.h"
+#include "sync_decode.h"
 #include "tables.h"
 #include "upsample.h"
