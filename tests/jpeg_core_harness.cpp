@@ -732,8 +732,8 @@ void run_check(bool dump, bool gray_output, int scale) {
 
 struct ChunkedOptions {
   std::vector<int64_t> chunk_bytes{256};
-  int64_t rounds = INT64_MAX;  // rounds of sync_chunk, every chunk reading the last round's records
-  bool sweep = true;           // then one sweep in chunk order, as one thread would run it
+  int64_t rounds = 4;  // rounds of sync_chunk, every chunk reading the last round's records
+  bool sweep = true;   // then one sweep in chunk order, as one thread would run it
 };
 
 // One decode of a file with one chunk size, each stage run for every chunk on its own as the GPU's
@@ -1188,6 +1188,43 @@ void selftest_bit_reader() {
   expect(!jc::reader_overran(&r) && jc::reader_unconsumed_bits(&r) == 8, "FF ending the range");
 }
 
+// reader_bit_offset against offsets counted byte by byte: random data bytes (00 and FE among them) and
+// stuffed FF 00, ending at the end of the range or at a marker, read from a random data byte by random
+// drops through both reader_fill and reader_refill, up to the last data bit.
+void selftest_bit_offset() {
+  std::mt19937 rng(42);
+  int wrong = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<uint8_t> bytes;
+    std::vector<int64_t> at;  // where each data byte lies (a stuffed one: at its FF)
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 40);
+    for (int64_t i = 0; i < n; ++i) {
+      at.push_back(static_cast<int64_t>(bytes.size()));
+      const uint32_t kind = rng() % 4;
+      if (kind == 0) bytes.insert(bytes.end(), {0xFF, 0x00});
+      else bytes.push_back(kind == 1 ? 0x00 : static_cast<uint8_t>(rng() % 255));
+    }
+    const int64_t data_end = static_cast<int64_t>(bytes.size());
+    if (rng() % 2) bytes.insert(bytes.end(), {0xFF, static_cast<uint8_t>(0xD0 + rng() % 8)});
+    const int64_t first = static_cast<int64_t>(rng() % static_cast<uint32_t>(n));
+    const uint8_t* begin = bytes.data() + at[first];
+    jc::BitReader r;
+    jc::reader_init(&r, begin, bytes.data() + bytes.size());
+    const int64_t available = 8 * (n - first);
+    for (int64_t consumed = 0;;) {
+      if (rng() % 3 == 0) jc::reader_fill(&r);
+      else jc::reader_refill(&r);
+      const int64_t expected = consumed == available ? 8 * data_end : 8 * at[first + consumed / 8] + consumed % 8;
+      wrong += jc::reader_bit_offset(&r, begin, bytes.data()) != expected;
+      if (consumed == available) break;
+      const int64_t k = std::min<int64_t>({static_cast<int64_t>(1 + rng() % 32), available - consumed, r.bits});
+      jc::reader_drop(&r, static_cast<int>(k));
+      consumed += k;
+    }
+  }
+  expect(wrong == 0, "reader_bit_offset: " + std::to_string(wrong) + " offsets wrong");
+}
+
 // Per record: every segment decoded in zigzag order equals the natural-order decode, permuted.
 void selftest_orders(const std::vector<uint8_t>& file) {
   HeaderInfo info;
@@ -1401,6 +1438,7 @@ void run_selftest() {
   selftest_huffman_tables();
   selftest_huffman_lookup();
   selftest_bit_reader();
+  selftest_bit_offset();
   std::vector<uint8_t> file;
   int files = 0;
   while (read_record(&file)) {
