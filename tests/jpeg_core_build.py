@@ -231,15 +231,14 @@ def dump(files, *, simd: bool | str = True, gray_output: bool = False, scale: in
 
 
 def chunked(
-    files, chunk_bytes=(256,), *, rounds: int | None = None, sweep: bool = True, variant: str = "plain"
+    files, chunk_bytes=(256,), *, rounds: int | None = 2, sweep: bool = True, variant: str = "plain"
 ) -> list[dict]:
     """Per file: the summary of the chunked decode (custom_op/csrc/jpeg_core/sync_decode.h), with one entry in
     "runs" per chunk size of `chunk_bytes`: its flags, how many chunks were decoded again in the rounds of
     sync_chunk (at most `rounds`; None: until nothing changes) and in the sweep after them (`sweep`), and,
     where it flagged nothing, its coefficients compared with libjpeg's (see the harness's header)."""
     command = ["chunked", "--chunk", ",".join(str(int(c)) for c in chunk_bytes)]
-    if rounds is not None:
-        command += ["--rounds", str(rounds)]
+    command += ["--rounds", str(-1 if rounds is None else rounds)]
     if not sweep:
         command.append("--no-sweep")
     out = run(command, files, variant=variant)

@@ -40,7 +40,7 @@
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
 //                                every chunk on its own as GPU threads would: stage 1, then up to
-//                                --rounds rounds of sync_chunk (default: until nothing changes), then one
+//                                --rounds rounds of sync_chunk (default 2; -1: until none changes), then one
 //                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4;
 //                                one JSON line with each run's flags and, where it flagged nothing, its
 //                                coefficients compared with jpeg_read_coefficients'
@@ -732,7 +732,7 @@ void run_check(bool dump, bool gray_output, int scale) {
 
 struct ChunkedOptions {
   std::vector<int64_t> chunk_bytes{256};
-  int64_t rounds = 4;  // rounds of sync_chunk, every chunk reading the last round's records
+  int64_t rounds = 2;  // rounds of sync_chunk, every chunk reading the last round's records; < 0: until none changes
   bool sweep = true;   // then one sweep in chunk order, as one thread would run it
 };
 
@@ -763,7 +763,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   out->chunks = n;
   std::vector<jc::ChunkRecord> records(static_cast<size_t>(n)), next(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) out->flags |= jc::decode_chunk(s, f, t, j, jc::chunk_guess(s, j), &records[j]);
-  for (int64_t round = 0; round < opt.rounds; ++round) {
+  for (int64_t round = 0; opt.rounds < 0 || round < opt.rounds; ++round) {
     int64_t redone = 0;
     for (int64_t j = 0; j < n; ++j)
       redone += jc::sync_chunk(s, f, t, j, records[j > 0 ? j - 1 : 0], records[j], &next[j]) ? 1 : 0;

@@ -34,12 +34,15 @@
 // decoders started at different bytes name the same bit the same way. Chunk j covers the bytes from
 // scan_start + j * chunk_bytes, and owns the blocks whose first bit lies in them.
 //
-// Restart markers: stages 1 and 2 take a marker that ends the data at an MCU's end, or that a decoder
-// runs into, as a restart (MCU start, predictors zero, the data goes on after it): the true decode does
-// exactly that, and a wrong one is put right by it, since after a marker every decoder is in the same
-// state. They do not know which MCU they are in, so they cannot check more; stage 4 does: it requires
-// each restart marker exactly where the restart interval puts it, numbered as find_segments requires,
-// and EOI after the last MCU.
+// Restart markers: stages 1 and 2 take a restart marker that follows an MCU's end with nothing but the
+// padding between (fewer than 8 bits, all ones), or that a decoder runs into, as a restart (MCU start,
+// predictors zero, the data goes on after it), and EOI or any other marker there as the scan's end: the
+// true decode of a valid file does exactly that, and a wrong one is put right by it, since after a
+// marker every decoder is in the same state. They do not know which MCU they are in, so they cannot
+// check more; stage 4 does: it requires each restart marker exactly where the restart interval puts it,
+// numbered as find_segments requires, and EOI after the last MCU. (A file padded with other bits than
+// ones, which libjpeg accepts, may have blocks of its padding counted by stages 1 and 2: stage 4 then
+// reports kUnsynced, and the file goes to the CPU path.)
 //
 // Exactness: stages 1 to 3 only find where chunks start, and read leniently (a code a table lacks is
 // taken as a wrong guess: a bit is skipped and the next block taken as an MCU's first). Stage 4 alone
@@ -204,6 +207,15 @@ CUSTOM_OP_HD inline int marker_after_mcu(const ChunkedScan& s, ChunkCursor* c, c
   return stopped_marker(s, *r, after);
 }
 
+// Whether the data bits left in the reader (fewer than 8, where the data stops) are all ones: the
+// padding encoders write before a marker. Nothing else can be: a block's first code (its DC code) would
+// have to be all ones, which no Huffman table has. Other bits may still hold blocks (a block takes 2 bits
+// at least), so stages 1 and 2 take only ones as the end of a segment.
+CUSTOM_OP_HD inline bool padding_ones(const BitReader& r) {
+  const int left = r.bits - r.padded;
+  return left <= 0 || reader_peek(&r, left) == (1u << left) - 1;
+}
+
 CUSTOM_OP_HD inline bool is_restart_marker(int code) { return code >= 0xD0 && code <= 0xD7; }
 
 CUSTOM_OP_HD inline void restart_after(const ChunkedScan& s, const uint8_t* after, ChunkCursor* c, ChunkTally* tally) {
@@ -288,7 +300,7 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
       }
     } else {
       const int code = marker_after_mcu(s, c, &after);
-      if (code == kDataGoesOn) continue;
+      if (code == kDataGoesOn || !padding_ones(*r)) continue;
       if (is_restart_marker(code)) restart_after(s, after, c, tally);
       else c->at_end = true;
     }
