@@ -145,10 +145,11 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
     const int run = symbol >> 4, size = symbol & 15;
     if (size != 0) {
       k += run;  // k <= 63 + 15, inside position[80]
+      const int32_t value = huff_extend(reader_peek(r, size), size);
+      reader_drop(r, size);
       if constexpr (Store)
         block[position != nullptr ? position[k] : (k < kBlockSize ? k : kBlockSize - 1)] =
-            static_cast<int16_t>(huff_extend(reader_peek(r, size), size));  // |value| <= 32767
-      reader_drop(r, size);
+            static_cast<int16_t>(value);  // |value| <= 32767
     } else {
       if (run != 15) break;  // EOB, or a symbol libjpeg also reads as one
       k += 15;
@@ -166,7 +167,7 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
 // guarantees the first, checked anyway so that no Frame, however it was made, can send a block outside
 // the plane_coefficients(f, c) values the caller allocated. `planes` may be null (nothing is written).
 CUSTOM_OP_HD inline bool segment_arguments_ok(const Frame& f, const SegmentTables& t, int16_t* const* planes) {
-  if (f.blocks_in_mcu < 1 || f.blocks_in_mcu > kMaxBlocksInMcu || f.mcus_per_row < 1 || f.mcu_rows < 1) return false;
+  if (f.blocks_in_mcu < 1 || f.blocks_in_mcu > kMaxBlocksInMcu) return false;
   for (int b = 0; b < f.blocks_in_mcu; ++b) {
     const int c = f.mcu_component[b];
     if (c >= f.num_components || t.dc[c] == nullptr || t.ac[c] == nullptr ||

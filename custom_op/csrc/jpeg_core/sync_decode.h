@@ -121,10 +121,18 @@ CUSTOM_OP_HD inline bool make_chunked_scan(const uint8_t* data, int64_t size, in
   return true;
 }
 
+// Whether `s` is what make_chunked_scan makes and has a chunk j.
 CUSTOM_OP_HD inline bool chunked_scan_ok(const ChunkedScan& s, int64_t chunk) {
   return s.data != nullptr && s.scan_start >= 0 && s.scan_start < s.size && s.chunk_bytes >= 1 &&
          s.num_chunks == (s.size - s.scan_start + s.chunk_bytes - 1) / s.chunk_bytes && s.restart_interval >= 0 &&
          chunk >= 0 && chunk < s.num_chunks;
+}
+
+// Whether the stages can run on chunk j of `s` with `f` and `t` (and write to `planes`, where not null):
+// a chunk, a frame with MCUs, and the tables and planes of every block of its MCU.
+CUSTOM_OP_HD inline bool chunk_arguments_ok(const ChunkedScan& s, int64_t chunk, const Frame& f, const SegmentTables& t,
+                                            int16_t* const* planes) {
+  return chunked_scan_ok(s, chunk) && f.mcus_per_row >= 1 && f.mcu_rows >= 1 && segment_arguments_ok(f, t, planes);
 }
 
 // The bit offset where chunk j's bytes end: the first block starting there or later belongs to the next
@@ -315,7 +323,7 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
 // kBadArguments for arguments that name no chunk or a frame the tables do not cover, else 0.
 CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
                                           SyncPoint start, ChunkRecord* out) {
-  if (!chunked_scan_ok(s, chunk) || !segment_arguments_ok(f, t, nullptr) || out == nullptr) return kBadArguments;
+  if (out == nullptr || !chunk_arguments_ok(s, chunk, f, t, nullptr)) return kBadArguments;
   ChunkTally tally = {0, {0, 0, 0, 0}, 0};
   ChunkCursor c;
   if (!cursor_start(s, f, start, &c)) c.at_end = true;  // nothing to decode
@@ -386,7 +394,7 @@ CUSTOM_OP_HD inline uint32_t chunk_starts(const ChunkedScan& s, const Frame& f, 
 CUSTOM_OP_HD inline uint32_t decode_chunk_blocks(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
                                                  int64_t chunk, const ChunkStart& start, const ChunkStart& next,
                                                  int16_t* const* planes) {
-  if (!chunked_scan_ok(s, chunk) || planes == nullptr || !segment_arguments_ok(f, t, planes)) return kBadArguments;
+  if (planes == nullptr || !chunk_arguments_ok(s, chunk, f, t, planes)) return kBadArguments;
   if (start.block < 0 || start.block > frame_total_mcus(f) * f.blocks_in_mcu) return kUnsynced;
   ChunkCursor c;
   const SyncPoint point = {start.bit, start.bit == kScanEnd ? 0 : static_cast<int32_t>(start.block % f.blocks_in_mcu)};
