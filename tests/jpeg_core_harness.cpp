@@ -77,6 +77,7 @@ namespace jc = custom_op::jpeg_core;
 namespace {
 
 constexpr uint32_t kSegmentNotFound = 1u << 31;  // harness flag: the scan walk never reached it
+constexpr uint32_t kScanDisagrees = 1u << 30;    // harness flag: join_records' scan differs from chunk_starts
 
 // ---- Records on stdin / stdout ------------------------------------------------------------------
 
@@ -777,6 +778,17 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
       out->redone_in_sweep += jc::sync_chunk(s, f, t, j, records[j - 1], records[j], &records[j]) ? 1 : 0;
   std::vector<jc::ChunkStart> starts(static_cast<size_t>(n + 1));
   out->flags |= jc::chunk_starts(s, f, records.data(), starts.data());
+  // Stage 3 as a GPU's parallel scan would run it (Hillis-Steele: in step d, each record joined with the
+  // one d before it) must give chunk_starts' starts.
+  std::vector<jc::ChunkRecord> prefix = records, step(static_cast<size_t>(n));
+  for (int64_t d = 1; d < n; d *= 2) {
+    for (int64_t j = 0; j < n; ++j) step[j] = j >= d ? jc::join_records(prefix[j - d], prefix[j]) : prefix[j];
+    prefix.swap(step);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const jc::ChunkStart expected = jc::chunk_start_after(starts[0], prefix[j]);
+    if (std::memcmp(&expected, &starts[j + 1], sizeof(expected)) != 0) out->flags |= kScanDisagrees;
+  }
   int16_t* planes[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
   for (int c = 0; c < f.num_components; ++c) {
     out->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);

@@ -18,14 +18,16 @@
 //      until no record changes; or called in chunk order on one thread, which needs one sweep. Chunk 0
 //      starts where the scan starts, so once every record starts where the one before it ends, every
 //      record is the decode of its chunk from its true start (by induction). The previous chunk's
-//      decoder has usually synchronised inside its chunk, so its end is already true and one round
-//      suffices; a round always makes at least one more chunk true, so the rounds are bounded by the
-//      number of chunks. A caller that stops before (a decoder that never synchronised, as when every
-//      component has the same tables, where nothing tells a wrong block of the MCU from the right one)
-//      gets kUnsynced from chunk_starts and decodes the file elsewhere.
+//      decoder has usually synchronised inside its chunk, so its end is already true: with chunks of a
+//      few kilobytes, one or two rounds bring nearly every photo in sync (tests/test_sync_decode.py).
+//      A round always makes at least one more chunk true, so the rounds are bounded by the number of
+//      chunks; a caller that stops before (a decoder that never synchronised, as when every component
+//      has the same tables, where nothing tells a wrong block of the MCU from the right one) gets
+//      kUnsynced from chunk_starts and decodes the file elsewhere. A decode reads its chunk and at most
+//      one block past it.
 //   3. chunk_starts: each chunk's exact start (its first bit, the scan index of its first block, the DC
 //      predictors) from the records, a running sum (the predictors are sums of DC differences, reset
-//      at restart markers).
+//      at restart markers); one thread's loop, or a parallel scan with join_records.
 //   4. decode_chunk_blocks: the blocks that start in the chunk, decoded from its exact start into the
 //      coefficient planes (decode_segment's layout, so the same IDCT consumes them).
 //
@@ -362,6 +364,21 @@ CUSTOM_OP_HD inline ChunkStart chunk_start_after(const ChunkStart& start, const 
                        ? r.dc[k]
                        : static_cast<int32_t>(static_cast<uint32_t>(start.pred[k]) + static_cast<uint32_t>(r.dc[k]));
   return next;
+}
+
+// The record of two stretches decoded one after the other (`a` ends where `b` starts). Associative, so
+// that stage 3 may be a parallel scan: starts[j] is chunk_start_after(starts[0], the join of records 0
+// to j - 1).
+CUSTOM_OP_HD inline ChunkRecord join_records(const ChunkRecord& a, const ChunkRecord& b) {
+  ChunkRecord r;
+  r.start = a.start;
+  r.end = b.end;
+  r.blocks = a.blocks + b.blocks;
+  for (int k = 0; k < kMaxComponents; ++k)
+    r.dc[k] =
+        b.restarted ? b.dc[k] : static_cast<int32_t>(static_cast<uint32_t>(a.dc[k]) + static_cast<uint32_t>(b.dc[k]));
+  r.restarted = a.restarted | b.restarted;
+  return r;
 }
 
 // Stage 3: starts[0 .. num_chunks] from records[0 .. num_chunks - 1] (starts[num_chunks]: the scan's end,
