@@ -42,8 +42,9 @@
 //                                every chunk on its own as GPU threads would: stage 1, then up to
 //                                --rounds rounds of sync_chunk (default 2; -1: until none changes), then one
 //                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4;
-//                                one JSON line with each run's flags and, where it flagged nothing, its
-//                                coefficients compared with jpeg_read_coefficients'
+//                                one JSON line with each run's flags (all stages', and stage 4's alone)
+//                                and, where stage 4 flagged nothing, its coefficients compared with
+//                                jpeg_read_coefficients'
 //   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
 //                                [--long-codes SEED [--one-table]]
 //                                per record: one output record, the same coefficients re-encoded by
@@ -744,8 +745,9 @@ struct ChunkedRun {
   int64_t rounds = 0;            // rounds that decoded some chunk again
   int64_t redone_in_rounds = 0;  // chunk decodes in those rounds
   int64_t redone_in_sweep = 0;
-  uint32_t flags = 0;  // chunk_starts' and every chunk's stage 4, or'ed
-  int64_t flagged_chunks = 0;
+  uint32_t flags = 0;          // every stage's, or'ed: 0 is what a caller takes the decode on
+  uint32_t stage4_flags = 0;   // every chunk's decode_chunk_blocks', or'ed: 0 must mean exact on its own
+  int64_t flagged_chunks = 0;  // chunks whose stage 4 flagged something
   std::vector<int16_t> coef[jc::kMaxComponents];
 };
 
@@ -756,7 +758,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   jc::ChunkedScan s;
   if (!jc::make_chunked_scan(data, static_cast<int64_t>(size), static_cast<int64_t>(p.info.scan_start), chunk_bytes,
                              p.info.restart_interval, &s)) {
-    out->flags = jc::kBadArguments;
+    out->flags = out->stage4_flags = jc::kBadArguments;
     return;
   }
   const jc::SegmentTables t = segment_tables(p);
@@ -797,12 +799,13 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   for (int64_t j = 0; j < n; ++j) {
     const uint32_t flags = jc::decode_chunk_blocks(s, f, t, j, starts[j], starts[j + 1], planes);
     out->flags |= flags;
+    out->stage4_flags |= flags;
     out->flagged_chunks += flags != 0 ? 1 : 0;
   }
 }
 
 // Per record: one JSON line, with one entry in "runs" per chunk size; a run's coefficients are compared
-// with libjpeg's (natural order) where it flagged nothing.
+// with libjpeg's (natural order) where its stage 4 flagged nothing (whatever the other stages said).
 void run_chunked(const ChunkedOptions& opt) {
   std::vector<uint8_t> file;
   while (read_record(&file)) {
@@ -828,7 +831,7 @@ void run_chunked(const ChunkedOptions& opt) {
         chunked_decode(file.data(), file.size(), p, opt.chunk_bytes[i], opt, &run);
         int64_t compared = 0, mismatches = 0;
         std::string first_mismatch;
-        for (int c = 0; c < f.num_components && run.flags == 0 && ref.coef_error.empty(); ++c) {
+        for (int c = 0; c < f.num_components && run.stage4_flags == 0 && ref.coef_error.empty(); ++c) {
           for (size_t b = 0; b * 64 < run.coef[c].size(); ++b) {
             ++compared;
             const int16_t* mine = run.coef[c].data() + b * 64;
@@ -846,6 +849,7 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"redone_in_rounds\": " + std::to_string(run.redone_in_rounds) +
                 ", \"redone_in_sweep\": " + std::to_string(run.redone_in_sweep) +
                 ", \"flags\": " + std::to_string(run.flags) +
+                ", \"stage4_flags\": " + std::to_string(run.stage4_flags) +
                 ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +
                 ", \"coef_compared_blocks\": " + std::to_string(compared) +
                 ", \"coef_mismatch_blocks\": " + std::to_string(mismatches) + ", \"first_coef_mismatch\": \"" +

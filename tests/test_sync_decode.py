@@ -11,7 +11,9 @@ synchronisation is exercised everywhere; realistic sizes show how soon it comes.
 
 Required: on every valid file, at every chunk size, every block's coefficients equal libjpeg's and nothing is
 flagged; on damaged files each decode either equals libjpeg's exactly or is flagged, it is flagged wherever libjpeg
-warns, and it never reads or writes out of bounds (the fuzz test runs under AddressSanitizer and UBSan).
+warns, and it never reads or writes out of bounds (the fuzz test runs under AddressSanitizer and UBSan). "Flagged"
+is asked of stage 4 alone (decode_chunk_blocks), whatever the stages before it said: where it flags nothing, the
+coefficients must be exact even if the records it started from were wrong.
 
 No custom_op import (no extension build); the tests need a C++ compiler and libjpeg-turbo's headers, and skip with
 the reason otherwise.
@@ -150,13 +152,15 @@ def one_table_files():
 
 
 def test_late_synchronisation_is_flagged_or_exact(one_table_files):
-    """Without the sweep, two rounds leave most chunks of these files unsynchronised: flagged (kUnsynced), never
-    wrong. With the sweep they decode exactly, the sweep having decoded chunks again."""
+    """Without the sweep, two rounds leave most chunks of these files unsynchronised: stage 4, decoding from the
+    wrong starts, flags them (kUnsynced, or the damage a wrong start reads), never decodes them wrong. With the
+    sweep they decode exactly, the sweep having decoded chunks again."""
     for d in core.chunked(one_table_files, [16, 64, 256], rounds=2, sweep=False):
         for r in d["runs"]:
-            assert r["flags"] != 0 or (r["coef_mismatch_blocks"] == 0 and r["coef_compared_blocks"] == d["blocks"])
+            if r["stage4_flags"] == 0:
+                assert r["coef_mismatch_blocks"] == 0 and r["coef_compared_blocks"] == d["blocks"], (_where(d), r)
             if r["chunks"] > 3 * 4:  # more chunks than two rounds can reach from chunk 0, with room
-                assert r["flags"] & core.UNSYNCED, (_where(d), r)
+                assert r["flags"] & core.UNSYNCED and r["stage4_flags"] != 0, (_where(d), r)
     results = assert_exact(one_table_files, [16, 64, 256])
     assert all(r["redone_in_sweep"] > 0 for d in results for r in d["runs"] if r["chunks"] > 12)
 
@@ -186,6 +190,29 @@ def test_photos(photos):
     assert synchronised >= 0.8 * len(decodable), f"{synchronised} of {len(decodable)} in sync after two rounds"
 
 
+def test_padding_of_zeros_is_flagged_or_exact():
+    """Segments padded with zeros instead of ones before their restart markers: libjpeg reads no padding bit, so
+    the files are valid to it, but stages 1 and 2 cannot tell such padding from blocks (here a block is 2 bits, 00,
+    and a byte holds one block and six bits of padding), count blocks in it, and stage 4 must see that the starts
+    they give are wrong (kUnsynced): such a file goes to the CPU path, never decodes wrong."""
+    flat = encode(np.full((24, 40), 128, np.uint8), "gray", quality=75, restart_interval=1, optimize=True)
+    from jpeg_core_cases import scan_segments
+
+    segments, _ = scan_segments(flat)
+    assert all(e - b == 1 and flat[b] == 0x3F for b, e in segments), "expected one 2-bit block and padding a segment"
+    zeroed = bytearray(flat)
+    for b, _ in segments:
+        zeroed[b] = 0x00
+    for padded, expect_flag in [(flat, False), (bytes(zeroed), True)]:
+        (d,) = core.chunked([padded], [1, 3, 64])
+        assert d["ref_warnings"] == 0 and d["ref_coef_error"] == "", d["ref_warning"]
+        for r in d["runs"]:
+            assert (r["stage4_flags"] != 0) == expect_flag, r
+            assert r["stage4_flags"] != 0 or r["coef_mismatch_blocks"] == 0, r
+            if expect_flag:
+                assert r["stage4_flags"] & core.UNSYNCED, r
+
+
 # ---- Damaged files: flagged or exact -------------------------------------------------------------------------
 
 
@@ -200,7 +227,7 @@ def _check_damaged(results, stats):
         stats["libjpeg_warned"] += warned
         for r in d["runs"]:
             run = f"mutant {i} ({_where(d)}), chunks of {r['chunk_bytes']}"
-            if r["flags"] == 0:
+            if r["stage4_flags"] == 0:
                 assert not warned, f"{run}: accepted, but libjpeg warned: {d['ref_warning'] or d['ref_coef_error']}"
                 assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
                 assert r["coef_compared_blocks"] == d["blocks"], run
