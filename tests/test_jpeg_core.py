@@ -197,8 +197,9 @@ def _gpu_unavailable() -> str | None:
 def test_core_on_gpu_matches_cpu(tmp_path):
     """The same stages run in CUDA kernels (tests/jpeg_core_gpu_check.cu: one thread per segment, per block, per
     pixel) give bit-identical segment flags, coefficients, SIMD-exactness flags, samples and pixels to the CPU
-    build, at 8/8, 4/8, 2/8 and 1/8, on valid, hostile and damaged files; so what the CPU tests prove about the
-    core holds on the GPU."""
+    build, at 8/8, 4/8, 2/8 and 1/8, on valid, hostile and damaged files, with and without restart markers; and
+    the chunked decoder's stages (sync_decode.h, a thread per chunk) the same flags and coefficients as on the CPU;
+    so what the CPU tests prove about the core holds on the GPU."""
     binary = tmp_path / "jpeg_core_gpu_check"
     build = subprocess.run(
         [
@@ -218,12 +219,14 @@ def test_core_on_gpu_matches_cpu(tmp_path):
         timeout=600,
     )
     assert build.returncode == 0, build.stderr[-4000:]
-    files = []
+    files, plain = [], []
     for i, sampling in enumerate(SCALED_SAMPLINGS):
         for h, w in [(1, 1), (3, 17), (17, 33), (97, 83)]:
             pixels = jpeg_factory.photo_like(h, w, 1 if sampling == "gray" else 3, seed=i)
             files.append(_encode(pixels, sampling, quality=90, restart_interval=2))
+            plain.append(_encode(pixels, sampling, quality=90))
     files += [f for f in core.transcode(files, interval=3, hostile=1) if f is not None]
+    files += plain + [f for f in core.transcode(plain, long_codes=1) if f is not None]
     rng = random.Random(5)
     corpus = _fuzz_corpus()
     files += [_mutate(rng.choice(corpus), rng) for _ in range(300)]
@@ -232,6 +235,7 @@ def test_core_on_gpu_matches_cpu(tmp_path):
     summary = json.loads(lines[-1]) if lines else {}
     assert result.returncode == 0 and summary.get("unequal") == 0, (lines[-5:], result.stderr.decode()[-2000:])
     assert summary["compared"] > 0.9 * len(files) - 40 and summary["flagged_segments"] > 0, summary
+    assert summary["chunked_decodes"] == 4 * summary["compared"], summary
 
 
 # ---- Valid files: exact -------------------------------------------------------------------------------------
