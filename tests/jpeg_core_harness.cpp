@@ -1241,6 +1241,50 @@ void selftest_bit_offset() {
   expect(wrong == 0, "reader_bit_offset: " + std::to_string(wrong) + " offsets wrong");
 }
 
+// sync_decode.h's refusals: arguments that name no chunking, no chunk, or a frame the tables and planes
+// do not cover are kBadArguments, before anything is read or written.
+void selftest_chunk_arguments() {
+  const uint8_t data[] = {0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9};
+  jc::ChunkedScan s;
+  expect(!jc::make_chunked_scan(nullptr, 6, 2, 1, 0, &s) && !jc::make_chunked_scan(data, 6, 6, 1, 0, &s) &&
+             !jc::make_chunked_scan(data, 6, 2, 0, 0, &s) && !jc::make_chunked_scan(data, 6, 2, 1, 65536, &s) &&
+             !jc::make_chunked_scan(data, 6, -1, 1, 0, &s),
+         "make_chunked_scan took arguments that name no chunking");
+  expect(jc::make_chunked_scan(data, 6, 2, INT64_MAX, 0, &s) && s.num_chunks == 1, "a chunk larger than the file");
+  expect(jc::make_chunked_scan(data, 6, 2, 1, 1, &s) && s.num_chunks == 4, "chunks of a byte");
+  const int hv[1] = {1};
+  jc::Frame f;
+  jc::make_frame(8, 8, 1, hv, hv, nullptr, &f);
+  jc::HuffTable table{};
+  const uint8_t counts[16] = {1};
+  const uint8_t symbols[1] = {0};
+  jc::build_huffman_table(counts, symbols, 1, true, &table);
+  jc::SegmentTables t = {{&table, nullptr, nullptr, nullptr}, {&table, nullptr, nullptr, nullptr}, nullptr};
+  jc::ChunkRecord r;
+  int16_t plane[64];
+  int16_t* planes[jc::kMaxComponents] = {plane, nullptr, nullptr, nullptr};
+  jc::ChunkStart starts[5];
+  expect(jc::decode_chunk(s, f, t, 4, jc::chunk_guess(s, 0), &r) == jc::kBadArguments &&
+             jc::decode_chunk(s, f, t, -1, jc::chunk_guess(s, 0), &r) == jc::kBadArguments &&
+             jc::decode_chunk(s, f, t, 0, jc::chunk_guess(s, 0), nullptr) == jc::kBadArguments,
+         "decode_chunk on no chunk");
+  jc::SegmentTables no_ac = t;
+  no_ac.ac[0] = nullptr;
+  jc::Frame bad = f;
+  bad.mcus_per_row = 0;
+  expect(jc::decode_chunk(s, f, no_ac, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments &&
+             jc::decode_chunk(s, bad, t, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments,
+         "decode_chunk without a table, or on a frame without MCUs");
+  expect(jc::decode_chunk(s, f, t, 0, jc::chunk_guess(s, 0), &r) == 0 && jc::chunk_starts(s, f, &r, nullptr) != 0,
+         "chunk_starts without its output");
+  starts[0] = starts[1] = jc::ChunkStart{16, 0, {0, 0, 0, 0}};
+  expect(jc::decode_chunk_blocks(s, f, t, 0, starts[0], starts[1], nullptr) == jc::kBadArguments &&
+             jc::decode_chunk_blocks(s, bad, t, 0, starts[0], starts[1], planes) == jc::kBadArguments,
+         "decode_chunk_blocks without planes, or on a frame without MCUs");
+  s.chunk_bytes = 2;  // no longer what make_chunked_scan made: num_chunks disagrees
+  expect(jc::decode_chunk(s, f, t, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments, "an inconsistent ChunkedScan");
+}
+
 // Per record: every segment decoded in zigzag order equals the natural-order decode, permuted.
 void selftest_orders(const std::vector<uint8_t>& file) {
   HeaderInfo info;
@@ -1455,6 +1499,7 @@ void run_selftest() {
   selftest_huffman_lookup();
   selftest_bit_reader();
   selftest_bit_offset();
+  selftest_chunk_arguments();
   std::vector<uint8_t> file;
   int files = 0;
   while (read_record(&file)) {

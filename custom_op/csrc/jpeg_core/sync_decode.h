@@ -108,11 +108,16 @@ struct ChunkedScan {
   int64_t restart_interval;  // MCUs per restart segment (the DRI's), 0 where there are no restart markers
 };
 
-// Fills `s` for the file data[0, size) whose scan data starts at scan_start. False for arguments no
-// chunking exists for (chunk_bytes < 1, scan_start outside the data, a restart interval above 65535).
+constexpr int64_t kMaxScanBytes = INT64_MAX >> 4;  // bit offsets of the bytes and of a chunk past them fit
+
+// Fills `s` for the file data[0, size) whose scan data starts at scan_start, in chunks of chunk_bytes (one
+// chunk where that is more than the file). False for arguments no chunking exists for (chunk_bytes < 1,
+// scan_start outside the data, a restart interval above 65535, a size past kMaxScanBytes).
 CUSTOM_OP_HD inline bool make_chunked_scan(const uint8_t* data, int64_t size, int64_t scan_start, int64_t chunk_bytes,
                                            int64_t restart_interval, ChunkedScan* s) {
-  if (data == nullptr || size < 1 || scan_start < 0 || scan_start >= size || chunk_bytes < 1) return false;
+  if (data == nullptr || size < 1 || size > kMaxScanBytes || scan_start < 0 || scan_start >= size || chunk_bytes < 1)
+    return false;
+  if (chunk_bytes > size) chunk_bytes = size;
   if (restart_interval < 0 || restart_interval > 65535) return false;
   s->data = data;
   s->size = size;
@@ -125,7 +130,8 @@ CUSTOM_OP_HD inline bool make_chunked_scan(const uint8_t* data, int64_t size, in
 
 // Whether `s` is what make_chunked_scan makes and has a chunk j.
 CUSTOM_OP_HD inline bool chunked_scan_ok(const ChunkedScan& s, int64_t chunk) {
-  return s.data != nullptr && s.scan_start >= 0 && s.scan_start < s.size && s.chunk_bytes >= 1 &&
+  return s.data != nullptr && s.size <= kMaxScanBytes && s.scan_start >= 0 && s.scan_start < s.size &&
+         s.chunk_bytes >= 1 && s.chunk_bytes <= s.size &&
          s.num_chunks == (s.size - s.scan_start + s.chunk_bytes - 1) / s.chunk_bytes && s.restart_interval >= 0 &&
          chunk >= 0 && chunk < s.num_chunks;
 }
