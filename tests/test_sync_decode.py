@@ -136,6 +136,23 @@ def test_eob_heavy_and_maximum_length_mcus():
     assert_exact(files)
 
 
+def test_blocks_longer_than_chunks():
+    """Coefficients at libjpeg's encoder limits (transcode's hostile: whole blocks of +-1023), with optimised and
+    with long-code tables: blocks of up to 200 bytes, MCUs of a kilobyte, so that many chunks hold no block start
+    at all, and codes of 16 bits followed by 10 extra bits, long runs of ones (stuffed FF 00 in pairs)."""
+    base = [
+        encode(_photo(40, 56, sampling, seed=i), sampling, quality=95)
+        for i, sampling in enumerate(["4:4:4", "4:2:0", "gray", "4:1:1", "2x2,1x2,1x2"])
+    ]
+    files = []
+    for seed in range(3):
+        files += core.transcode(base, hostile=seed, interval=[0, 0, 3][seed])
+        files += core.transcode(base, hostile=seed, long_codes=seed)
+    assert all(f is not None for f in files)
+    assert max(f.count(b"\xff\x00\xff\x00") for f in files) > 0
+    assert_exact(files, SMALL_CHUNKS + [16, 100, 300])
+
+
 @pytest.fixture(scope="module")
 def one_table_files():
     """Files where every component uses the same Huffman tables (long codes) and there are no restart markers: a
