@@ -198,8 +198,8 @@ CUSTOM_OP_HD inline bool cursor_start(const ChunkedScan& s, const Frame& f, Sync
   return true;
 }
 
-constexpr int kDataGoesOn = -1;  // marker_code: 8 or more data bits before the data stops
-constexpr int kNoMarker = -2;    // marker_code: the data stops at the end of the bytes
+constexpr int kDataGoesOn = -1;  // marker_after_mcu: 8 or more data bits before the data stops
+constexpr int kNoMarker = -2;    // the data stops at the end of the bytes, or at fill FFs there
 
 // Where the reader stopped at an FF that is not stuffing: the code of the marker there (skipping fill
 // FFs, as find_segments does; 0 for FF .. FF 00, which is no marker), and in *after the byte after it.
