@@ -307,7 +307,7 @@ def _fuzz_corpus() -> list[bytes]:
 
 
 def test_fuzz_chunked_under_sanitizers():
-    """~800 mutants of files with and without restart markers, standard and long-code tables (bit flips, cuts,
+    """2000 mutants of files with and without restart markers, standard and long-code tables (bit flips, cuts,
     deletions, inserted bytes, stuffing, fill and markers, renumbered or removed restart markers, swapped segments,
     damaged Huffman tables and scan headers), decoded in chunks of 1, 3, 16 and 300 bytes by the harness built with
     AddressSanitizer + UBSan (any report fails the run), with the usual sync and with one round and no sweep
@@ -317,7 +317,7 @@ def test_fuzz_chunked_under_sanitizers():
     corpus = _fuzz_corpus()
     stats = _stats()
     for rounds, sweep in [(ROUNDS, True), (1, False)]:
-        mutants = [mutate(rng.choice(corpus), rng) for _ in range(400)]
+        mutants = [mutate(rng.choice(corpus), rng) for _ in range(1000)]
         stats["mutants"] += len(mutants)
         _check_damaged(core.chunked(mutants, [1, 3, 16, 300], rounds=rounds, sweep=sweep, variant=variant), stats)
     print("sync_decode fuzz:", stats)
