@@ -34,8 +34,9 @@ VARIANTS = {
     "plain": ["-O2"],
     "sanitized": ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"],
 }
-# Segment flags (custom_op/csrc/jpeg_core/huffman.h) and the harness's own.
+# Segment flags (custom_op/csrc/jpeg_core/huffman.h), chunk flags (sync_decode.h) and the harness's own.
 BAD_CODE, EARLY_MARKER, OVERRUN, TRAILING_DATA, BAD_ARGUMENTS = 1, 2, 4, 8, 16
+BAD_MARKER, UNSYNCED = 32, 64
 SEGMENT_NOT_FOUND = 1 << 31
 
 
@@ -229,6 +230,21 @@ def dump(files, *, simd: bool | str = True, gray_output: bool = False, scale: in
     return results
 
 
+def chunked(
+    files, chunk_bytes=(256,), *, rounds: int | None = 2, sweep: bool = True, variant: str = "plain"
+) -> list[dict]:
+    """Per file: the summary of the chunked decode (custom_op/csrc/jpeg_core/sync_decode.h), with one entry in
+    "runs" per chunk size of `chunk_bytes`: its flags, how many chunks were decoded again in the rounds of
+    sync_chunk (at most `rounds`; None: until nothing changes) and in the sweep after them (`sweep`), and,
+    where it flagged nothing, its coefficients compared with libjpeg's (see the harness's header)."""
+    command = ["chunked", "--chunk", ",".join(str(int(c)) for c in chunk_bytes)]
+    command += ["--rounds", str(-1 if rounds is None else rounds)]
+    if not sweep:
+        command.append("--no-sweep")
+    out = run(command, files, variant=variant)
+    return [json.loads(line) for line in out.decode().splitlines()]
+
+
 def transcode(
     files,
     *,
@@ -236,16 +252,22 @@ def transcode(
     rows: int = 0,
     optimize: bool = False,
     hostile: int | None = None,
+    long_codes: int | None = None,
+    one_table: bool = False,
     variant: str = "plain",
 ) -> list[bytes | None]:
     """The same coefficients re-encoded losslessly by libjpeg as baseline files with a restart interval of
     `interval` MCUs (or one segment per `rows` MCU rows); None where libjpeg refused a file. hostile=SEED also
-    randomises coefficients and quantisation tables (no longer lossless: it makes IDCT stress tests)."""
+    randomises coefficients and quantisation tables (no longer lossless: it makes IDCT stress tests).
+    long_codes=SEED writes Huffman tables of 16-bit codes that start with eight ones (the seed picks which
+    symbols get the few short codes); one_table: every component uses the same tables."""
     command = ["transcode", "--interval", str(interval), "--rows", str(rows)]
     if optimize:
         command.append("--optimize")
     if hostile is not None:
         command += ["--hostile", str(hostile)]
+    if long_codes is not None:
+        command += ["--long-codes", str(long_codes)] + (["--one-table"] if one_table else [])
     out = run(command, files, variant=variant)
     results, pos = [], 0
     while pos < len(out):

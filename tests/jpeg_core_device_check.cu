@@ -80,3 +80,26 @@ __global__ void check_scaling(const jc::Frame* frame, int scale, const uint8_t* 
     *out = s;
   }
 }
+
+// The chunked decoder's stages (sync_decode.h), each as its own kernel would run it: one thread per chunk for
+// stages 1, 2 and 4, one thread for stage 3.
+__global__ void check_sync_decode(const uint8_t* data, int64_t size, int64_t scan_start, int64_t chunk_bytes,
+                                  int64_t restart_interval, const jc::Frame* frame, const jc::HuffTable* tables,
+                                  jc::ChunkRecord* records, jc::ChunkRecord* next_round, jc::ChunkStart* starts,
+                                  int16_t* plane0, int16_t* plane1, int16_t* plane2, uint32_t* flags) {
+  jc::ChunkedScan s;
+  if (!jc::make_chunked_scan(data, size, scan_start, chunk_bytes, restart_interval, &s)) return;
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  jc::SegmentTables t;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    t.dc[c] = &tables[0];
+    t.ac[c] = &tables[1];
+  }
+  t.order = nullptr;
+  if (j >= s.num_chunks) return;
+  flags[j] = jc::decode_chunk(s, *frame, t, j, jc::chunk_guess(s, j), &records[j]);
+  if (j > 0) flags[j] |= jc::sync_chunk(s, *frame, t, j, records[j - 1], records[j], &next_round[j]) ? 1u : 0u;
+  if (j == 0) flags[j] |= jc::chunk_starts(s, *frame, next_round, starts);
+  int16_t* planes[jc::kMaxComponents] = {plane0, plane1, plane2, nullptr};
+  flags[j] |= jc::decode_chunk_blocks(s, *frame, t, j, starts[j], starts[j + 1], planes);
+}

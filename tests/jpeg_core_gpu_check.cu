@@ -6,11 +6,13 @@
 // int64 IDCT path, table reads from global and shared memory), so the CPU proof carries over to the
 // GPU. It is not the production kernel layout: one thread per segment (Huffman), per block (IDCT)
 // and per pixel (upsampling + colour), nothing tuned. Each file is decoded at 8/8, 4/8, 2/8 and 1/8
-// (the reduced IDCTs and scaling.h's planes and upsampling).
+// (the reduced IDCTs and scaling.h's planes and upsampling), and its scan also by the chunked decoder
+// (sync_decode.h) in chunks of 1, 7, 256 and 4096 bytes.
 //
 // Input: the harness's records on stdin. Output: one JSON line per file that differs, then a
 // summary line {"files": N, "compared": M, "decodes": D, "unequal": U, ...} (compared: files the
-// core decodes; decodes: those files times the 4 scales; unequal: files with any difference). Exit
+// core decodes; decodes: those files times the 4 scales; chunked_decodes: those files times the 4
+// chunk sizes; unequal: files with any difference). Exit
 // status 0 when U is 0, 1 otherwise, 3 when no GPU is usable. Built by tests/test_jpeg_core.py (when
 // nvcc and a GPU are present) or by hand:
 //   nvcc -std=c++17 -O2 -arch=sm_90 -I. tests/jpeg_core_gpu_check.cu -o jpeg_core_gpu_check -ljpeg
@@ -192,6 +194,139 @@ std::string gpu_versus_cpu(const std::vector<uint8_t>& file, const Prepared& p, 
   return diff;
 }
 
+// The chunked decoder (sync_decode.h), its stages as the GPU would run them: stage 1 and each round of
+// stage 2 with a thread per chunk (a round reads the last round's records), the sweep and stage 3 on one
+// thread, stage 4 with a thread per chunk.
+struct ChunkJob {
+  jc::ChunkedScan scan;
+  jc::Frame frame;
+  jc::HuffTable dc[jc::kMaxComponents], ac[jc::kMaxComponents];
+  jc::CoefOrder order;
+};
+
+__device__ jc::SegmentTables chunk_tables(const ChunkJob* job) {
+  jc::SegmentTables t;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    t.dc[c] = &job->dc[c];
+    t.ac[c] = &job->ac[c];
+  }
+  t.order = &job->order;
+  return t;
+}
+
+__global__ void chunk_first_pass(const ChunkJob* job, jc::ChunkRecord* records, uint32_t* flags) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= job->scan.num_chunks) return;
+  atomicOr(flags,
+           jc::decode_chunk(job->scan, job->frame, chunk_tables(job), j, jc::chunk_guess(job->scan, j), &records[j]));
+}
+
+__global__ void chunk_round(const ChunkJob* job, const jc::ChunkRecord* last, jc::ChunkRecord* next,
+                            unsigned* changed) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= job->scan.num_chunks) return;
+  if (jc::sync_chunk(job->scan, job->frame, chunk_tables(job), j, last[j > 0 ? j - 1 : 0], last[j], &next[j]))
+    atomicAdd(changed, 1u);
+}
+
+__global__ void chunk_sweep_and_starts(const ChunkJob* job, jc::ChunkRecord* records, jc::ChunkStart* starts,
+                                       uint32_t* flags) {
+  for (int64_t j = 1; j < job->scan.num_chunks; ++j)
+    jc::sync_chunk(job->scan, job->frame, chunk_tables(job), j, records[j - 1], records[j], &records[j]);
+  *flags |= jc::chunk_starts(job->scan, job->frame, records, starts);
+}
+
+__global__ void chunk_write_pass(const ChunkJob* job, const jc::ChunkStart* starts, Planes planes, uint32_t* flags,
+                                 uint32_t* stage4_flags) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= job->scan.num_chunks) return;
+  const uint32_t f =
+      jc::decode_chunk_blocks(job->scan, job->frame, chunk_tables(job), j, starts[j], starts[j + 1], planes.coef);
+  atomicOr(flags, f);
+  atomicOr(stage4_flags, f);
+}
+
+// The chunked decode of `file` in chunks of chunk_bytes on the GPU against the CPU's (chunked_decode, with
+// the same two rounds and sweep): the same flags, and where stage 4 flagged nothing the same coefficients
+// (elsewhere chunks may write a block twice, in any order). Empty string when equal.
+std::string chunked_gpu_versus_cpu(const std::vector<uint8_t>& file, const Prepared& p, int64_t chunk_bytes) {
+  ChunkedRun cpu;
+  const ChunkedOptions options;
+  chunked_decode(file.data(), file.size(), p, chunk_bytes, options, &cpu);
+  ChunkJob job;
+  if (!jc::make_chunked_scan(file.data(), static_cast<int64_t>(file.size()), static_cast<int64_t>(p.info.scan_start),
+                             chunk_bytes, p.info.restart_interval, &job.scan))
+    return cpu.flags == jc::kBadArguments ? "" : "make_chunked_scan refused what the CPU run took";
+  const jc::Frame& f = p.frame;
+  job.frame = f;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    job.dc[c] = p.info.dc[c < f.num_components ? c : 0];
+    job.ac[c] = p.info.ac[c < f.num_components ? c : 0];
+  }
+  job.order = p.order;
+  std::string why, diff;
+  std::vector<void*> owned;
+  auto keep = [&owned](void* ptr) { owned.push_back(ptr); };
+  uint8_t* d_data = device_copy(file.data(), file.size(), &why);
+  keep(d_data);
+  job.scan.data = d_data;
+  ChunkJob* d_job = device_copy(&job, 1, &why);
+  keep(d_job);
+  const size_t n = static_cast<size_t>(job.scan.num_chunks);
+  jc::ChunkRecord *d_records = nullptr, *d_next = nullptr;
+  jc::ChunkStart* d_starts = nullptr;
+  uint32_t* d_flags = nullptr;  // all stages', then stage 4's alone
+  unsigned* d_changed = nullptr;
+  cuda_ok(cudaMalloc(&d_records, n * sizeof(jc::ChunkRecord)), &why);
+  keep(d_records);
+  cuda_ok(cudaMalloc(&d_next, n * sizeof(jc::ChunkRecord)), &why);
+  keep(d_next);
+  cuda_ok(cudaMalloc(&d_starts, (n + 1) * sizeof(jc::ChunkStart)), &why);
+  keep(d_starts);
+  cuda_ok(cudaMalloc(&d_flags, 2 * sizeof(uint32_t)), &why);
+  keep(d_flags);
+  cuda_ok(cudaMemset(d_flags, 0, 2 * sizeof(uint32_t)), &why);
+  cuda_ok(cudaMalloc(&d_changed, sizeof(unsigned)), &why);
+  keep(d_changed);
+  Planes planes{};
+  for (int c = 0; c < f.num_components; ++c) {
+    const size_t coefs = static_cast<size_t>(jc::plane_coefficients(f, c));
+    cuda_ok(cudaMalloc(&planes.coef[c], coefs * 2), &why);
+    keep(planes.coef[c]);
+    cuda_ok(cudaMemset(planes.coef[c], 0, coefs * 2), &why);
+  }
+  const int threads = 128;
+  const unsigned grid = static_cast<unsigned>((n + threads - 1) / threads);
+  if (why.empty()) {
+    chunk_first_pass<<<grid, threads>>>(d_job, d_records, d_flags);
+    for (int64_t round = 0; round < options.rounds && why.empty(); ++round) {
+      cuda_ok(cudaMemset(d_changed, 0, sizeof(unsigned)), &why);
+      chunk_round<<<grid, threads>>>(d_job, d_records, d_next, d_changed);
+      std::swap(d_records, d_next);
+      unsigned changed = 0;
+      cuda_ok(cudaMemcpy(&changed, d_changed, sizeof(unsigned), cudaMemcpyDeviceToHost), &why);
+      if (changed == 0) break;
+    }
+    chunk_sweep_and_starts<<<1, 1>>>(d_job, d_records, d_starts, d_flags);
+    chunk_write_pass<<<grid, threads>>>(d_job, d_starts, planes, d_flags, d_flags + 1);
+    cuda_ok(cudaGetLastError(), &why);
+  }
+  cuda_ok(cudaDeviceSynchronize(), &why);
+  uint32_t flags[2] = {0, 0};
+  if (why.empty()) cuda_ok(cudaMemcpy(flags, d_flags, sizeof(flags), cudaMemcpyDeviceToHost), &why);
+  if (!why.empty()) {
+    diff = "CUDA error: " + why;
+  } else if (flags[0] != cpu.flags || flags[1] != cpu.stage4_flags) {
+    diff = "flags: cpu " + std::to_string(cpu.flags) + "/" + std::to_string(cpu.stage4_flags) + " gpu " +
+           std::to_string(flags[0]) + "/" + std::to_string(flags[1]);
+  } else {
+    for (int c = 0; c < f.num_components && cpu.stage4_flags == 0; ++c)
+      if (!same(cpu.coef[c], planes.coef[c], "coefficients", &diff)) break;
+  }
+  for (void* ptr : owned) cudaFree(ptr);
+  return diff.empty() ? diff : "chunks of " + std::to_string(chunk_bytes) + " bytes: " + diff;
+}
+
 }  // namespace
 
 int main() {
@@ -202,7 +337,7 @@ int main() {
   }
   std::vector<uint8_t> file;
   int64_t files = 0, compared = 0, decodes = 0, skipped = 0, unequal = 0, segments = 0, pixels = 0, inexact = 0,
-          flagged = 0;
+          flagged = 0, chunked = 0;
   std::string first;
   while (read_record(&file)) {
     ++files;
@@ -228,6 +363,11 @@ int main() {
       ++skipped;
       continue;
     }
+    for (int64_t chunk_bytes : {1, 7, 256, 4096}) {
+      const std::string chunk_diff = chunked_gpu_versus_cpu(file, p, chunk_bytes);
+      ++chunked;
+      if (diff.empty() && !chunk_diff.empty()) diff = chunk_diff;
+    }
     ++compared;
     if (!diff.empty()) {
       if (unequal++ == 0) first = "file " + std::to_string(files - 1) + ": " + diff;
@@ -239,10 +379,10 @@ int main() {
   std::printf(
       "{\"device\": \"%s\", \"files\": %lld, \"compared\": %lld, \"decodes\": %lld, \"skipped\": %lld, "
       "\"segments\": %lld, \"flagged_segments\": %lld, \"inexact_blocks\": %lld, \"pixel_values\": %lld, "
-      "\"unequal\": %lld, \"first_unequal\": \"%s\"}\n",
+      "\"chunked_decodes\": %lld, \"unequal\": %lld, \"first_unequal\": \"%s\"}\n",
       json_escape(prop.name).c_str(), static_cast<long long>(files), static_cast<long long>(compared),
       static_cast<long long>(decodes), static_cast<long long>(skipped), static_cast<long long>(segments),
       static_cast<long long>(flagged), static_cast<long long>(inexact), static_cast<long long>(pixels),
-      static_cast<long long>(unequal), json_escape(first).c_str());
+      static_cast<long long>(chunked), static_cast<long long>(unequal), json_escape(first).c_str());
   return unequal == 0 ? 0 : 1;
 }

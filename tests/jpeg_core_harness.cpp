@@ -36,14 +36,26 @@
 //                                band of MCU rows equals the full decode's rows, and scaling.h's geometry
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
+//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep]
+//                                per record: the scan decoded by sync_decode.h's chunked stages with
+//                                chunks of N bytes (each size in turn; default 256), every stage run for
+//                                every chunk on its own as GPU threads would: stage 1, then up to
+//                                --rounds rounds of sync_chunk (default 2; -1: until none changes), then one
+//                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4;
+//                                one JSON line with each run's flags (all stages', and stage 4's alone)
+//                                and, where stage 4 flagged nothing, its coefficients compared with
+//                                jpeg_read_coefficients'
 //   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
+//                                [--long-codes SEED [--one-table]]
 //                                per record: one output record, the same coefficients re-encoded by
 //                                libjpeg (jpeg_read_coefficients + jpeg_write_coefficients, so
 //                                lossless) as a baseline file with that restart interval (MCUs) or one
 //                                segment per N MCU rows; --hostile randomises coefficients (within what
 //                                libjpeg's encoder accepts) and the quantisation tables (up to 65535,
-//                                16-bit DQT) to drive the IDCT outside the range valid files reach.
-//                                An empty record when libjpeg refuses.
+//                                16-bit DQT) to drive the IDCT outside the range valid files reach;
+//                                --long-codes writes Huffman tables of 16-bit codes that start with
+//                                eight ones (set_long_code_tables), --one-table one table for every
+//                                component. An empty record when libjpeg refuses.
 //
 // Exit status: 0, or 2 on bad usage / broken input framing. Per-file problems are reported in JSON.
 #include <algorithm>
@@ -66,6 +78,7 @@ namespace jc = custom_op::jpeg_core;
 namespace {
 
 constexpr uint32_t kSegmentNotFound = 1u << 31;  // harness flag: the scan walk never reached it
+constexpr uint32_t kScanDisagrees = 1u << 30;    // harness flag: join_records' scan differs from chunk_starts
 
 // ---- Records on stdin / stdout ------------------------------------------------------------------
 
@@ -302,6 +315,17 @@ void prepare(const uint8_t* data, size_t size, Prepared* p) {
   jc::make_natural_order(&p->order);
 }
 
+// The tables of every component, natural order.
+jc::SegmentTables segment_tables(const Prepared& p) {
+  jc::SegmentTables t;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    t.dc[c] = c < p.frame.num_components ? &p.info.dc[c] : nullptr;
+    t.ac[c] = c < p.frame.num_components ? &p.info.ac[c] : nullptr;
+  }
+  t.order = &p.order;
+  return t;
+}
+
 // One output pixel: what a kernel thread does after upsampling.
 CUSTOM_OP_HD inline void convert_pixel(int color, const jc::SamplePlane* sp, int y, int x, uint8_t* px) {
   if (color == 0) {
@@ -346,12 +370,7 @@ void core_decode(const uint8_t* data, size_t size, CoreDecode* out, bool gray_ou
     planes[c] = out->coef[c].data();
   }
   out->scan = p.scan;
-  jc::SegmentTables tables;
-  for (int c = 0; c < jc::kMaxComponents; ++c) {
-    tables.dc[c] = c < f.num_components ? &info.dc[c] : nullptr;
-    tables.ac[c] = c < f.num_components ? &info.ac[c] : nullptr;
-  }
-  tables.order = &p.order;
+  const jc::SegmentTables tables = segment_tables(p);
   out->seg_flags.assign(static_cast<size_t>(out->segments), kSegmentNotFound);
   for (int64_t s = 0; s < out->scan.found; ++s) {
     const int64_t first = s * out->mcus_per_segment;
@@ -711,6 +730,139 @@ void run_check(bool dump, bool gray_output, int scale) {
   }
 }
 
+// ---- Chunked decoding (sync_decode.h) ------------------------------------------------------------
+
+struct ChunkedOptions {
+  std::vector<int64_t> chunk_bytes{256};
+  int64_t rounds = 2;  // rounds of sync_chunk, every chunk reading the last round's records; < 0: until none changes
+  bool sweep = true;   // then one sweep in chunk order, as one thread would run it
+};
+
+// One decode of a file with one chunk size, each stage run for every chunk on its own as the GPU's
+// threads run them (stages 1, 2 and 4 read only what earlier stages wrote).
+struct ChunkedRun {
+  int64_t chunk_bytes = 0, chunks = 0;
+  int64_t rounds = 0;            // rounds that decoded some chunk again
+  int64_t redone_in_rounds = 0;  // chunk decodes in those rounds
+  int64_t redone_in_sweep = 0;
+  uint32_t flags = 0;          // every stage's, or'ed: 0 is what a caller takes the decode on
+  uint32_t stage4_flags = 0;   // every chunk's decode_chunk_blocks', or'ed: 0 must mean exact on its own
+  int64_t flagged_chunks = 0;  // chunks whose stage 4 flagged something
+  std::vector<int16_t> coef[jc::kMaxComponents];
+};
+
+void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t chunk_bytes, const ChunkedOptions& opt,
+                    ChunkedRun* out) {
+  const jc::Frame& f = p.frame;
+  out->chunk_bytes = chunk_bytes;
+  jc::ChunkedScan s;
+  if (!jc::make_chunked_scan(data, static_cast<int64_t>(size), static_cast<int64_t>(p.info.scan_start), chunk_bytes,
+                             p.info.restart_interval, &s)) {
+    out->flags = out->stage4_flags = jc::kBadArguments;
+    return;
+  }
+  const jc::SegmentTables t = segment_tables(p);
+  const int64_t n = s.num_chunks;
+  out->chunks = n;
+  std::vector<jc::ChunkRecord> records(static_cast<size_t>(n)), next(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) out->flags |= jc::decode_chunk(s, f, t, j, jc::chunk_guess(s, j), &records[j]);
+  for (int64_t round = 0; opt.rounds < 0 || round < opt.rounds; ++round) {
+    int64_t redone = 0;
+    for (int64_t j = 0; j < n; ++j)
+      redone += jc::sync_chunk(s, f, t, j, records[j > 0 ? j - 1 : 0], records[j], &next[j]) ? 1 : 0;
+    records.swap(next);
+    if (redone == 0) break;
+    ++out->rounds;
+    out->redone_in_rounds += redone;
+  }
+  if (opt.sweep)
+    for (int64_t j = 1; j < n; ++j)
+      out->redone_in_sweep += jc::sync_chunk(s, f, t, j, records[j - 1], records[j], &records[j]) ? 1 : 0;
+  std::vector<jc::ChunkStart> starts(static_cast<size_t>(n + 1));
+  out->flags |= jc::chunk_starts(s, f, records.data(), starts.data());
+  // Stage 3 as a GPU's parallel scan would run it (Hillis-Steele: in step d, each record joined with the
+  // one d before it) must give chunk_starts' starts.
+  std::vector<jc::ChunkRecord> prefix = records, step(static_cast<size_t>(n));
+  for (int64_t d = 1; d < n; d *= 2) {
+    for (int64_t j = 0; j < n; ++j) step[j] = j >= d ? jc::join_records(prefix[j - d], prefix[j]) : prefix[j];
+    prefix.swap(step);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const jc::ChunkStart expected = jc::chunk_start_after(starts[0], prefix[j]);
+    if (std::memcmp(&expected, &starts[j + 1], sizeof(expected)) != 0) out->flags |= kScanDisagrees;
+  }
+  int16_t* planes[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
+  for (int c = 0; c < f.num_components; ++c) {
+    out->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
+    planes[c] = out->coef[c].data();
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t flags = jc::decode_chunk_blocks(s, f, t, j, starts[j], starts[j + 1], planes);
+    out->flags |= flags;
+    out->stage4_flags |= flags;
+    out->flagged_chunks += flags != 0 ? 1 : 0;
+  }
+}
+
+// Per record: one JSON line, with one entry in "runs" per chunk size; a run's coefficients are compared
+// with libjpeg's (natural order) where its stage 4 flagged nothing (whatever the other stages said).
+void run_chunked(const ChunkedOptions& opt) {
+  std::vector<uint8_t> file;
+  while (read_record(&file)) {
+    Prepared p;
+    prepare(file.data(), file.size(), &p);
+    std::string line = "{\"core_error\": \"" + json_escape(p.error) + "\"";
+    if (p.error.empty()) {
+      const jc::Frame& f = p.frame;
+      Reference ref;
+      reference_coefficients(file.data(), file.size(), f, &ref);
+      std::string sampling;
+      for (int c = 0; c < f.num_components; ++c)
+        sampling += (c ? "," : "") + std::to_string(f.h[c]) + "x" + std::to_string(f.v[c]);
+      int64_t blocks = 0;
+      for (int c = 0; c < f.num_components; ++c) blocks += jc::plane_coefficients(f, c) / 64;
+      line += ", \"width\": " + std::to_string(f.width) + ", \"height\": " + std::to_string(f.height) +
+              ", \"sampling\": \"" + sampling + "\", \"restart_interval\": " + std::to_string(p.info.restart_interval) +
+              ", \"blocks\": " + std::to_string(blocks) + ", \"ref_coef_error\": \"" + json_escape(ref.coef_error) +
+              "\", \"ref_warnings\": " + std::to_string(ref.coef_warnings) + ", \"ref_warning\": \"" +
+              json_escape(ref.coef_warning) + "\", \"runs\": [";
+      for (size_t i = 0; i < opt.chunk_bytes.size(); ++i) {
+        ChunkedRun run;
+        chunked_decode(file.data(), file.size(), p, opt.chunk_bytes[i], opt, &run);
+        int64_t compared = 0, mismatches = 0;
+        std::string first_mismatch;
+        for (int c = 0; c < f.num_components && run.stage4_flags == 0 && ref.coef_error.empty(); ++c) {
+          for (size_t b = 0; b * 64 < run.coef[c].size(); ++b) {
+            ++compared;
+            const int16_t* mine = run.coef[c].data() + b * 64;
+            const int16_t* theirs = ref.coef[c].data() + b * 64;
+            if (std::memcmp(mine, theirs, 64 * sizeof(int16_t)) == 0 || mismatches++ > 0) continue;
+            int k = 0;
+            while (mine[k] == theirs[k]) ++k;
+            first_mismatch = "component " + std::to_string(c) + " block " + std::to_string(b) + " coef " +
+                             std::to_string(k) + ": core " + std::to_string(mine[k]) + " libjpeg " +
+                             std::to_string(theirs[k]);
+          }
+        }
+        line += std::string(i ? ", " : "") + "{\"chunk_bytes\": " + std::to_string(run.chunk_bytes) +
+                ", \"chunks\": " + std::to_string(run.chunks) + ", \"rounds\": " + std::to_string(run.rounds) +
+                ", \"redone_in_rounds\": " + std::to_string(run.redone_in_rounds) +
+                ", \"redone_in_sweep\": " + std::to_string(run.redone_in_sweep) +
+                ", \"flags\": " + std::to_string(run.flags) +
+                ", \"stage4_flags\": " + std::to_string(run.stage4_flags) +
+                ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +
+                ", \"coef_compared_blocks\": " + std::to_string(compared) +
+                ", \"coef_mismatch_blocks\": " + std::to_string(mismatches) + ", \"first_coef_mismatch\": \"" +
+                first_mismatch + "\"}";
+      }
+      line += "]";
+    }
+    line += "}\n";
+    write_bytes(line.data(), line.size());
+    std::fflush(stdout);
+  }
+}
+
 // ---- Transcoding --------------------------------------------------------------------------------
 
 struct TranscodeOptions {
@@ -718,7 +870,43 @@ struct TranscodeOptions {
   bool optimize = false;
   bool hostile = false;
   uint32_t seed = 0;
+  bool long_codes = false;
+  uint32_t long_seed = 0;
+  bool one_table = false;
 };
+
+// One Huffman table whose codes are as long as JPEG allows: of `symbols` (shuffled by rng), one gets a
+// code of each length 1 to 8, the others 16-bit codes, which all start with eight ones: most codes miss
+// the decoder's lookup table, and the data is full of FF bytes (stuffed).
+void set_long_code_table(JHUFF_TBL* table, std::vector<UINT8> symbols, std::mt19937* rng) {
+  std::shuffle(symbols.begin(), symbols.end(), *rng);
+  std::memset(table->bits, 0, sizeof(table->bits));
+  for (int length = 1; length <= 8; ++length) table->bits[length] = 1;
+  table->bits[16] = static_cast<UINT8>(symbols.size() - 8);  // 2^8 - 1 codes of 16 bits are left
+  for (size_t i = 0; i < symbols.size(); ++i) table->huffval[i] = symbols[i];
+  table->sent_table = FALSE;
+}
+
+// Tables 0 and 1 (DC and AC) with long codes, holding every symbol libjpeg's 8-bit encoder emits; with
+// one_table every component uses table 0, so that nothing but the data tells the blocks of an MCU apart.
+void set_long_code_tables(j_compress_ptr dst, uint32_t seed, bool one_table) {
+  std::mt19937 rng(seed);
+  std::vector<UINT8> dc, ac = {0x00, 0xF0};
+  for (int size = 0; size <= 11; ++size) dc.push_back(static_cast<UINT8>(size));
+  for (int run = 0; run < 16; ++run)
+    for (int size = 1; size <= 10; ++size) ac.push_back(static_cast<UINT8>(run << 4 | size));
+  for (int i = 0; i < 2; ++i) {
+    if (dst->dc_huff_tbl_ptrs[i] == nullptr)
+      dst->dc_huff_tbl_ptrs[i] = jpeg_alloc_huff_table(reinterpret_cast<j_common_ptr>(dst));
+    if (dst->ac_huff_tbl_ptrs[i] == nullptr)
+      dst->ac_huff_tbl_ptrs[i] = jpeg_alloc_huff_table(reinterpret_cast<j_common_ptr>(dst));
+    set_long_code_table(dst->dc_huff_tbl_ptrs[i], dc, &rng);
+    set_long_code_table(dst->ac_huff_tbl_ptrs[i], ac, &rng);
+  }
+  if (one_table) {
+    for (int c = 0; c < dst->num_components; ++c) dst->comp_info[c].dc_tbl_no = dst->comp_info[c].ac_tbl_no = 0;
+  }
+}
 
 void make_hostile(j_decompress_ptr src, jvirt_barray_ptr* arrays, j_compress_ptr dst, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -779,6 +967,10 @@ void run_transcode(const TranscodeOptions& opt) {
       else dst.restart_interval = static_cast<unsigned int>(opt.interval);
       dst.optimize_coding = opt.optimize || opt.hostile ? TRUE : FALSE;
       if (opt.hostile) make_hostile(&src, arrays, &dst, opt.seed);
+      if (opt.long_codes) {
+        dst.optimize_coding = FALSE;
+        set_long_code_tables(&dst, opt.long_seed, opt.one_table);
+      }
       jpeg_write_coefficients(&dst, arrays);
       jpeg_finish_compress(&dst);
       jpeg_finish_decompress(&src);
@@ -1012,6 +1204,87 @@ void selftest_bit_reader() {
   expect(!jc::reader_overran(&r) && jc::reader_unconsumed_bits(&r) == 8, "FF ending the range");
 }
 
+// reader_bit_offset against offsets counted byte by byte: random data bytes (00 and FE among them) and
+// stuffed FF 00, ending at the end of the range or at a marker, read from a random data byte by random
+// drops through both reader_fill and reader_refill, up to the last data bit.
+void selftest_bit_offset() {
+  std::mt19937 rng(42);
+  int wrong = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<uint8_t> bytes;
+    std::vector<int64_t> at;  // where each data byte lies (a stuffed one: at its FF)
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 40);
+    for (int64_t i = 0; i < n; ++i) {
+      at.push_back(static_cast<int64_t>(bytes.size()));
+      const uint32_t kind = rng() % 4;
+      if (kind == 0) bytes.insert(bytes.end(), {0xFF, 0x00});
+      else bytes.push_back(kind == 1 ? 0x00 : static_cast<uint8_t>(rng() % 255));
+    }
+    const int64_t data_end = static_cast<int64_t>(bytes.size());
+    if (rng() % 2) bytes.insert(bytes.end(), {0xFF, static_cast<uint8_t>(0xD0 + rng() % 8)});
+    const int64_t first = static_cast<int64_t>(rng() % static_cast<uint32_t>(n));
+    const uint8_t* begin = bytes.data() + at[first];
+    jc::BitReader r;
+    jc::reader_init(&r, begin, bytes.data() + bytes.size());
+    const int64_t available = 8 * (n - first);
+    for (int64_t consumed = 0;;) {
+      if (rng() % 3 == 0) jc::reader_fill(&r);
+      else jc::reader_refill(&r);
+      const int64_t expected = consumed == available ? 8 * data_end : 8 * at[first + consumed / 8] + consumed % 8;
+      wrong += jc::reader_bit_offset(&r, begin, bytes.data()) != expected;
+      if (consumed == available) break;
+      const int64_t k = std::min<int64_t>({static_cast<int64_t>(1 + rng() % 32), available - consumed, r.bits});
+      jc::reader_drop(&r, static_cast<int>(k));
+      consumed += k;
+    }
+  }
+  expect(wrong == 0, "reader_bit_offset: " + std::to_string(wrong) + " offsets wrong");
+}
+
+// sync_decode.h's refusals: arguments that name no chunking, no chunk, or a frame the tables and planes
+// do not cover are kBadArguments, before anything is read or written.
+void selftest_chunk_arguments() {
+  const uint8_t data[] = {0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9};
+  jc::ChunkedScan s;
+  expect(!jc::make_chunked_scan(nullptr, 6, 2, 1, 0, &s) && !jc::make_chunked_scan(data, 6, 6, 1, 0, &s) &&
+             !jc::make_chunked_scan(data, 6, 2, 0, 0, &s) && !jc::make_chunked_scan(data, 6, 2, 1, 65536, &s) &&
+             !jc::make_chunked_scan(data, 6, -1, 1, 0, &s),
+         "make_chunked_scan took arguments that name no chunking");
+  expect(jc::make_chunked_scan(data, 6, 2, INT64_MAX, 0, &s) && s.num_chunks == 1, "a chunk larger than the file");
+  expect(jc::make_chunked_scan(data, 6, 2, 1, 1, &s) && s.num_chunks == 4, "chunks of a byte");
+  const int hv[1] = {1};
+  jc::Frame f;
+  jc::make_frame(8, 8, 1, hv, hv, nullptr, &f);
+  jc::HuffTable table{};
+  const uint8_t counts[16] = {1};
+  const uint8_t symbols[1] = {0};
+  jc::build_huffman_table(counts, symbols, 1, true, &table);
+  jc::SegmentTables t = {{&table, nullptr, nullptr, nullptr}, {&table, nullptr, nullptr, nullptr}, nullptr};
+  jc::ChunkRecord r;
+  int16_t plane[64];
+  int16_t* planes[jc::kMaxComponents] = {plane, nullptr, nullptr, nullptr};
+  jc::ChunkStart starts[5];
+  expect(jc::decode_chunk(s, f, t, 4, jc::chunk_guess(s, 0), &r) == jc::kBadArguments &&
+             jc::decode_chunk(s, f, t, -1, jc::chunk_guess(s, 0), &r) == jc::kBadArguments &&
+             jc::decode_chunk(s, f, t, 0, jc::chunk_guess(s, 0), nullptr) == jc::kBadArguments,
+         "decode_chunk on no chunk");
+  jc::SegmentTables no_ac = t;
+  no_ac.ac[0] = nullptr;
+  jc::Frame bad = f;
+  bad.mcus_per_row = 0;
+  expect(jc::decode_chunk(s, f, no_ac, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments &&
+             jc::decode_chunk(s, bad, t, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments,
+         "decode_chunk without a table, or on a frame without MCUs");
+  expect(jc::decode_chunk(s, f, t, 0, jc::chunk_guess(s, 0), &r) == 0 && jc::chunk_starts(s, f, &r, nullptr) != 0,
+         "chunk_starts without its output");
+  starts[0] = starts[1] = jc::ChunkStart{16, 0, {0, 0, 0, 0}};
+  expect(jc::decode_chunk_blocks(s, f, t, 0, starts[0], starts[1], nullptr) == jc::kBadArguments &&
+             jc::decode_chunk_blocks(s, bad, t, 0, starts[0], starts[1], planes) == jc::kBadArguments,
+         "decode_chunk_blocks without planes, or on a frame without MCUs");
+  s.chunk_bytes = 2;  // no longer what make_chunked_scan made: num_chunks disagrees
+  expect(jc::decode_chunk(s, f, t, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments, "an inconsistent ChunkedScan");
+}
+
 // Per record: every segment decoded in zigzag order equals the natural-order decode, permuted.
 void selftest_orders(const std::vector<uint8_t>& file) {
   HeaderInfo info;
@@ -1225,6 +1498,8 @@ void run_selftest() {
   selftest_huffman_tables();
   selftest_huffman_lookup();
   selftest_bit_reader();
+  selftest_bit_offset();
+  selftest_chunk_arguments();
   std::vector<uint8_t> file;
   int files = 0;
   while (read_record(&file)) {
@@ -1238,7 +1513,9 @@ void run_selftest() {
 int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
-               "transcode [--interval N | --rows N] [--optimize] [--hostile SEED]  (records on stdin)\n");
+               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] | "
+               "transcode [--interval N | --rows N] [--optimize] [--hostile SEED] [--long-codes SEED [--one-table]]"
+               "  (records on stdin)\n");
   return 2;
 }
 
@@ -1265,6 +1542,30 @@ int main(int argc, char** argv) {
     run_check(command == "dump", gray_output, scale);
     return 0;
   }
+  if (command == "chunked") {
+    ChunkedOptions opt;
+    for (int i = 2; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--chunk" && i + 1 < argc) {
+        opt.chunk_bytes.clear();
+        for (const char* c = argv[++i]; *c != '\0';) {
+          char* end = nullptr;
+          const long long bytes = std::strtoll(c, &end, 10);
+          if (end == c || bytes < 1) return usage();
+          opt.chunk_bytes.push_back(bytes);
+          c = *end == ',' ? end + 1 : end;
+        }
+      } else if (a == "--rounds" && i + 1 < argc) {
+        opt.rounds = std::atoll(argv[++i]);
+      } else if (a == "--no-sweep") {
+        opt.sweep = false;
+      } else {
+        return usage();
+      }
+    }
+    run_chunked(opt);
+    return 0;
+  }
   if (command == "selftest") {
     run_selftest();
     return 0;
@@ -1279,6 +1580,11 @@ int main(int argc, char** argv) {
       else if (a == "--hostile" && i + 1 < argc) {
         opt.hostile = true;
         opt.seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+      } else if (a == "--long-codes" && i + 1 < argc) {
+        opt.long_codes = true;
+        opt.long_seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+      } else if (a == "--one-table") {
+        opt.one_table = true;
       } else {
         return usage();
       }

@@ -134,5 +134,20 @@ CUSTOM_OP_HD inline int64_t reader_unconsumed_bits(const BitReader* r) {
   return buffered + 8 * static_cast<int64_t>(r->end - r->next);
 }
 
+// Where the next bit to consume lies in the bytes: its offset in bits from `base`, with a stuffed FF 00
+// counted as the FF's 8 bits (the 00 holds none), so that readers started at different bytes of the
+// same data give one bit the same offset. `begin` is where reader_init started the reader (at a data
+// byte or an FF 00, never at the 00). Walks back over the buffered bytes (8 at most): a 00 after an FF
+// is stuffing, as reader_fill reads it. Needs !reader_overran(r).
+CUSTOM_OP_HD inline int64_t reader_bit_offset(const BitReader* r, const uint8_t* begin, const uint8_t* base) {
+  int buffered = r->bits - r->padded;
+  const uint8_t* p = r->next;
+  while (buffered > 0) {
+    p -= (p - begin >= 2 && reader_byte(p - 1) == 0x00 && reader_byte(p - 2) == 0xFF) ? 2 : 1;
+    buffered -= 8;
+  }
+  return 8 * static_cast<int64_t>(p - base) - buffered;  // buffered in (-8, 0]: bits of p's byte consumed
+}
+
 }  // namespace jpeg_core
 }  // namespace custom_op

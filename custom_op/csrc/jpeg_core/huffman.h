@@ -97,22 +97,27 @@ CUSTOM_OP_HD inline int decode_symbol(BitReader* r, const HuffTable& t) {
 
 // One block: DC difference added to *pred, then the AC coefficients, into `block` (zeroed here; in
 // device code it must be 16-byte aligned), at position[k] for coefficient k, or at k (63 past the end)
-// where position is null.
+// where position is null. With Store false, the same codes are read and *pred advances, but nothing is
+// written (`block` is not used): what a decoder needs that only looks for where blocks start
+// (sync_decode.h).
 // Returns false on a code the table lacks.
-CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const HuffTable& ac, const uint8_t* position,
-                                      int32_t* pred, int16_t* block) {
+template <bool Store>
+CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const HuffTable& ac, const uint8_t* position,
+                                    int32_t* pred, int16_t* block) {
+  if constexpr (Store) {
 #if defined(__CUDA_ARCH__)
-  // Eight 16-byte stores rather than 64 of 2 bytes (the GPU decoder's blocks are 16-byte aligned): the
-  // decoding thread's time fell by a tenth on ImageNet photos. A memset of memory said to be aligned,
-  // not stores through a uint4 pointer: those break the aliasing rules, and nvcc, which compiles
-  // memset to the same eight stores, may then drop them together with the coefficients' own stores.
-  // The pointer is made void* first: nvcc at -O2 with debug info, given int16_t* here, emitted a
-  // memset call of the wrong type that its own IR verifier refused.
-  void* aligned = __builtin_assume_aligned(static_cast<void*>(block), 16);
-  memset(aligned, 0, kBlockSize * sizeof(int16_t));
+    // Eight 16-byte stores rather than 64 of 2 bytes (the GPU decoder's blocks are 16-byte aligned): the
+    // decoding thread's time fell by a tenth on ImageNet photos. A memset of memory said to be aligned,
+    // not stores through a uint4 pointer: those break the aliasing rules, and nvcc, which compiles
+    // memset to the same eight stores, may then drop them together with the coefficients' own stores.
+    // The pointer is made void* first: nvcc at -O2 with debug info, given int16_t* here, emitted a
+    // memset call of the wrong type that its own IR verifier refused.
+    void* aligned = __builtin_assume_aligned(static_cast<void*>(block), 16);
+    memset(aligned, 0, kBlockSize * sizeof(int16_t));
 #else
-  for (int i = 0; i < kBlockSize; ++i) block[i] = 0;
+    for (int i = 0; i < kBlockSize; ++i) block[i] = 0;
 #endif
+  }
   reader_refill(r);
   int s;
   if (const uint32_t e = short_code_entry(r, dc)) {
@@ -127,7 +132,7 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
     reader_drop(r, s);
   }
   *pred = static_cast<int32_t>(static_cast<uint32_t>(*pred) + static_cast<uint32_t>(diff));
-  block[0] = wrap_int16(*pred);
+  if constexpr (Store) block[0] = wrap_int16(*pred);
   for (int k = 1; k < kBlockSize; ++k) {
     reader_refill(r);  // a code (16) and its extra bits (15) fit in the 32 bits this leaves
     int symbol;
@@ -142,14 +147,47 @@ CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const H
       k += run;  // k <= 63 + 15, inside position[80]
       const int32_t value = huff_extend(reader_peek(r, size), size);
       reader_drop(r, size);
-      block[position != nullptr ? position[k] : (k < kBlockSize ? k : kBlockSize - 1)] =
-          static_cast<int16_t>(value);  // |value| <= 32767
+      if constexpr (Store)
+        block[position != nullptr ? position[k] : (k < kBlockSize ? k : kBlockSize - 1)] =
+            static_cast<int16_t>(value);  // |value| <= 32767
     } else {
       if (run != 15) break;  // EOB, or a symbol libjpeg also reads as one
       k += 15;
     }
   }
   return true;
+}
+
+CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const HuffTable& ac, const uint8_t* position,
+                                      int32_t* pred, int16_t* block) {
+  return read_block<true>(r, dc, ac, position, pred, block);
+}
+
+// Whether `f` is consistent and every table and plane its MCU's blocks use is there: make_frame
+// guarantees the first, checked anyway so that no Frame, however it was made, can send a block outside
+// the plane_coefficients(f, c) values the caller allocated. `planes` may be null (nothing is written).
+CUSTOM_OP_HD inline bool segment_arguments_ok(const Frame& f, const SegmentTables& t, int16_t* const* planes) {
+  if (f.blocks_in_mcu < 1 || f.blocks_in_mcu > kMaxBlocksInMcu) return false;
+  for (int b = 0; b < f.blocks_in_mcu; ++b) {
+    const int c = f.mcu_component[b];
+    if (c >= f.num_components || t.dc[c] == nullptr || t.ac[c] == nullptr ||
+        (planes != nullptr && planes[c] == nullptr))
+      return false;
+    if (f.mcu_bx[b] >= f.mcu_blocks_h[c] || f.mcu_by[b] >= f.mcu_blocks_v[c] ||
+        static_cast<int64_t>(f.blocks_per_row[c]) < static_cast<int64_t>(f.mcus_per_row) * f.mcu_blocks_h[c] ||
+        static_cast<int64_t>(f.block_rows[c]) < static_cast<int64_t>(f.mcu_rows) * f.mcu_blocks_v[c])
+      return false;
+  }
+  return true;
+}
+
+// Where block b of the MCU in row `row` (counted from the plane's first block row) and column `col`
+// starts in its component's plane, in coefficients.
+CUSTOM_OP_HD inline int64_t mcu_block_offset(const Frame& f, int b, int64_t row, int64_t col) {
+  const int c = f.mcu_component[b];
+  const int64_t block_row = row * f.mcu_blocks_v[c] + f.mcu_by[b];
+  const int64_t block_col = col * f.mcu_blocks_h[c] + f.mcu_bx[b];
+  return (block_row * f.blocks_per_row[c] + block_col) * kBlockSize;
 }
 
 // Decodes MCUs first_mcu .. first_mcu + mcu_count - 1 (in raster order over the frame) from the
@@ -168,17 +206,7 @@ CUSTOM_OP_HD inline uint32_t decode_segment_rows(const uint8_t* begin, const uin
   if (begin == nullptr || end < begin || planes == nullptr || scratch == nullptr) return kBadArguments;
   if (first_row < 0 || num_rows < 1 || first_row > f.mcu_rows - num_rows) return kBadArguments;
   if (first_mcu < 0 || mcu_count < 1 || first_mcu > frame_total_mcus(f) - mcu_count) return kBadArguments;
-  if (f.blocks_in_mcu < 1 || f.blocks_in_mcu > kMaxBlocksInMcu) return kBadArguments;
-  // The frame's own consistency (make_frame guarantees it; checked so that no Frame, however it was
-  // made, can send a block outside the plane_coefficients(f, c) values the caller allocated).
-  for (int b = 0; b < f.blocks_in_mcu; ++b) {
-    const int c = f.mcu_component[b];
-    if (c >= f.num_components || t.dc[c] == nullptr || t.ac[c] == nullptr || planes[c] == nullptr) return kBadArguments;
-    if (f.mcu_bx[b] >= f.mcu_blocks_h[c] || f.mcu_by[b] >= f.mcu_blocks_v[c] ||
-        static_cast<int64_t>(f.blocks_per_row[c]) < static_cast<int64_t>(f.mcus_per_row) * f.mcu_blocks_h[c] ||
-        static_cast<int64_t>(f.block_rows[c]) < static_cast<int64_t>(f.mcu_rows) * f.mcu_blocks_v[c])
-      return kBadArguments;
-  }
+  if (!segment_arguments_ok(f, t, planes)) return kBadArguments;
   BitReader r;
   reader_init(&r, begin, end);
   int32_t pred[kMaxComponents] = {0, 0, 0, 0};
@@ -188,9 +216,7 @@ CUSTOM_OP_HD inline uint32_t decode_segment_rows(const uint8_t* begin, const uin
     for (int b = 0; b < f.blocks_in_mcu; ++b) {
       const int c = f.mcu_component[b];
       const bool kept = row >= first_row && row < first_row + num_rows;
-      const int64_t block_row = (row - first_row) * f.mcu_blocks_v[c] + f.mcu_by[b];
-      const int64_t block_col = col * f.mcu_blocks_h[c] + f.mcu_bx[b];
-      int16_t* block = kept ? planes[c] + (block_row * f.blocks_per_row[c] + block_col) * kBlockSize : scratch;
+      int16_t* block = kept ? planes[c] + mcu_block_offset(f, b, row - first_row, col) : scratch;
       if (!decode_block(&r, *t.dc[c], *t.ac[c], t.order != nullptr ? t.order->position : nullptr, &pred[c], block))
         return kBadCode;
       if (reader_overran(&r)) return reader_stopped_early(&r) ? kEarlyMarker : kOverrun;

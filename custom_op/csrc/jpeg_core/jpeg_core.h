@@ -13,6 +13,8 @@
 // The stages, in the order a decode runs them (each header says why it is built the way it is):
 //   segments.h    find every restart segment's byte range, checking the markers (host or device);
 //   huffman.h     Huffman-decode one segment's MCUs into coefficient blocks (bit_reader.h reads it);
+//   sync_decode.h  instead of both: Huffman-decode a whole scan, restart markers or not, in chunks of
+//                 bytes that self-synchronising decoders take in parallel, into the same blocks;
 //   idct_islow.h  dequantise + islow IDCT one block into samples, flagging blocks where libjpeg's
 //                 SIMD and C code could differ;
 //   idct_reduced.h  the same for a decode scaled to 4/8, 2/8 or 1/8: jidctred.c's 4x4, 2x2 and 1x1
@@ -33,5 +35,6 @@
 #include "idct_reduced.h"
 #include "scaling.h"
 #include "segments.h"
+#include "sync_decode.h"
 #include "tables.h"
 #include "upsample.h"

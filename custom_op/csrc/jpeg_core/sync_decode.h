@@ -1,0 +1,439 @@
+// Huffman decoding of a whole scan, restart markers or not, split into chunks of a fixed number of
+// bytes that threads decode in parallel: self-synchronising decoding (Weissenberger and Schmidt,
+// ICPP 2018).
+//
+// Why: huffman.h gives each thread one restart segment, so it needs files with short restart
+// intervals, and most files have none. A thread given a chunk of bytes does not know where in the code
+// stream its chunk starts (which bit starts a code, which block of the MCU, which coefficient). But a
+// Huffman decoder started at a wrong bit soon reaches a bit where the true decode also starts a block
+// of the same place in the MCU, and from there on both read the same symbols: the decoders
+// synchronise. So a decode runs in stages, each one thread per chunk (or one thread in all):
+//
+//   1. decode_chunk from chunk_guess: the chunk's first data byte taken as the start of an MCU. It
+//      decodes up to the first block that starts at or past the chunk's end and records that point
+//      (a SyncPoint: the block's first bit and its place in the MCU), the blocks it decoded and their
+//      DC differences summed per component (a ChunkRecord).
+//   2. sync_chunk: a chunk whose record does not start where the previous chunk's record ends is
+//      decoded again from there. Repeated in rounds (each thread reading the last round's records)
+//      until no record changes; or called in chunk order on one thread, which needs one sweep. Chunk 0
+//      starts where the scan starts, so once every record starts where the one before it ends, every
+//      record is the decode of its chunk from its true start (by induction). The previous chunk's
+//      decoder has usually synchronised inside its chunk, so its end is already true: with chunks of a
+//      few kilobytes, one or two rounds bring nearly every photo in sync (tests/test_sync_decode.py).
+//      A round always makes at least one more chunk true, so the rounds are bounded by the number of
+//      chunks; a caller that stops before (a decoder that never synchronised, as when every component
+//      has the same tables, where nothing tells a wrong block of the MCU from the right one) gets
+//      kUnsynced from chunk_starts and decodes the file elsewhere. A decode reads its chunk and at most
+//      one block past it.
+//   3. chunk_starts: each chunk's exact start (its first bit, the scan index of its first block, the DC
+//      predictors) from the records, a running sum (the predictors are sums of DC differences, reset
+//      at restart markers); one thread's loop, or a parallel scan with join_records.
+//   4. decode_chunk_blocks: the blocks that start in the chunk, decoded from its exact start into the
+//      coefficient planes (decode_segment's layout, so the same IDCT consumes them).
+//
+// Bit offsets: a point of the code stream is named by reader_bit_offset's offset from the file's first
+// byte, which counts the bytes as they lie in the file (a stuffed FF 00 is the FF's 8 bits), so that
+// decoders started at different bytes name the same bit the same way. Chunk j covers the bytes from
+// scan_start + j * chunk_bytes, and owns the blocks whose first bit lies in them.
+//
+// Restart markers: stages 1 and 2 take a restart marker that follows an MCU's end with nothing but the
+// padding between (fewer than 8 bits, all ones), or that a decoder runs into, as a restart (MCU start,
+// predictors zero, the data goes on after it), and EOI or any other marker there as the scan's end: the
+// true decode of a valid file does exactly that, and a wrong one is put right by it, since after a
+// marker every decoder is in the same state. They do not know which MCU they are in, so they cannot
+// check more; stage 4 does: it requires each restart marker exactly where the restart interval puts it,
+// numbered as find_segments requires, and EOI after the last MCU. (A file padded with other bits than
+// ones, which libjpeg accepts, may have blocks of its padding counted by stages 1 and 2: stage 4 then
+// reports kUnsynced, and the file goes to the CPU path.)
+//
+// Exactness: stages 1 to 3 only find where chunks start, and read leniently (a code a table lacks is
+// taken as a wrong guess: a bit is skipped and the next block taken as an MCU's first). Stage 4 alone
+// decides. It checks everything decode_segment and find_segments check and reports it with the same
+// flags (kBadMarker where find_segments would give a ScanError), and it checks that the chunk ends
+// exactly where chunk_starts says the next one starts (first bit, block index, predictors; kUnsynced
+// otherwise). So when stage 4 returns 0 for every chunk, the chunks' decodes join into one strict
+// decode of the whole scan from its start: the coefficients are those decode_segment gives segment by
+// segment, libjpeg-turbo's. Any flag sends the whole file to the CPU path (a chunk's own decode may
+// be unflagged and still wrong where an earlier chunk is damaged).
+#pragma once
+
+#include "bit_reader.h"
+#include "huffman.h"
+#include "tables.h"
+
+namespace custom_op {
+namespace jpeg_core {
+
+// Flags of decode_chunk_blocks and chunk_starts beside SegmentFlags.
+enum ChunkFlags : uint32_t {
+  // A restart marker missing, misnumbered or where none belongs, no EOI after the last MCU, or another
+  // marker where the data ends.
+  kBadMarker = 1u << 5,
+  // The chunk does not end where the next chunk's start says (the records were not synchronised, or
+  // damage made them wrong).
+  kUnsynced = 1u << 6,
+};
+
+constexpr int64_t kScanEnd = INT64_MAX;  // SyncPoint::bit past the scan's end (EOI or the end of the data)
+
+// A point where a block starts.
+struct SyncPoint {
+  int64_t bit;    // its first bit (reader_bit_offset from the file's first byte), or kScanEnd
+  int32_t block;  // its place in the MCU (0 at kScanEnd)
+};
+
+// One chunk decoded from a start point (stages 1 and 2).
+struct ChunkRecord {
+  SyncPoint start;             // where the decode started
+  SyncPoint end;               // the first block start at or past the chunk's end
+  int64_t blocks;              // blocks decoded (those from start to end)
+  int32_t dc[kMaxComponents];  // DC differences summed per component (wrapping), since start or the last restart
+  int32_t restarted;           // 1: a restart marker lies between start and end
+};
+
+// A chunk's exact start (stage 3).
+struct ChunkStart {
+  int64_t bit;                   // its first block's first bit, or kScanEnd
+  int64_t block;                 // that block's index in the scan: MCU * blocks_in_mcu + place in the MCU
+  int32_t pred[kMaxComponents];  // the DC predictors there
+};
+
+// The scan and its chunks.
+struct ChunkedScan {
+  const uint8_t* data;  // the file: every read stays inside [data, data + size)
+  int64_t size;
+  int64_t scan_start;  // the entropy-coded data's first byte (after the SOS segment)
+  int64_t chunk_bytes;
+  int64_t num_chunks;
+  int64_t restart_interval;  // MCUs per restart segment (the DRI's), 0 where there are no restart markers
+};
+
+constexpr int64_t kMaxScanBytes = INT64_MAX >> 4;  // bit offsets of the bytes and of a chunk past them fit
+
+// Fills `s` for the file data[0, size) whose scan data starts at scan_start, in chunks of chunk_bytes (one
+// chunk where that is more than the file). False for arguments no chunking exists for (chunk_bytes < 1,
+// scan_start outside the data, a restart interval above 65535, a size past kMaxScanBytes).
+CUSTOM_OP_HD inline bool make_chunked_scan(const uint8_t* data, int64_t size, int64_t scan_start, int64_t chunk_bytes,
+                                           int64_t restart_interval, ChunkedScan* s) {
+  if (data == nullptr || size < 1 || size > kMaxScanBytes || scan_start < 0 || scan_start >= size || chunk_bytes < 1)
+    return false;
+  if (chunk_bytes > size) chunk_bytes = size;
+  if (restart_interval < 0 || restart_interval > 65535) return false;
+  s->data = data;
+  s->size = size;
+  s->scan_start = scan_start;
+  s->chunk_bytes = chunk_bytes;
+  s->num_chunks = (size - scan_start + chunk_bytes - 1) / chunk_bytes;
+  s->restart_interval = restart_interval;
+  return true;
+}
+
+// Whether `s` is what make_chunked_scan makes and has a chunk j.
+CUSTOM_OP_HD inline bool chunked_scan_ok(const ChunkedScan& s, int64_t chunk) {
+  return s.data != nullptr && s.size <= kMaxScanBytes && s.scan_start >= 0 && s.scan_start < s.size &&
+         s.chunk_bytes >= 1 && s.chunk_bytes <= s.size &&
+         s.num_chunks == (s.size - s.scan_start + s.chunk_bytes - 1) / s.chunk_bytes && s.restart_interval >= 0 &&
+         chunk >= 0 && chunk < s.num_chunks;
+}
+
+// Whether the stages can run on chunk j of `s` with `f` and `t` (and write to `planes`, where not null):
+// a chunk, a frame with MCUs, and the tables and planes of every block of its MCU.
+CUSTOM_OP_HD inline bool chunk_arguments_ok(const ChunkedScan& s, int64_t chunk, const Frame& f, const SegmentTables& t,
+                                            int16_t* const* planes) {
+  return chunked_scan_ok(s, chunk) && f.mcus_per_row >= 1 && f.mcu_rows >= 1 && segment_arguments_ok(f, t, planes);
+}
+
+// The bit offset where chunk j's bytes end: the first block starting there or later belongs to the next
+// chunk. The last chunk has no end: it decodes to the scan's end.
+CUSTOM_OP_HD inline int64_t chunk_limit(const ChunkedScan& s, int64_t chunk) {
+  return chunk + 1 >= s.num_chunks ? kScanEnd : 8 * (s.scan_start + (chunk + 1) * s.chunk_bytes);
+}
+
+// Stage 1's start point of chunk j: chunk 0's is exact; another's is its first byte taken as an MCU's
+// first bit, moved past a byte that cannot start data (the 00 of a stuffed FF 00, a marker's code; what
+// follows a restart marker is then exact).
+CUSTOM_OP_HD inline SyncPoint chunk_guess(const ChunkedScan& s, int64_t chunk) {
+  if (!chunked_scan_ok(s, chunk)) return SyncPoint{kScanEnd, 0};
+  int64_t byte = s.scan_start + chunk * s.chunk_bytes;
+  if (chunk > 0 && byte < s.size && reader_byte(s.data + byte - 1) == 0xFF && reader_byte(s.data + byte) != 0xFF)
+    ++byte;
+  return SyncPoint{8 * byte, 0};
+}
+
+// ---- One decoder ---------------------------------------------------------------------------------
+
+// A decoder's place: its reader, where the reader started (reader_bit_offset walks back to there at
+// most), the block of the MCU it decodes next.
+struct ChunkCursor {
+  BitReader r;
+  const uint8_t* begin;
+  int block;
+  bool at_end;  // past the scan's end
+};
+
+// What a decode adds up: blocks (stages 1 and 2: decoded; stage 4: the scan index of the next block),
+// DC sums (stages 1 and 2: differences since the start or the last restart; stage 4: the predictors).
+struct ChunkTally {
+  int64_t blocks;
+  int32_t dc[kMaxComponents];
+  int32_t restarted;
+};
+
+CUSTOM_OP_HD inline void cursor_at(const ChunkedScan& s, const uint8_t* begin, ChunkCursor* c) {
+  c->begin = begin;
+  reader_init(&c->r, begin, s.data + s.size);
+  c->block = 0;
+}
+
+// Puts the cursor at point p. False where p lies outside the scan's data or names no block of the MCU.
+CUSTOM_OP_HD inline bool cursor_start(const ChunkedScan& s, const Frame& f, SyncPoint p, ChunkCursor* c) {
+  cursor_at(s, s.data + s.size, c);
+  c->at_end = p.bit == kScanEnd;
+  if (c->at_end) return p.block == 0;
+  if (p.bit < 8 * s.scan_start || p.bit > 8 * s.size || p.block < 0 || p.block >= f.blocks_in_mcu) return false;
+  cursor_at(s, s.data + (p.bit >> 3), c);
+  c->block = p.block;
+  reader_fill(&c->r);
+  reader_drop(&c->r, static_cast<int>(p.bit & 7));  // fill buffered at least 57 bits
+  return true;
+}
+
+constexpr int kDataGoesOn = -1;  // marker_after_mcu: 8 or more data bits before the data stops
+constexpr int kNoMarker = -2;    // the data stops at the end of the bytes, or at fill FFs there
+
+// Where the reader stopped at an FF that is not stuffing: the code of the marker there (skipping fill
+// FFs, as find_segments does; 0 for FF .. FF 00, which is no marker), and in *after the byte after it.
+CUSTOM_OP_HD inline int stopped_marker(const ChunkedScan& s, const BitReader& r, const uint8_t** after) {
+  if (!reader_stopped_early(&r)) return kNoMarker;
+  const uint8_t* end = s.data + s.size;
+  const uint8_t* q = r.next + 1;
+  while (q < end && reader_byte(q) == 0xFF) ++q;
+  if (q >= end) return kNoMarker;
+  *after = q + 1;
+  return static_cast<int>(reader_byte(q));
+}
+
+// At an MCU's end: kDataGoesOn, or the marker the data stops at (fewer than 8 bits before it: the
+// padding to a byte), or kNoMarker.
+CUSTOM_OP_HD inline int marker_after_mcu(const ChunkedScan& s, ChunkCursor* c, const uint8_t** after) {
+  BitReader* r = &c->r;
+  if (r->bits - r->padded >= 8) return kDataGoesOn;
+  if (!r->stopped) reader_fill(r);  // leaves 57 bits, or stops within them
+  if (r->bits - r->padded >= 8) return kDataGoesOn;
+  return stopped_marker(s, *r, after);
+}
+
+// Whether the data bits left in the reader (fewer than 8, where the data stops) are all ones: the
+// padding encoders write before a marker. Nothing else can be: a block's first code (its DC code) would
+// have to be all ones, which no Huffman table has. Other bits may still hold blocks (a block takes 2 bits
+// at least), so stages 1 and 2 take only ones as the end of a segment.
+CUSTOM_OP_HD inline bool padding_ones(const BitReader& r) {
+  const int left = r.bits - r.padded;
+  return left <= 0 || reader_peek(&r, left) == (1u << left) - 1;
+}
+
+CUSTOM_OP_HD inline bool is_restart_marker(int code) { return code >= 0xD0 && code <= 0xD7; }
+
+CUSTOM_OP_HD inline void restart_after(const ChunkedScan& s, const uint8_t* after, ChunkCursor* c, ChunkTally* tally) {
+  cursor_at(s, after, c);
+  for (int k = 0; k < kMaxComponents; ++k) tally->dc[k] = 0;
+  tally->restarted = 1;
+}
+
+// Stages 1 and 2, where the data stopped inside a block: at a restart marker, the decode goes on after
+// it (see the header); anywhere else the scan has ended.
+CUSTOM_OP_HD inline void lenient_stop(const ChunkedScan& s, ChunkCursor* c, ChunkTally* tally) {
+  const uint8_t* after = nullptr;
+  if (is_restart_marker(stopped_marker(s, c->r, &after))) restart_after(s, after, c, tally);
+  else c->at_end = true;
+}
+
+// The point the cursor is at (a block start).
+CUSTOM_OP_HD inline SyncPoint cursor_point(const ChunkedScan& s, const ChunkCursor& c) {
+  if (c.at_end) return SyncPoint{kScanEnd, 0};
+  return SyncPoint{reader_bit_offset(&c.r, c.begin, s.data), c.block};
+}
+
+// Decodes blocks from the cursor until the next block would start at or past bit `limit`, or the scan
+// ends. Strict (stage 4): stores each block into `planes` at its scan index tally->blocks, with the
+// predictors tally->dc, checks restart markers and EOI against the MCU count, and returns SegmentFlags |
+// ChunkFlags at the first damage. Lenient (stages 1 and 2): stores nothing, sums DC differences, and
+// never fails (see the header).
+template <bool Strict>
+CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t limit,
+                                       ChunkCursor* c, ChunkTally* tally, int16_t* const* planes) {
+  const int per_mcu = f.blocks_in_mcu;
+  const int64_t total_blocks = frame_total_mcus(f) * per_mcu;
+  while (!c->at_end) {
+    BitReader* r = &c->r;
+    if (reader_overran(r)) {
+      if constexpr (Strict) return reader_stopped_early(r) ? kEarlyMarker : kOverrun;
+      lenient_stop(s, c, tally);
+      continue;
+    }
+    // Where this block starts: an upper bound first (each stuffed byte buffered moves the offset down
+    // by 8), the exact offset only near the limit.
+    if (limit != kScanEnd && 8 * static_cast<int64_t>(r->next - s.data) - (r->bits - r->padded) >= limit &&
+        reader_bit_offset(r, c->begin, s.data) >= limit)
+      break;
+    const int b = c->block;
+    const int comp = f.mcu_component[b];
+    if constexpr (Strict) {
+      if (tally->blocks >= total_blocks) return kUnsynced;  // a start past the last block
+      const int64_t mcu = tally->blocks / per_mcu;
+      int16_t* block = planes[comp] + mcu_block_offset(f, b, mcu / f.mcus_per_row, mcu % f.mcus_per_row);
+      if (!read_block<true>(r, *t.dc[comp], *t.ac[comp], t.order != nullptr ? t.order->position : nullptr,
+                            &tally->dc[comp], block))
+        return kBadCode;
+      if (reader_overran(r)) return reader_stopped_early(r) ? kEarlyMarker : kOverrun;
+    } else {
+      const bool ok = read_block<false>(r, *t.dc[comp], *t.ac[comp], nullptr, &tally->dc[comp], nullptr);
+      if (reader_overran(r)) {
+        lenient_stop(s, c, tally);
+        continue;
+      }
+      if (!ok) {  // a wrong guess: try the next bit as an MCU's first (the refill left 32 bits)
+        reader_drop(r, 1);
+        c->block = 0;
+        continue;
+      }
+    }
+    ++tally->blocks;
+    if (++c->block < per_mcu) continue;
+    c->block = 0;
+    const uint8_t* after = nullptr;
+    if constexpr (Strict) {
+      const int64_t mcus = tally->blocks / per_mcu;
+      const bool last = tally->blocks == total_blocks;
+      if (!last && (s.restart_interval == 0 || mcus % s.restart_interval != 0)) continue;
+      const int code = marker_after_mcu(s, c, &after);
+      if (code == kDataGoesOn) return kTrailingData;
+      if (code != (last ? 0xD9 : 0xD0 + static_cast<int>((mcus / s.restart_interval - 1) & 7))) return kBadMarker;
+      if (last) {
+        c->at_end = true;
+      } else {
+        restart_after(s, after, c, tally);
+      }
+    } else {
+      const int code = marker_after_mcu(s, c, &after);
+      if (code == kDataGoesOn || !padding_ones(*r)) continue;
+      if (is_restart_marker(code)) restart_after(s, after, c, tally);
+      else c->at_end = true;
+    }
+  }
+  return kSegmentOk;
+}
+
+// ---- The stages ----------------------------------------------------------------------------------
+
+// Stages 1 and 2: chunk j decoded from `start` (chunk_guess, or where the previous record ends) into
+// *out. A start outside the data decodes nothing (the record then ends at kScanEnd). Returns
+// kBadArguments for arguments that name no chunk or a frame the tables do not cover, else 0.
+CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
+                                          SyncPoint start, ChunkRecord* out) {
+  if (out == nullptr || !chunk_arguments_ok(s, chunk, f, t, nullptr)) return kBadArguments;
+  ChunkTally tally = {0, {0, 0, 0, 0}, 0};
+  ChunkCursor c;
+  if (!cursor_start(s, f, start, &c)) c.at_end = true;  // nothing to decode
+  run_chunk<false>(s, f, t, chunk_limit(s, chunk), &c, &tally, nullptr);
+  out->start = start;
+  out->end = cursor_point(s, c);
+  out->blocks = tally.blocks;
+  for (int k = 0; k < kMaxComponents; ++k) out->dc[k] = tally.dc[k];
+  out->restarted = tally.restarted;
+  return kSegmentOk;
+}
+
+CUSTOM_OP_HD inline bool same_point(SyncPoint a, SyncPoint b) { return a.bit == b.bit && a.block == b.block; }
+
+// Stage 2 for chunk j >= 1: *out becomes `current` (chunk j's record) where it starts where `previous`
+// (chunk j - 1's) ends, else chunk j decoded again from there. Returns whether it was decoded again.
+// `out` may be &current (one thread sweeping in chunk order), or another array (rounds, where every
+// thread reads the last round's records).
+CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
+                                    const ChunkRecord& previous, const ChunkRecord& current, ChunkRecord* out) {
+  if (chunk < 1 || same_point(current.start, previous.end)) {
+    if (out != &current) *out = current;
+    return false;
+  }
+  if (decode_chunk(s, f, t, chunk, previous.end, out) != kSegmentOk) *out = current;
+  return true;
+}
+
+// The start of the chunk after one that starts at `start` and whose record is `r`.
+CUSTOM_OP_HD inline ChunkStart chunk_start_after(const ChunkStart& start, const ChunkRecord& r) {
+  ChunkStart next;
+  next.bit = r.end.bit;
+  next.block = start.block + r.blocks;
+  for (int k = 0; k < kMaxComponents; ++k)
+    next.pred[k] = r.restarted
+                       ? r.dc[k]
+                       : static_cast<int32_t>(static_cast<uint32_t>(start.pred[k]) + static_cast<uint32_t>(r.dc[k]));
+  return next;
+}
+
+// The record of two stretches decoded one after the other (`a` ends where `b` starts). Associative, so
+// that stage 3 may be a parallel scan: starts[j] is chunk_start_after(starts[0], the join of records 0
+// to j - 1).
+CUSTOM_OP_HD inline ChunkRecord join_records(const ChunkRecord& a, const ChunkRecord& b) {
+  ChunkRecord r;
+  r.start = a.start;
+  r.end = b.end;
+  r.blocks = a.blocks + b.blocks;
+  for (int k = 0; k < kMaxComponents; ++k)
+    r.dc[k] =
+        b.restarted ? b.dc[k] : static_cast<int32_t>(static_cast<uint32_t>(a.dc[k]) + static_cast<uint32_t>(b.dc[k]));
+  r.restarted = a.restarted | b.restarted;
+  return r;
+}
+
+// Stage 3: starts[0 .. num_chunks] from records[0 .. num_chunks - 1] (starts[num_chunks]: the scan's end,
+// where the last chunk must end). Returns kUnsynced where a record does not start where the previous
+// one ends (or chunk 0's where the scan starts), or the records do not end at the scan's end after its
+// last block; kBadArguments for a frame with no blocks. Stage 4 may still run: it checks each chunk.
+CUSTOM_OP_HD inline uint32_t chunk_starts(const ChunkedScan& s, const Frame& f, const ChunkRecord* records,
+                                          ChunkStart* starts) {
+  if (records == nullptr || starts == nullptr || f.blocks_in_mcu < 1 || s.num_chunks < 1) return kBadArguments;
+  uint32_t flags = kSegmentOk;
+  ChunkStart at;
+  at.bit = 8 * s.scan_start;
+  at.block = 0;
+  for (int k = 0; k < kMaxComponents; ++k) at.pred[k] = 0;
+  for (int64_t j = 0; j < s.num_chunks; ++j) {
+    starts[j] = at;
+    const SyncPoint expected = {at.bit, at.bit == kScanEnd ? 0 : static_cast<int32_t>(at.block % f.blocks_in_mcu)};
+    if (!same_point(records[j].start, expected)) flags |= kUnsynced;
+    at = chunk_start_after(at, records[j]);
+  }
+  starts[s.num_chunks] = at;
+  if (at.bit != kScanEnd || at.block != frame_total_mcus(f) * f.blocks_in_mcu) flags |= kUnsynced;
+  return flags;
+}
+
+// Stage 4: the blocks of chunk j decoded from `start` (starts[j]) into `planes` (each holding
+// plane_coefficients(f, c) values, in decode_segment's layout: natural order, or zigzag where t.order is
+// null), checked to end at `next` (starts[j + 1]). Returns SegmentFlags | ChunkFlags (see the header):
+// 0 from every chunk means the planes hold the scan's exact coefficients (chunks write disjoint blocks).
+CUSTOM_OP_HD inline uint32_t decode_chunk_blocks(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
+                                                 int64_t chunk, const ChunkStart& start, const ChunkStart& next,
+                                                 int16_t* const* planes) {
+  if (planes == nullptr || !chunk_arguments_ok(s, chunk, f, t, planes)) return kBadArguments;
+  if (start.block < 0 || start.block > frame_total_mcus(f) * f.blocks_in_mcu) return kUnsynced;
+  ChunkCursor c;
+  const SyncPoint point = {start.bit, start.bit == kScanEnd ? 0 : static_cast<int32_t>(start.block % f.blocks_in_mcu)};
+  if (!cursor_start(s, f, point, &c)) return kUnsynced;
+  ChunkTally tally = {start.block, {0, 0, 0, 0}, 0};
+  for (int k = 0; k < kMaxComponents; ++k) tally.dc[k] = start.pred[k];
+  const uint32_t flags = run_chunk<true>(s, f, t, chunk_limit(s, chunk), &c, &tally, planes);
+  if (flags != kSegmentOk) return flags;
+  const SyncPoint end = cursor_point(s, c);
+  if (end.bit != next.bit || tally.blocks != next.block) return kUnsynced;
+  if (end.bit != kScanEnd) {
+    for (int k = 0; k < kMaxComponents; ++k)
+      if (tally.dc[k] != next.pred[k]) return kUnsynced;
+  }
+  return kSegmentOk;
+}
+
+}  // namespace jpeg_core
+}  // namespace custom_op

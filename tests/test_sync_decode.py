@@ -1,0 +1,325 @@
+"""The chunked, self-synchronising Huffman decoder (custom_op/csrc/jpeg_core/sync_decode.h), run on the CPU, against
+libjpeg-turbo's jpeg_read_coefficients.
+
+The GPU is to decode a whole scan, restart markers or not, in chunks of bytes with a thread per chunk: each chunk
+decoded from a guessed start, decoded again from where the previous chunk ended until the chunks agree, then its
+blocks written from its exact start (sync_decode.h's header says how and why). The harness's `chunked` command
+(tests/jpeg_core_harness.cpp) runs each stage for every chunk on its own, as the threads would: after stage 1 up to
+`rounds` rounds in which every chunk reads the last round's records, then (unless told not to) one sweep in chunk
+order, as one thread would finish the work. Chunks as small as 1 byte make almost every chunk start wrong, so that
+synchronisation is exercised everywhere; realistic sizes show how soon it comes.
+
+Required: on every valid file, at every chunk size, every block's coefficients equal libjpeg's and nothing is
+flagged; on damaged files each decode either equals libjpeg's exactly or is flagged, it is flagged wherever libjpeg
+warns, and it never reads or writes out of bounds (the fuzz test runs under AddressSanitizer and UBSan). "Flagged"
+is asked of stage 4 alone (decode_chunk_blocks), whatever the stages before it said: where it flags nothing, the
+coefficients must be exact even if the records it started from were wrong.
+
+No custom_op import (no extension build); the tests need a C++ compiler and libjpeg-turbo's headers, and skip with
+the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import jpeg_core_build as core
+import jpeg_factory
+from jpeg_core_cases import SAMPLINGS, SIZES, UNUSUAL_SAMPLINGS, encode, mutate
+
+pytestmark = pytest.mark.skipif(
+    core.unavailable_reason() is not None, reason=f"cannot build the jpeg_core harness: {core.unavailable_reason()}"
+)
+
+SMALL_CHUNKS = [1, 2, 3, 5, 8]
+CHUNKS = SMALL_CHUNKS + [64, 256, 1024]
+# The sync of the valid-file tests: two rounds, then the sweep (the harness's rounds run until nothing changes at
+# most, which with chunks of a byte means about as many rounds as the chunks one decoder's block spans).
+ROUNDS = 2
+
+
+def _photo(h, w, sampling, seed):
+    return jpeg_factory.photo_like(h, w, 1 if sampling == "gray" else 3, seed=seed)
+
+
+def _where(d) -> str:
+    return f"{d.get('height')}x{d.get('width')} {d.get('sampling')}, restart interval {d.get('restart_interval')}"
+
+
+def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True) -> list[dict]:
+    """Every file, at every chunk size, flags nothing and gives libjpeg's coefficients in every block; returns the
+    summaries."""
+    results = core.chunked(files, chunk_bytes, rounds=rounds, sweep=sweep)
+    assert len(results) == len(files)
+    for i, d in enumerate(results):
+        where = f"file {i} ({_where(d)})"
+        assert d["core_error"] == "", f"{where}: {d['core_error']}"
+        assert d["ref_coef_error"] == "" and d["ref_warnings"] == 0, f"{where}: libjpeg {d['ref_warning']}"
+        for r in d["runs"]:
+            run = f"{where}, chunks of {r['chunk_bytes']} bytes"
+            assert r["flags"] == 0, f"{run}: flags {r['flags']} in {r['flagged_chunks']} of {r['chunks']} chunks"
+            assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
+            assert r["coef_compared_blocks"] == d["blocks"], run
+    return results
+
+
+# ---- Valid files: exact at every chunk size -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_every_size_and_restart_interval(sampling):
+    """Every size (1x1, thin, not multiples of the MCU) without restart markers, with one every MCU and every 3
+    MCUs (qualities 90, 100, 50), and transcoded losslessly to 2 and 7 MCUs (optimised tables) and one segment per
+    MCU row."""
+    plain, files = [], []
+    for h, w in SIZES:
+        pixels = _photo(h, w, sampling, seed=h * 1000 + w)
+        plain.append(encode(pixels, sampling, quality=90))
+        files.append(encode(pixels, sampling, quality=100, restart_interval=1))
+        files.append(encode(pixels, sampling, quality=50, restart_interval=3))
+    for layout in (dict(interval=2), dict(interval=7, optimize=True), dict(rows=1)):
+        files += core.transcode(plain, **layout)
+    results = assert_exact(plain + files)
+    assert {d["restart_interval"] for d in results} >= {0, 1, 2, 3, 7}
+
+
+def test_unusual_sampling_factors():
+    """3-component files with every odd factor combination the segment tests use (MCUs of up to 10 blocks), with
+    and without restart markers."""
+    files = []
+    for i, spec in enumerate(UNUSUAL_SAMPLINGS):
+        for h, w in [(1, 1), (5, 3), (9, 2), (33, 47), (70, 97)]:
+            pixels = jpeg_factory.photo_like(h, w, 3, seed=i)
+            files.append(encode(pixels, spec, quality=90))
+            files.append(encode(pixels, spec, quality=90, restart_interval=1 + i % 3))
+    assert_exact(files)
+
+
+def test_long_codes_and_stuffing():
+    """Huffman tables whose codes are mostly 16 bits long and start with eight ones (transcode's long_codes): every
+    symbol past the decoder's lookup table, and a stuffed FF 00 in about one byte of twelve (twenty times a
+    photo's share); without restart markers, with them every 5 MCUs and every MCU row."""
+    base = []
+    for i, sampling in enumerate(SAMPLINGS + ["2x2,1x2,1x2"]):
+        for h, w in [(1, 1), (17, 33), (97, 83)]:
+            base.append(encode(_photo(h, w, sampling, seed=i), sampling, quality=90))
+    files = []
+    for seed, layout in enumerate([dict(), dict(interval=5), dict(rows=1)]):
+        files += core.transcode(base, long_codes=seed, **layout)
+    assert all(f is not None for f in files)
+    stuffed = sum(f.count(b"\xff\x00") for f in files)
+    assert stuffed > 0.05 * sum(len(f) for f in files), "the long codes should stuff many bytes"
+    assert_exact(files)
+
+
+def test_eob_heavy_and_maximum_length_mcus():
+    """Flat images (every block a DC difference and an EOB: many blocks start in each byte), and quality 100 noise,
+    one- and two-pixel checkerboards (the longest MCUs), with and without restart markers."""
+    rng = np.random.default_rng(3)
+    yy, xx = np.mgrid[0:64, 0:80]
+    patterns = [
+        np.full((64, 80, 3), 128, np.uint8),
+        np.repeat((((yy // 16 + xx // 16) % 2) * 200 + 20).astype(np.uint8)[:, :, None], 3, axis=2),
+        rng.integers(0, 256, size=(64, 80, 3), dtype=np.uint8),
+        np.repeat((((yy + xx) % 2) * 255).astype(np.uint8)[:, :, None], 3, axis=2),
+        np.repeat((((yy // 2 + xx // 2) % 2) * 255).astype(np.uint8)[:, :, None], 3, axis=2),
+    ]
+    files = []
+    for pixels in patterns:
+        for sampling in ["4:4:4", "4:2:0", "gray"]:
+            files.append(encode(pixels, sampling, quality=100))
+            files.append(encode(pixels, sampling, quality=50, restart_interval=2))
+    files.append(encode(np.full((512, 512), 77, np.uint8), "gray", quality=75))  # 4096 blocks in 1 KB
+    assert_exact(files)
+
+
+def test_blocks_longer_than_chunks():
+    """Coefficients at libjpeg's encoder limits (transcode's hostile: whole blocks of +-1023), with optimised and
+    with long-code tables: blocks of up to 200 bytes, MCUs of a kilobyte, so that many chunks hold no block start
+    at all, and codes of 16 bits followed by 10 extra bits, long runs of ones (stuffed FF 00 in pairs)."""
+    base = [
+        encode(_photo(40, 56, sampling, seed=i), sampling, quality=95)
+        for i, sampling in enumerate(["4:4:4", "4:2:0", "gray", "4:1:1", "2x2,1x2,1x2"])
+    ]
+    files = []
+    for seed in range(3):
+        files += core.transcode(base, hostile=seed, interval=[0, 0, 3][seed])
+        files += core.transcode(base, hostile=seed, long_codes=seed)
+    assert all(f is not None for f in files)
+    assert max(f.count(b"\xff\x00\xff\x00") for f in files) > 0
+    assert_exact(files, SMALL_CHUNKS + [16, 100, 300])
+
+
+@pytest.fixture(scope="module")
+def one_table_files():
+    """Files where every component uses the same Huffman tables (long codes) and there are no restart markers: a
+    decoder started in the wrong block of an MCU reads the same symbols as the true decode, so nothing but the
+    previous chunk's end ever synchronises it: the latest synchronisation there can be."""
+    base = [
+        encode(_photo(h, w, sampling, seed=h + w), sampling, quality=90)
+        for sampling in ["4:4:4", "4:2:0", "4:1:1"]
+        for h, w in [(33, 17), (97, 83)]
+    ]
+    files = core.transcode(base, long_codes=7, one_table=True)
+    assert all(f is not None for f in files)
+    return files
+
+
+def test_late_synchronisation_is_flagged_or_exact(one_table_files):
+    """Without the sweep, two rounds leave most chunks of these files unsynchronised: stage 4, decoding from the
+    wrong starts, flags them (kUnsynced, or the damage a wrong start reads), never decodes them wrong. With the
+    sweep they decode exactly, the sweep having decoded chunks again."""
+    for d in core.chunked(one_table_files, [16, 64, 256], rounds=2, sweep=False):
+        for r in d["runs"]:
+            if r["stage4_flags"] == 0:
+                assert r["coef_mismatch_blocks"] == 0 and r["coef_compared_blocks"] == d["blocks"], (_where(d), r)
+            if r["chunks"] > 3 * 4:  # more chunks than two rounds can reach from chunk 0, with room
+                assert r["flags"] & core.UNSYNCED and r["stage4_flags"] != 0, (_where(d), r)
+    results = assert_exact(one_table_files, [16, 64, 256])
+    assert all(r["redone_in_sweep"] > 0 for d in results for r in d["runs"] if r["chunks"] > 12)
+
+
+def test_rounds_alone_converge(one_table_files):
+    """Rounds until nothing changes, and no sweep: each round makes at least one more chunk's start true, so the
+    rounds alone reach the exact decode, in at most as many rounds as chunks."""
+    results = assert_exact(one_table_files[:2], [3, 40], rounds=None, sweep=False)
+    for d in results:
+        for r in d["runs"]:
+            assert 0 < r["rounds"] <= r["chunks"] and r["redone_in_sweep"] == 0
+
+
+def test_photos(photos):
+    """The photos as they are (mostly without restart markers) in chunks of 256 B, 1 KB and 4 KB, and a quarter of
+    them transcoded losslessly to 7 MCUs per segment; CMYK is not decoded (see test_jpeg_core.test_odd_jpegs). With
+    4 KB chunks two rounds synchronise nearly every photo without the sweep: the design's premise, that a decoder
+    synchronises well within a chunk of that size."""
+    files = [p.read_bytes() for p in photos]
+    decodable = [f for f, d in zip(files, core.chunked(files, [4096], rounds=0)) if not d["core_error"]]
+    assert len(decodable) >= len(files) - 10
+    assert_exact(decodable, [256, 1024, 4096])
+    transcoded = [f for f in core.transcode(decodable[::4], interval=7, optimize=True) if f is not None]
+    assert_exact(transcoded, [256, 4096])
+    no_sweep = core.chunked(decodable, [4096], rounds=2, sweep=False)
+    synchronised = sum(d["runs"][0]["flags"] == 0 for d in no_sweep)
+    assert synchronised >= 0.8 * len(decodable), f"{synchronised} of {len(decodable)} in sync after two rounds"
+
+
+def test_padding_of_zeros_is_flagged_or_exact():
+    """Segments padded with zeros instead of ones before their restart markers: libjpeg reads no padding bit, so
+    the files are valid to it, but stages 1 and 2 cannot tell such padding from blocks (here a block is 2 bits, 00,
+    and a byte holds one block and six bits of padding), count blocks in it, and stage 4 must see that the starts
+    they give are wrong (kUnsynced): such a file goes to the CPU path, never decodes wrong."""
+    flat = encode(np.full((24, 40), 128, np.uint8), "gray", quality=75, restart_interval=1, optimize=True)
+    from jpeg_core_cases import scan_segments
+
+    segments, _ = scan_segments(flat)
+    assert all(e - b == 1 and flat[b] == 0x3F for b, e in segments), "expected one 2-bit block and padding a segment"
+    zeroed = bytearray(flat)
+    for b, _ in segments:
+        zeroed[b] = 0x00
+    for padded, expect_flag in [(flat, False), (bytes(zeroed), True)]:
+        (d,) = core.chunked([padded], [1, 3, 64])
+        assert d["ref_warnings"] == 0 and d["ref_coef_error"] == "", d["ref_warning"]
+        for r in d["runs"]:
+            assert (r["stage4_flags"] != 0) == expect_flag, r
+            assert r["stage4_flags"] != 0 or r["coef_mismatch_blocks"] == 0, r
+            if expect_flag:
+                assert r["stage4_flags"] & core.UNSYNCED, r
+
+
+# ---- Damaged files: flagged or exact -------------------------------------------------------------------------
+
+
+def _check_damaged(results, stats):
+    """Each decode of a damaged file flags or equals libjpeg's coefficients; a file libjpeg warns about (or fails on)
+    is flagged at every chunk size. Counts outcomes into `stats`."""
+    for i, d in enumerate(results):
+        if d["core_error"]:
+            stats["refused_header"] += 1
+            continue
+        warned = d["ref_warnings"] > 0 or d["ref_coef_error"] != ""
+        stats["libjpeg_warned"] += warned
+        for r in d["runs"]:
+            run = f"mutant {i} ({_where(d)}), chunks of {r['chunk_bytes']}"
+            if r["stage4_flags"] == 0:
+                assert not warned, f"{run}: accepted, but libjpeg warned: {d['ref_warning'] or d['ref_coef_error']}"
+                assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
+                assert r["coef_compared_blocks"] == d["blocks"], run
+                stats["accepted"] += 1
+            else:
+                stats["flagged"] += 1
+                stats["flags_seen"] |= r["flags"]
+
+
+def _stats() -> dict:
+    return dict(mutants=0, refused_header=0, libjpeg_warned=0, accepted=0, flagged=0, flags_seen=0)
+
+
+def _damaged_variants(data: bytes) -> list[bytes]:
+    """`data` (one file) cut, with bits flipped, markers and bytes put inside its scan, without its EOI."""
+    from jpeg_core_cases import scan_segments
+
+    segments, eoi = scan_segments(data)
+    start, mid = segments[0][0], (segments[0][0] + eoi) // 2
+    out = [data[:eoi], data[:mid], data[:mid] + b"\xff\xd9", data[: start + 1] + b"\xff\xd9"]
+    out += [data[:eoi] + b"\x00\x00" + data[eoi:], data[:eoi] + b"\xff\xd0" + data[eoi:]]
+    for marker in [b"\xff\xd0", b"\xff\xd7", b"\xff\xd9", b"\xff\xfe", b"\xff\xff\x00", b"\xff\xff"]:
+        out.append(data[:mid] + marker + data[mid:])
+    for k in range(12):
+        flipped = bytearray(data)
+        flipped[start + (k * 7919) % (eoi - start)] ^= 1 << (k % 8)
+        out.append(bytes(flipped))
+    if len(segments) > 2:  # restart markers: one misnumbered, one missing, an extra one
+        e = segments[1][1]
+        out += [
+            data[: e + 1] + b"\xd5" + data[e + 2 :],
+            data[:e] + data[e + 2 :],
+            data[: e + 2] + b"\xff\xd3" + data[e + 2 :],
+        ]
+    return out
+
+
+def test_damaged_files_are_flagged_or_exact():
+    """Cuts (with and without EOI), an EOI or restart marker missing, bytes before EOI, markers, fill and FF FF 00
+    inside the data, bit flips, misnumbered, missing and extra restart markers: at every chunk size, flagged or
+    exact, and flagged wherever libjpeg warns."""
+    files = []
+    for sampling, interval in [("4:2:0", 0), ("4:4:4", 3), ("gray", 0), ("4:2:2", 1)]:
+        files += _damaged_variants(
+            encode(_photo(48, 64, sampling, seed=5), sampling, quality=90, restart_interval=interval)
+        )
+    stats = _stats()
+    _check_damaged(core.chunked(files, [1, 4, 64, 1024]), stats)
+    assert stats["flagged"] > 0 and stats["libjpeg_warned"] > len(files) // 2, stats
+
+
+def _fuzz_corpus() -> list[bytes]:
+    corpus = []
+    for i, sampling in enumerate(SAMPLINGS + ["2x2,1x2,1x2"]):
+        for j, (h, w) in enumerate([(21, 35), (48, 64), (9, 70)]):
+            pixels = _photo(h, w, sampling, seed=200 + 10 * i + j)
+            corpus.append(encode(pixels, sampling, quality=[60, 90, 100][j], restart_interval=[0, 0, 2][j]))
+    corpus += [f for f in core.transcode(corpus[::3], long_codes=3) if f is not None]
+    return corpus
+
+
+def test_fuzz_chunked_under_sanitizers():
+    """2000 mutants of files with and without restart markers, standard and long-code tables (bit flips, cuts,
+    deletions, inserted bytes, stuffing, fill and markers, renumbered or removed restart markers, swapped segments,
+    damaged Huffman tables and scan headers), decoded in chunks of 1, 3, 16 and 300 bytes by the harness built with
+    AddressSanitizer + UBSan (any report fails the run), with the usual sync and with one round and no sweep
+    (chunks left unsynchronised): flagged or exact, flagged wherever libjpeg warns."""
+    variant = "sanitized" if core.unavailable_reason("sanitized") is None else "plain"
+    rng = random.Random(20261128)
+    corpus = _fuzz_corpus()
+    stats = _stats()
+    for rounds, sweep in [(ROUNDS, True), (1, False)]:
+        mutants = [mutate(rng.choice(corpus), rng) for _ in range(1000)]
+        stats["mutants"] += len(mutants)
+        _check_damaged(core.chunked(mutants, [1, 3, 16, 300], rounds=rounds, sweep=sweep, variant=variant), stats)
+    print("sync_decode fuzz:", stats)
+    assert min(stats["accepted"], stats["flagged"], stats["libjpeg_warned"]) > 50, stats
+    assert stats["flags_seen"] & core.UNSYNCED and stats["flags_seen"] & core.BAD_MARKER, stats
