@@ -231,16 +231,26 @@ def dump(files, *, simd: bool | str = True, gray_output: bool = False, scale: in
 
 
 def chunked(
-    files, chunk_bytes=(256,), *, rounds: int | None = 2, sweep: bool = True, variant: str = "plain"
+    files,
+    chunk_bytes=(256,),
+    *,
+    rounds: int | None = 2,
+    sweep: bool = True,
+    band: bool = False,
+    variant: str = "plain",
 ) -> list[dict]:
     """Per file: the summary of the chunked decode (custom_op/csrc/jpeg_core/sync_decode.h), with one entry in
     "runs" per chunk size of `chunk_bytes`: its flags, how many chunks were decoded again in the rounds of
     sync_chunk (at most `rounds`; None: until nothing changes) and in the sweep after them (`sweep`), and,
-    where it flagged nothing, its coefficients compared with libjpeg's (see the harness's header)."""
+    where it flagged nothing, its coefficients compared with libjpeg's (see the harness's header). band: only
+    the middle third of the MCU rows is decoded, from the chunks through its last block, as a window's decode
+    does."""
     command = ["chunked", "--chunk", ",".join(str(int(c)) for c in chunk_bytes)]
     command += ["--rounds", str(-1 if rounds is None else rounds)]
     if not sweep:
         command.append("--no-sweep")
+    if band:
+        command.append("--band")
     out = run(command, files, variant=variant)
     return [json.loads(line) for line in out.decode().splitlines()]
 

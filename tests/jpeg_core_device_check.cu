@@ -102,4 +102,9 @@ __global__ void check_sync_decode(const uint8_t* data, int64_t size, int64_t sca
   if (j == 0) flags[j] |= jc::chunk_starts(s, *frame, next_round, starts);
   int16_t* planes[jc::kMaxComponents] = {plane0, plane1, plane2, nullptr};
   flags[j] |= jc::decode_chunk_blocks(s, *frame, t, j, starts[j], starts[j + 1], planes);
+  // A window's band of rows: the stages through its last block.
+  int64_t needed = 0;
+  if (j == 0) flags[j] |= jc::chunk_starts_through(s, *frame, next_round, frame->blocks_in_mcu - 1, starts, &needed);
+  alignas(16) int16_t scratch[jc::kBlockSize];
+  flags[j] |= jc::decode_chunk_rows(s, *frame, t, j, starts[j], starts[j + 1], planes, 0, 1, scratch);
 }

@@ -36,7 +36,7 @@
 //                                band of MCU rows equals the full decode's rows, and scaling.h's geometry
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
-//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep]
+//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band]
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
 //                                every chunk on its own as GPU threads would: stage 1, then up to
@@ -44,7 +44,8 @@
 //                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4;
 //                                one JSON line with each run's flags (all stages', and stage 4's alone)
 //                                and, where stage 4 flagged nothing, its coefficients compared with
-//                                jpeg_read_coefficients'
+//                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
+//                                rows is decoded and compared (chunk_starts_through, decode_chunk_rows)
 //   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
 //                                [--long-codes SEED [--one-table]]
 //                                per record: one output record, the same coefficients re-encoded by
@@ -528,6 +529,33 @@ void reference_pixels(const uint8_t* data, size_t size, int color, int scale, Re
   jpeg_destroy_decompress(&cinfo);
 }
 
+// libjpeg's warnings (and error) while it decodes the first `rows` pixel rows and no more, as the CPU
+// path's window decode stops after its window: what libjpeg has read by then is all it can warn about.
+void reference_warnings_through(const uint8_t* data, size_t size, int rows, int* warnings, std::string* error) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  std::string first_warning;
+  install_errors(&err, error, &first_warning);
+  cinfo.err = &err.pub;
+  if (setjmp(err.jump)) {
+    *warnings = err.warnings;
+    jpeg_destroy_decompress(&cinfo);
+    if (error->empty()) *error = "libjpeg error";
+    return;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&cinfo);
+  std::vector<uint8_t> row(static_cast<size_t>(cinfo.output_width) * static_cast<size_t>(cinfo.output_components));
+  JSAMPROW out = row.data();
+  while (cinfo.output_scanline < std::min<JDIMENSION>(cinfo.output_height, static_cast<JDIMENSION>(rows)))
+    jpeg_read_scanlines(&cinfo, &out, 1);
+  *warnings = err.warnings;
+  jpeg_destroy_decompress(&cinfo);  // (no jpeg_finish_decompress: it would read the rest of the scan)
+}
+
 // ---- Comparison ---------------------------------------------------------------------------------
 
 struct Comparison {
@@ -736,7 +764,14 @@ struct ChunkedOptions {
   std::vector<int64_t> chunk_bytes{256};
   int64_t rounds = 2;  // rounds of sync_chunk, every chunk reading the last round's records; < 0: until none changes
   bool sweep = true;   // then one sweep in chunk order, as one thread would run it
+  bool band = false;   // decode only the band of MCU rows band_rows() gives, through chunk_starts_through
 };
+
+// The band of MCU rows a --band run decodes: about the middle third of the image (at least one row).
+std::pair<int64_t, int64_t> band_rows(const jc::Frame& f) {
+  const int64_t first = f.mcu_rows / 3;
+  return {first, std::max<int64_t>(1, std::min<int64_t>(f.mcu_rows - first, (f.mcu_rows + 2) / 3))};
+}
 
 // One decode of a file with one chunk size, each stage run for every chunk on its own as the GPU's
 // threads run them (stages 1, 2 and 4 read only what earlier stages wrote).
@@ -779,7 +814,14 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     for (int64_t j = 1; j < n; ++j)
       out->redone_in_sweep += jc::sync_chunk(s, f, t, j, records[j - 1], records[j], &records[j]) ? 1 : 0;
   std::vector<jc::ChunkStart> starts(static_cast<size_t>(n + 1));
-  out->flags |= jc::chunk_starts(s, f, records.data(), starts.data());
+  const auto [first_row, num_rows] = opt.band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
+  int64_t needed = n;
+  if (opt.band) {
+    const int64_t last_block = (first_row + num_rows) * f.mcus_per_row * f.blocks_in_mcu - 1;
+    out->flags |= jc::chunk_starts_through(s, f, records.data(), last_block, starts.data(), &needed);
+  } else {
+    out->flags |= jc::chunk_starts(s, f, records.data(), starts.data());
+  }
   // Stage 3 as a GPU's parallel scan would run it (Hillis-Steele: in step d, each record joined with the
   // one d before it) must give chunk_starts' starts.
   std::vector<jc::ChunkRecord> prefix = records, step(static_cast<size_t>(n));
@@ -793,11 +835,14 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   }
   int16_t* planes[jc::kMaxComponents] = {nullptr, nullptr, nullptr, nullptr};
   for (int c = 0; c < f.num_components; ++c) {
-    out->coef[c].assign(static_cast<size_t>(jc::plane_coefficients(f, c)), 0);
+    out->coef[c].assign(static_cast<size_t>(num_rows * f.mcu_blocks_v[c] * f.blocks_per_row[c] * 64), 0);
     planes[c] = out->coef[c].data();
   }
-  for (int64_t j = 0; j < n; ++j) {
-    const uint32_t flags = jc::decode_chunk_blocks(s, f, t, j, starts[j], starts[j + 1], planes);
+  alignas(16) int16_t scratch[jc::kBlockSize];
+  for (int64_t j = 0; j < needed; ++j) {
+    const uint32_t flags =
+        opt.band ? jc::decode_chunk_rows(s, f, t, j, starts[j], starts[j + 1], planes, first_row, num_rows, scratch)
+                 : jc::decode_chunk_blocks(s, f, t, j, starts[j], starts[j + 1], planes);
     out->flags |= flags;
     out->stage4_flags |= flags;
     out->flagged_chunks += flags != 0 ? 1 : 0;
@@ -826,16 +871,32 @@ void run_chunked(const ChunkedOptions& opt) {
               ", \"blocks\": " + std::to_string(blocks) + ", \"ref_coef_error\": \"" + json_escape(ref.coef_error) +
               "\", \"ref_warnings\": " + std::to_string(ref.coef_warnings) + ", \"ref_warning\": \"" +
               json_escape(ref.coef_warning) + "\", \"runs\": [";
+      // With --band: libjpeg's warnings while it decodes the pixel rows of the MCU rows up to two before the
+      // band's end (it reads ahead at most an iMCU row, which may be two of a grey file's MCU rows): all
+      // inside the band's decode, which must flag wherever they are not zero. None where that is no row.
+      int band_ref_warnings = 0;
+      std::string band_ref_error;
+      if (opt.band) {
+        const auto [band_first, band_count] = band_rows(f);
+        const int64_t through = (band_first + band_count - 2) * 8 * f.max_v;
+        if (through > 0)
+          reference_warnings_through(file.data(), file.size(), static_cast<int>(std::min<int64_t>(through, f.height)),
+                                     &band_ref_warnings, &band_ref_error);
+      }
       for (size_t i = 0; i < opt.chunk_bytes.size(); ++i) {
         ChunkedRun run;
         chunked_decode(file.data(), file.size(), p, opt.chunk_bytes[i], opt, &run);
         int64_t compared = 0, mismatches = 0;
         std::string first_mismatch;
+        const int64_t first_row = opt.band ? band_rows(f).first : 0;
+        int64_t stored = 0;
+        for (int c = 0; c < f.num_components; ++c) stored += static_cast<int64_t>(run.coef[c].size() / 64);
         for (int c = 0; c < f.num_components && run.stage4_flags == 0 && ref.coef_error.empty(); ++c) {
+          const size_t skipped = static_cast<size_t>(first_row * f.mcu_blocks_v[c] * f.blocks_per_row[c]);
           for (size_t b = 0; b * 64 < run.coef[c].size(); ++b) {
             ++compared;
             const int16_t* mine = run.coef[c].data() + b * 64;
-            const int16_t* theirs = ref.coef[c].data() + b * 64;
+            const int16_t* theirs = ref.coef[c].data() + (skipped + b) * 64;
             if (std::memcmp(mine, theirs, 64 * sizeof(int16_t)) == 0 || mismatches++ > 0) continue;
             int k = 0;
             while (mine[k] == theirs[k]) ++k;
@@ -851,7 +912,9 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"flags\": " + std::to_string(run.flags) +
                 ", \"stage4_flags\": " + std::to_string(run.stage4_flags) +
                 ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +
-                ", \"coef_compared_blocks\": " + std::to_string(compared) +
+                ", \"stored_blocks\": " + std::to_string(stored) +
+                ", \"band_ref_warnings\": " + std::to_string(band_ref_warnings) + ", \"band_ref_error\": \"" +
+                json_escape(band_ref_error) + "\"" + ", \"coef_compared_blocks\": " + std::to_string(compared) +
                 ", \"coef_mismatch_blocks\": " + std::to_string(mismatches) + ", \"first_coef_mismatch\": \"" +
                 first_mismatch + "\"}";
       }
@@ -1513,7 +1576,7 @@ void run_selftest() {
 int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
-               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] | "
+               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] | "
                "transcode [--interval N | --rows N] [--optimize] [--hostile SEED] [--long-codes SEED [--one-table]]"
                "  (records on stdin)\n");
   return 2;
@@ -1559,6 +1622,8 @@ int main(int argc, char** argv) {
         opt.rounds = std::atoll(argv[++i]);
       } else if (a == "--no-sweep") {
         opt.sweep = false;
+      } else if (a == "--band") {
+        opt.band = true;
       } else {
         return usage();
       }

@@ -49,10 +49,10 @@ def _where(d) -> str:
     return f"{d.get('height')}x{d.get('width')} {d.get('sampling')}, restart interval {d.get('restart_interval')}"
 
 
-def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True) -> list[dict]:
-    """Every file, at every chunk size, flags nothing and gives libjpeg's coefficients in every block; returns the
-    summaries."""
-    results = core.chunked(files, chunk_bytes, rounds=rounds, sweep=sweep)
+def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True, band=False) -> list[dict]:
+    """Every file, at every chunk size, flags nothing and gives libjpeg's coefficients in every block (with band:
+    every block of the band of MCU rows decoded); returns the summaries."""
+    results = core.chunked(files, chunk_bytes, rounds=rounds, sweep=sweep, band=band)
     assert len(results) == len(files)
     for i, d in enumerate(results):
         where = f"file {i} ({_where(d)})"
@@ -62,7 +62,8 @@ def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True) -> lis
             run = f"{where}, chunks of {r['chunk_bytes']} bytes"
             assert r["flags"] == 0, f"{run}: flags {r['flags']} in {r['flagged_chunks']} of {r['chunks']} chunks"
             assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
-            assert r["coef_compared_blocks"] == d["blocks"], run
+            assert r["coef_compared_blocks"] == (r["stored_blocks"] if band else d["blocks"]), run
+            assert 0 < r["stored_blocks"] <= d["blocks"], run
     return results
 
 
@@ -84,6 +85,19 @@ def test_every_size_and_restart_interval(sampling):
         files += core.transcode(plain, **layout)
     results = assert_exact(plain + files)
     assert {d["restart_interval"] for d in results} >= {0, 1, 2, 3, 7}
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS)
+def test_a_band_of_rows_reads_the_chunks_through_it(sampling):
+    """A window's decode (chunk_starts_through its last MCU row, decode_chunk_rows of the chunks through it): the
+    band's blocks are libjpeg's, with and without restart markers, whatever the chunk size."""
+    files = []
+    for h, w in SIZES:
+        pixels = _photo(h, w, sampling, seed=h * 1000 + w + 7)
+        files.append(encode(pixels, sampling, quality=90))
+        files.append(encode(pixels, sampling, quality=95, restart_interval=2))
+    results = assert_exact(files, band=True)
+    assert any(r["stored_blocks"] < d["blocks"] for d in results for r in d["runs"])
 
 
 def test_unusual_sampling_factors():
@@ -254,6 +268,28 @@ def _check_damaged(results, stats):
                 stats["flags_seen"] |= r["flags"]
 
 
+def _check_damaged_band(results, stats):
+    """Each band decode of a damaged file flags or equals libjpeg's coefficients in the band's blocks (where libjpeg
+    decoded the file at all); a file libjpeg warns about (or fails on) before it has read past the band is flagged."""
+    for i, d in enumerate(results):
+        if d["core_error"]:
+            stats["refused_header"] += 1
+            continue
+        for r in d["runs"]:
+            run = f"mutant {i} ({_where(d)}), band, chunks of {r['chunk_bytes']}"
+            warned = r["band_ref_warnings"] > 0 or r["band_ref_error"] != ""
+            stats["libjpeg_warned"] += warned
+            if r["stage4_flags"] == 0:
+                assert not warned, f"{run}: accepted, but libjpeg warned within the band: {r['band_ref_error']}"
+                assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
+                if d["ref_coef_error"] == "":
+                    assert r["coef_compared_blocks"] == r["stored_blocks"], run
+                stats["accepted"] += 1
+            else:
+                stats["flagged"] += 1
+                stats["flags_seen"] |= r["flags"]
+
+
 def _stats() -> dict:
     return dict(mutants=0, refused_header=0, libjpeg_warned=0, accepted=0, flagged=0, flags_seen=0)
 
@@ -296,6 +332,19 @@ def test_damaged_files_are_flagged_or_exact():
     assert stats["flagged"] > 0 and stats["libjpeg_warned"] > len(files) // 2, stats
 
 
+def test_damaged_files_in_a_band_are_flagged_or_exact():
+    """The same damage, decoded as a window's band of MCU rows: flagged or exact in the band, and flagged wherever
+    libjpeg warns before it has read past the band (damage below the band is not the window's business)."""
+    files = []
+    for sampling, interval in [("4:2:0", 0), ("4:4:4", 3), ("gray", 0), ("4:2:2", 1)]:
+        files += _damaged_variants(
+            encode(_photo(96, 64, sampling, seed=6), sampling, quality=90, restart_interval=interval)
+        )
+    stats = _stats()
+    _check_damaged_band(core.chunked(files, [1, 4, 64, 1024], band=True), stats)
+    assert min(stats["flagged"], stats["accepted"], stats["libjpeg_warned"]) > 0, stats
+
+
 def _fuzz_corpus() -> list[bytes]:
     corpus = []
     for i, sampling in enumerate(SAMPLINGS + ["2x2,1x2,1x2"]):
@@ -320,6 +369,10 @@ def test_fuzz_chunked_under_sanitizers():
         mutants = [mutate(rng.choice(corpus), rng) for _ in range(1000)]
         stats["mutants"] += len(mutants)
         _check_damaged(core.chunked(mutants, [1, 3, 16, 300], rounds=rounds, sweep=sweep, variant=variant), stats)
-    print("sync_decode fuzz:", stats)
+    band = _stats()
+    mutants = [mutate(rng.choice(corpus), rng) for _ in range(500)]
+    _check_damaged_band(core.chunked(mutants, [1, 16, 300], band=True, variant=variant), band)
+    print("sync_decode fuzz:", stats, "band:", band)
+    assert min(band["accepted"], band["flagged"], band["libjpeg_warned"]) > 10, band
     assert min(stats["accepted"], stats["flagged"], stats["libjpeg_warned"]) > 50, stats
     assert stats["flags_seen"] & core.UNSYNCED and stats["flags_seen"] & core.BAD_MARKER, stats

@@ -27,9 +27,11 @@
 //      one block past it.
 //   3. chunk_starts: each chunk's exact start (its first bit, the scan index of its first block, the DC
 //      predictors) from the records, a running sum (the predictors are sums of DC differences, reset
-//      at restart markers); one thread's loop, or a parallel scan with join_records.
+//      at restart markers); one thread's loop, or a parallel scan with join_records. A window needs the
+//      scan only through its last MCU row: chunk_starts_through checks the chunks up to there alone.
 //   4. decode_chunk_blocks: the blocks that start in the chunk, decoded from its exact start into the
-//      coefficient planes (decode_segment's layout, so the same IDCT consumes them).
+//      coefficient planes (decode_segment's layout, so the same IDCT consumes them); decode_chunk_rows
+//      keeps a band of MCU rows (a window's), as decode_segment_rows does.
 //
 // Bit offsets: a point of the code stream is named by reader_bit_offset's offset from the file's first
 // byte, which counts the bytes as they lie in the file (a stuffed FF 00 is the FF's 8 bits), so that
@@ -254,14 +256,23 @@ CUSTOM_OP_HD inline SyncPoint cursor_point(const ChunkedScan& s, const ChunkCurs
   return SyncPoint{reader_bit_offset(&c.r, c.begin, s.data), c.block};
 }
 
+// Where stage 4 stores blocks: the planes of MCU rows [first_row, first_row + num_rows) (block row 0 of
+// a plane is the first of those rows', as decode_segment_rows stores them); the blocks of other rows are
+// decoded into `scratch` and dropped.
+struct RowPlanes {
+  int16_t* const* planes;
+  int64_t first_row, num_rows;
+  int16_t* scratch;  // one block
+};
+
 // Decodes blocks from the cursor until the next block would start at or past bit `limit`, or the scan
-// ends. Strict (stage 4): stores each block into `planes` at its scan index tally->blocks, with the
+// ends. Strict (stage 4): stores each block into `out` at its scan index tally->blocks, with the
 // predictors tally->dc, checks restart markers and EOI against the MCU count, and returns SegmentFlags |
 // ChunkFlags at the first damage. Lenient (stages 1 and 2): stores nothing, sums DC differences, and
 // never fails (see the header).
 template <bool Strict>
 CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t limit,
-                                       ChunkCursor* c, ChunkTally* tally, int16_t* const* planes) {
+                                       ChunkCursor* c, ChunkTally* tally, const RowPlanes* out) {
   const int per_mcu = f.blocks_in_mcu;
   const int64_t total_blocks = frame_total_mcus(f) * per_mcu;
   while (!c->at_end) {
@@ -281,7 +292,10 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
     if constexpr (Strict) {
       if (tally->blocks >= total_blocks) return kUnsynced;  // a start past the last block
       const int64_t mcu = tally->blocks / per_mcu;
-      int16_t* block = planes[comp] + mcu_block_offset(f, b, mcu / f.mcus_per_row, mcu % f.mcus_per_row);
+      const int64_t row = mcu / f.mcus_per_row - out->first_row;
+      int16_t* block = row >= 0 && row < out->num_rows
+                           ? out->planes[comp] + mcu_block_offset(f, b, row, mcu % f.mcus_per_row)
+                           : out->scratch;
       if (!read_block<true>(r, *t.dc[comp], *t.ac[comp], t.order != nullptr ? t.order->position : nullptr,
                             &tally->dc[comp], block))
         return kBadCode;
@@ -387,44 +401,71 @@ CUSTOM_OP_HD inline ChunkRecord join_records(const ChunkRecord& a, const ChunkRe
   return r;
 }
 
-// Stage 3: starts[0 .. num_chunks] from records[0 .. num_chunks - 1] (starts[num_chunks]: the scan's end,
-// where the last chunk must end). Returns kUnsynced where a record does not start where the previous
-// one ends (or chunk 0's where the scan starts), or the records do not end at the scan's end after its
-// last block; kBadArguments for a frame with no blocks. Stage 4 may still run: it checks each chunk.
-CUSTOM_OP_HD inline uint32_t chunk_starts(const ChunkedScan& s, const Frame& f, const ChunkRecord* records,
-                                          ChunkStart* starts) {
-  if (records == nullptr || starts == nullptr || f.blocks_in_mcu < 1 || s.num_chunks < 1) return kBadArguments;
+// Stage 3 for a decode that needs the scan only through block `last_block` (by scan index: a window's
+// last MCU row's last block): starts[0 .. num_chunks] from records[0 .. num_chunks - 1], and in *needed
+// the chunks that decode reads: those that start at or before last_block. Returns kUnsynced where one of
+// those records does not start where the previous one ends (or chunk 0's where the scan starts), or they
+// end before last_block's end; kBadArguments for a frame with no blocks or a last_block outside the
+// scan. The starts of later chunks are whatever their records give. Stage 4 may still run: it checks
+// each chunk.
+CUSTOM_OP_HD inline uint32_t chunk_starts_through(const ChunkedScan& s, const Frame& f, const ChunkRecord* records,
+                                                  int64_t last_block, ChunkStart* starts, int64_t* needed) {
+  const int64_t total_blocks = frame_total_mcus(f) * f.blocks_in_mcu;
+  if (records == nullptr || starts == nullptr || needed == nullptr || f.blocks_in_mcu < 1 || s.num_chunks < 1 ||
+      last_block < 0 || last_block >= total_blocks)
+    return kBadArguments;
   uint32_t flags = kSegmentOk;
   ChunkStart at;
   at.bit = 8 * s.scan_start;
   at.block = 0;
   for (int k = 0; k < kMaxComponents; ++k) at.pred[k] = 0;
+  *needed = 0;
   for (int64_t j = 0; j < s.num_chunks; ++j) {
     starts[j] = at;
-    const SyncPoint expected = {at.bit, at.bit == kScanEnd ? 0 : static_cast<int32_t>(at.block % f.blocks_in_mcu)};
-    if (!same_point(records[j].start, expected)) flags |= kUnsynced;
+    if (at.block <= last_block && at.bit != kScanEnd) {
+      *needed = j + 1;
+      const SyncPoint expected = {at.bit, static_cast<int32_t>(at.block % f.blocks_in_mcu)};
+      if (!same_point(records[j].start, expected)) flags |= kUnsynced;
+    }
     at = chunk_start_after(at, records[j]);
   }
   starts[s.num_chunks] = at;
-  if (at.bit != kScanEnd || at.block != frame_total_mcus(f) * f.blocks_in_mcu) flags |= kUnsynced;
+  if (*needed == 0 || starts[*needed].block <= last_block) flags |= kUnsynced;
   return flags;
 }
 
-// Stage 4: the blocks of chunk j decoded from `start` (starts[j]) into `planes` (each holding
-// plane_coefficients(f, c) values, in decode_segment's layout: natural order, or zigzag where t.order is
+// Stage 3 for the whole scan: chunk_starts_through its last block, and the records must end at the
+// scan's end (starts[num_chunks]) after that block.
+CUSTOM_OP_HD inline uint32_t chunk_starts(const ChunkedScan& s, const Frame& f, const ChunkRecord* records,
+                                          ChunkStart* starts) {
+  int64_t needed = 0;
+  const uint32_t flags =
+      chunk_starts_through(s, f, records, frame_total_mcus(f) * f.blocks_in_mcu - 1, starts, &needed);
+  if (flags == kBadArguments) return flags;
+  const ChunkStart& end = starts[s.num_chunks];
+  return end.bit != kScanEnd || end.block != frame_total_mcus(f) * f.blocks_in_mcu ? flags | kUnsynced : flags;
+}
+
+// Stage 4: the blocks of chunk j decoded from `start` (starts[j]), those of MCU rows [first_row,
+// first_row + num_rows) stored into `planes` (each holding num_rows * mcu_blocks_v[c] *
+// blocks_per_row[c] blocks, in decode_segment_rows' layout: natural order, or zigzag where t.order is
 // null), checked to end at `next` (starts[j + 1]). Returns SegmentFlags | ChunkFlags (see the header):
-// 0 from every chunk means the planes hold the scan's exact coefficients (chunks write disjoint blocks).
-CUSTOM_OP_HD inline uint32_t decode_chunk_blocks(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
-                                                 int64_t chunk, const ChunkStart& start, const ChunkStart& next,
-                                                 int16_t* const* planes) {
-  if (planes == nullptr || !chunk_arguments_ok(s, chunk, f, t, planes)) return kBadArguments;
+// 0 from every chunk a decode reads (chunk_starts_through's `needed`) means the planes hold the exact
+// coefficients of those rows that lie in those chunks (chunks write disjoint blocks).
+CUSTOM_OP_HD inline uint32_t decode_chunk_rows(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
+                                               int64_t chunk, const ChunkStart& start, const ChunkStart& next,
+                                               int16_t* const* planes, int64_t first_row, int64_t num_rows,
+                                               int16_t* scratch) {
+  if (planes == nullptr || scratch == nullptr || !chunk_arguments_ok(s, chunk, f, t, planes)) return kBadArguments;
+  if (first_row < 0 || num_rows < 1 || first_row > f.mcu_rows - num_rows) return kBadArguments;
   if (start.block < 0 || start.block > frame_total_mcus(f) * f.blocks_in_mcu) return kUnsynced;
   ChunkCursor c;
   const SyncPoint point = {start.bit, start.bit == kScanEnd ? 0 : static_cast<int32_t>(start.block % f.blocks_in_mcu)};
   if (!cursor_start(s, f, point, &c)) return kUnsynced;
   ChunkTally tally = {start.block, {0, 0, 0, 0}, 0};
   for (int k = 0; k < kMaxComponents; ++k) tally.dc[k] = start.pred[k];
-  const uint32_t flags = run_chunk<true>(s, f, t, chunk_limit(s, chunk), &c, &tally, planes);
+  const RowPlanes out = {planes, first_row, num_rows, scratch};
+  const uint32_t flags = run_chunk<true>(s, f, t, chunk_limit(s, chunk), &c, &tally, &out);
   if (flags != kSegmentOk) return flags;
   const SyncPoint end = cursor_point(s, c);
   if (end.bit != next.bit || tally.blocks != next.block) return kUnsynced;
@@ -433,6 +474,14 @@ CUSTOM_OP_HD inline uint32_t decode_chunk_blocks(const ChunkedScan& s, const Fra
       if (tally.dc[k] != next.pred[k]) return kUnsynced;
   }
   return kSegmentOk;
+}
+
+// The same, storing every row: each plane holds plane_coefficients(f, c) values.
+CUSTOM_OP_HD inline uint32_t decode_chunk_blocks(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
+                                                 int64_t chunk, const ChunkStart& start, const ChunkStart& next,
+                                                 int16_t* const* planes) {
+  alignas(16) int16_t scratch[kBlockSize];
+  return decode_chunk_rows(s, f, t, chunk, start, next, planes, 0, f.mcu_rows, scratch);
 }
 
 }  // namespace jpeg_core
