@@ -60,6 +60,10 @@ std::unique_ptr<Executor> hybrid_executor();    // nvjpeg_hybrid.cpp
 // its tables): baseline, one scan of every component, restart segments short enough for a thread.
 bool segment_decoder_takes(const JpegHeader& header, size_t size);
 
+// Whether it takes such a file whatever its restart segments, decoding it in chunks
+// (segment_decoder.h), as it does where testing.h's chunked_decoder_allowed() says so.
+bool chunk_decoder_takes(const JpegHeader& header, size_t size);
+
 // Gives every claimed item its place in staging; returns the bytes needed.
 size_t lay_out_staging(std::vector<Item>& items);
 

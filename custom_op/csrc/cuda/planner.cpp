@@ -127,7 +127,9 @@ void scan_item(Item& it, const CallOptions& options, const TestingOptions& testi
   it.channels = output_channels(options.mode, cs);
   if (!gpu_eligible(h, cs, unsure, &it.nvjpeg_takes) || testing.cpu_only()) return;
   it.path = kPending;
-  it.own_decoder = testing.own_decoder_allowed() && segment_decoder_takes(h, it.size);
+  it.own_decoder =
+      testing.own_decoder_allowed() &&
+      (segment_decoder_takes(h, it.size) || (testing.chunked_decoder_allowed() && chunk_decoder_takes(h, it.size)));
 }
 
 // The item's window at its scale: the CPU operator's check that it fits the scaled displayed image,

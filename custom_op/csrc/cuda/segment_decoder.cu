@@ -123,6 +123,12 @@ __global__ void find_segments_kernel(SegmentImage* images) {
   const int64_t begin = im.scan_start, size = im.size;
   uint32_t bad = 0;
   build_tables(im, &bad);
+  if (im.chunked) {  // no segments: the tables and the status only
+    if (threadIdx.x == 0) *im.status = 0;
+    __syncthreads();
+    if (bad != 0) atomicOr(im.status, bad);
+    return;
+  }
   int64_t base = 0;  // markers before this tile
   for (int64_t tile = begin & ~int64_t{15}; tile < size; tile += int64_t{kScanThreads} * kScanBytes) {
     const int64_t a = tile + int64_t{threadIdx.x} * kScanBytes;
@@ -158,25 +164,32 @@ __global__ void find_segments_kernel(SegmentImage* images) {
 
 // ---- 2. Huffman decoding ----------------------------------------------------------------------
 
+// The image's tables for jpeg_core's decoders, coefficients in zigzag order: no table read per
+// coefficient (idct_blocks puts them in natural order).
+__device__ jc::SegmentTables image_tables(const SegmentImage& im) {
+  jc::SegmentTables tables;
+  for (int c = 0; c < jc::kMaxComponents; ++c) {
+    tables.dc[c] = im.dc[c];
+    tables.ac[c] = im.ac[c];
+  }
+  tables.order = nullptr;
+  return tables;
+}
+
 __global__ void decode_segments_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= tasks) return;
   const DecodeRun run = runs[run_of_task(runs, run_count, t)];
   const int64_t segment = int64_t{run.first} + (t - run.before);
   const SegmentImage& im = images[run.image];
+  if (im.chunked) return;                                    // decode_chunks' task
   if (*im.status & (kMarkersWrong | kTableRefused)) return;  // segment ranges or tables not to be trusted
   if (segment >= im.checked_segments) {                      // no range was found for it (not expected: see plan())
     atomicOr(im.status, kMarkersWrong);
     return;
   }
   const jc::Frame& f = im.frame;
-  jc::SegmentTables tables;
-  for (int c = 0; c < jc::kMaxComponents; ++c) {
-    tables.dc[c] = im.dc[c];
-    tables.ac[c] = im.ac[c];
-  }
-  // Zigzag order: no table read per coefficient (idct_blocks puts them in natural order).
-  tables.order = nullptr;
+  const jc::SegmentTables tables = image_tables(im);
   const int64_t first = segment * im.mcus_per_segment;
   const int64_t total = jc::frame_total_mcus(f);
   const int64_t n = total - first < im.mcus_per_segment ? total - first : im.mcus_per_segment;
@@ -198,6 +211,105 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const DecodeR
   for (int c = 0; c < jc::kMaxComponents; ++c) planes[c] = im.coefficients[c];
   const uint32_t flags =
       jc::decode_segment_rows(im.data + b, im.data + e, f, tables, first, n, planes, im.mcu_row0, im.mcu_rows, scratch);
+  if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);
+}
+
+// ---- 2'. Chunked Huffman decoding (files without short restart segments) ------------------------
+
+// Two rounds of sync_chunk after the guesses: with chunks of a few kilobytes, photos are nearly all in
+// step by then (tests/test_sync_decode.py), and the sweep puts right the few left, within its budget of
+// chunks decoded again; an image it cannot bring in step goes to the CPU path.
+constexpr int kSyncRounds = 2;
+constexpr int kSweepBudget = 8;
+
+// The chunk task t stands for, where its image is decoded in chunks and its tables are good.
+struct ChunkTask {
+  const SegmentImage* im;
+  int64_t chunk;
+  jc::ChunkedScan scan;
+};
+
+__device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, ChunkTask* c) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= tasks) return false;
+  const DecodeRun run = runs[run_of_task(runs, run_count, t)];
+  c->im = &images[run.image];
+  const SegmentImage& im = *c->im;
+  if (!im.chunked || (*im.status & kTableRefused)) return false;
+  c->chunk = int64_t{run.first} + (t - run.before);
+  if (!jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, &c->scan) ||
+      c->chunk >= c->scan.num_chunks) {
+    atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
+    return false;
+  }
+  return true;
+}
+
+// Stage 1: each chunk from its guessed start, into records[0].
+__global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks) {
+  ChunkTask c;
+  if (!chunk_task(images, runs, run_count, tasks, &c)) return;
+  const SegmentImage& im = *c.im;
+  jc::decode_chunk(c.scan, im.frame, image_tables(im), c.chunk, jc::chunk_guess(c.scan, c.chunk),
+                   &im.records[0][c.chunk]);
+}
+
+// Stage 2, one round: records[from] read, records[from ^ 1] written.
+__global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
+                                   int from) {
+  ChunkTask c;
+  if (!chunk_task(images, runs, run_count, tasks, &c)) return;
+  const SegmentImage& im = *c.im;
+  const jc::ChunkRecord* in = im.records[from];
+  jc::ChunkRecord* out = im.records[from ^ 1];
+  if (c.chunk == 0) {
+    out[0] = in[0];
+    return;
+  }
+  jc::sync_chunk(c.scan, im.frame, image_tables(im), c.chunk, in[c.chunk - 1], in[c.chunk], &out[c.chunk]);
+}
+
+// Stage 3, one thread per image: the sweep in chunk order through the chunks the rectangle needs, then
+// their exact starts (chunk_starts_through), into starts and *needed.
+__global__ void chunk_starts_kernel(const SegmentImage* images, int count) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= count) return;
+  const SegmentImage& im = images[k];
+  if (!im.chunked) return;
+  *im.needed = 0;
+  if (*im.status != 0) return;
+  jc::ChunkedScan s;
+  if (!jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, &s)) {
+    atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
+    return;
+  }
+  const jc::Frame& f = im.frame;
+  const jc::SegmentTables tables = image_tables(im);
+  jc::ChunkRecord* records = im.records[kSyncRounds % 2];
+  int64_t blocks = records[0].blocks;  // before chunk j
+  int redone = 0;
+  for (int64_t j = 1; j < s.num_chunks && blocks <= im.last_block; ++j) {
+    if (jc::sync_chunk(s, f, tables, j, records[j - 1], records[j], &records[j]) && ++redone > kSweepBudget) {
+      atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
+      return;
+    }
+    blocks += records[j].blocks;
+  }
+  const uint32_t flags = jc::chunk_starts_through(s, f, records, im.last_block, im.starts, im.needed);
+  if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
+}
+
+// Stage 4: each chunk the rectangle needs, strictly from its exact start; its rows' blocks stored.
+__global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks) {
+  ChunkTask c;
+  if (!chunk_task(images, runs, run_count, tasks, &c)) return;
+  const SegmentImage& im = *c.im;
+  if (*im.status != 0 || c.chunk >= *im.needed) return;
+  alignas(16) int16_t scratch[jc::kBlockSize];
+  int16_t* planes[jc::kMaxComponents];
+  for (int k = 0; k < jc::kMaxComponents; ++k) planes[k] = im.coefficients[k];
+  const uint32_t flags = jc::decode_chunk_rows(c.scan, im.frame, image_tables(im), c.chunk, im.starts[c.chunk],
+                                               im.starts[c.chunk + 1], planes, im.mcu_row0, im.mcu_rows, scratch);
   if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);
 }
 
@@ -311,6 +423,18 @@ cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* 
                                    cudaStream_t stream) {
   if (tasks <= 0 || run_count <= 0) return cudaSuccess;
   decode_segments_kernel<<<(tasks + kThreads - 1) / kThreads, kThreads, 0, stream>>>(images, runs, run_count, tasks);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const DecodeRun* runs, int run_count, int tasks,
+                                 cudaStream_t stream) {
+  if (tasks <= 0 || run_count <= 0 || count <= 0) return cudaSuccess;
+  const int grid = (tasks + kThreads - 1) / kThreads;
+  guess_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks);
+  for (int round = 0; round < kSyncRounds; ++round)
+    sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, round % 2);
+  chunk_starts_kernel<<<(count + 31) / 32, 32, 0, stream>>>(images, count);
+  write_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks);
   return cudaGetLastError();
 }
 

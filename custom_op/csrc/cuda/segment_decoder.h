@@ -19,6 +19,13 @@
 //      component (jpeg_core/scaling.h, idct_reduced.h), idct_size x idct_size samples a block;
 //   4. write_windows: one thread per output pixel: fancy upsampling at the image's scale and colour
 //      conversion (jpeg_core/upsample.h, color.h), EXIF orientation, straight into the output tensor.
+// Files without restart markers, or with segments too long for a thread each, are decoded in chunks
+// instead of step 2 (jpeg_core/sync_decode.h: self-synchronising Huffman decoding): find_segments
+// only builds their tables; then, one thread per chunk, each chunk decoded from a guessed start
+// (decode_chunks), two rounds that decode again the chunks whose start their neighbour's end
+// contradicts, and, one thread per image, a sweep in chunk order with a budget and the chunks'
+// exact starts through the rectangle's last MCU row; then each chunk the rectangle needs decoded
+// strictly from its exact start into the rectangle's coefficients (in zigzag order, as step 2's).
 // Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently
 // (a damaged segment, a misplaced marker, a block where its SIMD IDCT could differ from the C code)
 // sets a bit in it, and the host sends that item to the CPU path, which gives libjpeg's own outcome.
@@ -33,6 +40,7 @@
 
 #include "cuda/decode_runs.h"
 #include "jpeg_core/scaling.h"
+#include "jpeg_core/sync_decode.h"
 #include "jpeg_core/tables.h"
 
 namespace custom_op {
@@ -42,7 +50,7 @@ namespace gpu {
 enum SegmentDecodeStatus : uint32_t {
   kSegmentDecodeOk = 0,
   kMarkersWrong = 1u << 8,    // a restart marker missing, extra or misnumbered, or no EOI after the last
-  kSegmentDamaged = 1u << 9,  // with the jpeg_core::SegmentFlags of the segment in the low bits
+  kSegmentDamaged = 1u << 9,  // with the jpeg_core::SegmentFlags (or ChunkFlags) in the low bits
   kBlockInexact = 1u << 10,   // libjpeg's SIMD and C IDCTs could differ on a block
   kTableRefused = 1u << 11,   // a Huffman table libjpeg refuses (JERR_BAD_HUFF_TABLE)
 };
@@ -94,6 +102,15 @@ struct SegmentImage {
   int32_t idct_components;  // the components the output needs: 1 for grey output, else all
   int32_t blocks;           // blocks of those components in the rectangle (idct_blocks' work)
   uint32_t* status;         // SegmentDecodeStatus bits, zeroed by find_segments
+  // A file decoded in chunks (chunked != 0; num_segments and checked_segments are then 0): its scan in
+  // num_chunks chunks of chunk_bytes; records[0] and [1]: num_chunks records each, which the rounds
+  // fill in turn; starts: num_chunks + 1; *needed: the chunks through the rectangle's last block
+  // (last_block, by scan index), written with the starts.
+  int32_t chunked;
+  int64_t chunk_bytes, num_chunks, last_block;
+  jpeg_core::ChunkRecord* records[2];
+  jpeg_core::ChunkStart* starts;
+  int64_t* needed;
 };
 
 // One output window, written by write_windows.
@@ -115,6 +132,11 @@ cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t s
 // the order they are decoded (see decode_segments above); `tasks`: their segments in all.
 cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                    cudaStream_t stream);
+// The chunked decode of the images that have `chunked` set, in all five launches: `runs` list each such
+// image's chunks (every chunk, first 0) among the other images' runs of segments, as decode_segments'
+// do; `count`: the images.
+cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const DecodeRun* runs, int run_count, int tasks,
+                                 cudaStream_t stream);
 cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);
 cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count, int64_t max_pixels,
                                  cudaStream_t stream);

@@ -57,20 +57,29 @@ constexpr int64_t kMaxMeanSegmentBytes = 4096;
 
 std::atomic<int64_t> g_fallbacks{0};
 
+// Whether our decoder can take the file whatever its restart segments: baseline, one scan of every
+// component, a header within 2 GiB (SegmentImage::table_at holds the tables' places in 32 bits), ...
+bool decodable_layout(const JpegHeader& h, size_t size) {
+  return (h.sof == 0xC0 || h.sof == 0xC1) && h.precision == 8 && h.scan_components == h.components &&
+         h.header_end != 0 && h.header_end < size && h.header_end <= static_cast<size_t>(INT32_MAX) && h.width > 0 &&
+         h.height > 0;
+}
+
 // A file's entropy-coded bytes per restart segment, on average; -1 for a file our decoder cannot take
-// whatever its segments (not baseline, no restart interval, not one scan of every component, a
-// header past 2 GiB: SegmentImage::table_at holds the tables' places in 32 bits, ...).
+// segment by segment (no restart interval, or not decodable_layout).
 int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
-  if (h.restart_interval <= 0 || (h.sof != 0xC0 && h.sof != 0xC1) || h.precision != 8 ||
-      h.scan_components != h.components || h.header_end == 0 || h.header_end > static_cast<size_t>(INT32_MAX) ||
-      h.width <= 0 || h.height <= 0)
-    return -1;
+  if (h.restart_interval <= 0 || !decodable_layout(h, size)) return -1;
   const int mcu_w = mcu_width(h), mcu_h = mcu_height(h);
   const int64_t mcus = ((int64_t(h.width) + mcu_w - 1) / mcu_w) * ((int64_t(h.height) + mcu_h - 1) / mcu_h);
   const int64_t segments = (mcus + h.restart_interval - 1) / h.restart_interval;
   if (segments > (int64_t{1} << 30)) return -1;
   return (static_cast<int64_t>(size) - static_cast<int64_t>(h.header_end)) / segments;
 }
+
+// The chunk size of files decoded in chunks: in chunks of a few kilobytes, two rounds bring nearly every
+// photo in step (tests/test_sync_decode.py), and a batch of photos still makes tens of thousands of
+// threads.
+constexpr int64_t kChunkBytes = 2048;
 
 // Bytes per upload call while the host copies the files (see queue_part()).
 constexpr size_t kUploadPart = size_t{4} << 20;
@@ -175,6 +184,7 @@ struct BatchPlan {
   // host side).
   std::vector<PartLayout> part_layout;
   std::vector<size_t> tables_at, ranges_at;  // per image
+  std::vector<size_t> chunks_at;             // per image decoded in chunks: its records, starts and count
   std::vector<size_t> coef_at, samples_at;   // per image and component: [k * jc::kMaxComponents + c]
   size_t status_at = 0;
   std::vector<size_t> bytes_at;       // per image: where its file lies
@@ -193,6 +203,12 @@ struct BatchPlan {
   std::vector<size_t> pinned_size;
   bool queued = false;  // decode() queued the decodes
 };
+
+// The arrays of an image decoded in chunks (SegmentImage::records, starts, needed), one after the other.
+size_t chunk_arrays_bytes(int64_t chunks) {
+  const auto n = static_cast<size_t>(chunks);
+  return 2 * n * sizeof(jc::ChunkRecord) + (n + 1) * sizeof(jc::ChunkStart) + sizeof(int64_t);
+}
 
 // The most runs decoder_segments can give for an image of `segments` restart segments: its runs never
 // touch, so at least one segment lies between two of them. lay_out_buffer() makes room for that many.
@@ -231,7 +247,8 @@ void list_regions(BatchPlan& plan, const std::vector<Item>& items) {
 
 bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   const JpegHeader& h = it.header;
-  if (!segment_decoder_takes(h, it.size)) return false;
+  const bool chunked = !segment_decoder_takes(h, it.size);
+  if (chunked && !(call.testing.chunked_decoder_allowed() && chunk_decoder_takes(h, it.size))) return false;
   ScanTables st;
   if (!read_scan_tables(it.bytes, h.header_end, h.components, &st)) return false;
   SegmentImage& im = p->image;
@@ -243,8 +260,9 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
     if (im.scaling.upsample[c] == jc::kUpsampleNone) return false;  // libjpeg refuses it: the CPU path says so
   const int64_t total = jc::frame_total_mcus(f);
   const int64_t interval = h.restart_interval;
-  im.num_segments = (total + interval - 1) / interval;
-  p->mean_segment_bytes = mean_segment_bytes(h, it.size);
+  im.num_segments = chunked ? 0 : (total + interval - 1) / interval;
+  // Files decoded in chunks go first (order_images): their launches are the longest.
+  p->mean_segment_bytes = chunked ? INT64_MAX : mean_segment_bytes(h, it.size);
   // The Huffman tables: where each distinct definition lies in the file, for find_segments to build
   // (components that name the same table, Cb and Cr as a rule, share it).
   auto table_of = [&](const TableBytes& t, bool is_dc) {
@@ -286,6 +304,16 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments
   // reads no further: the rectangle covers the CPU path's context row), and the file is uploaded as
   // far as the marker that ends it, where its segment index says so.
+  if (chunked) {
+    // The whole file is uploaded; the chunks through the rectangle's last row are decoded.
+    im.chunked = 1;
+    im.chunk_bytes = kChunkBytes;
+    im.num_chunks = (im.size - im.scan_start + kChunkBytes - 1) / kChunkBytes;
+    im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
+    p->from_first = true;
+    p->pinned = !it.segments.defined() && in_torch_pinned_memory(it.data);
+    return true;
+  }
   const int64_t last_segment =
       std::min<int64_t>(last_segment_of_row(r1 - 1, f.mcus_per_row, interval), im.num_segments - 1);
   im.checked_segments = last_segment + 1;
@@ -408,7 +436,7 @@ void lay_out_buffer(BatchPlan& plan) {
     const size_t k0 = part_begin[c], k1 = part_begin[c + 1];
     size_t runs = 0, files = 0, pinned_files = 0;
     for (size_t k = k0; k < k1; ++k) {
-      runs += most_runs(plan.images[k].image.num_segments);
+      runs += plan.images[k].image.chunked ? 1 : most_runs(plan.images[k].image.num_segments);
       (plan.images[k].pinned ? pinned_files : files) +=
           round_up(static_cast<size_t>(plan.images[k].image.size), kUploadAlignment);
     }
@@ -426,6 +454,9 @@ void lay_out_buffer(BatchPlan& plan) {
   plan.coef_at.assign(n * jc::kMaxComponents, 0);
   plan.samples_at.assign(n * jc::kMaxComponents, 0);
   for (size_t k = 0; k < n; ++k) plan.ranges_at[k] = take(2 * sizeof(int64_t) * plan.images[k].image.num_segments);
+  plan.chunks_at.assign(n, 0);
+  for (size_t k = 0; k < n; ++k)
+    if (plan.images[k].image.chunked) plan.chunks_at[k] = take(chunk_arrays_bytes(plan.images[k].image.num_chunks));
   plan.status_at = take(n * sizeof(uint32_t));
   for (size_t k = 0; k < n; ++k) {
     SegmentImage& im = plan.images[k].image;
@@ -482,14 +513,17 @@ void prepare_image(BatchPlan& plan, const std::vector<Item>& items, size_t k) {
   const Item& it = items[p.item];
   const SegmentImage& im = p.image;
   std::vector<SegmentRun>& runs = plan.segment_runs[k];
-  if (p.from_first) {
+  if (im.chunked) {
+    runs.assign(1, SegmentRun{0, im.num_chunks});  // decode_chunks' tasks: every chunk
+  } else if (p.from_first) {
     runs.assign(1, SegmentRun{0, im.checked_segments});
   } else {
     const size_t w0 = plan.regions_begin[p.item], w1 = plan.regions_begin[p.item + 1];
     runs = decoder_segments(frame_facts(it.header), im.mcu_row0, im.mcu_row0 + im.mcu_rows, im.mcu_col0,
                             im.mcu_col0 + im.mcu_cols, plan.regions.data() + w0, w1 - w0, im.scaling.scale);
   }
-  TORCH_INTERNAL_ASSERT(runs.size() <= most_runs(im.num_segments), "more runs than decode() has room for");
+  TORCH_INTERNAL_ASSERT(im.chunked || runs.size() <= most_runs(im.num_segments),
+                        "more runs than decode() has room for");
   if (!p.pinned) copy_to_upload(plan.host + plan.bytes_at[k], it.bytes, static_cast<size_t>(im.size));
 
   // Its descriptor, with the places of its arrays in the device buffer.
@@ -508,6 +542,14 @@ void prepare_image(BatchPlan& plan, const std::vector<Item>& items, size_t k) {
   d.segment_begin = reinterpret_cast<int64_t*>(device + plan.ranges_at[k]);
   d.segment_end = d.segment_begin + d.num_segments;
   d.status = reinterpret_cast<uint32_t*>(device + plan.status_at) + k;
+  if (im.chunked) {
+    uint8_t* at = device + plan.chunks_at[k];
+    const auto n = static_cast<size_t>(im.num_chunks);
+    d.records[0] = reinterpret_cast<jc::ChunkRecord*>(at);
+    d.records[1] = d.records[0] + n;
+    d.starts = reinterpret_cast<jc::ChunkStart*>(d.records[1] + n);
+    d.needed = reinterpret_cast<int64_t*>(d.starts + n + 1);
+  }
   std::memcpy(plan.host + plan.descriptor_at[k], &d, sizeof(d));
 }
 
@@ -582,8 +624,12 @@ void queue_part(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& item
 
   auto* d_images = reinterpret_cast<SegmentImage*>(device + layout.images_at);
   C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(count), stream));
-  C10_CUDA_CHECK(launch_decode_segments(d_images, reinterpret_cast<const DecodeRun*>(device + layout.runs_at),
-                                        static_cast<int>(nruns), static_cast<int>(ntasks), stream));
+  const auto* d_runs = reinterpret_cast<const DecodeRun*>(device + layout.runs_at);
+  C10_CUDA_CHECK(launch_decode_segments(d_images, d_runs, static_cast<int>(nruns), static_cast<int>(ntasks), stream));
+  if (std::any_of(plan.images.begin() + k0, plan.images.begin() + k1,
+                  [](const ImagePlan& p) { return p.image.chunked; }))
+    C10_CUDA_CHECK(launch_decode_chunks(d_images, static_cast<int>(count), d_runs, static_cast<int>(nruns),
+                                        static_cast<int>(ntasks), stream));
   C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
   Slot& slot = call.slot;
   C10_CUDA_CHECK(cudaMemcpyAsync(plan.status_host + k0, device + plan.status_at + k0 * sizeof(uint32_t),
@@ -671,6 +717,8 @@ bool segment_decoder_takes(const JpegHeader& h, size_t size) {
   const int64_t mean = mean_segment_bytes(h, size);
   return mean >= 0 && mean <= kMaxMeanSegmentBytes;
 }
+
+bool chunk_decoder_takes(const JpegHeader& h, size_t size) { return decodable_layout(h, size); }
 
 std::unique_ptr<Executor> segment_executor() { return std::make_unique<SegmentExecutor>(); }
 
