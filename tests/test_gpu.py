@@ -1647,87 +1647,6 @@ def test_cuda_decoder_on_prepared_imagenet_photos():
     assert counts["cuda"] == len(datas), dict(counts)
 
 
-# Our CUDA decoder on files without short restart segments, decoded in chunks (jpeg_core/sync_decode.h),
-# where a test forces our decoder (by default the JPEG engines take these files): the CPU path's pixels,
-# and for a damaged file the CPU path's outcome.
-
-
-def long_segment_layouts(jpeg_writer, pixels, sampling):
-    """The same photo without restart markers (standard and optimised tables) and with restart segments too
-    long for a thread each."""
-    options = {} if sampling == "gray" else {"sampling": sampling}
-    return {
-        "plain": jpeg_writer.encode(pixels, **options),
-        "optimized": jpeg_writer.encode(pixels, optimize=True, **options),
-        "interval-300": jpeg_writer.encode(pixels, restart_interval=300, **options),
-    }
-
-
-@needs_gpu
-@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "4:1:1", "gray"])
-def test_chunked_decoding_is_exact_on_every_layout(jpeg_writer, sampling):
-    channels = 1 if sampling == "gray" else 3
-    height, width = 301, 403
-    pixels = jpeg_writer.photo_like(height, width, channels, seed=43)
-    wins = windows_everywhere(np.random.default_rng(43), height, width)
-    fallbacks = testing.cuda_decoder_fallbacks()
-    for layout, data in long_segment_layouts(jpeg_writer, pixels, sampling).items():
-        refs = [custom_op.decode_and_crop_jpeg(data, *win) for win in wins]
-        for dedupe in (False, True):
-            with testing.gpu_options(force_path="cuda", dedupe=dedupe):
-                outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
-            assert set(used) == {"cuda"}, (layout, used)
-            for win, out, ref in zip(wins, outs, refs):
-                assert out.shape == ref.shape and torch.equal(out.cpu(), ref), (layout, dedupe, win)
-        with testing.gpu_options(force_path="cuda"):
-            whole = custom_op.decode_jpegs([data, data], device="cuda", stack=True)
-        assert torch.equal(whole.cpu(), torch.stack([custom_op.decode_jpeg(data)] * 2)), layout
-    assert testing.cuda_decoder_fallbacks() == fallbacks
-
-
-@needs_gpu
-@pytest.mark.parametrize("sampling", SCALED_SAMPLINGS)
-def test_chunked_decoding_at_every_scale(jpeg_writer, sampling):
-    data = _scaled_file(jpeg_writer, sampling, prepared=False)
-    rng = np.random.default_rng(len(sampling) + 7)
-    datas, wins, scales = [], [], []
-    for scale in SCALES:
-        for win in _scaled_windows(rng, *_scaled_size(data, scale)):
-            datas.append(data)
-            wins.append(win)
-            scales.append(scale)
-    with testing.gpu_options(force_path="cuda"):
-        outs, used = scaled_on_gpu(datas, wins, scales)
-    assert set(used) == {"cuda"}, (sampling, used)
-    assert_scaled_exact(datas, wins, scales, used, outs)
-
-
-@needs_gpu
-def test_chunked_decoding_of_imagenet_photos():
-    """The sample's photos as they come (no restart markers): every baseline one decoded by our decoder,
-    each window the CPU path's; the resized crop of the same windows too."""
-    datas = [f.read_bytes() for f in sorted(shared_dir("imagenet-sample").iterdir())]
-    rng = np.random.default_rng(51)
-    wins = []
-    for d in datas:
-        info = custom_op.read_jpeg_header(d)
-        wins.append(random_window(rng, info.height, info.width))
-    with testing.gpu_options(force_path="cuda"):
-        outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
-        resized = custom_op.decode_and_resized_crop_jpegs(datas, *zip(*wins), 64, device="cuda")
-    refs = custom_op.decode_and_crop_jpegs(datas, *zip(*wins))
-    counts = defaultdict(int)
-    for out, ref, path in zip(outs, refs, used):
-        counts[path] += 1
-        assert torch.equal(out.cpu(), ref), path
-    REPORT["chunked_decoding_imagenet"] = dict(counts)
-    # Photos the chunks do not bring in step within the sweep's budget go to the CPU path, with the same
-    # pixels; nearly none do.
-    baseline = sum(not custom_op.read_jpeg_header(d).progressive for d in datas)
-    assert counts["cuda"] >= baseline * 95 // 100, (dict(counts), baseline)
-    assert torch.equal(resized.cpu(), custom_op.decode_and_resized_crop_jpegs(datas, *zip(*wins), 64))
-
-
 # ---------------------------------------------------------------------------------------------------
 # Threads, memory
 
@@ -1957,3 +1876,84 @@ def test_a_window_that_does_not_fit_the_scaled_image_raises_as_on_the_cpu(jpeg_w
     assert statuses == [2] and "does not fit" in messages[0], messages
     outs, _ = scaled_on_gpu([data], [(0, 0, height, width)], [2])
     assert torch.equal(outs[0].cpu(), scaled_on_cpu(data, (0, 0, height, width), 2))
+
+
+# Our CUDA decoder on files without short restart segments, decoded in chunks (jpeg_core/sync_decode.h),
+# where a test forces our decoder (by default the JPEG engines take these files): the CPU path's pixels,
+# and for a damaged file the CPU path's outcome.
+
+
+def long_segment_layouts(jpeg_writer, pixels, sampling):
+    """The same photo without restart markers (standard and optimised tables) and with restart segments too
+    long for a thread each."""
+    options = {} if sampling == "gray" else {"sampling": sampling}
+    return {
+        "plain": jpeg_writer.encode(pixels, **options),
+        "optimized": jpeg_writer.encode(pixels, optimize=True, **options),
+        "interval-300": jpeg_writer.encode(pixels, restart_interval=300, **options),
+    }
+
+
+@needs_gpu
+@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "4:1:1", "gray"])
+def test_chunked_decoding_is_exact_on_every_layout(jpeg_writer, sampling):
+    channels = 1 if sampling == "gray" else 3
+    height, width = 301, 403
+    pixels = jpeg_writer.photo_like(height, width, channels, seed=43)
+    wins = windows_everywhere(np.random.default_rng(43), height, width)
+    fallbacks = testing.cuda_decoder_fallbacks()
+    for layout, data in long_segment_layouts(jpeg_writer, pixels, sampling).items():
+        refs = [custom_op.decode_and_crop_jpeg(data, *win) for win in wins]
+        for dedupe in (False, True):
+            with testing.gpu_options(force_path="cuda", dedupe=dedupe):
+                outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
+            assert set(used) == {"cuda"}, (layout, used)
+            for win, out, ref in zip(wins, outs, refs):
+                assert out.shape == ref.shape and torch.equal(out.cpu(), ref), (layout, dedupe, win)
+        with testing.gpu_options(force_path="cuda"):
+            whole = custom_op.decode_jpegs([data, data], device="cuda", stack=True)
+        assert torch.equal(whole.cpu(), torch.stack([custom_op.decode_jpeg(data)] * 2)), layout
+    assert testing.cuda_decoder_fallbacks() == fallbacks
+
+
+@needs_gpu
+@pytest.mark.parametrize("sampling", SCALED_SAMPLINGS)
+def test_chunked_decoding_at_every_scale(jpeg_writer, sampling):
+    data = _scaled_file(jpeg_writer, sampling, prepared=False)
+    rng = np.random.default_rng(len(sampling) + 7)
+    datas, wins, scales = [], [], []
+    for scale in SCALES:
+        for win in _scaled_windows(rng, *_scaled_size(data, scale)):
+            datas.append(data)
+            wins.append(win)
+            scales.append(scale)
+    with testing.gpu_options(force_path="cuda"):
+        outs, used = scaled_on_gpu(datas, wins, scales)
+    assert set(used) == {"cuda"}, (sampling, used)
+    assert_scaled_exact(datas, wins, scales, used, outs)
+
+
+@needs_gpu
+def test_chunked_decoding_of_imagenet_photos():
+    """The sample's photos as they come (no restart markers): every baseline one decoded by our decoder,
+    each window the CPU path's; the resized crop of the same windows too."""
+    datas = [f.read_bytes() for f in sorted(shared_dir("imagenet-sample").iterdir())]
+    rng = np.random.default_rng(51)
+    wins = []
+    for d in datas:
+        info = custom_op.read_jpeg_header(d)
+        wins.append(random_window(rng, info.height, info.width))
+    with testing.gpu_options(force_path="cuda"):
+        outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
+        resized = custom_op.decode_and_resized_crop_jpegs(datas, *zip(*wins), 64, device="cuda")
+    refs = custom_op.decode_and_crop_jpegs(datas, *zip(*wins))
+    counts = defaultdict(int)
+    for out, ref, path in zip(outs, refs, used):
+        counts[path] += 1
+        assert torch.equal(out.cpu(), ref), path
+    REPORT["chunked_decoding_imagenet"] = dict(counts)
+    # Photos the chunks do not bring in step within the sweep's budget go to the CPU path, with the same
+    # pixels; nearly none do.
+    baseline = sum(not custom_op.read_jpeg_header(d).progressive for d in datas)
+    assert counts["cuda"] >= baseline * 95 // 100, (dict(counts), baseline)
+    assert torch.equal(resized.cpu(), custom_op.decode_and_resized_crop_jpegs(datas, *zip(*wins), 64))
