@@ -359,6 +359,9 @@ def sample_section(args):
             "ours, original files, the JPEG engines decode whole images (the copy crops)": ours_method(
                 force_path="hardware-full"
             ),
+            "ours, original files, our CUDA decoder in chunks (testing.gpu_options(force_path='cuda'))": ours_method(
+                force_path="cuda"
+            ),
         }
         cpu_name, cpu_method = cpu_pool.method()
         methods[cpu_name] = cpu_method
