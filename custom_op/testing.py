@@ -50,7 +50,8 @@ def gpu_options(
     force_path: Optional[str] = None, margin: bool = True, dedupe: bool = True, segments: str = "auto"
 ) -> Iterator[None]:
     """For the block, in this process: every item the GPU decoders can take goes to ``force_path``
-    ("cuda": our own CUDA decoder, and the CPU path what it does not take; "hardware-roi": nvJPEG's
+    ("cuda": our own CUDA decoder, which then also decodes files without short restart segments, in
+    chunks, and the CPU path what it does not take; "hardware-roi": nvJPEG's
     usual choices without our decoder; "hardware-full", "gpu-hybrid", "hybrid" or "cpu"; an
     unavailable decoder passes its items on as usual); ``margin=False`` decodes exactly the window (no
     context for chroma upsampling: shows what the margin is for); ``dedupe=False`` decodes a repeated file once per
