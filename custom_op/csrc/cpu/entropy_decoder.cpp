@@ -22,9 +22,10 @@ constexpr uint8_t kEOI = 0xD9;
 constexpr int kReadAheadBytes = 9;
 
 // Zigzag position -> natural (row-major) position, with every position past 63 sent to 63: a damaged
-// block whose zero runs carry it past the end stores its last value there, as libjpeg does.
+// block whose zero runs carry it past the end stores its last value there, as libjpeg does. A step of
+// two symbols may reach 63 + 2 * 64 (huffman_tables.h's ac_steps).
 struct NaturalOrder {
-  uint8_t at[128];
+  uint8_t at[192];
   constexpr NaturalOrder() : at() {
     // The zigzag walk of the JPEG standard (figure A.6), computed rather than tabulated.
     int i = 0;
@@ -35,7 +36,7 @@ struct NaturalOrder {
         if (r < 8 && c < 8) at[i++] = static_cast<uint8_t>(8 * r + c);
       }
     }
-    for (; i < 128; ++i) at[i] = 63;
+    for (; i < 192; ++i) at[i] = 63;
   }
 };
 constexpr NaturalOrder kNatural;
@@ -80,18 +81,19 @@ __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDeco
 
 // The decoder's bit position in locals, so that it stays in registers through an MCU (members
 // reached through the decoder would be stored back after every coefficient, as the block stores
-// might alias them).
+// might alias them). A Reader is only ever a local whose address no call takes: one that a call
+// needs gets a copy.
 class Reader {
  public:
   Reader(j_decompress_ptr cinfo, OwnEntropyDecoder& d)
-      : cinfo_(cinfo), d_(d), next_(d.next), end_(d.end), buf_(d.buf), bits_(d.bits) {}
+      : cinfo_(cinfo), d_(&d), next_(d.next), end_(d.end), buf_(d.buf), bits_(d.bits) {}
 
   void store() const {
     // A refill may have loaded part of the next byte beyond bits_: keep zeros there, which
     // load_bytes needs (it only ORs bytes in, and the marker's zeros are not written at all).
-    d_.buf = bits_ > 0 ? buf_ & (~0ULL << (64 - bits_)) : 0;
-    d_.bits = bits_;
-    d_.next = next_;
+    d_->buf = bits_ > 0 ? buf_ & (~0ULL << (64 - bits_)) : 0;
+    d_->bits = bits_;
+    d_->next = next_;
   }
 
   // Afterwards at least 56 bits are loaded.
@@ -119,19 +121,25 @@ class Reader {
     buf_ <<= n;
     bits_ -= n;
   }
+  uint64_t raw() const { return buf_; }
+  // Gives back the last `n` bits dropped; `buf` is the buffer as it was with them in front.
+  void rewind(uint64_t buf, int n) {
+    buf_ = buf;
+    bits_ += n;
+  }
 
  private:
-  void slow() {
+  __attribute__((always_inline)) void slow() {
     store();
-    load_bytes(cinfo_, d_);
-    next_ = d_.next;
-    end_ = d_.end;
-    buf_ = d_.buf;
-    bits_ = d_.bits;
+    load_bytes(cinfo_, *d_);
+    next_ = d_->next;
+    end_ = d_->end;
+    buf_ = d_->buf;
+    bits_ = d_->bits;
   }
 
   j_decompress_ptr cinfo_;
-  OwnEntropyDecoder& d_;
+  OwnEntropyDecoder* d_;
   const uint8_t* next_;
   const uint8_t* end_;
   uint64_t buf_;
@@ -156,22 +164,35 @@ __attribute__((always_inline)) inline bool decode_dc(Reader& in, const HuffmanTa
   return true;
 }
 
-// One lookup of decode_ac: false, consuming nothing, when the code and its extra bits do not fit in
-// the table. Needs kValueBits bits loaded.
-__attribute__((always_inline)) inline bool ac_value_step(Reader& in, const int32_t* table, JCOEF* block, int& k) {
-  const int32_t e = table[in.peek(HuffmanTable::kValueBits)];
-  if (__builtin_expect((e & 31) == 0, 0)) return false;
-  in.drop(e & 31);
-  k += (e >> 8) & 127;
-  block[kNatural.at[k - 1]] = static_cast<JCOEF>(e >> 16);
-  return true;
+// One step of decode_ac: one or two coefficients (huffman_tables.h's ac_steps). False when the
+// table has no entry for the bits (a long symbol: nothing consumed, k < 64 still) or when the block
+// ended in the step (k >= 64). Needs kValueBits bits loaded.
+__attribute__((always_inline)) inline bool ac_step(Reader& in, const uint64_t* table, JCOEF* block, int& k) {
+  const uint64_t e = table[in.peek(HuffmanTable::kValueBits)];
+  const int used = static_cast<int>(e & 63);
+  if (__builtin_expect(used == 0, 0)) return false;
+  const uint64_t before = in.raw();
+  const int k1 = k + static_cast<int>((e >> 16) & 0xFF);
+  const int k2 = k1 + static_cast<int>((e >> 24) & 0xFF);
+  // The second first: without one, k2 == k1 and the first's store wins.
+  block[kNatural.at[k2 - 1]] = static_cast<JCOEF>(e >> 48);
+  block[kNatural.at[k1 - 1]] = static_cast<JCOEF>(e >> 32);
+  in.drop(used);
+  k = k2;
+  if (__builtin_expect(k2 < 64, 1)) return true;
+  // The first symbol ended the block: a second one in the step is the next block's (its store, at
+  // position 63 or its clamp, came before the first's).
+  const int used1 = static_cast<int>((e >> 8) & 15);
+  if (k1 >= 64) in.rewind(before << used1, used - used1);
+  return false;
 }
 
-// A symbol ac_value_step could not take (a long code, or many extra bits: at most 16 + 15 bits).
-// Returns false on a code the table lacks.
-__attribute__((noinline)) bool ac_long_symbol(Reader& in, const HuffmanTable& t, JCOEF* block, int& k) {
+// A symbol ac_step could not take (a long code, or many extra bits: at most 16 + 15 bits): the
+// position after it, or -1 for a code the table lacks.
+__attribute__((noinline)) int ac_long_symbol(Reader& in, const HuffmanTable& t, JCOEF* block, int k) {
+  in.fill(31);
   int symbol;
-  if (!decode_symbol(in, t, &symbol)) return false;
+  if (!decode_symbol(in, t, &symbol)) return -1;
   const int run = symbol >> 4, size = symbol & 15;
   if (size != 0) {
     k += run;
@@ -181,30 +202,26 @@ __attribute__((noinline)) bool ac_long_symbol(Reader& in, const HuffmanTable& t,
   } else {
     k += run == 15 ? 16 : 64;  // a zero run, or the end of the block
   }
-  return true;
+  return k;
 }
 
 // A block's AC coefficients into `block` (zeroed by libjpeg), in natural order.
-static_assert(56 - 2 * HuffmanTable::kValueBits >= 31, "decode_ac's refills");
+static_assert(4 * HuffmanTable::kValueBits <= 56, "decode_ac's refills");
 
 __attribute__((always_inline)) inline bool decode_ac(Reader& in, const HuffmanTable& t, JCOEF* block) {
-  const int32_t* const table = t.ac_value;
+  const uint64_t* const table = t.ac_steps;
   int k = 1;
   for (;;) {
-    // Three lookups per refill, without testing how many bits are left: a refill leaves at least 56,
-    // each lookup takes at most kValueBits, and a long symbol after two of them still finds its 31.
+    // Four steps per refill, without testing how many bits are left: a refill leaves at least 56.
     in.refill();
-    if (ac_value_step(in, table, block, k)) {
-      if (k >= 64) return true;
-      if (ac_value_step(in, table, block, k)) {
-        if (k >= 64) return true;
-        if (ac_value_step(in, table, block, k)) {
-          if (k >= 64) return true;
-          continue;
-        }
-      }
-    }
-    if (!ac_long_symbol(in, t, block, k)) return false;
+    if (ac_step(in, table, block, k) && ac_step(in, table, block, k) && ac_step(in, table, block, k) &&
+        ac_step(in, table, block, k))
+      continue;
+    if (k >= 64) return true;
+    Reader copy = in;
+    k = ac_long_symbol(copy, t, block, k);
+    in = copy;
+    if (k < 0) return false;
     if (k >= 64) return true;
   }
 }
@@ -215,7 +232,7 @@ inline int32_t add_wrapping(int32_t a, int32_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
 }
 
-bool decode_blocks(Reader& in, OwnEntropyDecoder& d, JBLOCKROW* MCU_data) {
+__attribute__((always_inline)) inline bool decode_blocks(Reader& in, OwnEntropyDecoder& d, JBLOCKROW* MCU_data) {
   for (int b = 0; b < d.blocks; ++b) {
     in.refill();
     int32_t diff;
@@ -234,7 +251,7 @@ bool decode_blocks(Reader& in, OwnEntropyDecoder& d, JBLOCKROW* MCU_data) {
   return true;
 }
 
-bool walk_blocks(Reader& in, OwnEntropyDecoder& d) {
+__attribute__((always_inline)) inline bool walk_blocks(Reader& in, OwnEntropyDecoder& d) {
   for (int b = 0; b < d.blocks; ++b) {
     in.refill();
     int32_t diff;
@@ -245,6 +262,15 @@ bool walk_blocks(Reader& in, OwnEntropyDecoder& d) {
     if (!walk_ac(in, *d.ac[b])) return false;
   }
   return true;
+}
+
+// An MCU's blocks, stored (MCU_data) or walked (null), with the decoder's bit position in a local
+// Reader that goes back into the decoder afterwards.
+__attribute__((noinline)) bool mcu_blocks(j_decompress_ptr cinfo, OwnEntropyDecoder& d, JBLOCKROW* MCU_data) {
+  Reader in(cinfo, d);
+  const bool ok = MCU_data != nullptr ? decode_blocks(in, d, MCU_data) : walk_blocks(in, d);
+  in.store();
+  return ok;
 }
 
 // The marker that must follow the data decoded so far, right after its last byte.
@@ -276,9 +302,7 @@ boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* MCU_data) {
   }
   const bool store = MCU_data != nullptr && d.column >= d.first_column && d.column <= d.last_column;
   if (++d.column == d.mcus_per_row) d.column = 0;
-  Reader in(cinfo, d);
-  const bool ok = store ? decode_blocks(in, d, MCU_data) : walk_blocks(in, d);
-  in.store();
+  const bool ok = mcu_blocks(cinfo, d, store ? MCU_data : nullptr);
   if (!ok || d.fake_bits > d.bits) give_up(cinfo);
   // Where libjpeg's own reader would stand, give or take the bytes read ahead.
   cinfo->src->next_input_byte = d.next;
