@@ -23,9 +23,9 @@ constexpr int kReadAheadBytes = 9;
 
 // Zigzag position -> natural (row-major) position, with every position past 63 sent to 63: a damaged
 // block whose zero runs carry it past the end stores its last value there, as libjpeg does. A step of
-// two symbols may reach 63 + 2 * 64 (huffman_tables.h's ac_steps).
+// decode_ac may reach 63 + 128 (huffman_tables.h's ac_steps).
 struct NaturalOrder {
-  uint8_t at[192];
+  uint8_t at[256];
   constexpr NaturalOrder() : at() {
     // The zigzag walk of the JPEG standard (figure A.6), computed rather than tabulated.
     int i = 0;
@@ -36,7 +36,7 @@ struct NaturalOrder {
         if (r < 8 && c < 8) at[i++] = static_cast<uint8_t>(8 * r + c);
       }
     }
-    for (; i < 192; ++i) at[i] = 63;
+    for (; i < 256; ++i) at[i] = 63;
   }
 };
 constexpr NaturalOrder kNatural;
@@ -121,10 +121,9 @@ class Reader {
     buf_ <<= n;
     bits_ -= n;
   }
-  uint64_t raw() const { return buf_; }
-  // Gives back the last `n` bits dropped; `buf` is the buffer as it was with them in front.
-  void rewind(uint64_t buf, int n) {
-    buf_ = buf;
+  // Gives back the last `n` bits dropped, which were `bits`.
+  void rewind(uint64_t bits, int n) {
+    buf_ = (buf_ >> n) | bits << (64 - n);
     bits_ += n;
   }
 
@@ -166,30 +165,34 @@ __attribute__((always_inline)) inline bool decode_dc(Reader& in, const HuffmanTa
 
 // One step of decode_ac: one or two coefficients (huffman_tables.h's ac_steps). False when the
 // table has no entry for the bits (a long symbol: nothing consumed, k < 64 still) or when the block
-// ended in the step (k >= 64). Needs kValueBits bits loaded.
-__attribute__((always_inline)) inline bool ac_step(Reader& in, const uint64_t* table, JCOEF* block, int& k) {
-  const uint64_t e = table[in.peek(HuffmanTable::kValueBits)];
-  const int used = static_cast<int>(e & 63);
-  if (__builtin_expect(used == 0, 0)) return false;
-  const uint64_t before = in.raw();
-  const int k1 = k + static_cast<int>((e >> 16) & 0xFF);
-  const int k2 = k1 + static_cast<int>((e >> 24) & 0xFF);
+// ended in the step (k >= 64). Needs kValueBits bits loaded. As few instructions as it can: the
+// decode is bound by them as much as by the chain of lookups when the core's other thread is busy.
+__attribute__((always_inline)) inline bool ac_step(Reader& in, const uint64_t* table, JCOEF* block, size_t& k) {
+  const uint32_t index = in.peek(HuffmanTable::kValueBits);
+  const uint64_t e = table[index];
+  const size_t k1 = k + ((e >> 16) & 0xFF);
+  const size_t k2 = k + ((e >> 24) & 0xFF);
   // The second first: without one, k2 == k1 and the first's store wins.
   block[kNatural.at[k2 - 1]] = static_cast<JCOEF>(e >> 48);
   block[kNatural.at[k1 - 1]] = static_cast<JCOEF>(e >> 32);
+  const int used = static_cast<int>(e & 63);
   in.drop(used);
+  if (__builtin_expect(k2 < 64, 1)) {
+    k = k2;
+    return true;
+  }
+  if (used == 0) return false;  // kAcMissAdvance: k stays, nothing was consumed
   k = k2;
-  if (__builtin_expect(k2 < 64, 1)) return true;
   // The first symbol ended the block: a second one in the step is the next block's (its store, at
-  // position 63 or its clamp, came before the first's).
-  const int used1 = static_cast<int>((e >> 8) & 15);
-  if (k1 >= 64) in.rewind(before << used1, used - used1);
+  // position 63 or its clamp, came before the first's). Its bits go back, from the index.
+  const int second = used - static_cast<int>((e >> 8) & 15);
+  if (k1 >= 64 && second != 0) in.rewind((index >> (HuffmanTable::kValueBits - used)) & ((1u << second) - 1), second);
   return false;
 }
 
 // A symbol ac_step could not take (a long code, or many extra bits: at most 16 + 15 bits): the
 // position after it, or -1 for a code the table lacks.
-__attribute__((noinline)) int ac_long_symbol(Reader& in, const HuffmanTable& t, JCOEF* block, int k) {
+__attribute__((noinline)) int ac_long_symbol(Reader& in, const HuffmanTable& t, JCOEF* block, size_t k) {
   in.fill(31);
   int symbol;
   if (!decode_symbol(in, t, &symbol)) return -1;
@@ -202,7 +205,7 @@ __attribute__((noinline)) int ac_long_symbol(Reader& in, const HuffmanTable& t, 
   } else {
     k += run == 15 ? 16 : 64;  // a zero run, or the end of the block
   }
-  return k;
+  return static_cast<int>(k);
 }
 
 // A block's AC coefficients into `block` (zeroed by libjpeg), in natural order.
@@ -210,7 +213,7 @@ static_assert(4 * HuffmanTable::kValueBits <= 56, "decode_ac's refills");
 
 __attribute__((always_inline)) inline bool decode_ac(Reader& in, const HuffmanTable& t, JCOEF* block) {
   const uint64_t* const table = t.ac_steps;
-  int k = 1;
+  size_t k = 1;
   for (;;) {
     // Four steps per refill, without testing how many bits are left: a refill leaves at least 56.
     in.refill();
@@ -219,10 +222,11 @@ __attribute__((always_inline)) inline bool decode_ac(Reader& in, const HuffmanTa
       continue;
     if (k >= 64) return true;
     Reader copy = in;
-    k = ac_long_symbol(copy, t, block, k);
+    const int after = ac_long_symbol(copy, t, block, k);
     in = copy;
-    if (k < 0) return false;
-    if (k >= 64) return true;
+    if (after < 0) return false;
+    if (after >= 64) return true;
+    k = static_cast<size_t>(after);
   }
 }
 

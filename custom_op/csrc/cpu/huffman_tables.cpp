@@ -35,7 +35,7 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
   if (!is_dc) {
     std::memset(single, 0, sizeof(single));
     std::memset(second, 0, sizeof(second));
-    std::memset(ac_steps, 0, sizeof(ac_steps));
+    std::fill_n(ac_steps, 1u << kValueBits, uint64_t{kAcMissAdvance} << 16 | uint64_t{kAcMissAdvance} << 24);
   }
   // AC only: the codes of at most P bits, in order.
   struct ShortCode {
@@ -79,7 +79,7 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
           const uint64_t value = static_cast<uint16_t>(size != 0 ? extend(extra, size) : 0);
           const uint32_t first = ((c << size) | extra) << (kValueBits - value_bits);
           const uint32_t n = 1u << (kValueBits - value_bits);
-          std::fill_n(ac_steps + first, n, bits | bits << 8 | uint64_t{advance} << 16 | value << 32);
+          std::fill_n(ac_steps + first, n, bits | bits << 8 | uint64_t{advance} * 0x1010000 | value << 32);
           std::fill_n(second + first, n, bits | uint64_t{advance} << 24 | value << 48);
         }
       }

@@ -51,12 +51,14 @@ class HuffmanTable {
   // fits after the first and the first is not an end-of-block. The chain of dependent lookups bounds
   // a Huffman decoder's speed; two symbols in a lookup shorten it. Fields:
   //   bits 0-5:   bits both symbols use (0: not even the first fits), bits 8-11: bits of the first
-  //   bits 16-23: coefficients the first advances, bits 24-31: the second (0: no second)
+  //   bits 16-23: coefficients the first advances, bits 24-31: both (the first's when no second)
   //   bits 32-47: the first coefficient, bits 48-63: the second.
-  // A symbol advances run + 1, a zero run 16 and an end-of-block 64. Storing even the zeros, at
-  // position k + advance - 1 (clamped to 63), keeps the decoder free of branches on the symbols'
-  // kinds: nothing was stored at or after k yet.
+  // A symbol advances run + 1, a zero run 16 and an end-of-block 64; an entry where not even the
+  // first fits advances 128 (kAcMissAdvance), so that one test after the lookup catches it with
+  // the end of the block. Storing even the zeros, at position k + advance - 1 (clamped to 63), keeps
+  // the decoder free of branches on the symbols' kinds: nothing was stored at or after k yet.
   static constexpr int kValueBits = 11;
+  static constexpr uint32_t kAcMissAdvance = 128;
   uint64_t ac_steps[1 << kValueBits];
   int32_t maxcode[18];  // largest code of each length, -1 where there is none
   int32_t valoffset[17];
