@@ -170,12 +170,12 @@ __attribute__((always_inline)) inline bool decode_dc(Reader& in, const HuffmanTa
 __attribute__((always_inline)) inline bool ac_step(Reader& in, const uint64_t* table, JCOEF* block, size_t& k) {
   const uint32_t index = in.peek(HuffmanTable::kValueBits);
   const uint64_t e = table[index];
-  const size_t k1 = k + ((e >> 16) & 0xFF);
-  const size_t k2 = k + ((e >> 24) & 0xFF);
+  const size_t k1 = k + (static_cast<uint32_t>(e) >> 24);
+  const size_t k2 = k + ((e >> 8) & 0xFF);
   // The second first: without one, k2 == k1 and the first's store wins.
   block[kNatural.at[k2 - 1]] = static_cast<JCOEF>(e >> 48);
   block[kNatural.at[k1 - 1]] = static_cast<JCOEF>(e >> 32);
-  const int used = static_cast<int>(e & 63);
+  const int used = static_cast<uint8_t>(e);
   in.drop(used);
   if (__builtin_expect(k2 < 64, 1)) {
     k = k2;
@@ -185,7 +185,7 @@ __attribute__((always_inline)) inline bool ac_step(Reader& in, const uint64_t* t
   k = k2;
   // The first symbol ended the block: a second one in the step is the next block's (its store, at
   // position 63 or its clamp, came before the first's). Its bits go back, from the index.
-  const int second = used - static_cast<int>((e >> 8) & 15);
+  const int second = used - static_cast<int>((e >> 16) & 15);
   if (k1 >= 64 && second != 0) in.rewind((index >> (HuffmanTable::kValueBits - used)) & ((1u << second) - 1), second);
   return false;
 }

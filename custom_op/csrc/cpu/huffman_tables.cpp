@@ -35,7 +35,7 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
   if (!is_dc) {
     std::memset(single, 0, sizeof(single));
     std::memset(second, 0, sizeof(second));
-    std::fill_n(ac_steps, 1u << kValueBits, uint64_t{kAcMissAdvance} << 16 | uint64_t{kAcMissAdvance} << 24);
+    std::fill_n(ac_steps, 1u << kValueBits, uint64_t{kAcMissAdvance} << 8 | uint64_t{kAcMissAdvance} << 24);
   }
   // AC only: the codes of at most P bits, in order.
   struct ShortCode {
@@ -79,8 +79,8 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
           const uint64_t value = static_cast<uint16_t>(size != 0 ? extend(extra, size) : 0);
           const uint32_t first = ((c << size) | extra) << (kValueBits - value_bits);
           const uint32_t n = 1u << (kValueBits - value_bits);
-          std::fill_n(ac_steps + first, n, bits | bits << 8 | uint64_t{advance} * 0x1010000 | value << 32);
-          std::fill_n(second + first, n, bits | uint64_t{advance} << 24 | value << 48);
+          std::fill_n(ac_steps + first, n, bits | uint64_t{advance} << 8 | bits << 16 | uint64_t{advance} << 24 | value << 32);
+          std::fill_n(second + first, n, bits | uint64_t{advance} << 8 | value << 48);
         }
       }
       if (length > P) continue;
@@ -148,13 +148,14 @@ void HuffmanTable::add_second_symbols(const uint64_t* second) {
   for (uint32_t i = 0; i < (1u << B);) {
     const uint64_t first = ac_steps[i];
     const int used = static_cast<int>(first & 63);
+    const uint64_t advance = (first >> 24) & 0xFF;
     if (used == 0) {
       ++i;
       continue;
     }
     const int R = B - used;
     const uint32_t n = 1u << R;
-    if (R > 0 && ((first >> 16) & 0xFF) < 64) {  // an end-of-block ends the step
+    if (R > 0 && advance < 64) {  // an end-of-block ends the step
       uint64_t* row = rows + (n - 1);
       if (!made[R]) {
         for (uint32_t r = 0; r < n; ++r) {

@@ -50,9 +50,11 @@ class HuffmanTable {
   // first whole symbol there (code and extra bits) with its coefficient, and the second too when it
   // fits after the first and the first is not an end-of-block. The chain of dependent lookups bounds
   // a Huffman decoder's speed; two symbols in a lookup shorten it. Fields:
-  //   bits 0-5:   bits both symbols use (0: not even the first fits), bits 8-11: bits of the first
-  //   bits 16-23: coefficients the first advances, bits 24-31: both (the first's when no second)
+  //   bits 0-5:   bits both symbols use (0: not even the first fits; bits 6-7 stay 0)
+  //   bits 8-15:  coefficients both advance (the first's when there is no second)
+  //   bits 16-19: bits of the first, bits 24-31: coefficients the first advances
   //   bits 32-47: the first coefficient, bits 48-63: the second.
+  // (The fields the decoder reads every step are where x86 reads them in one instruction.)
   // A symbol advances run + 1, a zero run 16 and an end-of-block 64; an entry where not even the
   // first fits advances 128 (kAcMissAdvance), so that one test after the lookup catches it with
   // the end of the block. Storing even the zeros, at position k + advance - 1 (clamped to 63), keeps
