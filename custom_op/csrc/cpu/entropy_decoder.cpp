@@ -190,8 +190,8 @@ __attribute__((always_inline)) inline bool ac_step(Reader& in, const uint64_t* t
   return false;
 }
 
-// A symbol ac_step could not take (a long code, or many extra bits: at most 16 + 15 bits): the
-// position after it, or -1 for a code the table lacks.
+// A symbol whose code is longer than the code table's lookup (at most 16 + 15 bits with its extra
+// bits): the position after it, or -1 for a code the table lacks.
 __attribute__((noinline)) int ac_long_symbol(Reader& in, const HuffmanTable& t, JCOEF* block, size_t k) {
   in.fill(31);
   int symbol;
@@ -221,6 +221,24 @@ __attribute__((always_inline)) inline bool decode_ac(Reader& in, const HuffmanTa
         ac_step(in, table, block, k))
       continue;
     if (k >= 64) return true;
+    // A symbol ac_step could not take: mostly a code the code table has, with more extra bits than
+    // fit beside it; then the rarer longer codes, out of line.
+    in.fill(HuffmanTable::kLookBits + 15);
+    const uint16_t code = t.code[in.peek(HuffmanTable::kLookBits)];
+    if (__builtin_expect(code != 0, 1)) {
+      in.drop(code >> 8);
+      const int run = (code >> 4) & 15, size = code & 15;
+      if (size != 0) {
+        k += static_cast<size_t>(run);
+        block[kNatural.at[k]] = static_cast<JCOEF>(extend(in.peek(size), size));
+        in.drop(size);
+        ++k;
+      } else {
+        k += run == 15 ? 16 : 64;  // a zero run, or the end of the block
+      }
+      if (k >= 64) return true;
+      continue;
+    }
     Reader copy = in;
     const int after = ac_long_symbol(copy, t, block, k);
     in = copy;
