@@ -79,7 +79,8 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
           const uint64_t value = static_cast<uint16_t>(size != 0 ? extend(extra, size) : 0);
           const uint32_t first = ((c << size) | extra) << (kValueBits - value_bits);
           const uint32_t n = 1u << (kValueBits - value_bits);
-          std::fill_n(ac_steps + first, n, bits | uint64_t{advance} << 8 | bits << 16 | uint64_t{advance} << 24 | value << 32);
+          std::fill_n(ac_steps + first, n,
+                      bits | uint64_t{advance} << 8 | bits << 16 | uint64_t{advance} << 24 | value << 32);
           std::fill_n(second + first, n, bits | uint64_t{advance} << 8 | value << 48);
         }
       }
