@@ -1,5 +1,6 @@
 #include "entropy_decoder.h"
 
+#include <algorithm>
 #include <atomic>
 #include <csetjmp>
 #include <cstring>
@@ -102,12 +103,23 @@ class Reader {
       uint64_t w;
       std::memcpy(&w, next_, 8);
       const uint64_t inv = ~w;
+      const uint64_t ff = (inv - 0x0101010101010101ULL) & ~inv & 0x8080808080808080ULL;
       // No FF among the 8 bytes: no stuffing and no marker. Bytes that only partly fit are loaded
       // in part; the next refill loads them again, to the same place.
-      if (__builtin_expect(((inv - 0x0101010101010101ULL) & ~inv & 0x8080808080808080ULL) == 0, 1)) {
+      if (__builtin_expect(ff == 0, 1)) {
         buf_ |= __builtin_bswap64(w) >> bits_;
         next_ += (63 - bits_) >> 3;
         bits_ |= 56;  // bits_ + 8 * the whole bytes taken
+        return;
+      }
+      // The bytes before the first FF (the first byte the test flags is an FF), when they are
+      // enough: nothing of the FF or after it is loaded, as a marker's padding must stay zeros.
+      const int before_ff = __builtin_ctzll(ff) >> 3;
+      const int whole = std::min(before_ff, (63 - bits_) >> 3);
+      if (bits_ + 8 * whole >= 56) {
+        buf_ |= (__builtin_bswap64(w) & ~(~0ULL >> (8 * whole))) >> bits_;
+        next_ += whole;
+        bits_ += 8 * whole;
         return;
       }
     }
