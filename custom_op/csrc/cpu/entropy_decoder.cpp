@@ -177,8 +177,7 @@ __attribute__((always_inline)) inline bool decode_dc(Reader& in, const HuffmanTa
 
 // One step of decode_ac: one or two coefficients (huffman_tables.h's ac_steps). False when the
 // table has no entry for the bits (a long symbol: nothing consumed, k < 64 still) or when the block
-// ended in the step (k >= 64). Needs kValueBits bits loaded. As few instructions as it can: the
-// decode is bound by them as much as by the chain of lookups when the core's other thread is busy.
+// ended in the step (k >= 64). Needs kValueBits bits loaded.
 __attribute__((always_inline)) inline bool ac_step(Reader& in, const uint64_t* table, JCOEF* block, size_t& k) {
   const uint32_t index = in.peek(HuffmanTable::kValueBits);
   const uint64_t e = table[index];
