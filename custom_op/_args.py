@@ -55,6 +55,10 @@ def as_tensor(data: Data) -> torch.Tensor:
     Tensors must be 1-D, contiguous, uint8 and on the CPU; anything else must export a contiguous
     1-D buffer of bytes (bytes, bytearray, memoryview, a uint8 numpy array, mmap, ...).
     """
+    if type(data) is bytes and data and _read_only_seen:
+        # The common case of a file read whole, once torch's warning about read-only buffers is spent:
+        # bytes are always a contiguous 1-D buffer of bytes, and the checks below pass.
+        return torch.frombuffer(data, dtype=torch.uint8)
     if isinstance(data, torch.Tensor):
         if data.dtype != torch.uint8:
             raise TypeError(f"data must be a uint8 tensor, got dtype {data.dtype}")
@@ -157,11 +161,29 @@ class DecodeOptions(NamedTuple):
         return self.on_warning == ON_WARNING["warn"]
 
     def op_kwargs(self) -> dict:
-        return self._asdict()
+        kwargs = _OP_KWARGS.get(self)
+        if kwargs is None:
+            kwargs = self._asdict()
+            if len(_OP_KWARGS) < 64:
+                _OP_KWARGS[self] = kwargs
+        return kwargs
+
+
+# op_kwargs of the options seen (a few kinds per program): a call passes them on without building them.
+# Operators only read them.
+_OP_KWARGS: dict = {}
 
 
 def decode_options(mode, apply_exif_orientation, on_warning, max_pixels) -> DecodeOptions:
     """The public decoding options as every decoding operator takes them."""
+    if (
+        mode is ImageReadMode.RGB
+        and apply_exif_orientation is False
+        and type(on_warning) is str
+        and on_warning == "raise"
+        and max_pixels is DEFAULT_MAX_PIXELS
+    ):
+        return _DEFAULT_OPTIONS  # the public functions' defaults, checked once
     return DecodeOptions(
         mode_code(mode), bool(apply_exif_orientation), warning_code(on_warning), pixel_limit(max_pixels)
     )
@@ -266,3 +288,6 @@ def int_list(name: str, value, n: int) -> list[int]:
         except (TypeError, OverflowError):
             return [as_int(f"{name}[{i}]", v) for i, v in enumerate(value)]
     return [as_int(name, value)] * n
+
+
+_DEFAULT_OPTIONS = DecodeOptions(int(ImageReadMode.RGB), False, ON_WARNING["raise"], DEFAULT_MAX_PIXELS)

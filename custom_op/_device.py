@@ -35,7 +35,13 @@ class Placement(NamedTuple):
     check_entropy: bool  # reaches the CUDA operator only: the CPU path needs no check
 
 
+_CPU = Placement(torch.device("cpu"), None, False)
+
+
 def placement(device, stream, check_entropy) -> Placement:
+    # The defaults, as every call on the CPU passes them: no device object to build.
+    if type(device) is str and device == "cpu" and stream is None and check_entropy is False:
+        return _CPU
     dev = _args.device(device)
     _args.stream_check(dev, stream)
     return Placement(dev, stream, _args.flag("check_entropy", check_entropy))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+import coefficient_jpegs
 import custom_op
 import damaged_jpegs
 import jpeg_factory
@@ -117,6 +118,112 @@ def test_tables_and_restart_layouts(options):
         assert_same_outcome(data, window)
     assert give_ups() == before
     assert_crops_exact(data, pillow_reference(data), np.random.default_rng(2))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Coefficients written on purpose (coefficient_jpegs.py): a lookup of ours takes up to two AC symbols
+# with their coefficients, and must never take the next block's DC code for a second AC symbol.
+
+
+def _chosen_blocks(kind: str, count: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """`count` blocks of quantized coefficients (zigzag order) of one kind:
+    "end63": small coefficients, the last at position 63 (no end-of-block), so that a block's last
+    symbol and the next block's DC code fit in one lookup;
+    "mixed": sparse and dense blocks, long zero runs (zero-run symbols), coefficients of every size
+    up to 10 (codes with their extra bits longer than a lookup), extra bits of all ones (FF bytes)."""
+    out = []
+    dc = 0
+    for _ in range(count):
+        block = np.zeros(64, dtype=np.int64)
+        dc = int(np.clip(dc + rng.integers(-300, 301) * (rng.random() < 0.5), -1023, 1023))
+        block[0] = dc
+        if kind == "end63":
+            for k in rng.choice(np.arange(1, 63), size=int(rng.integers(0, 6)), replace=False):
+                block[k] = rng.choice([-2, -1, 1, 2])
+            block[63] = rng.choice([-1, 1])
+        else:
+            style = rng.integers(0, 5)
+            if style == 0:  # dense, small
+                block[1:] = rng.integers(-3, 4, size=63)
+            elif style == 1:  # a few far apart: zero runs of 16 and more
+                k = 1 + int(rng.integers(0, 20))
+                while k < 64:
+                    block[k] = rng.choice([-1, 1]) * int(rng.integers(1, 64))
+                    k += 17 + int(rng.integers(0, 30))
+            elif style == 2:  # every size, all-ones extra bits
+                for k in rng.choice(np.arange(1, 64), size=int(rng.integers(1, 20)), replace=False):
+                    size = int(rng.integers(1, 11))
+                    block[k] = (1 << size) - 1 if rng.random() < 0.7 else -((1 << size) - 1)
+            elif style == 3:  # sparse, then the end of the block
+                for k in range(1, int(rng.integers(2, 12))):
+                    block[k] = rng.choice([-1, 0, 1])
+            else:  # ends at 63 after a long run
+                block[int(rng.integers(1, 40))] = 1
+                block[63] = rng.choice([-3, -1, 1, 2])
+        out.append(block)
+    return out
+
+
+def _skewed(rng: np.random.Generator):
+    """Table weights from 1-bit codes to 16-bit ones, whatever the data uses most."""
+
+    def weigh(table, symbols):
+        # A symbol above all the others together (a 1-bit code), then halving weights down to a tail of
+        # equal ones (Huffman code lengths stay within 32 before they are limited to 16).
+        order = rng.permutation(len(symbols))
+        return {s: 4.0 if order[i] == 0 else 2.0 ** -min(float(order[i]), 20.0) for i, s in enumerate(symbols)}
+
+    return weigh
+
+
+COEFFICIENT_LAYOUTS = {
+    "gray": [coefficient_jpegs.Component(1, 1, 0)],
+    "4:2:0": [coefficient_jpegs.Component(2, 2, 0)] + [coefficient_jpegs.Component(1, 1, 1)] * 2,
+    "4:4:4": [coefficient_jpegs.Component(1, 1, 0)] + [coefficient_jpegs.Component(1, 1, 1)] * 2,
+}
+
+
+@pytest.mark.parametrize("weights", ["data", "skewed"])
+@pytest.mark.parametrize("kind", ["end63", "mixed"])
+@pytest.mark.parametrize("restart", [0, 1, 3])
+@pytest.mark.parametrize("layout", sorted(COEFFICIENT_LAYOUTS))
+def test_chosen_coefficients(layout, restart, kind, weights):
+    components = COEFFICIENT_LAYOUTS[layout]
+    height, width = 72, 104
+    hmax = max(c.h for c in components) if len(components) > 1 else 1
+    vmax = max(c.v for c in components) if len(components) > 1 else 1
+    mcus = -(-width // (8 * hmax)) * -(-height // (8 * vmax))
+    per_mcu = sum(c.h * c.v for c in components) if len(components) > 1 else 1
+    rng = np.random.default_rng([restart, len(kind), len(layout), len(weights)])
+    blocks = _chosen_blocks(kind, mcus * per_mcu, rng)
+    weigh = _skewed(rng) if weights == "skewed" else None
+    data = coefficient_jpegs.write(blocks, height, width, components, restart, ac_weights=weigh, dc_weights=weigh)
+    before, fast = give_ups(), testing.random_access_decodes()
+    for window in windows(height, width, rng, n=8):
+        for mode in (ImageReadMode.RGB, ImageReadMode.UNCHANGED):
+            assert_same_outcome(data, window, mode=mode, policy=POLICIES["raise"])
+    assert give_ups() == before, "valid data must never be given back to libjpeg"
+    if restart:  # a marker at least once per MCU row: the restart-segment path
+        assert testing.random_access_decodes() > fast
+    whole = custom_op.decode_jpeg(data, mode=ImageReadMode.UNCHANGED).numpy()
+    for top, left, h, w in windows(height, width, rng, n=8):
+        window = custom_op.decode_and_crop_jpeg(data, top, left, h, w, mode=ImageReadMode.UNCHANGED)
+        assert np.array_equal(window.numpy(), whole[:, top : top + h, left : left + w]), (top, left, h, w)
+
+
+def test_chosen_coefficients_make_what_they_are_meant_to():
+    # The files above hold what they are for: codes of 1 and of 16 bits, and many FF bytes.
+    rng = np.random.default_rng(0)
+    components = COEFFICIENT_LAYOUTS["gray"]
+    data = coefficient_jpegs.write(
+        _chosen_blocks("mixed", 13 * 9, rng), 72, 104, components, 1, ac_weights=_skewed(rng)
+    )
+    tables = [data[s.offset + 5 : s.offset + 21] for s in jm.segments(data) if s.marker == 0xC4]
+    lengths = [i + 1 for bits in tables for i, n in enumerate(bits) if n]
+    assert min(lengths) <= 2 and max(lengths) == 16
+    sos = jm.find(data, [0xDA])
+    scan = data[sos.offset + sos.length : sos.entropy_end]
+    assert scan.count(b"\xff\x00") > len(scan) // 100
 
 
 @pytest.mark.parametrize("channels,color_space", [(1, None), (4, "cmyk"), (4, "ycck"), (3, "rgb")])

@@ -163,6 +163,26 @@ def test_python_constants_are_the_libraries():
     assert gpu.PATH_NAMES[_device.CPU_PATH] == "cpu"
 
 
+def test_the_default_call_shortcuts_give_what_the_full_conversion_gives(jpeg):
+    """decode_and_crop_jpeg's common call (the defaults, bytes in, on the CPU) skips building its
+    options, placement and tensor view each time: they must be what the full conversion makes."""
+    from custom_op import _args, _device
+
+    defaults = _args.decode_options(ImageReadMode.RGB, False, "raise", _args.DEFAULT_MAX_PIXELS)
+    built = _args.DecodeOptions(
+        _args.mode_code(ImageReadMode.RGB), False, _args.warning_code("raise"), _args.DEFAULT_MAX_PIXELS
+    )
+    assert defaults == built and defaults.op_kwargs() == built._asdict()
+    assert _args.decode_options("rgb", False, "raise", None) == built._replace(max_pixels=0)
+    assert _device.placement("cpu", None, False) == _device.Placement(torch.device("cpu"), None, False)
+    with pytest.raises(TypeError, match="check_entropy"):
+        _device.placement("cpu", None, "false")
+    _args.as_tensor(jpeg)  # the first read-only view spends torch's warning
+    view = _args.as_tensor(jpeg)
+    assert view.dtype == torch.uint8 and view.shape == (len(jpeg),) and bytes(view.numpy()) == jpeg
+    assert _args.as_tensor(b"").shape == (0,)
+
+
 def test_every_op_with_a_tensor_output_has_a_fake_kernel():
     from custom_op import _ops
 

@@ -1,5 +1,6 @@
 #include "entropy_decoder.h"
 
+#include <algorithm>
 #include <atomic>
 #include <csetjmp>
 #include <cstring>
@@ -22,9 +23,10 @@ constexpr uint8_t kEOI = 0xD9;
 constexpr int kReadAheadBytes = 9;
 
 // Zigzag position -> natural (row-major) position, with every position past 63 sent to 63: a damaged
-// block whose zero runs carry it past the end stores its last value there, as libjpeg does.
+// block whose zero runs carry it past the end stores its last value there, as libjpeg does. A step of
+// decode_ac may reach 63 + 128 (huffman_tables.h's ac_steps).
 struct NaturalOrder {
-  uint8_t at[128];
+  uint8_t at[256];
   constexpr NaturalOrder() : at() {
     // The zigzag walk of the JPEG standard (figure A.6), computed rather than tabulated.
     int i = 0;
@@ -35,7 +37,7 @@ struct NaturalOrder {
         if (r < 8 && c < 8) at[i++] = static_cast<uint8_t>(8 * r + c);
       }
     }
-    for (; i < 128; ++i) at[i] = 63;
+    for (; i < 256; ++i) at[i] = 63;
   }
 };
 constexpr NaturalOrder kNatural;
@@ -80,18 +82,19 @@ __attribute__((noinline)) void load_bytes(j_decompress_ptr cinfo, OwnEntropyDeco
 
 // The decoder's bit position in locals, so that it stays in registers through an MCU (members
 // reached through the decoder would be stored back after every coefficient, as the block stores
-// might alias them).
+// might alias them). A Reader is only ever a local whose address no call takes: one that a call
+// needs gets a copy.
 class Reader {
  public:
   Reader(j_decompress_ptr cinfo, OwnEntropyDecoder& d)
-      : cinfo_(cinfo), d_(d), next_(d.next), end_(d.end), buf_(d.buf), bits_(d.bits) {}
+      : cinfo_(cinfo), d_(&d), next_(d.next), end_(d.end), buf_(d.buf), bits_(d.bits) {}
 
   void store() const {
     // A refill may have loaded part of the next byte beyond bits_: keep zeros there, which
     // load_bytes needs (it only ORs bytes in, and the marker's zeros are not written at all).
-    d_.buf = bits_ > 0 ? buf_ & (~0ULL << (64 - bits_)) : 0;
-    d_.bits = bits_;
-    d_.next = next_;
+    d_->buf = bits_ > 0 ? buf_ & (~0ULL << (64 - bits_)) : 0;
+    d_->bits = bits_;
+    d_->next = next_;
   }
 
   // Afterwards at least 56 bits are loaded.
@@ -100,12 +103,23 @@ class Reader {
       uint64_t w;
       std::memcpy(&w, next_, 8);
       const uint64_t inv = ~w;
+      const uint64_t ff = (inv - 0x0101010101010101ULL) & ~inv & 0x8080808080808080ULL;
       // No FF among the 8 bytes: no stuffing and no marker. Bytes that only partly fit are loaded
       // in part; the next refill loads them again, to the same place.
-      if (__builtin_expect(((inv - 0x0101010101010101ULL) & ~inv & 0x8080808080808080ULL) == 0, 1)) {
+      if (__builtin_expect(ff == 0, 1)) {
         buf_ |= __builtin_bswap64(w) >> bits_;
         next_ += (63 - bits_) >> 3;
         bits_ |= 56;  // bits_ + 8 * the whole bytes taken
+        return;
+      }
+      // The bytes before the first FF (the first byte the test flags is an FF), when they are
+      // enough: nothing of the FF or after it is loaded, as a marker's padding must stay zeros.
+      const int before_ff = __builtin_ctzll(ff) >> 3;
+      const int whole = std::min(before_ff, (63 - bits_) >> 3);
+      if (bits_ + 8 * whole >= 56) {
+        buf_ |= (__builtin_bswap64(w) & ~(~0ULL >> (8 * whole))) >> bits_;
+        next_ += whole;
+        bits_ += 8 * whole;
         return;
       }
     }
@@ -119,19 +133,24 @@ class Reader {
     buf_ <<= n;
     bits_ -= n;
   }
+  // Gives back the last `n` bits dropped, which were `bits`.
+  void rewind(uint64_t bits, int n) {
+    buf_ = (buf_ >> n) | bits << (64 - n);
+    bits_ += n;
+  }
 
  private:
-  void slow() {
+  __attribute__((always_inline)) void slow() {
     store();
-    load_bytes(cinfo_, d_);
-    next_ = d_.next;
-    end_ = d_.end;
-    buf_ = d_.buf;
-    bits_ = d_.bits;
+    load_bytes(cinfo_, *d_);
+    next_ = d_->next;
+    end_ = d_->end;
+    buf_ = d_->buf;
+    bits_ = d_->bits;
   }
 
   j_decompress_ptr cinfo_;
-  OwnEntropyDecoder& d_;
+  OwnEntropyDecoder* d_;
   const uint8_t* next_;
   const uint8_t* end_;
   uint64_t buf_;
@@ -156,22 +175,38 @@ __attribute__((always_inline)) inline bool decode_dc(Reader& in, const HuffmanTa
   return true;
 }
 
-// One lookup of decode_ac: false, consuming nothing, when the code and its extra bits do not fit in
-// the table. Needs kValueBits bits loaded.
-__attribute__((always_inline)) inline bool ac_value_step(Reader& in, const int32_t* table, JCOEF* block, int& k) {
-  const int32_t e = table[in.peek(HuffmanTable::kValueBits)];
-  if (__builtin_expect((e & 31) == 0, 0)) return false;
-  in.drop(e & 31);
-  k += (e >> 8) & 127;
-  block[kNatural.at[k - 1]] = static_cast<JCOEF>(e >> 16);
-  return true;
+// One step of decode_ac: one or two coefficients (huffman_tables.h's ac_steps). False when the
+// table has no entry for the bits (a long symbol: nothing consumed, k < 64 still) or when the block
+// ended in the step (k >= 64). Needs kValueBits bits loaded.
+__attribute__((always_inline)) inline bool ac_step(Reader& in, const uint64_t* table, JCOEF* block, size_t& k) {
+  const uint32_t index = in.peek(HuffmanTable::kValueBits);
+  const uint64_t e = table[index];
+  const size_t k1 = k + (static_cast<uint32_t>(e) >> 24);
+  const size_t k2 = k + ((e >> 8) & 0xFF);
+  // The second first: without one, k2 == k1 and the first's store wins.
+  block[kNatural.at[k2 - 1]] = static_cast<JCOEF>(e >> 48);
+  block[kNatural.at[k1 - 1]] = static_cast<JCOEF>(e >> 32);
+  const int used = static_cast<uint8_t>(e);
+  in.drop(used);
+  if (__builtin_expect(k2 < 64, 1)) {
+    k = k2;
+    return true;
+  }
+  if (used == 0) return false;  // kAcMissAdvance: k stays, nothing was consumed
+  k = k2;
+  // The first symbol ended the block: a second one in the step is the next block's (its store, at
+  // position 63 or its clamp, came before the first's). Its bits go back, from the index.
+  const int second = used - static_cast<int>((e >> 16) & 15);
+  if (k1 >= 64 && second != 0) in.rewind((index >> (HuffmanTable::kValueBits - used)) & ((1u << second) - 1), second);
+  return false;
 }
 
-// A symbol ac_value_step could not take (a long code, or many extra bits: at most 16 + 15 bits).
-// Returns false on a code the table lacks.
-__attribute__((noinline)) bool ac_long_symbol(Reader& in, const HuffmanTable& t, JCOEF* block, int& k) {
+// A symbol whose code is longer than the code table's lookup (at most 16 + 15 bits with its extra
+// bits): the position after it, or -1 for a code the table lacks.
+__attribute__((noinline)) int ac_long_symbol(Reader& in, const HuffmanTable& t, JCOEF* block, size_t k) {
+  in.fill(31);
   int symbol;
-  if (!decode_symbol(in, t, &symbol)) return false;
+  if (!decode_symbol(in, t, &symbol)) return -1;
   const int run = symbol >> 4, size = symbol & 15;
   if (size != 0) {
     k += run;
@@ -181,31 +216,46 @@ __attribute__((noinline)) bool ac_long_symbol(Reader& in, const HuffmanTable& t,
   } else {
     k += run == 15 ? 16 : 64;  // a zero run, or the end of the block
   }
-  return true;
+  return static_cast<int>(k);
 }
 
 // A block's AC coefficients into `block` (zeroed by libjpeg), in natural order.
-static_assert(56 - 2 * HuffmanTable::kValueBits >= 31, "decode_ac's refills");
+static_assert(4 * HuffmanTable::kValueBits <= 56, "decode_ac's refills");
 
 __attribute__((always_inline)) inline bool decode_ac(Reader& in, const HuffmanTable& t, JCOEF* block) {
-  const int32_t* const table = t.ac_value;
-  int k = 1;
+  const uint64_t* const table = t.ac_steps;
+  size_t k = 1;
   for (;;) {
-    // Three lookups per refill, without testing how many bits are left: a refill leaves at least 56,
-    // each lookup takes at most kValueBits, and a long symbol after two of them still finds its 31.
+    // Four steps per refill, without testing how many bits are left: a refill leaves at least 56.
     in.refill();
-    if (ac_value_step(in, table, block, k)) {
-      if (k >= 64) return true;
-      if (ac_value_step(in, table, block, k)) {
-        if (k >= 64) return true;
-        if (ac_value_step(in, table, block, k)) {
-          if (k >= 64) return true;
-          continue;
-        }
-      }
-    }
-    if (!ac_long_symbol(in, t, block, k)) return false;
+    if (ac_step(in, table, block, k) && ac_step(in, table, block, k) && ac_step(in, table, block, k) &&
+        ac_step(in, table, block, k))
+      continue;
     if (k >= 64) return true;
+    // A symbol ac_step could not take: mostly a code the code table has, with more extra bits than
+    // fit beside it; then the rarer longer codes, out of line.
+    in.fill(HuffmanTable::kLookBits + 15);
+    const uint16_t code = t.code[in.peek(HuffmanTable::kLookBits)];
+    if (__builtin_expect(code != 0, 1)) {
+      in.drop(code >> 8);
+      const int run = (code >> 4) & 15, size = code & 15;
+      if (size != 0) {
+        k += static_cast<size_t>(run);
+        block[kNatural.at[k]] = static_cast<JCOEF>(extend(in.peek(size), size));
+        in.drop(size);
+        ++k;
+      } else {
+        k += run == 15 ? 16 : 64;  // a zero run, or the end of the block
+      }
+      if (k >= 64) return true;
+      continue;
+    }
+    Reader copy = in;
+    const int after = ac_long_symbol(copy, t, block, k);
+    in = copy;
+    if (after < 0) return false;
+    if (after >= 64) return true;
+    k = static_cast<size_t>(after);
   }
 }
 
@@ -215,7 +265,7 @@ inline int32_t add_wrapping(int32_t a, int32_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
 }
 
-bool decode_blocks(Reader& in, OwnEntropyDecoder& d, JBLOCKROW* MCU_data) {
+__attribute__((always_inline)) inline bool decode_blocks(Reader& in, OwnEntropyDecoder& d, JBLOCKROW* MCU_data) {
   for (int b = 0; b < d.blocks; ++b) {
     in.refill();
     int32_t diff;
@@ -234,7 +284,7 @@ bool decode_blocks(Reader& in, OwnEntropyDecoder& d, JBLOCKROW* MCU_data) {
   return true;
 }
 
-bool walk_blocks(Reader& in, OwnEntropyDecoder& d) {
+__attribute__((always_inline)) inline bool walk_blocks(Reader& in, OwnEntropyDecoder& d) {
   for (int b = 0; b < d.blocks; ++b) {
     in.refill();
     int32_t diff;
@@ -245,6 +295,15 @@ bool walk_blocks(Reader& in, OwnEntropyDecoder& d) {
     if (!walk_ac(in, *d.ac[b])) return false;
   }
   return true;
+}
+
+// An MCU's blocks, stored (MCU_data) or walked (null), with the decoder's bit position in a local
+// Reader that goes back into the decoder afterwards.
+__attribute__((noinline)) bool mcu_blocks(j_decompress_ptr cinfo, OwnEntropyDecoder& d, JBLOCKROW* MCU_data) {
+  Reader in(cinfo, d);
+  const bool ok = MCU_data != nullptr ? decode_blocks(in, d, MCU_data) : walk_blocks(in, d);
+  in.store();
+  return ok;
 }
 
 // The marker that must follow the data decoded so far, right after its last byte.
@@ -276,9 +335,7 @@ boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* MCU_data) {
   }
   const bool store = MCU_data != nullptr && d.column >= d.first_column && d.column <= d.last_column;
   if (++d.column == d.mcus_per_row) d.column = 0;
-  Reader in(cinfo, d);
-  const bool ok = store ? decode_blocks(in, d, MCU_data) : walk_blocks(in, d);
-  in.store();
+  const bool ok = mcu_blocks(cinfo, d, store ? MCU_data : nullptr);
   if (!ok || d.fake_bits > d.bits) give_up(cinfo);
   // Where libjpeg's own reader would stand, give or take the bytes read ahead.
   cinfo->src->next_input_byte = d.next;

@@ -3,10 +3,11 @@
 // libjpeg-turbo 2.1's decoder reads a code per table lookup and its extra bits in a second step,
 // drops to its slow path for a whole scan whenever the file declares a restart interval (which every
 // file prepared for random access does), and fully decodes the MCUs beside a cropped window only to
-// throw their coefficients away. This decoder reads a code together with its coefficient in one
-// lookup, takes restart markers on its fast path, and only walks the MCUs outside the crop (and
-// those jpeg_skip_scanlines discards). Its tables: huffman_tables.h. libjpeg keeps all the rest (IDCT, upsampling,
-// colour conversion), through its entropy-decoder interface.
+// throw their coefficients away. This decoder reads a code together with its coefficient, and often
+// the next code and coefficient too, in one lookup, takes restart markers on its fast path, and only
+// walks the MCUs outside the crop (and those jpeg_skip_scanlines discards). Its tables:
+// huffman_tables.h. libjpeg keeps all the rest (IDCT, upsampling, colour conversion), through its
+// entropy-decoder interface.
 //
 // It takes no decision about damaged data. On anything a valid scan would not contain (a code the
 // table lacks, a marker inside an MCU, restart markers out of place, the end of the data) it gives

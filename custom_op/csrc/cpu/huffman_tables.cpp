@@ -29,9 +29,13 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
   // (bits used) | (coefficients covered << 5); 0 when it does not fit.
   constexpr int P = kAcBits;
   uint16_t single[1 << P];
+  // AC only: the first whole symbol of each kValueBits-bit string as the second of a step (see
+  // ac_steps), 0 when it does not fit; ac_steps gets it as the first.
+  uint64_t second[1 << kValueBits];
   if (!is_dc) {
     std::memset(single, 0, sizeof(single));
-    std::memset(ac_value, 0, sizeof(ac_value));
+    std::memset(second, 0, sizeof(second));
+    std::fill_n(ac_steps, 1u << kValueBits, uint64_t{kAcMissAdvance} << 8 | uint64_t{kAcMissAdvance} << 24);
   }
   // AC only: the codes of at most P bits, in order.
   struct ShortCode {
@@ -71,10 +75,13 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
         const int run = symbol >> 4, size = symbol & 15;
         const uint32_t advance = size != 0 ? run + 1 : (run == 15 ? 16 : 64);
         for (uint32_t extra = 0; extra < (1u << size); ++extra) {
-          const int32_t value = size != 0 ? extend(extra, size) : 0;
-          const uint32_t entry = static_cast<uint32_t>(value_bits) | advance << 8 | static_cast<uint32_t>(value) << 16;
+          const uint64_t bits = static_cast<uint64_t>(value_bits);
+          const uint64_t value = static_cast<uint16_t>(size != 0 ? extend(extra, size) : 0);
           const uint32_t first = ((c << size) | extra) << (kValueBits - value_bits);
-          std::fill_n(ac_value + first, 1u << (kValueBits - value_bits), static_cast<int32_t>(entry));
+          const uint32_t n = 1u << (kValueBits - value_bits);
+          std::fill_n(ac_steps + first, n,
+                      bits | uint64_t{advance} << 8 | bits << 16 | uint64_t{advance} << 24 | value << 32);
+          std::fill_n(second + first, n, bits | uint64_t{advance} << 8 | value << 48);
         }
       }
       if (length > P) continue;
@@ -90,6 +97,7 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
   maxcode[0] = -1;
   maxcode[17] = 0x7FFFFFFF;
   if (is_dc) return true;
+  add_second_symbols(second);
 
   // The entry for bits that start with a symbol of used1 bits covering covered1 (< 64), then `rest`
   // (the bits after it, at the top of P bits). A further symbol counts when its code and extra bits
@@ -129,6 +137,38 @@ bool HuffmanTable::build(const JHUFF_TBL* table, bool is_dc) {
   }
   std::fill(ac_whole + covered_end, ac_whole + (1u << P), kAcMiss);
   return true;
+}
+
+void HuffmanTable::add_second_symbols(const uint64_t* second) {
+  constexpr int B = kValueBits;
+  // A first symbol of `used` bits holds the entries of its prefix, 2^R of them (R = B - used), and
+  // the second symbol of each is the one that fits in the R bits after the prefix. Those depend on R
+  // only: row R (at rows + 2^R - 1) holds them, made once for each R that occurs.
+  uint64_t rows[1 << B];
+  bool made[B] = {};
+  for (uint32_t i = 0; i < (1u << B);) {
+    const uint64_t first = ac_steps[i];
+    const int used = static_cast<int>(first & 63);
+    const uint64_t advance = (first >> 24) & 0xFF;
+    if (used == 0) {
+      ++i;
+      continue;
+    }
+    const int R = B - used;
+    const uint32_t n = 1u << R;
+    if (R > 0 && advance < 64) {  // an end-of-block ends the step
+      uint64_t* row = rows + (n - 1);
+      if (!made[R]) {
+        for (uint32_t r = 0; r < n; ++r) {
+          const uint64_t two = second[r << used];
+          row[r] = static_cast<int>(two & 63) <= R ? two : 0;
+        }
+        made[R] = true;
+      }
+      for (uint32_t r = 0; r < n; ++r) ac_steps[i + r] = first + row[r];
+    }
+    i += n;
+  }
 }
 
 namespace {

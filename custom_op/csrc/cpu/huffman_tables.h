@@ -46,19 +46,33 @@ class HuffmanTable {
     // as (bits used) | (difference << 4), or 0 when it does not fit.
     uint16_t dc_whole[1 << kDcBits];
   };
-  // AC tables only. Indexed by the next kValueBits bits: the first symbol with its coefficient,
-  // when its code and extra bits fit, as (bits used) | (coefficients it advances << 8) | (value << 16),
-  // where an end-of-block advances 64 and a zero run (value 0) 16; 0 when it does not fit. Storing
-  // even the zeros at position k + advance - 1 (clamped to 63) keeps the decoder's loop free of
-  // branches on the symbol's kind: nothing was stored at or after k yet.
+  // AC tables only, for decoding a block's coefficients. Indexed by the next kValueBits bits: the
+  // first whole symbol there (code and extra bits) with its coefficient, and the second too when it
+  // fits after the first and the first is not an end-of-block. The chain of dependent lookups bounds
+  // a Huffman decoder's speed; two symbols in a lookup shorten it. Fields:
+  //   bits 0-5:   bits both symbols use (0: not even the first fits; bits 6-7 stay 0)
+  //   bits 8-15:  coefficients both advance (the first's when there is no second)
+  //   bits 16-19: bits of the first, bits 24-31: coefficients the first advances
+  //   bits 32-47: the first coefficient, bits 48-63: the second.
+  // (The fields the decoder reads every step are where x86 reads them in one instruction.)
+  // A symbol advances run + 1, a zero run 16 and an end-of-block 64; an entry where not even the
+  // first fits advances 128 (kAcMissAdvance), so that one test after the lookup catches it with
+  // the end of the block. Storing even the zeros, at position k + advance - 1 (clamped to 63), keeps
+  // the decoder free of branches on the symbols' kinds: nothing was stored at or after k yet.
   static constexpr int kValueBits = 11;
-  int32_t ac_value[1 << kValueBits];
+  static constexpr uint32_t kAcMissAdvance = 128;
+  uint64_t ac_steps[1 << kValueBits];
   int32_t maxcode[18];  // largest code of each length, -1 where there is none
   int32_t valoffset[17];
   uint8_t huffval[256];
 
   // False for a table libjpeg would reject (over-subscribed, a DC category above 15) or lack.
   bool build(const JHUFF_TBL* table, bool is_dc);
+
+ private:
+  // Adds to each entry of ac_steps, which holds the first symbol, the second where it fits: second[j]
+  // is the first symbol of index j laid out as a step's second.
+  void add_second_symbols(const uint64_t* second);
 };
 
 // ac_whole's bits of the first symbol: zero only where not even the first symbol fits.

@@ -21,21 +21,25 @@ constexpr uint8_t kEOI = 0xD9, kRST0 = 0xD0;
 
 bool is_rst(uint8_t code) { return code >= kRST0 && code <= kRST0 + 7; }
 
-// Offset of the first 0xFF byte in data[from, size), or size. FF bytes come every hundred bytes or so
-// in a prepared file (each restart marker, each stuffed FF 00); inlined 16-byte compares cost a
-// fraction of a memchr call per hit.
-inline size_t next_ff(const uint8_t* data, size_t from, size_t size) {
+// Offset of the first 0xFF byte in data[from, size) that the next byte does not make a stuffed
+// FF 00 (a marker's, a fill byte, or the data's last byte), or size. A prepared file has an FF every
+// hundred bytes or so, a stuffed one as often as a marker: 16-byte compares of each byte and the one
+// after it step over the stuffed ones without stopping.
+inline size_t next_unstuffed_ff(const uint8_t* data, size_t from, size_t size) {
   size_t p = from;
 #if defined(__SSE2__)
   const __m128i ff = _mm_set1_epi8(static_cast<char>(0xFF));
-  for (; p + 16 <= size; p += 16) {
-    const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + p));
-    const unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(chunk, ff)));
-    if (mask != 0) return p + static_cast<size_t>(__builtin_ctz(mask));
+  const __m128i zero = _mm_setzero_si128();
+  for (; p + 17 <= size; p += 16) {
+    const __m128i here = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + p));
+    const __m128i after = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + p + 1));
+    const unsigned unstuffed = static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_andnot_si128(_mm_cmpeq_epi8(after, zero), _mm_cmpeq_epi8(here, ff))));
+    if (unstuffed != 0) return p + static_cast<size_t>(__builtin_ctz(unstuffed));
   }
 #endif
   for (; p < size; ++p)
-    if (data[p] == kFF) return p;
+    if (data[p] == kFF && (p + 1 == size || data[p + 1] != 0x00)) return p;
   return size;
 }
 
@@ -118,7 +122,7 @@ bool build_sub_image(const jpeg_decompress_struct& cinfo, const uint8_t* data, s
     uint8_t code;
     size_t after;
     for (;;) {
-      p = next_ff(data, p, size);
+      p = next_unstuffed_ff(data, p, size);
       if (p >= size) return false;  // data ends inside a needed segment
       size_t q = p + 1;
       while (q < size && data[q] == kFF) ++q;
