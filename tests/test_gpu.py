@@ -1325,26 +1325,31 @@ def windows_everywhere(rng, height, width):
     return wins
 
 
-@needs_gpu
-@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "4:1:1", "gray"])
-def test_cuda_decoder_is_exact_on_every_layout(jpeg_writer, sampling):
-    channels = 1 if sampling == "gray" else 3
-    height, width = 301, 403
-    pixels = jpeg_writer.photo_like(height, width, channels, seed=41)
-    rng = np.random.default_rng(41)
-    wins = windows_everywhere(rng, height, width)
+def assert_exact_on_layouts(layouts, wins, **options):
+    """Every window of each layout's file, each on its own and in one decode around them all, and the whole
+    image twice: all decoded by our CUDA decoder (under testing.gpu_options(**options)), each the CPU path's,
+    none sent to the CPU path."""
     fallbacks = testing.cuda_decoder_fallbacks()
-    for layout, data in restart_layouts(jpeg_writer, pixels, sampling).items():
+    for layout, data in layouts.items():
         refs = [custom_op.decode_and_crop_jpeg(data, *win) for win in wins]
-        for dedupe in (False, True):  # each window on its own, and one decode around them all
-            with testing.gpu_options(dedupe=dedupe):
+        for dedupe in (False, True):
+            with testing.gpu_options(dedupe=dedupe, **options):
                 outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
             assert set(used) == {"cuda"}, (layout, used)
             for win, out, ref in zip(wins, outs, refs):
                 assert out.shape == ref.shape and torch.equal(out.cpu(), ref), (layout, dedupe, win)
-        whole = custom_op.decode_jpegs([data, data], device="cuda", stack=True)
+        with testing.gpu_options(**options):
+            whole = custom_op.decode_jpegs([data, data], device="cuda", stack=True)
         assert torch.equal(whole.cpu(), torch.stack([custom_op.decode_jpeg(data)] * 2)), layout
     assert testing.cuda_decoder_fallbacks() == fallbacks
+
+
+@needs_gpu
+@pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "4:1:1", "gray"])
+def test_cuda_decoder_is_exact_on_every_layout(jpeg_writer, sampling):
+    pixels = jpeg_writer.photo_like(301, 403, 1 if sampling == "gray" else 3, seed=41)
+    wins = windows_everywhere(np.random.default_rng(41), 301, 403)
+    assert_exact_on_layouts(restart_layouts(jpeg_writer, pixels, sampling), wins)
 
 
 @needs_gpu
@@ -1627,21 +1632,33 @@ def test_markers_past_the_window_are_the_cpu_paths_business(jpeg_writer):
     assert str(gpu_error.value) == str(cpu_error.value)
 
 
-@needs_gpu
-def test_cuda_decoder_on_prepared_imagenet_photos():
-    files = sorted(shared_dir("imagenet-sample").iterdir())
-    datas = [custom_op.prepare_jpeg(f.read_bytes()) for f in files]
-    rng = np.random.default_rng(50)
+def photo_windows(datas, seed):
+    """A random window of each file."""
+    rng = np.random.default_rng(seed)
     wins = []
     for d in datas:
         info = custom_op.read_jpeg_header(d)
         wins.append(random_window(rng, info.height, info.width))
-    outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
+    return wins
+
+
+def paths_of_cpu_pixels(datas, wins, outs, used) -> dict:
+    """Each GPU window equals the CPU path's; the count of each path."""
     refs = custom_op.decode_and_crop_jpegs(datas, *zip(*wins))
     counts = defaultdict(int)
     for out, ref, path in zip(outs, refs, used):
         counts[path] += 1
         assert torch.equal(out.cpu(), ref), path
+    return counts
+
+
+@needs_gpu
+def test_cuda_decoder_on_prepared_imagenet_photos():
+    files = sorted(shared_dir("imagenet-sample").iterdir())
+    datas = [custom_op.prepare_jpeg(f.read_bytes()) for f in files]
+    wins = photo_windows(datas, seed=50)
+    outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
+    counts = paths_of_cpu_pixels(datas, wins, outs, used)
     REPORT["cuda_decoder_imagenet"] = dict(counts)
     # Photos whose windows the kernels cannot vouch for go to the CPU path; valid photos have none.
     assert counts["cuda"] == len(datas), dict(counts)
@@ -1739,6 +1756,17 @@ def _scaled_windows(rng, height, width):
     return wins
 
 
+def _every_scale(data, rng):
+    """One batch of `data`'s windows at every scale (_scaled_windows at each): the files, windows, scales."""
+    datas, wins, scales = [], [], []
+    for scale in SCALES:
+        for win in _scaled_windows(rng, *_scaled_size(data, scale)):
+            datas.append(data)
+            wins.append(win)
+            scales.append(scale)
+    return datas, wins, scales
+
+
 def scaled_on_gpu(datas, wins, scales, mode=ImageReadMode.RGB, exif=False):
     """The CUDA operator's windows at per-item scales, and the name of the path of each item."""
     tops, lefts, heights, widths = (list(v) for v in zip(*wins))
@@ -1782,13 +1810,7 @@ def test_cuda_decoder_at_every_scale_equals_the_cpu_operator(jpeg_writer, sampli
     the edges, 1x1 ones and whole images, in every output mode (GRAY from colour files: the luma
     alone): all decoded by our CUDA decoder, each equal to decode_and_crop_jpeg with scale_num."""
     data = _scaled_file(jpeg_writer, sampling)
-    rng = np.random.default_rng(len(sampling))
-    datas, wins, scales = [], [], []
-    for scale in SCALES:
-        for win in _scaled_windows(rng, *_scaled_size(data, scale)):
-            datas.append(data)
-            wins.append(win)
-            scales.append(scale)
+    datas, wins, scales = _every_scale(data, np.random.default_rng(len(sampling)))
     for dedupe in (True, False):  # one decode per scale for all its windows, and one per window
         with testing.gpu_options(dedupe=dedupe):
             outs, used = scaled_on_gpu(datas, wins, scales, mode)
@@ -1897,36 +1919,16 @@ def long_segment_layouts(jpeg_writer, pixels, sampling):
 @needs_gpu
 @pytest.mark.parametrize("sampling", ["4:4:4", "4:2:0", "4:2:2", "4:4:0", "4:1:1", "gray"])
 def test_chunked_decoding_is_exact_on_every_layout(jpeg_writer, sampling):
-    channels = 1 if sampling == "gray" else 3
-    height, width = 301, 403
-    pixels = jpeg_writer.photo_like(height, width, channels, seed=43)
-    wins = windows_everywhere(np.random.default_rng(43), height, width)
-    fallbacks = testing.cuda_decoder_fallbacks()
-    for layout, data in long_segment_layouts(jpeg_writer, pixels, sampling).items():
-        refs = [custom_op.decode_and_crop_jpeg(data, *win) for win in wins]
-        for dedupe in (False, True):
-            with testing.gpu_options(force_path="cuda", dedupe=dedupe):
-                outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
-            assert set(used) == {"cuda"}, (layout, used)
-            for win, out, ref in zip(wins, outs, refs):
-                assert out.shape == ref.shape and torch.equal(out.cpu(), ref), (layout, dedupe, win)
-        with testing.gpu_options(force_path="cuda"):
-            whole = custom_op.decode_jpegs([data, data], device="cuda", stack=True)
-        assert torch.equal(whole.cpu(), torch.stack([custom_op.decode_jpeg(data)] * 2)), layout
-    assert testing.cuda_decoder_fallbacks() == fallbacks
+    pixels = jpeg_writer.photo_like(301, 403, 1 if sampling == "gray" else 3, seed=43)
+    wins = windows_everywhere(np.random.default_rng(43), 301, 403)
+    assert_exact_on_layouts(long_segment_layouts(jpeg_writer, pixels, sampling), wins, force_path="cuda")
 
 
 @needs_gpu
 @pytest.mark.parametrize("sampling", SCALED_SAMPLINGS)
 def test_chunked_decoding_at_every_scale(jpeg_writer, sampling):
     data = _scaled_file(jpeg_writer, sampling, prepared=False)
-    rng = np.random.default_rng(len(sampling) + 7)
-    datas, wins, scales = [], [], []
-    for scale in SCALES:
-        for win in _scaled_windows(rng, *_scaled_size(data, scale)):
-            datas.append(data)
-            wins.append(win)
-            scales.append(scale)
+    datas, wins, scales = _every_scale(data, np.random.default_rng(len(sampling) + 7))
     with testing.gpu_options(force_path="cuda"):
         outs, used = scaled_on_gpu(datas, wins, scales)
     assert set(used) == {"cuda"}, (sampling, used)
@@ -1938,19 +1940,11 @@ def test_chunked_decoding_of_imagenet_photos():
     """The sample's photos as they come (no restart markers): every baseline one decoded by our decoder,
     each window the CPU path's; the resized crop of the same windows too."""
     datas = [f.read_bytes() for f in sorted(shared_dir("imagenet-sample").iterdir())]
-    rng = np.random.default_rng(51)
-    wins = []
-    for d in datas:
-        info = custom_op.read_jpeg_header(d)
-        wins.append(random_window(rng, info.height, info.width))
+    wins = photo_windows(datas, seed=51)
     with testing.gpu_options(force_path="cuda"):
         outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
         resized = custom_op.decode_and_resized_crop_jpegs(datas, *zip(*wins), 64, device="cuda")
-    refs = custom_op.decode_and_crop_jpegs(datas, *zip(*wins))
-    counts = defaultdict(int)
-    for out, ref, path in zip(outs, refs, used):
-        counts[path] += 1
-        assert torch.equal(out.cpu(), ref), path
+    counts = paths_of_cpu_pixels(datas, wins, outs, used)
     REPORT["chunked_decoding_imagenet"] = dict(counts)
     # Photos the chunks do not bring in step within the sweep's budget go to the CPU path, with the same
     # pixels; nearly none do.
