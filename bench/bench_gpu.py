@@ -362,6 +362,9 @@ def sample_section(args):
             "ours, original files, our CUDA decoder in chunks (testing.gpu_options(force_path='cuda'))": ours_method(
                 force_path="cuda"
             ),
+            "ours, original files, nvJPEG's hybrid decoders, as on a GPU without JPEG engines (force_path='gpu-hybrid')": (
+                ours_method(force_path="gpu-hybrid")
+            ),
         }
         cpu_name, cpu_method = cpu_pool.method()
         methods[cpu_name] = cpu_method

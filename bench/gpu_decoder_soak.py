@@ -11,7 +11,8 @@ The files are made here: photo-like pixels (tests/jpeg_factory.py's photo_like) 
 4:4:4, 4:2:2, 4:2:0 and grayscale, and by the tests' JPEG writer (tests/jpeg_factory.py's encode, libjpeg)
 in 4:1:1 and 4:1:0, which Pillow cannot write; each with restart markers laid out five ways:
 custom_op.prepare_jpeg with its own interval, with restart_mcus=1 and with restart_mcus=3 (random-access
-layouts), and the encoder's every 7 MCUs and every MCU row; two of them carry an EXIF orientation. Every
+layouts), and the encoder's every 7 MCUs and every MCU row; and without restart markers, which our
+decoder decodes in chunks where it is forced, as here; two of them carry an EXIF orientation. Every
 one is a file our decoder takes. The writer is compiled on first use; where it cannot be (no C compiler
 or no jpeglib.h, as on a machine that runs a prebuilt custom_op), the 4:1:1 and 4:1:0 files are left
 out, and the results name the samplings that ran.
@@ -81,7 +82,7 @@ MAX_MEAN_SEGMENT_BYTES = 4096
 SAMPLINGS = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2, "gray": None}  # Pillow's subsampling= values
 # Samplings Pillow cannot write, as the tests' JPEG writer spells them (per-component factors for 4:1:0).
 WRITER_SAMPLINGS = {"4:1:1": "4:1:1", "4:1:0": "4x2,1x1,1x1"}
-LAYOUTS = ("prepared", "prepared-1", "prepared-3", "every-7-mcus", "every-row")
+LAYOUTS = ("prepared", "prepared-1", "prepared-3", "every-7-mcus", "every-row", "plain")
 SIZES = ((301, 403), (150, 230), (97, 211), (240, 320), (123, 77))  # height, width
 QUALITIES = (75, 90, 97)
 ORIENTATIONS = {3: 6, 11: 3}  # base index -> the EXIF orientation it carries
@@ -156,12 +157,14 @@ def make_bases() -> list[Base]:
             data = with_exif_orientation(data, ORIENTATIONS[i])
             name += f" EXIF {ORIENTATIONS[i]}"
         interval = restart_segments.restart_interval(data)
-        if interval <= 0:
-            raise ValueError(f"{name}: no restart interval (this Pillow ignores restart_marker_blocks/_rows?)")
         scan = restart_segments.scan(data)
-        mean = (len(data) - scan.start) / len(scan.segments)
-        if mean > MAX_MEAN_SEGMENT_BYTES:
-            raise ValueError(f"{name}: restart segments of {mean:.0f} bytes on average, too long for our decoder")
+        if layout == "plain":
+            if interval != 0:
+                raise ValueError(f"{name}: written with a restart interval")
+        elif interval <= 0:
+            raise ValueError(f"{name}: no restart interval (this Pillow ignores restart_marker_blocks/_rows?)")
+        elif (len(data) - scan.start) / len(scan.segments) > MAX_MEAN_SEGMENT_BYTES:
+            raise ValueError(f"{name}: restart segments too long for our decoder's segment by segment decode")
         shown = custom_op.read_jpeg_header(data, apply_exif_orientation=True)
         info = custom_op.read_jpeg_header(data)
         if info.subsampling != sampling:
@@ -815,7 +818,8 @@ def files_detail(results: list) -> str:
         encoders += " (not 4:1:1 or 4:1:0: the tests' JPEG writer could not be compiled there)"
     return (
         f"photo-like images encoded by {encoders} with restart markers laid out by custom_op.prepare_jpeg "
-        "(its own interval, restart_mcus=1, restart_mcus=3) and by the encoder (every 7 MCUs, every MCU row); "
+        "(its own interval, restart_mcus=1, restart_mcus=3) and by the encoder (every 7 MCUs, every MCU row), and "
+        "without restart markers (decoded in chunks); "
         "damaged copies from tests/damaged_jpegs.py"
     )
 

@@ -69,7 +69,7 @@ def test_damaged_copies_are_reproducible():
 
 
 def test_soak_dry_run_makes_its_files_and_batches(tmp_path):
-    """The worker's CPU side: the files (every one with restart markers, in each layout), and batches
+    """The worker's CPU side: the files (in each restart layout, and without restart markers), and batches
     whose windows lie inside their images (no ValueError), with damaged copies that the CPU path
     rejects and clean files that it decodes."""
     out = tmp_path / "dry.json"
@@ -86,11 +86,13 @@ def test_soak_dry_run_makes_its_files_and_batches(tmp_path):
     # Pillow's samplings, and 4:1:1 and 4:1:0 from the tests' JPEG writer where it compiles (as here, where
     # the tests that use it run).
     samplings = {"4:4:4", "4:2:2", "4:2:0", "gray"} | ({"4:1:1", "4:1:0"} if unavailable_reason() is None else set())
-    assert len(files) == 5 * len(samplings) and all(f["restart interval (MCUs)"] > 0 for f in files)
+    assert len(files) == 6 * len(samplings)
+    assert all((f["restart interval (MCUs)"] > 0) == (f["name"].split()[1] != "plain") for f in files)
     assert {f["name"].split()[0] for f in files} == samplings
     layouts = Counter(f["name"].split()[1] for f in files)
     assert layouts == {
-        layout: len(samplings) for layout in ("prepared", "prepared-1", "prepared-3", "every-7-mcus", "every-row")
+        layout: len(samplings)
+        for layout in ("prepared", "prepared-1", "prepared-3", "every-7-mcus", "every-row", "plain")
     }
     assert any(not f["random-access layout"] for f in files) and any(f["random-access layout"] for f in files)
     outcomes = result["cpu outcomes"]
