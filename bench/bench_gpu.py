@@ -362,7 +362,7 @@ def sample_section(args):
             "ours, original files, our CUDA decoder in chunks (testing.gpu_options(force_path='cuda'))": ours_method(
                 force_path="cuda"
             ),
-            "ours, original files, nvJPEG's hybrid decoders, as on a GPU without JPEG engines (force_path='gpu-hybrid')": (
+            "ours, original files, nvJPEG's hybrid decoders, as without JPEG engines (force_path='gpu-hybrid')": (
                 ours_method(force_path="gpu-hybrid")
             ),
         }
