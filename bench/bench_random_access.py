@@ -8,9 +8,12 @@ Methods, on the same files and the same windows:
   - custom_op.decode_and_crop_jpeg on the original files (crop + skip + stop early);
   - custom_op.decode_and_crop_jpeg on copies rewritten by custom_op.prepare_jpeg (restart segments),
     and the same with libjpeg-turbo's own Huffman decoder instead of ours (what it costs without it).
-Cases: ../shared/data/imagenet-sample (when present) and generated 800x533 and 4000x3000 sets
-(datasets.synthetic), each at 224x224 and 128x128 windows. Every window is first checked: both custom_op
-results must equal Pillow's on the original, pixel for pixel. The report gives the size change of the
+Cases: ../shared/data/imagenet-sample (when present); the same photos re-encoded by Pillow in 4:2:0 at
+quality 90 and at 0.7 of their size (--reencoded): most of the sample is 4:4:4, most ImageNet photos
+are 4:2:0, and a window takes a larger share of a smaller photo, which bounds the speed-up; and
+generated 800x533 and 4000x3000 sets (datasets.synthetic), each at 224x224 and 128x128 windows.
+Every window is first checked: both custom_op results must equal Pillow's on the original, pixel for
+pixel. The report gives the size change of the
 prepared copies and the length of their restart segments (bench_segments.py gives more), how many
 windows took the restart-segment path, and the time of the prepare pass.
 The methods take turns file by file, so that a slow moment of the (shared) machine hits all of them
@@ -121,6 +124,34 @@ def round_rows(per_round: dict, base: str) -> list[list[str]]:
     return rows
 
 
+def reencoded(files: list[bytes], scale: float) -> list[bytes]:
+    """The RGB photos of `files` decoded, resized by `scale` (bilinear, at least 224 pixels a side) and
+    encoded by Pillow in 4:2:0 at quality 90."""
+    out = []
+    for data in files:
+        image = Image.open(io.BytesIO(data))
+        if image.mode != "RGB":
+            continue
+        if scale != 1:
+            size = tuple(max(224, round(n * scale)) for n in image.size)
+            image = image.resize(size, Image.BILINEAR)
+        buf = io.BytesIO()
+        image.save(buf, "JPEG", quality=90, subsampling=2)
+        out.append(buf.getvalue())
+    return out
+
+
+def with_reencoded(cases, reencode: bool):
+    """The cases, with the ImageNet sample's re-encoded copies after it (where `reencode`)."""
+    for title, files, size in cases:
+        yield title, files, size
+        if reencode and size is None:
+            for scale in (1, 0.7):
+                copies = reencoded(files, scale)
+                where = "" if scale == 1 else f", at {scale} of their size"
+                yield f"the sample's {len(copies)} RGB photos re-encoded in 4:2:0 at quality 90{where}", copies, None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_case_options(parser, medium=(100, 533, 800), large=(8, 3000, 4000), rounds=15)
@@ -133,6 +164,12 @@ def main():
         type=int,
         default=custom_op.prepare.DEFAULT_MAX_SEGMENT_BYTES,
         help="prepare_jpeg's bound on segment lengths (0: no bound)",
+    )
+    parser.add_argument(
+        "--reencoded",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also the ImageNet sample re-encoded in 4:2:0 at quality 90, at full size and at 0.7 of it",
     )
     parser.add_argument("--note", default="", help="a line about the machine's state, added to the report")
     common.add_report_options(parser, commit=False)
@@ -152,7 +189,7 @@ def main():
             f"the same random windows (seed {args.seed}) for every method",
         },
     )
-    for title, originals, _ in common.photo_cases(args):
+    for title, originals, _ in with_reencoded(common.photo_cases(args), args.reencoded):
         prepared, prepare_s = prepare_all(originals, args)
         before, after = sum(map(len, originals)), sum(map(len, prepared))
         lengths = [n for data in prepared for n in common.scan_facts(data)[2]]
