@@ -224,6 +224,11 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const DecodeR
 constexpr int kSyncRounds = 3;
 constexpr int kSweepBudget = 8;
 
+// The image's scan as its chunks (false for a descriptor no chunking exists for).
+__device__ bool image_scan(const SegmentImage& im, jc::ChunkedScan* s) {
+  return jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, s);
+}
+
 // The chunk task t stands for, where its image is decoded in chunks and its tables are good.
 struct ChunkTask {
   const SegmentImage* im;
@@ -239,8 +244,7 @@ __device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, in
   const SegmentImage& im = *c->im;
   if (!im.chunked || (*im.status & kTableRefused)) return false;
   c->chunk = int64_t{run.first} + (t - run.before);
-  if (!jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, &c->scan) ||
-      c->chunk >= c->scan.num_chunks) {
+  if (!image_scan(im, &c->scan) || c->chunk >= c->scan.num_chunks) {
     atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return false;
   }
@@ -281,7 +285,7 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int count) {
   *im.needed = 0;
   if (*im.status != 0) return;
   jc::ChunkedScan s;
-  if (!jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, &s)) {
+  if (!image_scan(im, &s)) {
     atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return;
   }

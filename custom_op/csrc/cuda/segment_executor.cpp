@@ -301,27 +301,6 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   im.mcu_rows = rect.rows;
   im.mcu_col0 = rect.col0;
   im.mcu_cols = rect.cols;
-  // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments
-  // reads no further: the rectangle covers the CPU path's context row), and the file is uploaded as
-  // far as the marker that ends it, where its segment index says so.
-  if (chunked) {
-    // The whole file is uploaded; the chunks through the rectangle's last row are decoded.
-    im.chunked = 1;
-    im.chunk_bytes = kChunkBytes;
-    im.num_chunks = (im.size - im.scan_start + kChunkBytes - 1) / kChunkBytes;
-    im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
-    p->from_first = true;
-    p->pinned = !it.segments.defined() && in_torch_pinned_memory(it.data);
-    return true;
-  }
-  const int64_t last_segment =
-      std::min<int64_t>(last_segment_of_row(r1 - 1, f.mcus_per_row, interval), im.num_segments - 1);
-  im.checked_segments = last_segment + 1;
-  SegmentIndex index;
-  if (h.segment_index != nullptr &&
-      read_segment_index(h.segment_index, h.segment_index_length, it.size, h.header_end, im.num_segments, &index))
-    im.size = static_cast<int64_t>(segment_index_upload_end(index, last_segment, h.header_end, it.size));
-
   // The segments decoded (prepare_image lists them): every segment the CPU path reads for any of the
   // windows, so that damage it would report is found here too (and the items go to it). It reads a
   // whole image, or a sub-image the planner built (the CPU path builds the same one for the window it
@@ -333,6 +312,24 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   // A sub-image the planner built (it.segments) lives in ordinary memory; the caller's tensor may be
   // pinned.
   p->pinned = !it.segments.defined() && in_torch_pinned_memory(it.data);
+  if (chunked) {
+    // The whole file is uploaded; the chunks through the rectangle's last row are decoded.
+    im.chunked = 1;
+    im.chunk_bytes = kChunkBytes;
+    im.num_chunks = (im.size - im.scan_start + kChunkBytes - 1) / kChunkBytes;
+    im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
+    return true;
+  }
+  // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments
+  // reads no further: the rectangle covers the CPU path's context row), and the file is uploaded as
+  // far as the marker that ends it, where its segment index says so.
+  const int64_t last_segment =
+      std::min<int64_t>(last_segment_of_row(r1 - 1, f.mcus_per_row, interval), im.num_segments - 1);
+  im.checked_segments = last_segment + 1;
+  SegmentIndex index;
+  if (h.segment_index != nullptr &&
+      read_segment_index(h.segment_index, h.segment_index_length, it.size, h.header_end, im.num_segments, &index))
+    im.size = static_cast<int64_t>(segment_index_upload_end(index, last_segment, h.header_end, it.size));
   return true;
 }
 
