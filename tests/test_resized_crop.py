@@ -208,29 +208,24 @@ def test_resize_box_rejects_bad_arguments(kwargs, message):
     assert_op_raises(ValueError, message, torch.ops.custom_op.resize_box, args.pop("image"), **args)
 
 
-def test_resize_box_rejects_non_uint8_images():
-    assert_op_raises(
-        TypeError,
-        r"^resize_box: image must be a uint8 CPU tensor \[C, H, W\] or \[N, C, H, W\], got Float of shape "
-        r"\[3, 4, 4\] on cpu$",
-        torch.ops.custom_op.resize_box,
-        torch.zeros(3, 4, 4),
-        box=[0.0, 0.0, 4.0, 4.0],
-        size=[2, 2],
-        out_window=[0, 0, 2, 2],
-        origin=[0, 0],
-        filter=1,
-        antialias=True,
-    )
+_NOT_AN_IMAGE = r"^resize_box: image must be a uint8 CPU tensor \[C, H, W\] or \[N, C, H, W\]"
 
 
-@pytest.mark.parametrize("shape", [(4, 4), (1, 1, 3, 4, 4)])
-def test_resize_box_rejects_other_ranks(shape):
+@pytest.mark.parametrize(
+    "image, says",
+    [
+        (torch.zeros(3, 4, 4), _NOT_AN_IMAGE + r", got Float of shape \[3, 4, 4\] on cpu$"),
+        (torch.zeros(4, 4, dtype=torch.uint8), _NOT_AN_IMAGE),
+        (torch.zeros(1, 1, 3, 4, 4, dtype=torch.uint8), _NOT_AN_IMAGE),
+    ],
+    ids=["float", "rank 2", "rank 5"],
+)
+def test_resize_box_rejects_other_dtypes_and_ranks(image, says):
     assert_op_raises(
         TypeError,
-        r"^resize_box: image must be a uint8 CPU tensor \[C, H, W\] or \[N, C, H, W\]",
+        says,
         torch.ops.custom_op.resize_box,
-        torch.zeros(shape, dtype=torch.uint8),
+        image,
         box=[0.0, 0.0, 4.0, 4.0],
         size=[2, 2],
         out_window=[0, 0, 2, 2],
