@@ -1,9 +1,11 @@
-"""Where the time of one GPU resized-crop call goes, on prepared copies of the ImageNet sample with
-RandomResizedCrop windows: the host's, in torch.profiler's record_function ranges of the operator's
-phases (custom_op::resized_crop_plan, gpu_outputs, gpu_claim, gpu_queue, gpu_finish, cpu_fallback,
-resized_crop_resample), and the GPU's, per kernel; per call and per image.
+"""Where the time of one GPU call goes: the host's, in torch.profiler's record_function ranges of the
+operator's phases (custom_op::resized_crop_plan, gpu_outputs, gpu_claim, gpu_queue, gpu_finish,
+cpu_fallback, resized_crop_resample), and the GPU's, per kernel; per call and per image. By default the
+resized crop of prepared copies of the ImageNet sample with RandomResizedCrop windows; with
+--originals the window decode of the original files (224x224 windows), by our CUDA decoder in chunks
+(testing.gpu_options(force_path="cuda")).
 
-    python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20]
+    python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20] [--originals [--chunk-bytes N]]
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_gpu  # noqa: E402
+import common  # noqa: E402
 
 import custom_op  # noqa: E402
+from custom_op import testing  # noqa: E402
 
 
 def main():
@@ -28,17 +32,27 @@ def main():
     parser.add_argument("--imagenet", required=True)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--originals", action="store_true", help="window decode of the originals, in chunks")
+    parser.add_argument("--chunk-bytes", type=int, help="with --originals: testing.gpu_options' chunk size")
     args = parser.parse_args()
     files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
-    prepared = [custom_op.prepare_jpeg(f) for f in files]
-    windows = bench_gpu.rrc_windows(files)
     idx = [k % len(files) for k in range(args.batch)]
-    tensors = [bench_gpu.as_tensor(prepared[i]) for i in idx]
+    if args.originals:
+        windows = common.random_windows(files, 224, seed=0)
+        tensors = [bench_gpu.as_tensor(files[i]) for i in idx]
+        run = bench_gpu.ours_method(force_path="cuda", chunk_bytes=args.chunk_bytes).run
+        op = "custom_op::decode_jpegs_cuda"
+    else:
+        prepared = [custom_op.prepare_jpeg(f) for f in files]
+        windows = bench_gpu.rrc_windows(files)
+        tensors = [bench_gpu.as_tensor(prepared[i]) for i in idx]
+        run = bench_gpu.rrc_ours("cuda")
+        op = "custom_op::decode_and_resized_crop_jpegs_cuda"
     batch_windows = [windows[i] for i in idx]
-    run = bench_gpu.rrc_ours("cuda")
     for _ in range(3):
         run(tensors, batch_windows)
     torch.cuda.synchronize()
+    fallbacks = testing.cuda_decoder_fallbacks()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(args.calls):
@@ -46,9 +60,10 @@ def main():
         torch.cuda.synchronize()
     events = prof.key_averages()
     rows = [e for e in events if e.key.startswith("custom_op")]
-    op = "custom_op::decode_and_resized_crop_jpegs_cuda"
     total = sum(e.cpu_time_total for e in events if e.key == op)
     print(f"batch {args.batch}, {args.calls} calls; operator total {total / args.calls / 1e3:.3f} ms per call")
+    fallbacks = (testing.cuda_decoder_fallbacks() - fallbacks) / args.calls
+    print(f"items our decoder gave to the CPU path: {fallbacks} per call")
     print("host:")
     for e in sorted(rows, key=lambda e: -e.cpu_time_total):
         print(

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
@@ -223,6 +223,10 @@ def test_testing_options_check_their_values():
     with pytest.raises(ValueError, match="segments"):
         with testing.gpu_options(segments="sometimes"):
             pass
+    for bad in (0, -1, 1 << 21, 1.5):
+        with pytest.raises(ValueError, match="chunk_bytes"):
+            with testing.gpu_options(chunk_bytes=bad):
+                pass
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1922,6 +1926,26 @@ def test_chunked_decoding_is_exact_on_every_layout(jpeg_writer, sampling):
     pixels = jpeg_writer.photo_like(301, 403, 1 if sampling == "gray" else 3, seed=43)
     wins = windows_everywhere(np.random.default_rng(43), 301, 403)
     assert_exact_on_layouts(long_segment_layouts(jpeg_writer, pixels, sampling), wins, force_path="cuda")
+
+
+@needs_gpu
+@pytest.mark.parametrize("chunk_bytes", [61, 256])
+def test_chunked_decoding_in_small_chunks(jpeg_writer, chunk_bytes):
+    """Chunks far smaller than our decoder's put many chunk boundaries, with decoders out of step across them,
+    all over a small image: every window is still the CPU path's (an image whose chunks the rounds and the sweep
+    do not bring in step goes to the CPU path), and in chunks of 256 bytes our decoder takes some."""
+    pixels = jpeg_writer.photo_like(301, 403, 3, seed=44)
+    layouts = long_segment_layouts(jpeg_writer, pixels, "4:2:0")
+    wins = windows_everywhere(np.random.default_rng(44), 301, 403)
+    datas = [data for data in layouts.values() for _ in wins]
+    batch_wins = wins * len(layouts)
+    with testing.gpu_options(force_path="cuda", chunk_bytes=chunk_bytes, dedupe=False):
+        outs, used = testing.decode_with_paths(datas, *zip(*batch_wins), device="cuda")
+    for data, win, out in zip(datas, batch_wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), (chunk_bytes, win)
+    REPORT[f"chunked_decoding_chunks_of_{chunk_bytes}"] = dict(Counter(used))
+    if chunk_bytes >= 256:  # in chunks of 61 bytes, decoders may not fall in step within the sweep's budget
+        assert "cuda" in used, used
 
 
 @needs_gpu

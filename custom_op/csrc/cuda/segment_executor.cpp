@@ -315,8 +315,8 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   if (chunked) {
     // The whole file is uploaded; the chunks through the rectangle's last row are decoded.
     im.chunked = 1;
-    im.chunk_bytes = kChunkBytes;
-    im.num_chunks = (im.size - im.scan_start + kChunkBytes - 1) / kChunkBytes;
+    im.chunk_bytes = call.testing.chunk_bytes > 0 ? call.testing.chunk_bytes : kChunkBytes;
+    im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
     return true;
   }
