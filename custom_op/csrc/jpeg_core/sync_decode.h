@@ -79,9 +79,12 @@ enum ChunkFlags : uint32_t {
 constexpr int64_t kScanEnd = INT64_MAX;  // SyncPoint::bit past the scan's end (EOI or the end of the data)
 
 // A point where a block starts.
+// SyncPoint and ChunkRecord have no padding (their `unused` fields are written as 0): a kernel copies
+// records whole, and a copy of padding is a read of memory nothing wrote (compute-sanitizer's initcheck).
 struct SyncPoint {
-  int64_t bit;    // its first bit (reader_bit_offset from the file's first byte), or kScanEnd
-  int32_t block;  // its place in the MCU (0 at kScanEnd)
+  int64_t bit;     // its first bit (reader_bit_offset from the file's first byte), or kScanEnd
+  int32_t block;   // its place in the MCU (0 at kScanEnd)
+  int32_t unused;  // 0
 };
 
 // One chunk decoded from a start point (stages 1 and 2).
@@ -91,7 +94,10 @@ struct ChunkRecord {
   int64_t blocks;              // blocks decoded (those from start to end)
   int32_t dc[kMaxComponents];  // DC differences summed per component (wrapping), since start or the last restart
   int32_t restarted;           // 1: a restart marker lies between start and end
+  int32_t unused;              // 0
 };
+static_assert(sizeof(SyncPoint) == 16 && sizeof(ChunkRecord) == 2 * 16 + 8 + 4 * kMaxComponents + 8,
+              "no padding in the records");
 
 // A chunk's exact start (stage 3).
 struct ChunkStart {
@@ -155,11 +161,11 @@ CUSTOM_OP_HD inline int64_t chunk_limit(const ChunkedScan& s, int64_t chunk) {
 // first bit, moved past a byte that cannot start data (the 00 of a stuffed FF 00, a marker's code; what
 // follows a restart marker is then exact).
 CUSTOM_OP_HD inline SyncPoint chunk_guess(const ChunkedScan& s, int64_t chunk) {
-  if (!chunked_scan_ok(s, chunk)) return SyncPoint{kScanEnd, 0};
+  if (!chunked_scan_ok(s, chunk)) return SyncPoint{kScanEnd, 0, 0};
   int64_t byte = s.scan_start + chunk * s.chunk_bytes;
   if (chunk > 0 && byte < s.size && reader_byte(s.data + byte - 1) == 0xFF && reader_byte(s.data + byte) != 0xFF)
     ++byte;
-  return SyncPoint{8 * byte, 0};
+  return SyncPoint{8 * byte, 0, 0};
 }
 
 // ---- One decoder ---------------------------------------------------------------------------------
@@ -252,8 +258,8 @@ CUSTOM_OP_HD inline void lenient_stop(const ChunkedScan& s, ChunkCursor* c, Chun
 
 // The point the cursor is at (a block start).
 CUSTOM_OP_HD inline SyncPoint cursor_point(const ChunkedScan& s, const ChunkCursor& c) {
-  if (c.at_end) return SyncPoint{kScanEnd, 0};
-  return SyncPoint{reader_bit_offset(&c.r, c.begin, s.data), c.block};
+  if (c.at_end) return SyncPoint{kScanEnd, 0, 0};
+  return SyncPoint{reader_bit_offset(&c.r, c.begin, s.data), c.block, 0};
 }
 
 // Where stage 4 stores blocks: the planes of MCU rows [first_row, first_row + num_rows) (block row 0 of
@@ -355,6 +361,7 @@ CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, 
   out->blocks = tally.blocks;
   for (int k = 0; k < kMaxComponents; ++k) out->dc[k] = tally.dc[k];
   out->restarted = tally.restarted;
+  out->unused = 0;
   return kSegmentOk;
 }
 
@@ -398,6 +405,7 @@ CUSTOM_OP_HD inline ChunkRecord join_records(const ChunkRecord& a, const ChunkRe
     r.dc[k] =
         b.restarted ? b.dc[k] : static_cast<int32_t>(static_cast<uint32_t>(a.dc[k]) + static_cast<uint32_t>(b.dc[k]));
   r.restarted = a.restarted | b.restarted;
+  r.unused = 0;
   return r;
 }
 
@@ -424,7 +432,7 @@ CUSTOM_OP_HD inline uint32_t chunk_starts_through(const ChunkedScan& s, const Fr
     starts[j] = at;
     if (at.block <= last_block && at.bit != kScanEnd) {
       *needed = j + 1;
-      const SyncPoint expected = {at.bit, static_cast<int32_t>(at.block % f.blocks_in_mcu)};
+      const SyncPoint expected = {at.bit, static_cast<int32_t>(at.block % f.blocks_in_mcu), 0};
       if (!same_point(records[j].start, expected)) flags |= kUnsynced;
     }
     at = chunk_start_after(at, records[j]);
@@ -460,7 +468,8 @@ CUSTOM_OP_HD inline uint32_t decode_chunk_rows(const ChunkedScan& s, const Frame
   if (first_row < 0 || num_rows < 1 || first_row > f.mcu_rows - num_rows) return kBadArguments;
   if (start.block < 0 || start.block > frame_total_mcus(f) * f.blocks_in_mcu) return kUnsynced;
   ChunkCursor c;
-  const SyncPoint point = {start.bit, start.bit == kScanEnd ? 0 : static_cast<int32_t>(start.block % f.blocks_in_mcu)};
+  const SyncPoint point = {start.bit, start.bit == kScanEnd ? 0 : static_cast<int32_t>(start.block % f.blocks_in_mcu),
+                           0};
   if (!cursor_start(s, f, point, &c)) return kUnsynced;
   ChunkTally tally = {start.block, {0, 0, 0, 0}, 0};
   for (int k = 0; k < kMaxComponents; ++k) tally.dc[k] = start.pred[k];
