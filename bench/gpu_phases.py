@@ -5,8 +5,7 @@ resized crop of prepared copies of the ImageNet sample with RandomResizedCrop wi
 --originals the window decode of the original files (224x224 windows), by our CUDA decoder in chunks
 (testing.gpu_options(force_path="cuda")).
 
-    python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20]
-                               [--originals [--chunk-bytes N] [--overlap-bytes N]]
+    python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20] [--originals [--chunk-bytes N]]
 """
 
 from __future__ import annotations
@@ -35,16 +34,13 @@ def main():
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--originals", action="store_true", help="window decode of the originals, in chunks")
     parser.add_argument("--chunk-bytes", type=int, help="with --originals: testing.gpu_options' chunk size")
-    parser.add_argument("--overlap-bytes", type=int, help="with --originals: testing.gpu_options' overlap")
     args = parser.parse_args()
     files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
     idx = [k % len(files) for k in range(args.batch)]
     if args.originals:
         windows = common.random_windows(files, 224, seed=0)
         tensors = [bench_gpu.as_tensor(files[i]) for i in idx]
-        run = bench_gpu.ours_method(
-            force_path="cuda", chunk_bytes=args.chunk_bytes, overlap_bytes=args.overlap_bytes
-        ).run
+        run = bench_gpu.ours_method(force_path="cuda", chunk_bytes=args.chunk_bytes).run
         op = "custom_op::decode_jpegs_cuda"
     else:
         prepared = [custom_op.prepare_jpeg(f) for f in files]

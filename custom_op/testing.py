@@ -52,7 +52,6 @@ def gpu_options(
     dedupe: bool = True,
     segments: str = "auto",
     chunk_bytes: Optional[int] = None,
-    overlap_bytes: Optional[int] = None,
 ) -> Iterator[None]:
     """For the block, in this process: every item the GPU decoders can take goes to ``force_path``
     ("cuda": our own CUDA decoder, which then also decodes files without short restart segments, in
@@ -63,8 +62,7 @@ def gpu_options(
     window; ``segments`` "always" / "never" gives nvJPEG the sub-image of a prepared file's restart
     segments whatever the image's size / never ("auto": by size); ``chunk_bytes`` is the chunk size of
     the files our CUDA decoder decodes in chunks (None: its own; small chunks put chunk boundaries all
-    over a small test image), ``overlap_bytes`` how far before its chunk each chunk's first decode
-    starts (None: its own). Loads the GPU library."""
+    over a small test image). Loads the GPU library."""
     if force_path is not None and force_path not in _PATH_CODES or force_path == "failed":
         raise ValueError(
             f"force_path must be None or one of {sorted(set(_PATH_CODES) - {'failed'})}, got {force_path!r}"
@@ -73,21 +71,16 @@ def gpu_options(
         raise ValueError(f"segments must be one of {list(_SEGMENTS)}, got {segments!r}")
     if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or not 1 <= chunk_bytes <= 1 << 20):
         raise ValueError(f"chunk_bytes must be None or an int from 1 to 2**20, got {chunk_bytes!r}")
-    if overlap_bytes is not None and (not isinstance(overlap_bytes, int) or not 0 <= overlap_bytes <= 1 << 20):
-        raise ValueError(f"overlap_bytes must be None or an int from 0 to 2**20, got {overlap_bytes!r}")
     gpu.load_library()
     forced = -1 if force_path is None else _PATH_CODES[force_path]
-    overlap = -1 if overlap_bytes is None else overlap_bytes
-    before = _set_gpu_testing(forced, not margin, not dedupe, _SEGMENTS[segments], chunk_bytes or 0, overlap)
+    before = _set_gpu_testing(forced, not margin, not dedupe, _SEGMENTS[segments], chunk_bytes or 0)
     try:
         yield
     finally:
-        _set_gpu_testing(before[0], bool(before[1]), bool(before[2]), before[3], before[4], before[5])
+        _set_gpu_testing(before[0], bool(before[1]), bool(before[2]), before[3], before[4])
 
 
-def _set_gpu_testing(
-    force_path: int, no_margin: bool, no_dedupe: bool, segments: int, chunk_bytes: int, overlap_bytes: int
-) -> list[int]:
+def _set_gpu_testing(force_path: int, no_margin: bool, no_dedupe: bool, segments: int, chunk_bytes: int) -> list[int]:
     """Sets the GPU backend's testing options (codes as the operator takes them); returns the ones before."""
     return _outcomes.call(
         torch.ops.custom_op._set_gpu_testing,
@@ -96,7 +89,6 @@ def _set_gpu_testing(
         no_dedupe=no_dedupe,
         segments=segments,
         chunk_bytes=chunk_bytes,
-        overlap_bytes=overlap_bytes,
     )
 
 

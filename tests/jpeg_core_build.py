@@ -237,7 +237,6 @@ def chunked(
     rounds: int | None = 2,
     sweep: bool = True,
     band: bool = False,
-    overlap: int = 0,
     variant: str = "plain",
 ) -> list[dict]:
     """Per file: the summary of the chunked decode (custom_op/csrc/jpeg_core/sync_decode.h), with one entry in
@@ -245,15 +244,13 @@ def chunked(
     sync_chunk (at most `rounds`; None: until nothing changes) and in the sweep after them (`sweep`), and,
     where it flagged nothing, its coefficients compared with libjpeg's (see the harness's header). band: only
     the middle third of the MCU rows is decoded, from the chunks through its last block, as a window's decode
-    does. overlap: stage 1 guesses each chunk's start this many bytes before it and runs in to the chunk."""
+    does."""
     command = ["chunked", "--chunk", ",".join(str(int(c)) for c in chunk_bytes)]
     command += ["--rounds", str(-1 if rounds is None else rounds)]
     if not sweep:
         command.append("--no-sweep")
     if band:
         command.append("--band")
-    if overlap:
-        command += ["--overlap", str(int(overlap))]
     out = run(command, files, variant=variant)
     return [json.loads(line) for line in out.decode().splitlines()]
 

@@ -88,7 +88,7 @@ __global__ void check_sync_decode(const uint8_t* data, int64_t size, int64_t sca
                                   jc::ChunkRecord* records, jc::ChunkRecord* next_round, jc::ChunkStart* starts,
                                   int16_t* plane0, int16_t* plane1, int16_t* plane2, uint32_t* flags) {
   jc::ChunkedScan s;
-  if (!jc::make_chunked_scan(data, size, scan_start, chunk_bytes, restart_interval, 0, &s)) return;
+  if (!jc::make_chunked_scan(data, size, scan_start, chunk_bytes, restart_interval, &s)) return;
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   jc::SegmentTables t;
   for (int c = 0; c < jc::kMaxComponents; ++c) {

@@ -36,7 +36,7 @@
 //                                band of MCU rows equals the full decode's rows, and scaling.h's geometry
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
-//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--overlap N]
+//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band]
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
 //                                every chunk on its own as GPU threads would: stage 1, then up to
@@ -762,10 +762,9 @@ void run_check(bool dump, bool gray_output, int scale) {
 
 struct ChunkedOptions {
   std::vector<int64_t> chunk_bytes{256};
-  int64_t rounds = 2;   // rounds of sync_chunk, every chunk reading the last round's records; < 0: until none changes
-  bool sweep = true;    // then one sweep in chunk order, as one thread would run it
-  bool band = false;    // decode only the band of MCU rows band_rows() gives, through chunk_starts_through
-  int64_t overlap = 0;  // chunk_guess's start before each chunk, in bytes
+  int64_t rounds = 2;  // rounds of sync_chunk, every chunk reading the last round's records; < 0: until none changes
+  bool sweep = true;   // then one sweep in chunk order, as one thread would run it
+  bool band = false;   // decode only the band of MCU rows band_rows() gives, through chunk_starts_through
 };
 
 // The band of MCU rows a --band run decodes: about the middle third of the image (at least one row).
@@ -793,7 +792,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   out->chunk_bytes = chunk_bytes;
   jc::ChunkedScan s;
   if (!jc::make_chunked_scan(data, static_cast<int64_t>(size), static_cast<int64_t>(p.info.scan_start), chunk_bytes,
-                             p.info.restart_interval, opt.overlap, &s)) {
+                             p.info.restart_interval, &s)) {
     out->flags = out->stage4_flags = jc::kBadArguments;
     return;
   }
@@ -1310,17 +1309,12 @@ void selftest_bit_offset() {
 void selftest_chunk_arguments() {
   const uint8_t data[] = {0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9};
   jc::ChunkedScan s;
-  expect(!jc::make_chunked_scan(nullptr, 6, 2, 1, 0, 0, &s) && !jc::make_chunked_scan(data, 6, 6, 1, 0, 0, &s) &&
-             !jc::make_chunked_scan(data, 6, 2, 0, 0, 0, &s) && !jc::make_chunked_scan(data, 6, 2, 1, 65536, 0, &s) &&
-             !jc::make_chunked_scan(data, 6, -1, 1, 0, 0, &s) && !jc::make_chunked_scan(data, 6, 2, 1, 0, -1, &s),
+  expect(!jc::make_chunked_scan(nullptr, 6, 2, 1, 0, &s) && !jc::make_chunked_scan(data, 6, 6, 1, 0, &s) &&
+             !jc::make_chunked_scan(data, 6, 2, 0, 0, &s) && !jc::make_chunked_scan(data, 6, 2, 1, 65536, &s) &&
+             !jc::make_chunked_scan(data, 6, -1, 1, 0, &s),
          "make_chunked_scan took arguments that name no chunking");
-  expect(jc::make_chunked_scan(data, 6, 2, INT64_MAX, 0, 0, &s) && s.num_chunks == 1, "a chunk larger than the file");
-  expect(jc::make_chunked_scan(data, 6, 2, 1, 1, 0, &s) && s.num_chunks == 4, "chunks of a byte");
-  expect(jc::make_chunked_scan(data, 6, 2, 1, 1, INT64_MAX, &s) && s.overlap_bytes == 6 &&
-             jc::chunk_guess(s, 3).bit == 8 * 2 && jc::chunk_guess(s, 0).bit == 8 * 2,
-         "an overlap past the scan's start: guesses from the scan's start");
-  expect(jc::make_chunked_scan(data, 6, 2, 1, 1, 1, &s) && jc::chunk_guess(s, 2).bit == 8 * 3,
-         "a guess one byte before its chunk");
+  expect(jc::make_chunked_scan(data, 6, 2, INT64_MAX, 0, &s) && s.num_chunks == 1, "a chunk larger than the file");
+  expect(jc::make_chunked_scan(data, 6, 2, 1, 1, &s) && s.num_chunks == 4, "chunks of a byte");
   const int hv[1] = {1};
   jc::Frame f;
   jc::make_frame(8, 8, 1, hv, hv, nullptr, &f);
@@ -1582,7 +1576,7 @@ void run_selftest() {
 int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
-               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--overlap N] | "
+               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] | "
                "transcode [--interval N | --rows N] [--optimize] [--hostile SEED] [--long-codes SEED [--one-table]]"
                "  (records on stdin)\n");
   return 2;
@@ -1630,9 +1624,6 @@ int main(int argc, char** argv) {
         opt.sweep = false;
       } else if (a == "--band") {
         opt.band = true;
-      } else if (a == "--overlap" && i + 1 < argc) {
-        opt.overlap = std::atoll(argv[++i]);
-        if (opt.overlap < 0) return usage();
       } else {
         return usage();
       }

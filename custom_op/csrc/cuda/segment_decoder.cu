@@ -226,8 +226,7 @@ constexpr int kSweepBudget = 8;
 
 // The image's scan as its chunks (false for a descriptor no chunking exists for).
 __device__ bool image_scan(const SegmentImage& im, jc::ChunkedScan* s) {
-  return jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, im.overlap_bytes,
-                               s);
+  return jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, s);
 }
 
 // The chunk task t stands for, where its image is decoded in chunks and its tables are good.

@@ -108,7 +108,6 @@ struct SegmentImage {
   // (last_block, by scan index), written with the starts.
   int32_t chunked;
   int64_t chunk_bytes, num_chunks, last_block;
-  int64_t overlap_bytes;  // where stage 1's guesses start before their chunks (jpeg_core::ChunkedScan)
   jpeg_core::ChunkRecord* records[2];
   jpeg_core::ChunkStart* starts;
   int64_t* needed;

@@ -80,8 +80,6 @@ int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
 // smaller chunks make more of them, but more chunks start out of step (segment_decoder.cu's rounds
 // and sweep). Of 256, 512, 1024, 2048 and 4096 bytes, 512 decoded batches of ImageNet photos fastest.
 constexpr int64_t kChunkBytes = 512;
-// Where each chunk's guess starts before it: 0, at its first byte.
-constexpr int64_t kOverlapBytes = 0;
 
 // Bytes per upload call while the host copies the files (see queue_part()).
 constexpr size_t kUploadPart = size_t{4} << 20;
@@ -319,7 +317,6 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
     im.chunked = 1;
     im.chunk_bytes = call.testing.chunk_bytes > 0 ? call.testing.chunk_bytes : kChunkBytes;
     im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
-    im.overlap_bytes = call.testing.overlap_bytes >= 0 ? call.testing.overlap_bytes : kOverlapBytes;
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
     return true;
   }

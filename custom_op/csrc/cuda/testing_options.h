@@ -28,9 +28,6 @@ struct TestingOptions {
   // > 0: the chunk size of files decoded in chunks, in place of segment_executor.cpp's (small chunks
   // put chunk boundaries, and the decoders' synchronisation across them, all over a small test image).
   int64_t chunk_bytes = 0;
-  // >= 0: where the chunked decode's guesses start before their chunks, in place of
-  // segment_executor.cpp's.
-  int64_t overlap_bytes = -1;
 
   bool cpu_only() const { return force_path == kCpu; }
   bool own_decoder_allowed() const { return force_path == -1 || force_path == kCudaDecoder; }
@@ -46,10 +43,9 @@ struct TestingOptions {
 // The settings now (a call reads them once).
 TestingOptions testing_options();
 
-// The op: sets them and returns the previous ones, [force_path, no_margin, no_dedupe, segments, chunk_bytes,
-// overlap_bytes].
+// The op: sets them and returns the previous ones, [force_path, no_margin, no_dedupe, segments, chunk_bytes].
 std::vector<int64_t> set_gpu_testing(int64_t force_path, bool no_margin, bool no_dedupe, int64_t segments,
-                                     int64_t chunk_bytes, int64_t overlap_bytes);
+                                     int64_t chunk_bytes);
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -9,12 +9,10 @@
 // of the same place in the MCU, and from there on both read the same symbols: the decoders
 // synchronise. So a decode runs in stages, each one thread per chunk (or one thread in all):
 //
-//   1. decode_chunk from chunk_guess: a data byte taken as the start of an MCU, the chunk's first or
-//      one `overlap_bytes` before it. A decoder started before its chunk runs in to its chunk's first
-//      block start (the first at or past the chunk's first bit), so that it has fallen in step by
-//      then, and starts its record there. It decodes up to the first block that starts at or past the
-//      chunk's end and records that point (a SyncPoint: the block's first bit and its place in the
-//      MCU), the blocks it decoded and their DC differences summed per component (a ChunkRecord).
+//   1. decode_chunk from chunk_guess: the chunk's first data byte taken as the start of an MCU. It
+//      decodes up to the first block that starts at or past the chunk's end and records that point
+//      (a SyncPoint: the block's first bit and its place in the MCU), the blocks it decoded and their
+//      DC differences summed per component (a ChunkRecord).
 //   2. sync_chunk: a chunk whose record does not start where the previous chunk's record ends is
 //      decoded again from there. Repeated in rounds (each thread reading the last round's records)
 //      until no record changes; or called in chunk order on one thread, which needs one sweep. Chunk 0
@@ -25,8 +23,8 @@
 //      A round always makes at least one more chunk true, so the rounds are bounded by the number of
 //      chunks; a caller that stops before (a decoder that never synchronised, as when every component
 //      has the same tables, where nothing tells a wrong block of the MCU from the right one) gets
-//      kUnsynced from chunk_starts and decodes the file elsewhere. A decode reads its chunk, its run-in,
-//      and at most one block past it.
+//      kUnsynced from chunk_starts and decodes the file elsewhere. A decode reads its chunk and at most
+//      one block past it.
 //   3. chunk_starts: each chunk's exact start (its first bit, the scan index of its first block, the DC
 //      predictors) from the records, a running sum (the predictors are sums of DC differences, reset
 //      at restart markers); one thread's loop, or a parallel scan with join_records. A window needs the
@@ -116,19 +114,16 @@ struct ChunkedScan {
   int64_t chunk_bytes;
   int64_t num_chunks;
   int64_t restart_interval;  // MCUs per restart segment (the DRI's), 0 where there are no restart markers
-  int64_t overlap_bytes;     // where chunk_guess starts before a chunk (0: at its first byte)
 };
 
 constexpr int64_t kMaxScanBytes = INT64_MAX >> 4;  // bit offsets of the bytes and of a chunk past them fit
 
 // Fills `s` for the file data[0, size) whose scan data starts at scan_start, in chunks of chunk_bytes (one
-// chunk where that is more than the file), their guesses overlap_bytes before them. False for arguments
-// no chunking exists for (chunk_bytes < 1, overlap_bytes < 0, scan_start outside the data, a restart
-// interval above 65535, a size past kMaxScanBytes).
+// chunk where that is more than the file). False for arguments no chunking exists for (chunk_bytes < 1,
+// scan_start outside the data, a restart interval above 65535, a size past kMaxScanBytes).
 CUSTOM_OP_HD inline bool make_chunked_scan(const uint8_t* data, int64_t size, int64_t scan_start, int64_t chunk_bytes,
-                                           int64_t restart_interval, int64_t overlap_bytes, ChunkedScan* s) {
-  if (data == nullptr || size < 1 || size > kMaxScanBytes || scan_start < 0 || scan_start >= size || chunk_bytes < 1 ||
-      overlap_bytes < 0)
+                                           int64_t restart_interval, ChunkedScan* s) {
+  if (data == nullptr || size < 1 || size > kMaxScanBytes || scan_start < 0 || scan_start >= size || chunk_bytes < 1)
     return false;
   if (chunk_bytes > size) chunk_bytes = size;
   if (restart_interval < 0 || restart_interval > 65535) return false;
@@ -138,7 +133,6 @@ CUSTOM_OP_HD inline bool make_chunked_scan(const uint8_t* data, int64_t size, in
   s->chunk_bytes = chunk_bytes;
   s->num_chunks = (size - scan_start + chunk_bytes - 1) / chunk_bytes;
   s->restart_interval = restart_interval;
-  s->overlap_bytes = overlap_bytes > size ? size : overlap_bytes;
   return true;
 }
 
@@ -147,7 +141,7 @@ CUSTOM_OP_HD inline bool chunked_scan_ok(const ChunkedScan& s, int64_t chunk) {
   return s.data != nullptr && s.size <= kMaxScanBytes && s.scan_start >= 0 && s.scan_start < s.size &&
          s.chunk_bytes >= 1 && s.chunk_bytes <= s.size &&
          s.num_chunks == (s.size - s.scan_start + s.chunk_bytes - 1) / s.chunk_bytes && s.restart_interval >= 0 &&
-         s.overlap_bytes >= 0 && s.overlap_bytes <= s.size && chunk >= 0 && chunk < s.num_chunks;
+         chunk >= 0 && chunk < s.num_chunks;
 }
 
 // Whether the stages can run on chunk j of `s` with `f` and `t` (and write to `planes`, where not null):
@@ -157,27 +151,19 @@ CUSTOM_OP_HD inline bool chunk_arguments_ok(const ChunkedScan& s, int64_t chunk,
   return chunked_scan_ok(s, chunk) && f.mcus_per_row >= 1 && f.mcu_rows >= 1 && segment_arguments_ok(f, t, planes);
 }
 
-// The bit offset where chunk j's bytes begin.
-CUSTOM_OP_HD inline int64_t chunk_first_bit(const ChunkedScan& s, int64_t chunk) {
-  return 8 * (s.scan_start + chunk * s.chunk_bytes);
-}
-
 // The bit offset where chunk j's bytes end: the first block starting there or later belongs to the next
 // chunk. The last chunk has no end: it decodes to the scan's end.
 CUSTOM_OP_HD inline int64_t chunk_limit(const ChunkedScan& s, int64_t chunk) {
   return chunk + 1 >= s.num_chunks ? kScanEnd : 8 * (s.scan_start + (chunk + 1) * s.chunk_bytes);
 }
 
-// Stage 1's start point of chunk j: chunk 0's is exact; another's is the byte overlap_bytes before its
-// first (the scan's first, exact, where that lies before it) taken as an MCU's first bit, moved past a
-// byte that cannot start data (the 00 of a stuffed FF 00, a marker's code; what follows a restart marker
-// is then exact).
+// Stage 1's start point of chunk j: chunk 0's is exact; another's is its first byte taken as an MCU's
+// first bit, moved past a byte that cannot start data (the 00 of a stuffed FF 00, a marker's code; what
+// follows a restart marker is then exact).
 CUSTOM_OP_HD inline SyncPoint chunk_guess(const ChunkedScan& s, int64_t chunk) {
   if (!chunked_scan_ok(s, chunk)) return SyncPoint{kScanEnd, 0, 0};
-  const int64_t first = s.scan_start + chunk * s.chunk_bytes;
-  int64_t byte = first - s.scan_start > s.overlap_bytes ? first - s.overlap_bytes : s.scan_start;
-  if (byte > s.scan_start && byte < s.size && reader_byte(s.data + byte - 1) == 0xFF &&
-      reader_byte(s.data + byte) != 0xFF)
+  int64_t byte = s.scan_start + chunk * s.chunk_bytes;
+  if (chunk > 0 && byte < s.size && reader_byte(s.data + byte - 1) == 0xFF && reader_byte(s.data + byte) != 0xFF)
     ++byte;
   return SyncPoint{8 * byte, 0, 0};
 }
@@ -361,8 +347,7 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
 // ---- The stages ----------------------------------------------------------------------------------
 
 // Stages 1 and 2: chunk j decoded from `start` (chunk_guess, or where the previous record ends) into
-// *out; from a start before the chunk's first bit, run in to the chunk's first block start, where the
-// record starts. A start outside the data decodes nothing (the record then ends at kScanEnd). Returns
+// *out. A start outside the data decodes nothing (the record then ends at kScanEnd). Returns
 // kBadArguments for arguments that name no chunk or a frame the tables do not cover, else 0.
 CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
                                           SyncPoint start, ChunkRecord* out) {
@@ -370,12 +355,6 @@ CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, 
   ChunkTally tally = {0, {0, 0, 0, 0}, 0};
   ChunkCursor c;
   if (!cursor_start(s, f, start, &c)) c.at_end = true;  // nothing to decode
-  const int64_t first = chunk_first_bit(s, chunk);
-  if (chunk > 0 && !c.at_end && start.bit < first) {
-    run_chunk<false>(s, f, t, first, &c, &tally, nullptr);
-    start = cursor_point(s, c);
-    tally = ChunkTally{0, {0, 0, 0, 0}, 0};
-  }
   run_chunk<false>(s, f, t, chunk_limit(s, chunk), &c, &tally, nullptr);
   out->start = start;
   out->end = cursor_point(s, c);
