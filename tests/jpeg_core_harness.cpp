@@ -780,9 +780,10 @@ struct ChunkedRun {
   int64_t rounds = 0;            // rounds that decoded some chunk again
   int64_t redone_in_rounds = 0;  // chunk decodes in those rounds
   int64_t redone_in_sweep = 0;
-  uint32_t flags = 0;          // every stage's, or'ed: 0 is what a caller takes the decode on
-  uint32_t stage4_flags = 0;   // every chunk's decode_chunk_blocks', or'ed: 0 must mean exact on its own
-  int64_t flagged_chunks = 0;  // chunks whose stage 4 flagged something
+  int64_t unsynced_before_sweep = 0;  // unsynced_chunks_through the scan's last block, after the rounds
+  uint32_t flags = 0;                 // every stage's, or'ed: 0 is what a caller takes the decode on
+  uint32_t stage4_flags = 0;          // every chunk's decode_chunk_blocks', or'ed: 0 must mean exact on its own
+  int64_t flagged_chunks = 0;         // chunks whose stage 4 flagged something
   std::vector<int16_t> coef[jc::kMaxComponents];
 };
 
@@ -810,6 +811,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     ++out->rounds;
     out->redone_in_rounds += redone;
   }
+  out->unsynced_before_sweep =
+      jc::unsynced_chunks_through(s, records.data(), frame_total_mcus(f) * f.blocks_in_mcu - 1);
   if (opt.sweep)
     for (int64_t j = 1; j < n; ++j)
       out->redone_in_sweep += jc::sync_chunk(s, f, t, j, records[j - 1], records[j], &records[j]) ? 1 : 0;
@@ -909,6 +912,7 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"chunks\": " + std::to_string(run.chunks) + ", \"rounds\": " + std::to_string(run.rounds) +
                 ", \"redone_in_rounds\": " + std::to_string(run.redone_in_rounds) +
                 ", \"redone_in_sweep\": " + std::to_string(run.redone_in_sweep) +
+                ", \"unsynced_before_sweep\": " + std::to_string(run.unsynced_before_sweep) +
                 ", \"flags\": " + std::to_string(run.flags) +
                 ", \"stage4_flags\": " + std::to_string(run.stage4_flags) +
                 ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +

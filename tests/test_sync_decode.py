@@ -64,6 +64,8 @@ def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True, band=F
             assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
             assert r["coef_compared_blocks"] == (r["stored_blocks"] if band else d["blocks"]), run
             assert 0 < r["stored_blocks"] <= d["blocks"], run
+            if sweep:  # the first chunk out of step after the rounds is decoded again by the sweep
+                assert r["unsynced_before_sweep"] == 0 or r["redone_in_sweep"] > 0, run
     return results
 
 
@@ -194,6 +196,8 @@ def test_late_synchronisation_is_flagged_or_exact(one_table_files):
                 assert r["flags"] & core.UNSYNCED and r["stage4_flags"] != 0, (_where(d), r)
     results = assert_exact(one_table_files, [16, 64, 256])
     assert all(r["redone_in_sweep"] > 0 for d in results for r in d["runs"] if r["chunks"] > 12)
+    # unsynced_chunks_through, which the GPU's sweep checks against its budget first, sees them out of step.
+    assert all(r["unsynced_before_sweep"] > 0 for d in results for r in d["runs"] if r["chunks"] > 12)
 
 
 def test_rounds_alone_converge(one_table_files):

@@ -292,6 +292,12 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int count) {
   const jc::Frame& f = im.frame;
   const jc::SegmentTables tables = image_tables(im);
   jc::ChunkRecord* records = im.records[kSyncRounds % 2];
+  // An image with more chunks out of step than the budget goes to the CPU path at once: its sweep would
+  // spend the budget's decodes, each as long as a round, and then give up.
+  if (jc::unsynced_chunks_through(s, records, im.last_block) > kSweepBudget) {
+    atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
+    return;
+  }
   int64_t blocks = records[0].blocks;  // before chunk j
   int redone = 0;
   for (int64_t j = 1; j < s.num_chunks && blocks <= im.last_block; ++j) {

@@ -276,11 +276,31 @@ struct RowPlanes {
 // predictors tally->dc, checks restart markers and EOI against the MCU count, and returns SegmentFlags |
 // ChunkFlags at the first damage. Lenient (stages 1 and 2): stores nothing, sums DC differences, and
 // never fails (see the header).
+// Where stage 4's next block lies: its MCU's index in the scan, that MCU's row (from RowPlanes' first_row)
+// and column, and the MCUs from it to the next restart marker (it included; 0 without restart markers).
+struct MCUPlace {
+  int64_t mcu, row, col, to_restart;
+};
+
+CUSTOM_OP_HD inline MCUPlace mcu_place(const ChunkedScan& s, const Frame& f, int64_t block, int64_t first_row) {
+  MCUPlace at;
+  at.mcu = block / f.blocks_in_mcu;
+  at.row = at.mcu / f.mcus_per_row - first_row;
+  at.col = at.mcu % f.mcus_per_row;
+  at.to_restart = s.restart_interval > 0 ? s.restart_interval - at.mcu % s.restart_interval : 0;
+  return at;
+}
+
 template <bool Strict>
 CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t limit,
                                        ChunkCursor* c, ChunkTally* tally, const RowPlanes* out) {
   const int per_mcu = f.blocks_in_mcu;
   const int64_t total_blocks = frame_total_mcus(f) * per_mcu;
+  // Strict: the MCU the next block belongs to, its row (from the first stored row) and column, and the
+  // MCUs left before a restart marker, kept up to date as blocks are decoded; divided out per block,
+  // they cost a GPU thread more than many of its blocks' codes.
+  MCUPlace at = {0, 0, 0, 0};
+  if constexpr (Strict) at = mcu_place(s, f, tally->blocks, out->first_row);
   while (!c->at_end) {
     BitReader* r = &c->r;
     if (reader_overran(r)) {
@@ -297,10 +317,8 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
     const int comp = f.mcu_component[b];
     if constexpr (Strict) {
       if (tally->blocks >= total_blocks) return kUnsynced;  // a start past the last block
-      const int64_t mcu = tally->blocks / per_mcu;
-      const int64_t row = mcu / f.mcus_per_row - out->first_row;
-      int16_t* block = row >= 0 && row < out->num_rows
-                           ? out->planes[comp] + mcu_block_offset(f, b, row, mcu % f.mcus_per_row)
+      int16_t* block = at.row >= 0 && at.row < out->num_rows
+                           ? out->planes[comp] + mcu_block_offset(f, b, at.row, at.col)
                            : out->scratch;
       if (!read_block<true>(r, *t.dc[comp], *t.ac[comp], t.order != nullptr ? t.order->position : nullptr,
                             &tally->dc[comp], block))
@@ -323,9 +341,15 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
     c->block = 0;
     const uint8_t* after = nullptr;
     if constexpr (Strict) {
-      const int64_t mcus = tally->blocks / per_mcu;
+      const int64_t mcus = ++at.mcu;  // MCUs decoded
+      if (++at.col == f.mcus_per_row) {
+        at.col = 0;
+        ++at.row;
+      }
+      const bool restart = s.restart_interval > 0 && --at.to_restart == 0;
+      if (restart) at.to_restart = s.restart_interval;
       const bool last = tally->blocks == total_blocks;
-      if (!last && (s.restart_interval == 0 || mcus % s.restart_interval != 0)) continue;
+      if (!last && !restart) continue;
       const int code = marker_after_mcu(s, c, &after);
       if (code == kDataGoesOn) return kTrailingData;
       if (code != (last ? 0xD9 : 0xD0 + static_cast<int>((mcus / s.restart_interval - 1) & 7))) return kBadMarker;
@@ -379,6 +403,22 @@ CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const 
   }
   if (decode_chunk(s, f, t, chunk, previous.end, out) != kSegmentOk) *out = current;
   return true;
+}
+
+// How many chunks from chunk 1 on have records that do not start where the previous one ends, among those
+// a decode through block `last_block` reads (by the records' block counts, which are true where the
+// records are): zero where chunk_starts_through needs no chunk decoded again. A sweep in chunk order
+// decodes again the first of them at least, and mostly each, so a caller with a budget of decodes can
+// tell beforehand, nearly always, an image its sweep would not bring in step.
+CUSTOM_OP_HD inline int64_t unsynced_chunks_through(const ChunkedScan& s, const ChunkRecord* records,
+                                                    int64_t last_block) {
+  int64_t count = 0;
+  int64_t blocks = records[0].blocks;  // before chunk j
+  for (int64_t j = 1; j < s.num_chunks && blocks <= last_block; ++j) {
+    if (!same_point(records[j].start, records[j - 1].end)) ++count;
+    blocks += records[j].blocks;
+  }
+  return count;
 }
 
 // The start of the chunk after one that starts at `start` and whose record is `r`.
