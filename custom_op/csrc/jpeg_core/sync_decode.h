@@ -78,9 +78,10 @@ enum ChunkFlags : uint32_t {
 
 constexpr int64_t kScanEnd = INT64_MAX;  // SyncPoint::bit past the scan's end (EOI or the end of the data)
 
-// A point where a block starts.
 // SyncPoint and ChunkRecord have no padding (their `unused` fields are written as 0): a kernel copies
 // records whole, and a copy of padding is a read of memory nothing wrote (compute-sanitizer's initcheck).
+
+// A point where a block starts.
 struct SyncPoint {
   int64_t bit;     // its first bit (reader_bit_offset from the file's first byte), or kScanEnd
   int32_t block;   // its place in the MCU (0 at kScanEnd)
@@ -271,11 +272,6 @@ struct RowPlanes {
   int16_t* scratch;  // one block
 };
 
-// Decodes blocks from the cursor until the next block would start at or past bit `limit`, or the scan
-// ends. Strict (stage 4): stores each block into `out` at its scan index tally->blocks, with the
-// predictors tally->dc, checks restart markers and EOI against the MCU count, and returns SegmentFlags |
-// ChunkFlags at the first damage. Lenient (stages 1 and 2): stores nothing, sums DC differences, and
-// never fails (see the header).
 // Where stage 4's next block lies: its MCU's index in the scan, that MCU's row (from RowPlanes' first_row)
 // and column, and the MCUs from it to the next restart marker (it included; 0 without restart markers).
 struct MCUPlace {
@@ -291,14 +287,19 @@ CUSTOM_OP_HD inline MCUPlace mcu_place(const ChunkedScan& s, const Frame& f, int
   return at;
 }
 
+// Decodes blocks from the cursor until the next block would start at or past bit `limit`, or the scan
+// ends. Strict (stage 4): stores each block into `out` at its scan index tally->blocks, with the
+// predictors tally->dc, checks restart markers and EOI against the MCU count, and returns SegmentFlags |
+// ChunkFlags at the first damage. Lenient (stages 1 and 2): stores nothing, sums DC differences, and
+// never fails (see the header).
 template <bool Strict>
 CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t limit,
                                        ChunkCursor* c, ChunkTally* tally, const RowPlanes* out) {
   const int per_mcu = f.blocks_in_mcu;
   const int64_t total_blocks = frame_total_mcus(f) * per_mcu;
   // Strict: the MCU the next block belongs to, its row (from the first stored row) and column, and the
-  // MCUs left before a restart marker, kept up to date as blocks are decoded; divided out per block,
-  // they cost a GPU thread more than many of its blocks' codes.
+  // MCUs left before a restart marker, kept up to date as blocks are decoded rather than divided out of
+  // the block's index each time (64-bit divisions, which a GPU thread runs as long subroutines).
   MCUPlace at = {0, 0, 0, 0};
   if constexpr (Strict) at = mcu_place(s, f, tally->blocks, out->first_row);
   while (!c->at_end) {
