@@ -237,6 +237,7 @@ def chunked(
     rounds: int | None = 2,
     sweep: bool = True,
     band: bool = False,
+    parts: int = 1,
     variant: str = "plain",
 ) -> list[dict]:
     """Per file: the summary of the chunked decode (custom_op/csrc/jpeg_core/sync_decode.h), with one entry in
@@ -244,13 +245,14 @@ def chunked(
     sync_chunk (at most `rounds`; None: until nothing changes) and in the sweep after them (`sweep`), and,
     where it flagged nothing, its coefficients compared with libjpeg's (see the harness's header). band: only
     the middle third of the MCU rows is decoded, from the chunks through its last block, as a window's decode
-    does."""
+    does. parts: stage 4 decodes each chunk in that many parts (split_scan), where the chunk size allows."""
     command = ["chunked", "--chunk", ",".join(str(int(c)) for c in chunk_bytes)]
     command += ["--rounds", str(-1 if rounds is None else rounds)]
     if not sweep:
         command.append("--no-sweep")
     if band:
         command.append("--band")
+    command += ["--parts", str(int(parts))]
     out = run(command, files, variant=variant)
     return [json.loads(line) for line in out.decode().splitlines()]
 

@@ -36,12 +36,13 @@
 //                                band of MCU rows equals the full decode's rows, and scaling.h's geometry
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
-//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band]
+//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P]
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
 //                                every chunk on its own as GPU threads would: stage 1, then up to
 //                                --rounds rounds of sync_chunk (default 2; -1: until none changes), then one
-//                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4;
+//                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4, in
+//                                P parts a chunk (split_scan, part_start; default 1) where N allows;
 //                                one JSON line with each run's flags (all stages', and stage 4's alone)
 //                                and, where stage 4 flagged nothing, its coefficients compared with
 //                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
@@ -765,6 +766,7 @@ struct ChunkedOptions {
   int64_t rounds = 2;  // rounds of sync_chunk, every chunk reading the last round's records; < 0: until none changes
   bool sweep = true;   // then one sweep in chunk order, as one thread would run it
   bool band = false;   // decode only the band of MCU rows band_rows() gives, through chunk_starts_through
+  int64_t parts = 1;   // stage 4's parts a chunk (split_scan), where the chunk size is a multiple of it
 };
 
 // The band of MCU rows a --band run decodes: about the middle third of the image (at least one row).
@@ -777,6 +779,7 @@ std::pair<int64_t, int64_t> band_rows(const jc::Frame& f) {
 // threads run them (stages 1, 2 and 4 read only what earlier stages wrote).
 struct ChunkedRun {
   int64_t chunk_bytes = 0, chunks = 0;
+  int64_t parts = 1;             // stage 4's parts a chunk
   int64_t rounds = 0;            // rounds that decoded some chunk again
   int64_t redone_in_rounds = 0;  // chunk decodes in those rounds
   int64_t redone_in_sweep = 0;
@@ -800,12 +803,25 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   const jc::SegmentTables t = segment_tables(p);
   const int64_t n = s.num_chunks;
   out->chunks = n;
+  // Stage 4's chunks: the parts of the chunks (split_scan), or the chunks themselves.
+  jc::ChunkedScan fine = s;
+  const int64_t parts = jc::split_scan(s, opt.parts, &fine) ? opt.parts : 1;
+  if (parts == 1) fine = s;
+  out->parts = parts;
+  // Each chunk's part ends, from its latest decode: every stage that decodes a chunk again rewrites them.
+  std::vector<jc::ChunkRecord> part_ends(static_cast<size_t>(n * (parts - 1)));
+  auto ends_of = [&](int64_t j) { return jc::chunk_part_ends(fine, parts, j, part_ends.data()); };
   std::vector<jc::ChunkRecord> records(static_cast<size_t>(n)), next(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) out->flags |= jc::decode_chunk(s, f, t, j, jc::chunk_guess(s, j), &records[j]);
+  for (int64_t j = 0; j < n; ++j) {
+    jc::PartEnds ends = ends_of(j);
+    out->flags |= jc::decode_chunk(s, f, t, j, jc::chunk_guess(s, j), &records[j], &ends);
+  }
   for (int64_t round = 0; opt.rounds < 0 || round < opt.rounds; ++round) {
     int64_t redone = 0;
-    for (int64_t j = 0; j < n; ++j)
-      redone += jc::sync_chunk(s, f, t, j, records[j > 0 ? j - 1 : 0], records[j], &next[j]) ? 1 : 0;
+    for (int64_t j = 0; j < n; ++j) {
+      jc::PartEnds ends = ends_of(j);
+      redone += jc::sync_chunk(s, f, t, j, records[j > 0 ? j - 1 : 0], records[j], &next[j], &ends) ? 1 : 0;
+    }
     records.swap(next);
     if (redone == 0) break;
     ++out->rounds;
@@ -814,8 +830,10 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   out->unsynced_before_sweep =
       jc::unsynced_chunks_through(s, records.data(), frame_total_mcus(f) * f.blocks_in_mcu - 1);
   if (opt.sweep)
-    for (int64_t j = 1; j < n; ++j)
-      out->redone_in_sweep += jc::sync_chunk(s, f, t, j, records[j - 1], records[j], &records[j]) ? 1 : 0;
+    for (int64_t j = 1; j < n; ++j) {
+      jc::PartEnds ends = ends_of(j);
+      out->redone_in_sweep += jc::sync_chunk(s, f, t, j, records[j - 1], records[j], &records[j], &ends) ? 1 : 0;
+    }
   std::vector<jc::ChunkStart> starts(static_cast<size_t>(n + 1));
   const auto [first_row, num_rows] = opt.band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
   int64_t needed = n;
@@ -842,10 +860,14 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     planes[c] = out->coef[c].data();
   }
   alignas(16) int16_t scratch[jc::kBlockSize];
-  for (int64_t j = 0; j < needed; ++j) {
-    const uint32_t flags =
-        opt.band ? jc::decode_chunk_rows(s, f, t, j, starts[j], starts[j + 1], planes, first_row, num_rows, scratch)
-                 : jc::decode_chunk_blocks(s, f, t, j, starts[j], starts[j + 1], planes);
+  // Every part of the chunks needed (the last chunk may have fewer parts than the others).
+  const int64_t needed_parts = std::min(needed * parts, fine.num_chunks);
+  for (int64_t m = 0; m < needed_parts; ++m) {
+    const jc::ChunkStart from = jc::part_start(starts.data(), part_ends.data(), parts, m);
+    const jc::ChunkStart to = jc::part_start(starts.data(), part_ends.data(), parts, m + 1);
+    const uint32_t flags = opt.band
+                               ? jc::decode_chunk_rows(fine, f, t, m, from, to, planes, first_row, num_rows, scratch)
+                               : jc::decode_chunk_blocks(fine, f, t, m, from, to, planes);
     out->flags |= flags;
     out->stage4_flags |= flags;
     out->flagged_chunks += flags != 0 ? 1 : 0;
@@ -909,7 +931,8 @@ void run_chunked(const ChunkedOptions& opt) {
           }
         }
         line += std::string(i ? ", " : "") + "{\"chunk_bytes\": " + std::to_string(run.chunk_bytes) +
-                ", \"chunks\": " + std::to_string(run.chunks) + ", \"rounds\": " + std::to_string(run.rounds) +
+                ", \"chunks\": " + std::to_string(run.chunks) + ", \"parts\": " + std::to_string(run.parts) +
+                ", \"rounds\": " + std::to_string(run.rounds) +
                 ", \"redone_in_rounds\": " + std::to_string(run.redone_in_rounds) +
                 ", \"redone_in_sweep\": " + std::to_string(run.redone_in_sweep) +
                 ", \"unsynced_before_sweep\": " + std::to_string(run.unsynced_before_sweep) +
@@ -1580,7 +1603,7 @@ void run_selftest() {
 int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
-               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] | "
+               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P] | "
                "transcode [--interval N | --rows N] [--optimize] [--hostile SEED] [--long-codes SEED [--one-table]]"
                "  (records on stdin)\n");
   return 2;
@@ -1628,6 +1651,9 @@ int main(int argc, char** argv) {
         opt.sweep = false;
       } else if (a == "--band") {
         opt.band = true;
+      } else if (a == "--parts" && i + 1 < argc) {
+        opt.parts = std::atoll(argv[++i]);
+        if (opt.parts < 1) return usage();
       } else {
         return usage();
       }

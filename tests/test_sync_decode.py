@@ -49,17 +49,30 @@ def _where(d) -> str:
     return f"{d.get('height')}x{d.get('width')} {d.get('sampling')}, restart interval {d.get('restart_interval')}"
 
 
-def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True, band=False) -> list[dict]:
-    """Every file, at every chunk size, flags nothing and gives libjpeg's coefficients in every block (with band:
-    every block of the band of MCU rows decoded); returns the summaries."""
-    results = core.chunked(files, chunk_bytes, rounds=rounds, sweep=sweep, band=band)
+# Stage 4's parts a chunk (split_scan): whole chunks, and the GPU decoder's split.
+PARTS = (1, 4)
+
+
+def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True, band=False, parts=PARTS) -> list[dict]:
+    """Every file, at every chunk size, with stage 4 in chunks and in parts of them, flags nothing and gives
+    libjpeg's coefficients in every block (with band: every block of the band of MCU rows decoded); returns the
+    summaries, with the runs of every split."""
+    results = None
+    for p in parts:
+        split = core.chunked(files, chunk_bytes, rounds=rounds, sweep=sweep, band=band, parts=p)
+        assert p == 1 or any(r["parts"] == p for d in split for r in d["runs"]), "no chunk size was split"
+        if results is None:
+            results = split
+        else:
+            for d, more in zip(results, split):
+                d["runs"] += more["runs"]
     assert len(results) == len(files)
     for i, d in enumerate(results):
         where = f"file {i} ({_where(d)})"
         assert d["core_error"] == "", f"{where}: {d['core_error']}"
         assert d["ref_coef_error"] == "" and d["ref_warnings"] == 0, f"{where}: libjpeg {d['ref_warning']}"
         for r in d["runs"]:
-            run = f"{where}, chunks of {r['chunk_bytes']} bytes"
+            run = f"{where}, chunks of {r['chunk_bytes']} bytes in {r['parts']} parts"
             assert r["flags"] == 0, f"{run}: flags {r['flags']} in {r['flagged_chunks']} of {r['chunks']} chunks"
             assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
             assert r["coef_compared_blocks"] == (r["stored_blocks"] if band else d["blocks"]), run
@@ -332,7 +345,8 @@ def test_damaged_files_are_flagged_or_exact():
             encode(_photo(48, 64, sampling, seed=5), sampling, quality=90, restart_interval=interval)
         )
     stats = _stats()
-    _check_damaged(core.chunked(files, [1, 4, 64, 1024]), stats)
+    for parts in PARTS:
+        _check_damaged(core.chunked(files, [1, 4, 64, 1024], parts=parts), stats)
     assert stats["flagged"] > 0 and stats["libjpeg_warned"] > len(files) // 2, stats
 
 
@@ -345,7 +359,8 @@ def test_damaged_files_in_a_band_are_flagged_or_exact():
             encode(_photo(96, 64, sampling, seed=6), sampling, quality=90, restart_interval=interval)
         )
     stats = _stats()
-    _check_damaged_band(core.chunked(files, [1, 4, 64, 1024], band=True), stats)
+    for parts in PARTS:
+        _check_damaged_band(core.chunked(files, [1, 4, 64, 1024], band=True, parts=parts), stats)
     assert min(stats["flagged"], stats["accepted"], stats["libjpeg_warned"]) > 0, stats
 
 
@@ -369,13 +384,15 @@ def test_fuzz_chunked_under_sanitizers():
     rng = random.Random(20261128)
     corpus = _fuzz_corpus()
     stats = _stats()
-    for rounds, sweep in [(ROUNDS, True), (1, False)]:
+    for rounds, sweep, parts in [(ROUNDS, True, 4), (1, False, 1)]:
         mutants = [mutate(rng.choice(corpus), rng) for _ in range(1000)]
         stats["mutants"] += len(mutants)
-        _check_damaged(core.chunked(mutants, [1, 3, 16, 300], rounds=rounds, sweep=sweep, variant=variant), stats)
+        _check_damaged(
+            core.chunked(mutants, [1, 3, 16, 300], rounds=rounds, sweep=sweep, parts=parts, variant=variant), stats
+        )
     band = _stats()
     mutants = [mutate(rng.choice(corpus), rng) for _ in range(500)]
-    _check_damaged_band(core.chunked(mutants, [1, 16, 300], band=True, variant=variant), band)
+    _check_damaged_band(core.chunked(mutants, [1, 16, 300], band=True, parts=3, variant=variant), band)
     print("sync_decode fuzz:", stats, "band:", band)
     assert min(band["accepted"], band["flagged"], band["libjpeg_warned"]) > 10, band
     assert min(stats["accepted"], stats["flagged"], stats["libjpeg_warned"]) > 50, stats

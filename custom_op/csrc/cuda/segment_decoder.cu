@@ -229,26 +229,40 @@ __device__ bool image_scan(const SegmentImage& im, jc::ChunkedScan* s) {
   return jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, s);
 }
 
-// The chunk task t stands for, where its image is decoded in chunks and its tables are good.
+// The chunk task t stands for, where its image is decoded in chunks and its tables are good: the chunk, its
+// image's scan, and the scan of stage 4's parts (split_scan; the chunks themselves where parts is 1).
 struct ChunkTask {
   const SegmentImage* im;
   int64_t chunk;
   jc::ChunkedScan scan;
+  int64_t parts;
+  jc::ChunkedScan fine;
 };
 
-__device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, ChunkTask* c) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+__device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int t,
+                           ChunkTask* c) {
   if (t >= tasks) return false;
   const DecodeRun run = runs[run_of_task(runs, run_count, t)];
   c->im = &images[run.image];
   const SegmentImage& im = *c->im;
   if (!im.chunked || (*im.status & kTableRefused)) return false;
   c->chunk = int64_t{run.first} + (t - run.before);
-  if (!image_scan(im, &c->scan) || c->chunk >= c->scan.num_chunks) {
+  c->parts = im.chunk_parts;
+  if (!image_scan(im, &c->scan) || c->chunk >= c->scan.num_chunks || c->parts < 1 || c->parts > kMaxChunkParts ||
+      !jc::split_scan(c->scan, c->parts, &c->fine)) {
     atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return false;
   }
   return true;
+}
+
+__device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, ChunkTask* c) {
+  return chunk_task(images, runs, run_count, tasks, blockIdx.x * blockDim.x + threadIdx.x, c);
+}
+
+// Where the task's chunk records its part ends.
+__device__ jc::PartEnds part_ends(const ChunkTask& c) {
+  return jc::chunk_part_ends(c.fine, c.parts, c.chunk, c.im->part_ends);
 }
 
 // Stage 1: each chunk from its guessed start, into records[0].
@@ -256,8 +270,9 @@ __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun*
   ChunkTask c;
   if (!chunk_task(images, runs, run_count, tasks, &c)) return;
   const SegmentImage& im = *c.im;
+  jc::PartEnds ends = part_ends(c);
   jc::decode_chunk(c.scan, im.frame, image_tables(im), c.chunk, jc::chunk_guess(c.scan, c.chunk),
-                   &im.records[0][c.chunk]);
+                   &im.records[0][c.chunk], &ends);
 }
 
 // Stage 2, one round: records[from] read, records[from ^ 1] written.
@@ -272,7 +287,8 @@ __global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* 
     out[0] = in[0];
     return;
   }
-  jc::sync_chunk(c.scan, im.frame, image_tables(im), c.chunk, in[c.chunk - 1], in[c.chunk], &out[c.chunk]);
+  jc::PartEnds ends = part_ends(c);
+  jc::sync_chunk(c.scan, im.frame, image_tables(im), c.chunk, in[c.chunk - 1], in[c.chunk], &out[c.chunk], &ends);
 }
 
 // Stage 3, one thread per image: the sweep in chunk order through the chunks the rectangle needs, then
@@ -284,8 +300,9 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int count) {
   if (!im.chunked) return;
   *im.needed = 0;
   if (*im.status != 0) return;
-  jc::ChunkedScan s;
-  if (!image_scan(im, &s)) {
+  jc::ChunkedScan s, fine;
+  if (!image_scan(im, &s) || im.chunk_parts < 1 || im.chunk_parts > kMaxChunkParts ||
+      !jc::split_scan(s, im.chunk_parts, &fine)) {
     atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return;
   }
@@ -301,7 +318,8 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int count) {
   int64_t blocks = records[0].blocks;  // before chunk j
   int redone = 0;
   for (int64_t j = 1; j < s.num_chunks && blocks <= im.last_block; ++j) {
-    if (jc::sync_chunk(s, f, tables, j, records[j - 1], records[j], &records[j]) && ++redone > kSweepBudget) {
+    jc::PartEnds ends = jc::chunk_part_ends(fine, im.chunk_parts, j, im.part_ends);
+    if (jc::sync_chunk(s, f, tables, j, records[j - 1], records[j], &records[j], &ends) && ++redone > kSweepBudget) {
       atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
       return;
     }
@@ -311,17 +329,22 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int count) {
   if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
 }
 
-// Stage 4: each chunk the rectangle needs, strictly from its exact start; its rows' blocks stored.
+// Stage 4: each part of each chunk the rectangle needs, strictly from its exact start (part_start); its
+// rows' blocks stored. kMaxChunkParts threads a chunk task; those past the image's parts do nothing.
 __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   ChunkTask c;
-  if (!chunk_task(images, runs, run_count, tasks, &c)) return;
+  if (!chunk_task(images, runs, run_count, tasks, static_cast<int>(t / kMaxChunkParts), &c)) return;
   const SegmentImage& im = *c.im;
-  if (*im.status != 0 || c.chunk >= *im.needed) return;
+  const int64_t part = t % kMaxChunkParts, m = c.chunk * c.parts + part;
+  if (*im.status != 0 || c.chunk >= *im.needed || part >= c.parts || m >= c.fine.num_chunks) return;
   alignas(16) int16_t scratch[jc::kBlockSize];
   int16_t* planes[jc::kMaxComponents];
   for (int k = 0; k < jc::kMaxComponents; ++k) planes[k] = im.coefficients[k];
-  const uint32_t flags = jc::decode_chunk_rows(c.scan, im.frame, image_tables(im), c.chunk, im.starts[c.chunk],
-                                               im.starts[c.chunk + 1], planes, im.mcu_row0, im.mcu_rows, scratch);
+  const jc::ChunkStart from = jc::part_start(im.starts, im.part_ends, c.parts, m);
+  const jc::ChunkStart to = jc::part_start(im.starts, im.part_ends, c.parts, m + 1);
+  const uint32_t flags =
+      jc::decode_chunk_rows(c.fine, im.frame, image_tables(im), m, from, to, planes, im.mcu_row0, im.mcu_rows, scratch);
   if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);
 }
 
@@ -446,7 +469,9 @@ cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const De
   for (int round = 0; round < kSyncRounds; ++round)
     sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, round % 2);
   chunk_starts_kernel<<<(count + 31) / 32, 32, 0, stream>>>(images, count);
-  write_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks);
+  const int64_t part_tasks = int64_t{tasks} * kMaxChunkParts;
+  write_chunks_kernel<<<static_cast<int>((part_tasks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      images, runs, run_count, tasks);
   return cudaGetLastError();
 }
 

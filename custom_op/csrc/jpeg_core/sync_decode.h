@@ -33,6 +33,13 @@
 //      coefficient planes (decode_segment's layout, so the same IDCT consumes them); decode_chunk_rows
 //      keeps a band of MCU rows (a window's), as decode_segment_rows does.
 //
+// Stage 4 may run in finer chunks than stages 1 to 3 (split_scan: each chunk in `parts` parts). Stages 1
+// to 3 need chunks long enough for most decoders to fall in step inside them; stage 4 knows where every
+// part starts and wants as many threads as it can get. So the decodes of stages 1 and 2 also record their
+// state where each part of their chunk ends (PartEnds), and part_start gives each part's exact start from
+// its chunk's. Stage 4 checks each part's end against the next part's start as it checks a chunk's, so the
+// argument below holds for parts as it does for chunks.
+//
 // Bit offsets: a point of the code stream is named by reader_bit_offset's offset from the file's first
 // byte, which counts the bytes as they lie in the file (a stuffed FF 00 is the FF's 8 bits), so that
 // decoders started at different bytes name the same bit the same way. Chunk j covers the bytes from
@@ -143,6 +150,17 @@ CUSTOM_OP_HD inline bool chunked_scan_ok(const ChunkedScan& s, int64_t chunk) {
          s.chunk_bytes >= 1 && s.chunk_bytes <= s.size &&
          s.num_chunks == (s.size - s.scan_start + s.chunk_bytes - 1) / s.chunk_bytes && s.restart_interval >= 0 &&
          chunk >= 0 && chunk < s.num_chunks;
+}
+
+// The scan of stage 4's chunks when each chunk of `s` is split in `parts` parts: false (and no split) where
+// the chunks' bytes are not a multiple of parts. Part k of chunk j is then chunk j * parts + k of *fine,
+// whose limit is where that part ends; the last part of chunk j ends where chunk j does.
+CUSTOM_OP_HD inline bool split_scan(const ChunkedScan& s, int64_t parts, ChunkedScan* fine) {
+  if (parts < 1 || s.chunk_bytes % parts != 0) return false;
+  *fine = s;
+  fine->chunk_bytes = s.chunk_bytes / parts;
+  fine->num_chunks = (s.size - s.scan_start + fine->chunk_bytes - 1) / fine->chunk_bytes;
+  return true;
 }
 
 // Whether the stages can run on chunk j of `s` with `f` and `t` (and write to `planes`, where not null):
@@ -263,6 +281,34 @@ CUSTOM_OP_HD inline SyncPoint cursor_point(const ChunkedScan& s, const ChunkCurs
   return SyncPoint{reader_bit_offset(&c.r, c.begin, s.data), c.block, 0};
 }
 
+// Where a decode of stages 1 and 2 also records its state: at the limits of chunks first .. first + count - 1
+// of `fine` (split_scan: the parts of the chunk decoded, but its last), into out[0 .. count - 1], each the
+// record of the decode from its start to the first block start at or past that limit. `done` counts those
+// recorded; a limit the decode never reaches (it ended first) gets the record of the whole decode.
+struct PartEnds {
+  const ChunkedScan* fine;
+  int64_t first;
+  int count;
+  int done;
+  ChunkRecord* out;
+};
+
+// The limit of the next part end `parts` records, or kScanEnd where none is left (or parts is null) or the
+// next one is the scan's end (the decode's end then records it).
+CUSTOM_OP_HD inline int64_t next_part_limit(const PartEnds* parts) {
+  return parts == nullptr || parts->done >= parts->count ? kScanEnd
+                                                         : chunk_limit(*parts->fine, parts->first + parts->done);
+}
+
+CUSTOM_OP_HD inline void record_part_end(SyncPoint start, SyncPoint end, const ChunkTally& tally, ChunkRecord* out) {
+  out->start = start;
+  out->end = end;
+  out->blocks = tally.blocks;
+  for (int k = 0; k < kMaxComponents; ++k) out->dc[k] = tally.dc[k];
+  out->restarted = tally.restarted;
+  out->unused = 0;
+}
+
 // Where stage 4 stores blocks: the planes of MCU rows [first_row, first_row + num_rows) (block row 0 of
 // a plane is the first of those rows', as decode_segment_rows stores them); the blocks of other rows are
 // decoded into `scratch` and dropped.
@@ -290,11 +336,13 @@ CUSTOM_OP_HD inline MCUPlace mcu_place(const ChunkedScan& s, const Frame& f, int
 // Decodes blocks from the cursor until the next block would start at or past bit `limit`, or the scan
 // ends. Strict (stage 4): stores each block into `out` at its scan index tally->blocks, with the
 // predictors tally->dc, checks restart markers and EOI against the MCU count, and returns SegmentFlags |
-// ChunkFlags at the first damage. Lenient (stages 1 and 2): stores nothing, sums DC differences, and
-// never fails (see the header).
+// ChunkFlags at the first damage. Lenient (stages 1 and 2): stores nothing, sums DC differences, records
+// the part ends of `parts` (where not null) from `start` as it passes them, and never fails (see the
+// header).
 template <bool Strict>
 CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t limit,
-                                       ChunkCursor* c, ChunkTally* tally, const RowPlanes* out) {
+                                       ChunkCursor* c, ChunkTally* tally, const RowPlanes* out,
+                                       PartEnds* parts = nullptr, SyncPoint start = SyncPoint{0, 0, 0}) {
   const int per_mcu = f.blocks_in_mcu;
   const int64_t total_blocks = frame_total_mcus(f) * per_mcu;
   // Strict: the MCU the next block belongs to, its row (from the first stored row) and column, and the
@@ -302,6 +350,7 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
   // the block's index each time (64-bit divisions, which a GPU thread runs as long subroutines).
   MCUPlace at = {0, 0, 0, 0};
   if constexpr (Strict) at = mcu_place(s, f, tally->blocks, out->first_row);
+  int64_t part_limit = next_part_limit(parts);  // kScanEnd: no part end left to record
   while (!c->at_end) {
     BitReader* r = &c->r;
     if (reader_overran(r)) {
@@ -310,10 +359,17 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
       continue;
     }
     // Where this block starts: an upper bound first (each stuffed byte buffered moves the offset down
-    // by 8), the exact offset only near the limit.
-    if (limit != kScanEnd && 8 * static_cast<int64_t>(r->next - s.data) - (r->bits - r->padded) >= limit &&
-        reader_bit_offset(r, c->begin, s.data) >= limit)
-      break;
+    // by 8), the exact offset only near a limit.
+    const int64_t bound = 8 * static_cast<int64_t>(r->next - s.data) - (r->bits - r->padded);
+    if constexpr (!Strict) {
+      while (bound >= part_limit) {
+        const int64_t bit = reader_bit_offset(r, c->begin, s.data);
+        if (bit < part_limit) break;
+        record_part_end(start, SyncPoint{bit, c->block, 0}, *tally, &parts->out[parts->done++]);
+        part_limit = next_part_limit(parts);
+      }
+    }
+    if (limit != kScanEnd && bound >= limit && reader_bit_offset(r, c->begin, s.data) >= limit) break;
     const int b = c->block;
     const int comp = f.mcu_component[b];
     if constexpr (Strict) {
@@ -371,22 +427,27 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
 
 // ---- The stages ----------------------------------------------------------------------------------
 
+// Where chunk j of `s` records its part ends (split_scan's `fine` in `parts` parts) in `part_ends`, which
+// holds parts - 1 records per chunk (none where parts is 1).
+CUSTOM_OP_HD inline PartEnds chunk_part_ends(const ChunkedScan& fine, int64_t parts, int64_t chunk,
+                                             ChunkRecord* part_ends) {
+  return PartEnds{&fine, chunk * parts, static_cast<int>(parts - 1), 0, part_ends + chunk * (parts - 1)};
+}
+
 // Stages 1 and 2: chunk j decoded from `start` (chunk_guess, or where the previous record ends) into
-// *out. A start outside the data decodes nothing (the record then ends at kScanEnd). Returns
-// kBadArguments for arguments that name no chunk or a frame the tables do not cover, else 0.
+// *out, and its part ends into `parts` where not null. A start outside the data decodes nothing (the
+// record then ends at kScanEnd). Returns kBadArguments for arguments that name no chunk or a frame the
+// tables do not cover, else 0.
 CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
-                                          SyncPoint start, ChunkRecord* out) {
+                                          SyncPoint start, ChunkRecord* out, PartEnds* parts = nullptr) {
   if (out == nullptr || !chunk_arguments_ok(s, chunk, f, t, nullptr)) return kBadArguments;
   ChunkTally tally = {0, {0, 0, 0, 0}, 0};
   ChunkCursor c;
   if (!cursor_start(s, f, start, &c)) c.at_end = true;  // nothing to decode
-  run_chunk<false>(s, f, t, chunk_limit(s, chunk), &c, &tally, nullptr);
-  out->start = start;
-  out->end = cursor_point(s, c);
-  out->blocks = tally.blocks;
-  for (int k = 0; k < kMaxComponents; ++k) out->dc[k] = tally.dc[k];
-  out->restarted = tally.restarted;
-  out->unused = 0;
+  run_chunk<false>(s, f, t, chunk_limit(s, chunk), &c, &tally, nullptr, parts, start);
+  const SyncPoint end = cursor_point(s, c);
+  record_part_end(start, end, tally, out);
+  while (parts != nullptr && parts->done < parts->count) record_part_end(start, end, tally, &parts->out[parts->done++]);
   return kSegmentOk;
 }
 
@@ -396,13 +457,15 @@ CUSTOM_OP_HD inline bool same_point(SyncPoint a, SyncPoint b) { return a.bit == 
 // (chunk j - 1's) ends, else chunk j decoded again from there. Returns whether it was decoded again.
 // `out` may be &current (one thread sweeping in chunk order), or another array (rounds, where every
 // thread reads the last round's records).
+// `parts`, where not null, gets the part ends of a chunk decoded again (and keeps those of `current`).
 CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
-                                    const ChunkRecord& previous, const ChunkRecord& current, ChunkRecord* out) {
+                                    const ChunkRecord& previous, const ChunkRecord& current, ChunkRecord* out,
+                                    PartEnds* parts = nullptr) {
   if (chunk < 1 || same_point(current.start, previous.end)) {
     if (out != &current) *out = current;
     return false;
   }
-  if (decode_chunk(s, f, t, chunk, previous.end, out) != kSegmentOk) *out = current;
+  if (decode_chunk(s, f, t, chunk, previous.end, out, parts) != kSegmentOk) *out = current;
   return true;
 }
 
@@ -493,6 +556,16 @@ CUSTOM_OP_HD inline uint32_t chunk_starts(const ChunkedScan& s, const Frame& f, 
   if (flags == kBadArguments) return flags;
   const ChunkStart& end = starts[s.num_chunks];
   return end.bit != kScanEnd || end.block != frame_total_mcus(f) * f.blocks_in_mcu ? flags | kUnsynced : flags;
+}
+
+// Stage 4 in parts: the exact start of part k of chunk j (chunk m = j * parts + k of split_scan's `fine`),
+// from starts[j] (chunk_starts) and the part ends that chunk j's decode recorded (chunk_part_ends). m may
+// be fine.num_chunks (the end of the last part). Part m is decoded by decode_chunk_rows on `fine` from
+// part_start(m) to part_start(m + 1).
+CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkRecord* part_ends, int64_t parts,
+                                          int64_t m) {
+  const int64_t j = m / parts, k = m % parts;
+  return k == 0 ? starts[j] : chunk_start_after(starts[j], part_ends[j * (parts - 1) + k - 1]);
 }
 
 // Stage 4: the blocks of chunk j decoded from `start` (starts[j]), those of MCU rows [first_row,
