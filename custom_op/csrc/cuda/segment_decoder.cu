@@ -291,14 +291,19 @@ __global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* 
   jc::sync_chunk(c.scan, im.frame, image_tables(im), c.chunk, in[c.chunk - 1], in[c.chunk], &out[c.chunk], &ends);
 }
 
-// Stage 3, one thread per image: the sweep in chunk order through the chunks the rectangle needs, then
-// their exact starts (chunk_starts_through), into starts and *needed.
-__global__ void chunk_starts_kernel(const SegmentImage* images, int count) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= count) return;
-  const SegmentImage& im = images[k];
+// Stage 3's records in shared memory: an image of at most this many chunks (files up to 256 KB) has its
+// records copied there by its warp before one thread walks them, several times over (the budget's
+// count, the sweep, the starts). Read from global memory, each record the walks read made the thread
+// wait for it; larger images' walks read them there.
+constexpr int kStagedRecords = 512;
+
+// Stage 3, a warp per image: the sweep in chunk order through the chunks the rectangle needs, then their
+// exact starts (chunk_starts_through), into starts and *needed, by the warp's first thread.
+__global__ void chunk_starts_kernel(const SegmentImage* images) {
+  extern __shared__ jc::ChunkRecord staged[];
+  const SegmentImage& im = images[blockIdx.x];
   if (!im.chunked) return;
-  *im.needed = 0;
+  if (threadIdx.x == 0) *im.needed = 0;
   if (*im.status != 0) return;
   jc::ChunkedScan s, fine;
   if (!image_scan(im, &s) || im.chunk_parts < 1 || im.chunk_parts > kMaxChunkParts ||
@@ -309,6 +314,12 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int count) {
   const jc::Frame& f = im.frame;
   const jc::SegmentTables tables = image_tables(im);
   jc::ChunkRecord* records = im.records[kSyncRounds % 2];
+  if (s.num_chunks <= kStagedRecords) {
+    for (int64_t j = threadIdx.x; j < s.num_chunks; j += blockDim.x) staged[j] = records[j];
+    __syncwarp();
+    records = staged;
+  }
+  if (threadIdx.x != 0) return;
   // An image with more chunks out of step than the budget goes to the CPU path at once: its sweep would
   // spend the budget's decodes, each as long as a round, and then give up.
   if (jc::unsynced_chunks_through(s, records, im.last_block) > kSweepBudget) {
@@ -468,7 +479,7 @@ cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const De
   guess_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks);
   for (int round = 0; round < kSyncRounds; ++round)
     sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, round % 2);
-  chunk_starts_kernel<<<(count + 31) / 32, 32, 0, stream>>>(images, count);
+  chunk_starts_kernel<<<count, 32, kStagedRecords * sizeof(jc::ChunkRecord), stream>>>(images);
   const int64_t part_tasks = int64_t{tasks} * kMaxChunkParts;
   write_chunks_kernel<<<static_cast<int>((part_tasks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       images, runs, run_count, tasks);
