@@ -137,19 +137,24 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
     reader_refill(r);  // a code (16) and its extra bits (15) fit in the 32 bits this leaves
     int symbol;
     if (const uint32_t e = short_code_entry(r, ac)) {
-      reader_drop(r, static_cast<int>(e >> 8));
       symbol = static_cast<int>(e & 0xFF);
+      // Without Store the extra bits are not read: the code and they go in one shift, one step less
+      // in the chain of steps each symbol waits for.
+      reader_drop(r, static_cast<int>(e >> 8) + (Store ? 0 : symbol & 15));
     } else if ((symbol = decode_long_code(r, ac)) < 0) {
       return false;
+    } else if constexpr (!Store) {
+      reader_drop(r, symbol & 15);
     }
     const int run = symbol >> 4, size = symbol & 15;
     if (size != 0) {
       k += run;  // k <= 63 + 15, inside position[80]
-      const int32_t value = huff_extend(reader_peek(r, size), size);
-      reader_drop(r, size);
-      if constexpr (Store)
+      if constexpr (Store) {
+        const int32_t value = huff_extend(reader_peek(r, size), size);
+        reader_drop(r, size);
         block[position != nullptr ? position[k] : (k < kBlockSize ? k : kBlockSize - 1)] =
             static_cast<int16_t>(value);  // |value| <= 32767
+      }
     } else {
       if (run != 15) break;  // EOB, or a symbol libjpeg also reads as one
       k += 15;
