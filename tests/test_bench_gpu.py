@@ -4,10 +4,14 @@ process of its own; here a stand-in answers for it)."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -43,3 +47,19 @@ def test_warmup_table_shows_each_first_and_steady_call(monkeypatch):
     assert got["each of the first 2 calls, ms"] == "2.0 4.0"
     assert got["each of the steady 2 calls, ms"] == "1.0 3.0"
     assert got["reserved MiB (after warm-up, first, steady)"] == "1, 2, 3"
+
+
+def test_the_sample_re_encoded_at_420(tmp_path):
+    """--reencode-420: every section that reads the sample gets its photos at 4:2:0, and the table says so."""
+    rng = np.random.default_rng(3)
+    for i in range(2):
+        pixels = rng.integers(0, 256, (40 + 8 * i, 56, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(tmp_path / f"photo{i}.jpg", "JPEG", quality=95, subsampling=0)
+    args = argparse.Namespace(imagenet=str(tmp_path), reencode_420=True)
+    files, prepared, windows = bench_gpu.load_sample(args)
+    assert len(files) == len(prepared) == len(windows) == 2
+    for data in files:
+        layers = Image.open(io.BytesIO(data)).layer  # (component id, h, v, quantisation table)
+        assert [(h, v) for _, h, v, _ in layers] == [(2, 2), (1, 1), (1, 1)]
+    assert "4:2:0" in bench_gpu.sample_name(args)
+    assert bench_gpu.sample_name(argparse.Namespace(reencode_420=False)) == "ImageNet sample"
