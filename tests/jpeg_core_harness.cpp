@@ -767,6 +767,8 @@ struct ChunkedOptions {
   bool sweep = true;   // then one sweep in chunk order, as one thread would run it
   bool band = false;   // decode only the band of MCU rows band_rows() gives, through chunk_starts_through
   int64_t parts = 1;   // stage 4's parts a chunk (split_scan), where the chunk size is a multiple of it
+  int slots = 0;       // 0: one record a chunk (decode_chunk, sync_chunk); k >= 1: k slots (guess_slot, sync_slot,
+                       // walk_slots), at most the MCU's blocks
 };
 
 // The band of MCU rows a --band run decodes: about the middle third of the image (at least one row).
@@ -780,6 +782,7 @@ std::pair<int64_t, int64_t> band_rows(const jc::Frame& f) {
 struct ChunkedRun {
   int64_t chunk_bytes = 0, chunks = 0;
   int64_t parts = 1;             // stage 4's parts a chunk
+  int slots = 0;                 // records a chunk (0: the one-record stages)
   int64_t rounds = 0;            // rounds that decoded some chunk again
   int64_t redone_in_rounds = 0;  // chunk decodes in those rounds
   int64_t redone_in_sweep = 0;
@@ -812,28 +815,71 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   std::vector<jc::ChunkRecord> part_ends(static_cast<size_t>(n * (parts - 1)));
   auto ends_of = [&](int64_t j) { return jc::chunk_part_ends(fine, parts, j, part_ends.data()); };
   std::vector<jc::ChunkRecord> records(static_cast<size_t>(n)), next(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) {
-    jc::PartEnds ends = ends_of(j);
-    out->flags |= jc::decode_chunk(s, f, t, j, jc::chunk_guess(s, j), &records[j], &ends);
-  }
-  for (int64_t round = 0; opt.rounds < 0 || round < opt.rounds; ++round) {
-    int64_t redone = 0;
+  std::vector<int32_t> chosen_slot;  // with slots: walk_slots' choice for each chunk
+  if (opt.slots > 0) {
+    const int k = std::min(opt.slots, f.blocks_in_mcu);
+    out->slots = k;
+    // Slot h's part ends lie after those of the slots before it (n chunks each).
+    part_ends.assign(static_cast<size_t>(k * n * (parts - 1)), jc::ChunkRecord{});
+    auto slot_ends_of = [&](int64_t j, int h) {
+      return jc::chunk_part_ends(fine, parts, j, part_ends.data() + h * n * (parts - 1));
+    };
+    std::vector<jc::ChunkRecord> slots(static_cast<size_t>(n * k)), next_slots(static_cast<size_t>(n * k));
+    for (int64_t j = 0; j < n; ++j)
+      for (int h = 0; h < k; ++h) {
+        jc::PartEnds ends = slot_ends_of(j, h);
+        out->flags |= jc::guess_slot(s, f, t, j, h, &slots[j * k + h], &ends);
+      }
+    for (int64_t round = 0; opt.rounds < 0 || round < opt.rounds; ++round) {
+      int64_t redone = 0;
+      for (int h = 0; h < k; ++h) next_slots[h] = slots[h];
+      for (int64_t j = 1; j < n; ++j)
+        for (int h = 0; h < k; ++h) {
+          jc::PartEnds ends = slot_ends_of(j, h);
+          redone += jc::sync_slot(s, f, t, j, &slots[(j - 1) * k], &slots[j * k], k, h, &next_slots[j * k + h], &ends)
+                        ? 1
+                        : 0;
+        }
+      slots.swap(next_slots);
+      if (redone == 0) break;
+      ++out->rounds;
+      out->redone_in_rounds += redone;
+    }
+    out->unsynced_before_sweep =
+        jc::slots_missing_through(s, slots.data(), k, frame_total_mcus(f) * f.blocks_in_mcu - 1);
+    chosen_slot.assign(static_cast<size_t>(n), 0);
+    auto part_ends_for = [&](int64_t j, int h, jc::PartEnds* storage) {
+      *storage = slot_ends_of(j, h);
+      return storage;
+    };
+    // Every chunk, as the one-record sweep below goes (the whole scan's chunk_starts checks them all).
+    if (!jc::walk_slots(s, f, t, slots.data(), k, INT64_MAX, opt.sweep ? INT64_MAX : -1, part_ends_for, records.data(),
+                        chosen_slot.data(), &out->redone_in_sweep))
+      out->flags |= jc::kUnsynced;
+  } else {
     for (int64_t j = 0; j < n; ++j) {
       jc::PartEnds ends = ends_of(j);
-      redone += jc::sync_chunk(s, f, t, j, records[j > 0 ? j - 1 : 0], records[j], &next[j], &ends) ? 1 : 0;
+      out->flags |= jc::decode_chunk(s, f, t, j, jc::chunk_guess(s, j), &records[j], &ends);
     }
-    records.swap(next);
-    if (redone == 0) break;
-    ++out->rounds;
-    out->redone_in_rounds += redone;
+    for (int64_t round = 0; opt.rounds < 0 || round < opt.rounds; ++round) {
+      int64_t redone = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        jc::PartEnds ends = ends_of(j);
+        redone += jc::sync_chunk(s, f, t, j, records[j > 0 ? j - 1 : 0], records[j], &next[j], &ends) ? 1 : 0;
+      }
+      records.swap(next);
+      if (redone == 0) break;
+      ++out->rounds;
+      out->redone_in_rounds += redone;
+    }
+    out->unsynced_before_sweep =
+        jc::unsynced_chunks_through(s, records.data(), frame_total_mcus(f) * f.blocks_in_mcu - 1);
+    if (opt.sweep)
+      for (int64_t j = 1; j < n; ++j) {
+        jc::PartEnds ends = ends_of(j);
+        out->redone_in_sweep += jc::sync_chunk(s, f, t, j, records[j - 1], records[j], &records[j], &ends) ? 1 : 0;
+      }
   }
-  out->unsynced_before_sweep =
-      jc::unsynced_chunks_through(s, records.data(), frame_total_mcus(f) * f.blocks_in_mcu - 1);
-  if (opt.sweep)
-    for (int64_t j = 1; j < n; ++j) {
-      jc::PartEnds ends = ends_of(j);
-      out->redone_in_sweep += jc::sync_chunk(s, f, t, j, records[j - 1], records[j], &records[j], &ends) ? 1 : 0;
-    }
   std::vector<jc::ChunkStart> starts(static_cast<size_t>(n + 1));
   const auto [first_row, num_rows] = opt.band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
   int64_t needed = n;
@@ -863,8 +909,9 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   // Every part of the chunks needed (the last chunk may have fewer parts than the others).
   const int64_t needed_parts = std::min(needed * parts, fine.num_chunks);
   for (int64_t m = 0; m < needed_parts; ++m) {
-    const jc::ChunkStart from = jc::part_start(starts.data(), part_ends.data(), parts, m);
-    const jc::ChunkStart to = jc::part_start(starts.data(), part_ends.data(), parts, m + 1);
+    const int32_t* slot_of = chosen_slot.empty() ? nullptr : chosen_slot.data();
+    const jc::ChunkStart from = jc::part_start(starts.data(), part_ends.data(), parts, m, slot_of, n);
+    const jc::ChunkStart to = jc::part_start(starts.data(), part_ends.data(), parts, m + 1, slot_of, n);
     const uint32_t flags = opt.band
                                ? jc::decode_chunk_rows(fine, f, t, m, from, to, planes, first_row, num_rows, scratch)
                                : jc::decode_chunk_blocks(fine, f, t, m, from, to, planes);
@@ -932,7 +979,7 @@ void run_chunked(const ChunkedOptions& opt) {
         }
         line += std::string(i ? ", " : "") + "{\"chunk_bytes\": " + std::to_string(run.chunk_bytes) +
                 ", \"chunks\": " + std::to_string(run.chunks) + ", \"parts\": " + std::to_string(run.parts) +
-                ", \"rounds\": " + std::to_string(run.rounds) +
+                ", \"slots\": " + std::to_string(run.slots) + ", \"rounds\": " + std::to_string(run.rounds) +
                 ", \"redone_in_rounds\": " + std::to_string(run.redone_in_rounds) +
                 ", \"redone_in_sweep\": " + std::to_string(run.redone_in_sweep) +
                 ", \"unsynced_before_sweep\": " + std::to_string(run.unsynced_before_sweep) +
@@ -1333,6 +1380,55 @@ void selftest_bit_offset() {
 
 // sync_decode.h's refusals: arguments that name no chunking, no chunk, or a frame the tables and planes
 // do not cover are kBadArguments, before anything is read or written.
+// sync_slot's assignment: slots that start at one of the previous chunk's distinct ends keep their records, the
+// other ends go in order to the other slots, which decode from there, and the slots left over are cleared.
+void selftest_sync_slot() {
+  uint8_t data[96];
+  for (size_t i = 0; i < sizeof(data); ++i) data[i] = static_cast<uint8_t>(0x10 + i % 0x60);
+  jc::ChunkedScan s;
+  jc::make_chunked_scan(data, sizeof(data), 0, 16, 0, &s);
+  const int hv[3] = {1, 1, 1};
+  jc::Frame f;
+  jc::make_frame(64, 64, 3, hv, hv, nullptr, &f);
+  jc::HuffTable table{};
+  const uint8_t counts[16] = {0, 2};
+  const uint8_t symbols[2] = {0, 1};
+  jc::build_huffman_table(counts, symbols, 2, true, &table);
+  jc::SegmentTables t = {{&table, &table, &table, nullptr}, {&table, &table, &table, nullptr}, nullptr};
+  auto at = [](int64_t bit, int32_t block) { return jc::SyncPoint{bit, block, 0}; };
+  auto slot = [](jc::SyncPoint start, jc::SyncPoint end) {
+    jc::ChunkRecord r{};
+    r.start = start;
+    r.end = end;
+    return r;
+  };
+  const jc::SyncPoint a = at(8 * 20, 0), b = at(8 * 21, 1), c = at(8 * 22 + 3, 2);
+  jc::ChunkRecord unused;
+  jc::clear_slot(&unused);
+  {  // ends A, B (A twice); slot 0 already starts at B; slot 1 takes A; slot 2 is left over
+    const jc::ChunkRecord previous[3] = {slot(at(0, 0), a), slot(at(1, 0), b), slot(at(2, 0), a)};
+    const jc::ChunkRecord current[3] = {slot(b, at(8 * 40, 0)), slot(at(8 * 30, 0), a), slot(at(8 * 31, 2), c)};
+    jc::ChunkRecord out[3];
+    const bool decoded[3] = {jc::sync_slot(s, f, t, 1, previous, current, 3, 0, &out[0]),
+                             jc::sync_slot(s, f, t, 1, previous, current, 3, 1, &out[1]),
+                             jc::sync_slot(s, f, t, 1, previous, current, 3, 2, &out[2])};
+    expect(!decoded[0] && jc::same_point(out[0].start, b) && jc::same_point(out[0].end, at(8 * 40, 0)),
+           "sync_slot: a slot that starts at an end keeps its record");
+    expect(decoded[1] && jc::same_point(out[1].start, a), "sync_slot: the first free slot decodes from the first end");
+    expect(!decoded[2] && !jc::slot_used(out[2]), "sync_slot: a slot with no end left is cleared");
+  }
+  {  // ends A, B, C (an unused slot between); slot 1 keeps C; slots 0 and 2 take A and B
+    const jc::ChunkRecord previous[4] = {slot(at(0, 0), a), unused, slot(at(1, 0), b), slot(at(2, 0), c)};
+    const jc::ChunkRecord current[4] = {unused, slot(c, at(8 * 50, 1)), slot(at(8 * 33, 0), a), unused};
+    jc::ChunkRecord out[4];
+    bool decoded[4];
+    for (int h = 0; h < 4; ++h) decoded[h] = jc::sync_slot(s, f, t, 1, previous, current, 4, h, &out[h]);
+    expect(decoded[0] && jc::same_point(out[0].start, a) && !decoded[1] && jc::same_point(out[1].start, c) &&
+               decoded[2] && jc::same_point(out[2].start, b) && !decoded[3] && !jc::slot_used(out[3]),
+           "sync_slot: the ends no slot keeps go to the free slots in order");
+  }
+}
+
 void selftest_chunk_arguments() {
   const uint8_t data[] = {0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9};
   jc::ChunkedScan s;
@@ -1590,6 +1686,7 @@ void run_selftest() {
   selftest_bit_reader();
   selftest_bit_offset();
   selftest_chunk_arguments();
+  selftest_sync_slot();
   std::vector<uint8_t> file;
   int files = 0;
   while (read_record(&file)) {
@@ -1603,7 +1700,7 @@ void run_selftest() {
 int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
-               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P] | "
+               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P] [--slots K] | "
                "transcode [--interval N | --rows N] [--optimize] [--hostile SEED] [--long-codes SEED [--one-table]]"
                "  (records on stdin)\n");
   return 2;
@@ -1651,6 +1748,9 @@ int main(int argc, char** argv) {
         opt.sweep = false;
       } else if (a == "--band") {
         opt.band = true;
+      } else if (a == "--slots" && i + 1 < argc) {
+        opt.slots = std::atoi(argv[++i]);
+        if (opt.slots < 0 || opt.slots > jc::kMaxSlots) return usage();
       } else if (a == "--parts" && i + 1 < argc) {
         opt.parts = std::atoll(argv[++i]);
         if (opt.parts < 1) return usage();

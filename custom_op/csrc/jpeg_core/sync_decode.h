@@ -469,6 +469,150 @@ CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const 
   return true;
 }
 
+// ---- Several starts a chunk (slots) --------------------------------------------------------------
+//
+// Where an MCU holds several blocks of one component (4:2:0, 4:2:2), a decoder often falls in step on the
+// bit at the wrong one of those blocks (they share tables) and out of step again at the next component's:
+// with one guess a chunk, the photos where this happens keep their chunks out of step for scores of rounds.
+// So a chunk may hold k records, its slots (chunk j's slot h at records[j * k + h]): stage 1 guesses from
+// the chunk's first byte at each of the MCU's first k places (guess_slot), and a round gives chunk j's slots
+// the distinct ends of chunk j-1's slots (sync_slot). The chain's start of chunk j is among those ends as
+// soon as one of chunk j-1's decodes has fallen in step, decoders in step end alike, and so the slots in use
+// shrink to one as the chunks fall in step. walk_slots then picks each chunk's record on the chain for
+// stages 3 and 4. With k = 1 these are decode_chunk from chunk_guess and sync_chunk.
+// A slot's part ends (PartEnds) lie slot by slot: slot h's are those of chunk_part_ends over
+// part_ends + h * num_chunks * (parts - 1).
+
+constexpr int kMaxSlots = kMaxBlocksInMcu;
+constexpr int64_t kNoStart = -1;  // SyncPoint::bit of a slot in no use
+
+CUSTOM_OP_HD inline bool slot_used(const ChunkRecord& r) { return r.start.bit != kNoStart; }
+
+CUSTOM_OP_HD inline void clear_slot(ChunkRecord* r) {
+  *r = ChunkRecord{};
+  r->start.bit = kNoStart;
+}
+
+// Stage 1, slot h of chunk j: the chunk decoded from chunk_guess at MCU place h. Chunk 0 uses slot 0 only (its
+// start is exact), and places past the MCU's blocks none.
+CUSTOM_OP_HD inline uint32_t guess_slot(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
+                                        int h, ChunkRecord* out, PartEnds* parts = nullptr) {
+  if (out == nullptr) return kBadArguments;
+  SyncPoint g = chunk_guess(s, chunk);
+  if ((chunk == 0 && h > 0) || h < 0 || h >= f.blocks_in_mcu || (h > 0 && g.bit == kScanEnd)) {
+    clear_slot(out);
+    return kSegmentOk;
+  }
+  g.block = h;
+  return decode_chunk(s, f, t, chunk, g, out, parts);
+}
+
+// The distinct ends of the slots in use among slots[0 .. k - 1], in slot order, into ends; their count.
+CUSTOM_OP_HD inline int slot_ends(const ChunkRecord* slots, int k, SyncPoint* ends) {
+  int n = 0;
+  for (int h = 0; h < k; ++h) {
+    if (!slot_used(slots[h])) continue;
+    bool seen = false;
+    for (int i = 0; i < n; ++i) seen = seen || same_point(ends[i], slots[h].end);
+    if (!seen) ends[n++] = slots[h].end;
+  }
+  return n;
+}
+
+// Which of slots[0 .. k - 1] in use starts at p, or -1.
+CUSTOM_OP_HD inline int slot_starting_at(const ChunkRecord* slots, int k, SyncPoint p) {
+  for (int h = 0; h < k; ++h)
+    if (slot_used(slots[h]) && same_point(slots[h].start, p)) return h;
+  return -1;
+}
+
+// Stage 2 for slot h of chunk j >= 1 (k slots, 1 <= k <= kMaxSlots): `previous` and `current` are chunk j-1's
+// and chunk j's slots in the last round; *out becomes slot h in the next. A slot whose record starts at one of
+// previous's distinct ends keeps it; the ends no slot starts at go, in order, to the other slots, which decode
+// chunk j from there (with `parts`, slot h's part ends); the slots left over are cleared. Each slot's thread
+// computes the same assignment, and a slot that keeps its record keeps its part ends. Returns whether slot h
+// decoded. `out` must not be one of `current`.
+CUSTOM_OP_HD inline bool sync_slot(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
+                                   const ChunkRecord* previous, const ChunkRecord* current, int k, int h,
+                                   ChunkRecord* out, PartEnds* parts = nullptr) {
+  if (chunk < 1 || k < 1 || k > kMaxSlots || h < 0 || h >= k) {
+    *out = current[h < 0 || h >= k ? 0 : h];
+    return false;
+  }
+  SyncPoint ends[kMaxSlots];
+  const int n = slot_ends(previous, k, ends);
+  bool kept[kMaxSlots];
+  for (int g = 0; g < k; ++g) {
+    kept[g] = false;
+    for (int i = 0; i < n && !kept[g]; ++i) kept[g] = slot_used(current[g]) && same_point(current[g].start, ends[i]);
+  }
+  if (kept[h]) {
+    *out = current[h];
+    return false;
+  }
+  // The ends no slot keeps, in order, and slot h's rank among the slots that keep nothing.
+  int rank = 0;
+  for (int g = 0; g < h; ++g) rank += kept[g] ? 0 : 1;
+  for (int i = 0; i < n; ++i) {
+    if (slot_starting_at(current, k, ends[i]) >= 0) continue;  // a kept slot's
+    if (rank-- > 0) continue;
+    if (decode_chunk(s, f, t, chunk, ends[i], out, parts) != kSegmentOk) clear_slot(out);
+    return true;
+  }
+  clear_slot(out);
+  return false;
+}
+
+// Stage 3's walk over slots, in chunk order through the chunks a decode through block `last_block` reads: chunk
+// j's record is its slot that starts where chunk j-1's chosen record ends, or else (at most `budget` times, then
+// false) chunk j decoded again from there into slot 0's part ends (slot_part_ends(j, h, storage) gives chunk j's
+// slot h's, or null); with a budget below 0, slot 0's record as it is (no decode; chunk_starts_through then
+// flags the chain). Fills chosen[0 .. num_chunks - 1] (chunks past the walk: their slot 0) and chosen_slot (whose
+// part ends stage 4 reads), and *redone with the chunks decoded again. Then chunk_starts_through(s, f, chosen,
+// ...) as for one slot.
+template <typename SlotPartEnds>
+CUSTOM_OP_HD inline bool walk_slots(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
+                                    const ChunkRecord* records, int k, int64_t last_block, int64_t budget,
+                                    SlotPartEnds slot_part_ends, ChunkRecord* chosen, int32_t* chosen_slot,
+                                    int64_t* redone) {
+  *redone = 0;
+  for (int64_t j = 0; j < s.num_chunks; ++j) {
+    chosen[j] = records[j * k];
+    chosen_slot[j] = 0;
+  }
+  int64_t blocks = chosen[0].blocks;  // before chunk j
+  for (int64_t j = 1; j < s.num_chunks && blocks <= last_block; ++j) {
+    const int h = slot_starting_at(records + j * k, k, chosen[j - 1].end);
+    if (h >= 0) {
+      chosen[j] = records[j * k + h];
+      chosen_slot[j] = h;
+    } else if (budget >= 0) {
+      if (++*redone > budget) return false;
+      PartEnds ends{};
+      PartEnds* parts = slot_part_ends(j, 0, &ends);
+      if (decode_chunk(s, f, t, j, chosen[j - 1].end, &chosen[j], parts) != kSegmentOk) return false;
+    }
+    blocks += chosen[j].blocks;
+  }
+  return true;
+}
+
+// How many chunks through block last_block have no slot that starts where the chunk before's (as walk_slots
+// chooses, slot 0 where none does) ends: walk_slots' decodes, nearly always, before it has decoded any.
+CUSTOM_OP_HD inline int64_t slots_missing_through(const ChunkedScan& s, const ChunkRecord* records, int k,
+                                                  int64_t last_block) {
+  int64_t missing = 0;
+  const ChunkRecord* before = &records[0];
+  int64_t blocks = before->blocks;
+  for (int64_t j = 1; j < s.num_chunks && blocks <= last_block; ++j) {
+    const int h = slot_starting_at(records + j * k, k, before->end);
+    missing += h < 0 ? 1 : 0;
+    before = &records[j * k + (h < 0 ? 0 : h)];
+    blocks += before->blocks;
+  }
+  return missing;
+}
+
 // How many chunks from chunk 1 on have records that do not start where the previous one ends, among those
 // a decode through block `last_block` reads (by the records' block counts, which are true where the
 // records are): zero where chunk_starts_through needs no chunk decoded again. A sweep in chunk order
@@ -561,11 +705,14 @@ CUSTOM_OP_HD inline uint32_t chunk_starts(const ChunkedScan& s, const Frame& f, 
 // Stage 4 in parts: the exact start of part k of chunk j (chunk m = j * parts + k of split_scan's `fine`),
 // from starts[j] (chunk_starts) and the part ends that chunk j's decode recorded (chunk_part_ends). m may
 // be fine.num_chunks (the end of the last part). Part m is decoded by decode_chunk_rows on `fine` from
-// part_start(m) to part_start(m + 1).
+// part_start(m) to part_start(m + 1). With slots, chosen_slot and num_chunks say whose part ends to read.
 CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkRecord* part_ends, int64_t parts,
-                                          int64_t m) {
+                                          int64_t m, const int32_t* chosen_slot = nullptr, int64_t num_chunks = 0) {
   const int64_t j = m / parts, k = m % parts;
-  return k == 0 ? starts[j] : chunk_start_after(starts[j], part_ends[j * (parts - 1) + k - 1]);
+  if (k == 0) return starts[j];
+  // With slots (walk_slots' chosen_slot), the chosen slot's part ends: slot by slot, num_chunks chunks each.
+  const int64_t slot = chosen_slot != nullptr ? chosen_slot[j] : 0;
+  return chunk_start_after(starts[j], part_ends[(slot * num_chunks + j) * (parts - 1) + k - 1]);
 }
 
 // Stage 4: the blocks of chunk j decoded from `start` (starts[j]), those of MCU rows [first_row,
