@@ -242,15 +242,19 @@ def test_photos(photos):
 
 def test_slots_bring_photos_in_step_in_fewer_rounds(photos):
     """A guess from every place of the MCU (slots): after one round, in 512-byte chunks as the GPU decodes them,
-    the photos' chunks left out of step are fewer, and no photo keeps more of them, than with one guess a chunk (on
-    the ImageNet sample, mostly 4:2:0 photos whose decoders fall in step on the bit at the wrong luma block)."""
+    the photos' chunks left out of step are no more, and no photo keeps more of them, than with one guess a chunk;
+    where one guess a chunk leaves many, fewer (on the ImageNet sample, mostly 4:2:0 photos whose decoders fall in
+    step on the bit at the wrong luma block: 1,093 chunks against 119)."""
     files = [p.read_bytes() for p in photos]
     one = core.chunked(files, [512], rounds=1, sweep=False, band=True)
     slots = core.chunked(files, [512], rounds=1, sweep=False, band=True, slots=10)
-    pairs = [(a["runs"][0], b["runs"][0]) for a, b in zip(one, slots) if a["runs"] and b["runs"]]
+    pairs = [(a["runs"][0], b["runs"][0]) for a, b in zip(one, slots) if a.get("runs") and b.get("runs")]
+    assert len(pairs) >= len(files) // 2
     left_one = sum(a["unsynced_before_sweep"] for a, _ in pairs)
     left_slots = sum(b["unsynced_before_sweep"] for _, b in pairs)
-    assert left_slots < left_one, (left_slots, left_one)
+    assert left_slots <= left_one, (left_slots, left_one)
+    if left_one >= 100:
+        assert left_slots < left_one / 2, (left_slots, left_one)
     assert max(b["unsynced_before_sweep"] for _, b in pairs) <= max(a["unsynced_before_sweep"] for a, _ in pairs)
 
 
