@@ -816,6 +816,16 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   auto ends_of = [&](int64_t j) { return jc::chunk_part_ends(fine, parts, j, part_ends.data()); };
   std::vector<jc::ChunkRecord> records(static_cast<size_t>(n)), next(static_cast<size_t>(n));
   std::vector<int32_t> chosen_slot;  // with slots: walk_slots' choice for each chunk
+  // Rounds of `round` (one round; it returns the chunks decoded again) until none decodes a chunk again, at
+  // most opt.rounds (all where below 0), counted into `out`.
+  auto run_rounds = [&](auto round) {
+    for (int64_t r = 0; opt.rounds < 0 || r < opt.rounds; ++r) {
+      const int64_t redone = round();
+      if (redone == 0) break;
+      ++out->rounds;
+      out->redone_in_rounds += redone;
+    }
+  };
   if (opt.slots > 0) {
     const int k = std::min(opt.slots, f.blocks_in_mcu);
     out->slots = k;
@@ -830,7 +840,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
         jc::PartEnds ends = slot_ends_of(j, h);
         out->flags |= jc::guess_slot(s, f, t, j, h, &slots[j * k + h], &ends);
       }
-    for (int64_t round = 0; opt.rounds < 0 || round < opt.rounds; ++round) {
+    run_rounds([&] {
       int64_t redone = 0;
       for (int h = 0; h < k; ++h) next_slots[h] = slots[h];
       for (int64_t j = 1; j < n; ++j)
@@ -841,10 +851,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
                         : 0;
         }
       slots.swap(next_slots);
-      if (redone == 0) break;
-      ++out->rounds;
-      out->redone_in_rounds += redone;
-    }
+      return redone;
+    });
     out->unsynced_before_sweep =
         jc::slots_missing_through(s, slots.data(), k, frame_total_mcus(f) * f.blocks_in_mcu - 1);
     chosen_slot.assign(static_cast<size_t>(n), 0);
@@ -861,17 +869,15 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
       jc::PartEnds ends = ends_of(j);
       out->flags |= jc::decode_chunk(s, f, t, j, jc::chunk_guess(s, j), &records[j], &ends);
     }
-    for (int64_t round = 0; opt.rounds < 0 || round < opt.rounds; ++round) {
+    run_rounds([&] {
       int64_t redone = 0;
       for (int64_t j = 0; j < n; ++j) {
         jc::PartEnds ends = ends_of(j);
         redone += jc::sync_chunk(s, f, t, j, records[j > 0 ? j - 1 : 0], records[j], &next[j], &ends) ? 1 : 0;
       }
       records.swap(next);
-      if (redone == 0) break;
-      ++out->rounds;
-      out->redone_in_rounds += redone;
-    }
+      return redone;
+    });
     out->unsynced_before_sweep =
         jc::unsynced_chunks_through(s, records.data(), frame_total_mcus(f) * f.blocks_in_mcu - 1);
     if (opt.sweep)

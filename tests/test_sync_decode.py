@@ -355,15 +355,21 @@ def _damaged_variants(data: bytes) -> list[bytes]:
     return out
 
 
+def _damaged_files(height: int, seed: int) -> list[bytes]:
+    """_damaged_variants of photos height x 64 in four samplings, with and without restart markers."""
+    files = []
+    for sampling, interval in [("4:2:0", 0), ("4:4:4", 3), ("gray", 0), ("4:2:2", 1)]:
+        files += _damaged_variants(
+            encode(_photo(height, 64, sampling, seed=seed), sampling, quality=90, restart_interval=interval)
+        )
+    return files
+
+
 def test_damaged_files_are_flagged_or_exact():
     """Cuts (with and without EOI), an EOI or restart marker missing, bytes before EOI, markers, fill and FF FF 00
     inside the data, bit flips, misnumbered, missing and extra restart markers: at every chunk size, flagged or
     exact, and flagged wherever libjpeg warns."""
-    files = []
-    for sampling, interval in [("4:2:0", 0), ("4:4:4", 3), ("gray", 0), ("4:2:2", 1)]:
-        files += _damaged_variants(
-            encode(_photo(48, 64, sampling, seed=5), sampling, quality=90, restart_interval=interval)
-        )
+    files = _damaged_files(48, seed=5)
     stats = _stats()
     for parts, slots in LAYOUTS:
         _check_damaged(core.chunked(files, [1, 4, 64, 1024], parts=parts, slots=slots), stats)
@@ -373,11 +379,7 @@ def test_damaged_files_are_flagged_or_exact():
 def test_damaged_files_in_a_band_are_flagged_or_exact():
     """The same damage, decoded as a window's band of MCU rows: flagged or exact in the band, and flagged wherever
     libjpeg warns before it has read past the band (damage below the band is not the window's business)."""
-    files = []
-    for sampling, interval in [("4:2:0", 0), ("4:4:4", 3), ("gray", 0), ("4:2:2", 1)]:
-        files += _damaged_variants(
-            encode(_photo(96, 64, sampling, seed=6), sampling, quality=90, restart_interval=interval)
-        )
+    files = _damaged_files(96, seed=6)
     stats = _stats()
     for parts, slots in LAYOUTS:
         _check_damaged_band(core.chunked(files, [1, 4, 64, 1024], band=True, parts=parts, slots=slots), stats)

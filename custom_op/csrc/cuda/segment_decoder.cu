@@ -224,9 +224,11 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const DecodeR
 constexpr int kSyncRounds = 3;
 constexpr int kSweepBudget = 8;
 
-// The image's scan as its chunks (false for a descriptor no chunking exists for).
-__device__ bool image_scan(const SegmentImage& im, jc::ChunkedScan* s) {
-  return jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, s);
+// The image's scan as its chunks, and as stage 4's parts of them (split_scan; the chunks themselves where
+// chunk_parts is 1). False for a descriptor no chunking or split exists for.
+__device__ bool image_scan(const SegmentImage& im, jc::ChunkedScan* s, jc::ChunkedScan* fine) {
+  return jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, s) &&
+         im.chunk_parts >= 1 && im.chunk_parts <= kMaxChunkParts && jc::split_scan(*s, im.chunk_parts, fine);
 }
 
 // The chunk task t stands for, where its image is decoded in chunks and its tables are good: the chunk, its
@@ -248,8 +250,7 @@ __device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, in
   if (!im.chunked || (*im.status & kTableRefused)) return false;
   c->chunk = int64_t{run.first} + (t - run.before);
   c->parts = im.chunk_parts;
-  if (!image_scan(im, &c->scan) || c->chunk >= c->scan.num_chunks || c->parts < 1 || c->parts > kMaxChunkParts ||
-      !jc::split_scan(c->scan, c->parts, &c->fine)) {
+  if (!image_scan(im, &c->scan, &c->fine) || c->chunk >= c->scan.num_chunks) {
     atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return false;
   }
@@ -306,8 +307,7 @@ __global__ void chunk_starts_kernel(const SegmentImage* images) {
   if (threadIdx.x == 0) *im.needed = 0;
   if (*im.status != 0) return;
   jc::ChunkedScan s, fine;
-  if (!image_scan(im, &s) || im.chunk_parts < 1 || im.chunk_parts > kMaxChunkParts ||
-      !jc::split_scan(s, im.chunk_parts, &fine)) {
+  if (!image_scan(im, &s, &fine)) {
     atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return;
   }
