@@ -1422,6 +1422,12 @@ void selftest_sync_slot() {
            "sync_slot: a slot that starts at an end keeps its record");
     expect(decoded[1] && jc::same_point(out[1].start, a), "sync_slot: the first free slot decodes from the first end");
     expect(!decoded[2] && !jc::slot_used(out[2]), "sync_slot: a slot with no end left is cleared");
+    jc::ChunkRecord kept, none;
+    expect(!jc::sync_slot(s, f, t, 0, previous, current, 3, 1, &kept) && jc::same_point(kept.start, current[1].start),
+           "sync_slot: chunk 0 keeps its slots");
+    expect(!jc::sync_slot(s, f, t, 1, previous, current, 3, 3, &none) && !jc::slot_used(none) &&
+               !jc::sync_slot(s, f, t, 1, previous, current, 0, 0, &none) && !jc::slot_used(none),
+           "sync_slot: no slot h (h past k, or k out of range) gives a cleared slot");
   }
   {  // ends A, B, C (an unused slot between); slot 1 keeps C; slots 0 and 2 take A and B
     const jc::ChunkRecord previous[4] = {slot(at(0, 0), a), unused, slot(at(1, 0), b), slot(at(2, 0), c)};

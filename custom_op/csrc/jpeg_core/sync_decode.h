@@ -535,8 +535,12 @@ CUSTOM_OP_HD inline int slot_starting_at(const ChunkRecord* slots, int k, SyncPo
 CUSTOM_OP_HD inline bool sync_slot(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
                                    const ChunkRecord* previous, const ChunkRecord* current, int k, int h,
                                    ChunkRecord* out, PartEnds* parts = nullptr) {
-  if (chunk < 1 || k < 1 || k > kMaxSlots || h < 0 || h >= k) {
-    *out = current[h < 0 || h >= k ? 0 : h];
+  if (k < 1 || k > kMaxSlots || h < 0 || h >= k) {  // no slot h: nothing of current is read
+    clear_slot(out);
+    return false;
+  }
+  if (chunk < 1) {  // chunk 0's slots are final from stage 1
+    *out = current[h];
     return false;
   }
   SyncPoint ends[kMaxSlots];
