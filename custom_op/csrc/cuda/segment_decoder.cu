@@ -1,5 +1,6 @@
 #include "cuda/segment_decoder.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda/orientation.h"
@@ -225,10 +226,11 @@ constexpr int kSyncRounds = 3;
 constexpr int kSweepBudget = 8;
 
 // The image's scan as its chunks, and as stage 4's parts of them (split_scan; the chunks themselves where
-// chunk_parts is 1). False for a descriptor no chunking or split exists for.
+// chunk_parts is 1). False for a descriptor no chunking or split exists for, or with slots out of range.
 __device__ bool image_scan(const SegmentImage& im, jc::ChunkedScan* s, jc::ChunkedScan* fine) {
   return jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, s) &&
-         im.chunk_parts >= 1 && im.chunk_parts <= kMaxChunkParts && jc::split_scan(*s, im.chunk_parts, fine);
+         im.chunk_parts >= 1 && im.chunk_parts <= kMaxChunkParts && jc::split_scan(*s, im.chunk_parts, fine) &&
+         im.chunk_slots >= 1 && im.chunk_slots <= jc::kMaxSlots;
 }
 
 // The chunk task t stands for, where its image is decoded in chunks and its tables are good: the chunk, its
@@ -239,6 +241,7 @@ struct ChunkTask {
   jc::ChunkedScan scan;
   int64_t parts;
   jc::ChunkedScan fine;
+  int slots;  // records a chunk (jpeg_core's slots)
 };
 
 __device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int t,
@@ -250,6 +253,7 @@ __device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, in
   if (!im.chunked || (*im.status & kTableRefused)) return false;
   c->chunk = int64_t{run.first} + (t - run.before);
   c->parts = im.chunk_parts;
+  c->slots = im.chunk_slots;
   if (!image_scan(im, &c->scan, &c->fine) || c->chunk >= c->scan.num_chunks) {
     atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return false;
@@ -257,86 +261,108 @@ __device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, in
   return true;
 }
 
-__device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, ChunkTask* c) {
-  return chunk_task(images, runs, run_count, tasks, blockIdx.x * blockDim.x + threadIdx.x, c);
+// Where slot h of chunk j records its part ends (slot by slot, as jpeg_core's slots lay them out).
+struct SlotPartEnds {
+  const jc::ChunkedScan* fine;
+  int64_t parts, num_chunks;
+  jc::ChunkRecord* part_ends;
+  __device__ jc::PartEnds* operator()(int64_t j, int h, jc::PartEnds* storage) const {
+    *storage = jc::chunk_part_ends(*fine, parts, j, part_ends + h * num_chunks * (parts - 1));
+    return storage;
+  }
+};
+
+__device__ SlotPartEnds slot_part_ends(const ChunkTask& c) {
+  return SlotPartEnds{&c.fine, c.parts, c.scan.num_chunks, c.im->part_ends};
 }
 
-// Where the task's chunk records its part ends.
-__device__ jc::PartEnds part_ends(const ChunkTask& c) {
-  return jc::chunk_part_ends(c.fine, c.parts, c.chunk, c.im->part_ends);
+// The chunk task and slot thread t stands for (`slots` threads a task; those past the image's slots do nothing).
+__device__ bool slot_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int slots,
+                          ChunkTask* c, int* h) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (!chunk_task(images, runs, run_count, tasks, static_cast<int>(t / slots), c)) return false;
+  *h = static_cast<int>(t % slots);
+  return *h < c->slots;
 }
 
-// Stage 1: each chunk from its guessed start, into records[0].
-__global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks) {
+// Stage 1: each slot of each chunk from its guess at its MCU place, into records[0].
+__global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
+                                    int slots) {
   ChunkTask c;
-  if (!chunk_task(images, runs, run_count, tasks, &c)) return;
+  int h;
+  if (!slot_task(images, runs, run_count, tasks, slots, &c, &h)) return;
   const SegmentImage& im = *c.im;
-  jc::PartEnds ends = part_ends(c);
-  jc::decode_chunk(c.scan, im.frame, image_tables(im), c.chunk, jc::chunk_guess(c.scan, c.chunk),
-                   &im.records[0][c.chunk], &ends);
+  jc::PartEnds storage;
+  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, &im.records[0][c.chunk * c.slots + h],
+                 slot_part_ends(c)(c.chunk, h, &storage));
 }
 
-// Stage 2, one round: records[from] read, records[from ^ 1] written.
+// Stage 2, one round: records[from] read, records[from ^ 1] written, a thread a slot.
 __global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
-                                   int from) {
+                                   int slots, int from) {
   ChunkTask c;
-  if (!chunk_task(images, runs, run_count, tasks, &c)) return;
+  int h;
+  if (!slot_task(images, runs, run_count, tasks, slots, &c, &h)) return;
   const SegmentImage& im = *c.im;
+  const int k = c.slots;
   const jc::ChunkRecord* in = im.records[from];
   jc::ChunkRecord* out = im.records[from ^ 1];
   if (c.chunk == 0) {
-    out[0] = in[0];
+    out[h] = in[h];
     return;
   }
-  jc::PartEnds ends = part_ends(c);
-  jc::sync_chunk(c.scan, im.frame, image_tables(im), c.chunk, in[c.chunk - 1], in[c.chunk], &out[c.chunk], &ends);
+  jc::PartEnds storage;
+  jc::sync_slot(c.scan, im.frame, image_tables(im), c.chunk, in + (c.chunk - 1) * k, in + c.chunk * k, k, h,
+                out + c.chunk * k + h, slot_part_ends(c)(c.chunk, h, &storage));
 }
 
-// Stage 3's records in shared memory: an image of at most this many chunks (files up to 256 KB) has its
-// records copied there by its warp before one thread walks them, several times over (the budget's
-// count, the sweep, the starts). Read from global memory, each record the walks read made the thread
-// wait for it; larger images' walks read them there.
-constexpr int kStagedRecords = 512;
+// Stage 3's records in shared memory: an image whose slots and chosen records number at most `staged_records`
+// has them copied there by its warp before one thread walks them, several times over (the budget's count,
+// the walk, the starts). Read from global memory, each record the walks read made the thread wait for it;
+// larger images' walks read them there. At most this many (128 KB, past the 48 KB a launch gets without
+// asking), fewer where the GPU gives a block less (launch_decode_chunks).
+constexpr int kStagedRecords = 2048;
 
-// Stage 3, a warp per image: the sweep in chunk order through the chunks the rectangle needs, then their
-// exact starts (chunk_starts_through), into starts and *needed, by the warp's first thread.
-__global__ void chunk_starts_kernel(const SegmentImage* images) {
+// Stage 3, a warp per image: the walk over the slots in chunk order through the chunks the rectangle needs
+// (walk_slots: each chunk's slot on the chain, or the chunk decoded again within the budget), into the
+// chosen records (the records buffer the last round did not write) and chosen_slot, then their exact starts
+// (chunk_starts_through), into starts and *needed, by the warp's first thread.
+__global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_records) {
   extern __shared__ jc::ChunkRecord staged[];
   const SegmentImage& im = images[blockIdx.x];
   if (!im.chunked) return;
   if (threadIdx.x == 0) *im.needed = 0;
   if (*im.status != 0) return;
   jc::ChunkedScan s, fine;
+  const int k = im.chunk_slots;
   if (!image_scan(im, &s, &fine)) {
     atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return;
   }
   const jc::Frame& f = im.frame;
   const jc::SegmentTables tables = image_tables(im);
-  jc::ChunkRecord* records = im.records[kSyncRounds % 2];
-  if (s.num_chunks <= kStagedRecords) {
-    for (int64_t j = threadIdx.x; j < s.num_chunks; j += blockDim.x) staged[j] = records[j];
+  const jc::ChunkRecord* records = im.records[kSyncRounds % 2];
+  jc::ChunkRecord* chosen = im.records[(kSyncRounds + 1) % 2];
+  if (s.num_chunks * (k + 1) <= staged_records) {
+    for (int64_t j = threadIdx.x; j < s.num_chunks * k; j += blockDim.x) staged[j] = records[j];
     __syncwarp();
     records = staged;
+    chosen = staged + s.num_chunks * k;
   }
   if (threadIdx.x != 0) return;
-  // An image with more chunks out of step than the budget goes to the CPU path at once: its sweep would
+  // An image with more chunks out of step than the budget goes to the CPU path at once: its walk would
   // spend the budget's decodes, each as long as a round, and then give up.
-  if (jc::unsynced_chunks_through(s, records, im.last_block) > kSweepBudget) {
+  if (jc::slots_missing_through(s, records, k, im.last_block) > kSweepBudget) {
     atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
     return;
   }
-  int64_t blocks = records[0].blocks;  // before chunk j
-  int redone = 0;
-  for (int64_t j = 1; j < s.num_chunks && blocks <= im.last_block; ++j) {
-    jc::PartEnds ends = jc::chunk_part_ends(fine, im.chunk_parts, j, im.part_ends);
-    if (jc::sync_chunk(s, f, tables, j, records[j - 1], records[j], &records[j], &ends) && ++redone > kSweepBudget) {
-      atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
-      return;
-    }
-    blocks += records[j].blocks;
+  int64_t redone = 0;
+  const SlotPartEnds ends{&fine, im.chunk_parts, s.num_chunks, im.part_ends};
+  if (!jc::walk_slots(s, f, tables, records, k, im.last_block, kSweepBudget, ends, chosen, im.chosen_slot, &redone)) {
+    atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
+    return;
   }
-  const uint32_t flags = jc::chunk_starts_through(s, f, records, im.last_block, im.starts, im.needed);
+  const uint32_t flags = jc::chunk_starts_through(s, f, chosen, im.last_block, im.starts, im.needed);
   if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
 }
 
@@ -352,8 +378,8 @@ __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun*
   alignas(16) int16_t scratch[jc::kBlockSize];
   int16_t* planes[jc::kMaxComponents];
   for (int k = 0; k < jc::kMaxComponents; ++k) planes[k] = im.coefficients[k];
-  const jc::ChunkStart from = jc::part_start(im.starts, im.part_ends, c.parts, m);
-  const jc::ChunkStart to = jc::part_start(im.starts, im.part_ends, c.parts, m + 1);
+  const jc::ChunkStart from = jc::part_start(im.starts, im.part_ends, c.parts, m, im.chosen_slot, c.scan.num_chunks);
+  const jc::ChunkStart to = jc::part_start(im.starts, im.part_ends, c.parts, m + 1, im.chosen_slot, c.scan.num_chunks);
   const uint32_t flags =
       jc::decode_chunk_rows(c.fine, im.frame, image_tables(im), m, from, to, planes, im.mcu_row0, im.mcu_rows, scratch);
   if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);
@@ -473,13 +499,22 @@ cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* 
 }
 
 cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const DecodeRun* runs, int run_count, int tasks,
-                                 cudaStream_t stream) {
-  if (tasks <= 0 || run_count <= 0 || count <= 0) return cudaSuccess;
-  const int grid = (tasks + kThreads - 1) / kThreads;
-  guess_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks);
+                                 int slots, cudaStream_t stream) {
+  if (tasks <= 0 || run_count <= 0 || count <= 0 || slots < 1 || slots > jc::kMaxSlots) return cudaSuccess;
+  const int64_t slot_tasks = int64_t{tasks} * slots;
+  const int grid = static_cast<int>((slot_tasks + kThreads - 1) / kThreads);
+  guess_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots);
   for (int round = 0; round < kSyncRounds; ++round)
-    sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, round % 2);
-  chunk_starts_kernel<<<count, 32, kStagedRecords * sizeof(jc::ChunkRecord), stream>>>(images);
+    sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots, round % 2);
+  int device = 0, optin = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return e;
+  const int64_t staged = std::min<int64_t>(kStagedRecords, optin / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
+  const int staged_bytes = static_cast<int>(staged * sizeof(jc::ChunkRecord));
+  e = cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, staged_bytes);
+  if (e != cudaSuccess) return e;
+  chunk_starts_kernel<<<count, 32, staged_bytes, stream>>>(images, staged);
   const int64_t part_tasks = int64_t{tasks} * kMaxChunkParts;
   write_chunks_kernel<<<static_cast<int>((part_tasks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       images, runs, run_count, tasks);

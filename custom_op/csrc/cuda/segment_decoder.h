@@ -111,9 +111,11 @@ struct SegmentImage {
   // written with the starts.
   int32_t chunked;
   int32_t chunk_parts;
+  int32_t chunk_slots;  // records a chunk (jpeg_core's slots), 1 to kMaxSlots
   int64_t chunk_bytes, num_chunks, last_block;
-  jpeg_core::ChunkRecord* records[2];
-  jpeg_core::ChunkRecord* part_ends;
+  jpeg_core::ChunkRecord* records[2];  // num_chunks * chunk_slots each, chunk by chunk
+  jpeg_core::ChunkRecord* part_ends;   // chunk_slots * num_chunks * (chunk_parts - 1), slot by slot
+  int32_t* chosen_slot;                // num_chunks: the slot stage 3 chose for each chunk
   jpeg_core::ChunkStart* starts;
   int64_t* needed;
 };
@@ -140,11 +142,11 @@ cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t s
 // the order they are decoded (see decode_segments above); `tasks`: their segments in all.
 cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                    cudaStream_t stream);
-// The chunked decode of the images that have `chunked` set, in all five launches: `runs` list each such
+// The chunked decode of the images that have `chunked` set, in all six launches: `runs` list each such
 // image's chunks (every chunk, first 0) among the other images' runs of segments, as decode_segments'
-// do; `count`: the images.
+// do; `count`: the images; `slots`: the most chunk_slots among them (stages 1 and 2 run a thread a slot).
 cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const DecodeRun* runs, int run_count, int tasks,
-                                 cudaStream_t stream);
+                                 int slots, cudaStream_t stream);
 cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);
 cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count, int64_t max_pixels,
                                  cudaStream_t stream);

@@ -82,6 +82,10 @@ int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
 // Stage 4, which knows where each chunk starts, decodes them in kMaxChunkParts parts of 128 bytes.
 constexpr int64_t kChunkBytes = 512;
 
+// The most records a chunk of a file decoded in chunks holds (jpeg_core's slots): one for each place of
+// its MCU, up to this many.
+constexpr int kChunkSlots = jc::kMaxSlots;
+
 // Bytes per upload call while the host copies the files (see queue_part()).
 constexpr size_t kUploadPart = size_t{4} << 20;
 
@@ -205,12 +209,12 @@ struct BatchPlan {
   bool queued = false;  // decode() queued the decodes
 };
 
-// The arrays of an image decoded in chunks (SegmentImage::records, part_ends, starts, needed), one after
-// the other.
-size_t chunk_arrays_bytes(int64_t chunks, int32_t parts) {
-  const auto n = static_cast<size_t>(chunks);
-  return (2 + static_cast<size_t>(parts - 1)) * n * sizeof(jc::ChunkRecord) + (n + 1) * sizeof(jc::ChunkStart) +
-         sizeof(int64_t);
+// The arrays of an image decoded in chunks (SegmentImage::records, part_ends, starts, needed, chosen_slot),
+// one after the other.
+size_t chunk_arrays_bytes(int64_t chunks, int32_t parts, int32_t slots) {
+  const auto n = static_cast<size_t>(chunks), k = static_cast<size_t>(slots);
+  return (2 * k + k * static_cast<size_t>(parts - 1)) * n * sizeof(jc::ChunkRecord) + (n + 1) * sizeof(jc::ChunkStart) +
+         sizeof(int64_t) + n * sizeof(int32_t);
 }
 
 // The most runs decoder_segments can give for an image of `segments` restart segments: its runs never
@@ -321,6 +325,7 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
     im.chunk_bytes = call.testing.chunk_bytes > 0 ? call.testing.chunk_bytes : kChunkBytes;
     im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
     im.chunk_parts = im.chunk_bytes % kMaxChunkParts == 0 ? kMaxChunkParts : 1;
+    im.chunk_slots = std::min(f.blocks_in_mcu, kChunkSlots);
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
     return true;
   }
@@ -458,7 +463,8 @@ void lay_out_buffer(BatchPlan& plan) {
   plan.chunks_at.assign(n, 0);
   for (size_t k = 0; k < n; ++k)
     if (plan.images[k].image.chunked)
-      plan.chunks_at[k] = take(chunk_arrays_bytes(plan.images[k].image.num_chunks, plan.images[k].image.chunk_parts));
+      plan.chunks_at[k] = take(chunk_arrays_bytes(plan.images[k].image.num_chunks, plan.images[k].image.chunk_parts,
+                                                  plan.images[k].image.chunk_slots));
   plan.status_at = take(n * sizeof(uint32_t));
   for (size_t k = 0; k < n; ++k) {
     SegmentImage& im = plan.images[k].image;
@@ -548,10 +554,12 @@ void prepare_image(BatchPlan& plan, const std::vector<Item>& items, size_t k) {
     uint8_t* at = device + plan.chunks_at[k];
     const auto n = static_cast<size_t>(im.num_chunks);
     d.records[0] = reinterpret_cast<jc::ChunkRecord*>(at);
-    d.records[1] = d.records[0] + n;
-    d.part_ends = d.records[1] + n;
-    d.starts = reinterpret_cast<jc::ChunkStart*>(d.part_ends + n * static_cast<size_t>(im.chunk_parts - 1));
+    const auto k = static_cast<size_t>(im.chunk_slots);
+    d.records[1] = d.records[0] + n * k;
+    d.part_ends = d.records[1] + n * k;
+    d.starts = reinterpret_cast<jc::ChunkStart*>(d.part_ends + k * n * static_cast<size_t>(im.chunk_parts - 1));
     d.needed = reinterpret_cast<int64_t*>(d.starts + n + 1);
+    d.chosen_slot = reinterpret_cast<int32_t*>(d.needed + 1);
   }
   std::memcpy(plan.host + plan.descriptor_at[k], &d, sizeof(d));
 }
@@ -629,10 +637,12 @@ void queue_part(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& item
   C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(count), stream));
   const auto* d_runs = reinterpret_cast<const DecodeRun*>(device + layout.runs_at);
   C10_CUDA_CHECK(launch_decode_segments(d_images, d_runs, static_cast<int>(nruns), static_cast<int>(ntasks), stream));
-  if (std::any_of(plan.images.begin() + k0, plan.images.begin() + k1,
-                  [](const ImagePlan& p) { return p.image.chunked; }))
+  int slots = 0;  // the most slots of the part's images decoded in chunks
+  for (size_t k = k0; k < k1; ++k)
+    if (plan.images[k].image.chunked) slots = std::max(slots, static_cast<int>(plan.images[k].image.chunk_slots));
+  if (slots > 0)
     C10_CUDA_CHECK(launch_decode_chunks(d_images, static_cast<int>(count), d_runs, static_cast<int>(nruns),
-                                        static_cast<int>(ntasks), stream));
+                                        static_cast<int>(ntasks), slots, stream));
   C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
   Slot& slot = call.slot;
   C10_CUDA_CHECK(cudaMemcpyAsync(plan.status_host + k0, device + plan.status_at + k0 * sizeof(uint32_t),
