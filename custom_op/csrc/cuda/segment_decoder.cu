@@ -276,13 +276,15 @@ __device__ SlotPartEnds slot_part_ends(const ChunkTask& c) {
   return SlotPartEnds{&c.fine, c.parts, c.scan.num_chunks, c.im->part_ends};
 }
 
-// The chunk task and slot thread t stands for (`slots` threads a task; those past the image's slots do nothing).
+// The chunk task and slot thread t stands for: slot h of every task, then slot h + 1 of every task (`slots`
+// in all), so that a warp's threads are neighbouring chunks, and the threads of slots an image lacks fill
+// warps that end at once. False for those.
 __device__ bool slot_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int slots,
                           ChunkTask* c, int* h) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (!chunk_task(images, runs, run_count, tasks, static_cast<int>(t / slots), c)) return false;
-  *h = static_cast<int>(t % slots);
-  return *h < c->slots;
+  if (t >= int64_t{tasks} * slots) return false;
+  *h = static_cast<int>(t / tasks);
+  return chunk_task(images, runs, run_count, tasks, static_cast<int>(t % tasks), c) && *h < c->slots;
 }
 
 // Stage 1: each slot of each chunk from its guess at its MCU place, into records[0].
