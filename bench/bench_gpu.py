@@ -809,6 +809,10 @@ def large_table(args, big, original, prepared, full, size):
             "ours (the file is decoded once, over the windows' bounding box)": ours_method(),
             "ours, one region-of-interest decode per window": ours_method(dedupe=False),
             "ours, one whole-image decode per window": ours_method(dedupe=False, force_path="hardware-full"),
+            "ours, the file decoded once over the windows by our CUDA decoder in chunks (force_path='cuda')": (
+                ours_method(force_path="cuda")
+            ),
+            "ours, our CUDA decoder in chunks, one decode per window": ours_method(dedupe=False, force_path="cuda"),
             "ours, the file prepared for random access, decoded once over the windows (our CUDA decoder)": (
                 ours_method("prepared")
             ),
