@@ -45,6 +45,8 @@ Data = Union[bytes, bytearray, memoryview, torch.Tensor, Any]
 #: The channel count of each mode that sets one (UNCHANGED has the file's).
 MODE_CHANNELS = {int(ImageReadMode.GRAY): 1, int(ImageReadMode.RGB): 3}
 ON_WARNING = {"raise": 0, "warn": 1, "ignore": 2}
+# The gpu_decoder option's values, by their codes in the CUDA operators (cuda/batch_item.h, GpuDecoder).
+GPU_DECODERS = {"auto": 0, "cuda": 1, "nvjpeg": 2}
 ON_ERROR = ("raise", "return")
 _INT64_MAX = 2**63 - 1
 
@@ -194,6 +196,14 @@ def flag(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def gpu_decoder(value) -> int:
+    """The code of a gpu_decoder option."""
+    try:
+        return GPU_DECODERS[value]
+    except (KeyError, TypeError):
+        raise ValueError(f"gpu_decoder must be 'auto', 'cuda' or 'nvjpeg', got {value!r}") from None
 
 
 def warning_code(on_warning: str) -> int:

@@ -28,23 +28,32 @@ class BatchRun(NamedTuple):
 
 
 class Placement(NamedTuple):
-    """Where a call decodes: the public ``device``, ``stream`` and ``check_entropy`` options, checked."""
+    """Where a call decodes: the public ``device``, ``stream``, ``check_entropy`` and ``gpu_decoder``
+    options, checked."""
 
     device: torch.device
     stream: Optional[torch.cuda.Stream]
     check_entropy: bool  # reaches the CUDA operator only: the CPU path needs no check
+    decoder: int  # gpu_decoder's code (_args.GPU_DECODERS); reaches the CUDA operator only
 
 
-_CPU = Placement(torch.device("cpu"), None, False)
+_CPU = Placement(torch.device("cpu"), None, False, 0)
 
 
-def placement(device, stream, check_entropy) -> Placement:
+def placement(device, stream, check_entropy, gpu_decoder="auto") -> Placement:
     # The defaults, as every call on the CPU passes them: no device object to build.
-    if type(device) is str and device == "cpu" and stream is None and check_entropy is False:
+    if (
+        type(device) is str
+        and device == "cpu"
+        and stream is None
+        and check_entropy is False
+        and type(gpu_decoder) is str
+        and gpu_decoder == "auto"
+    ):
         return _CPU
     dev = _args.device(device)
     _args.stream_check(dev, stream)
-    return Placement(dev, stream, _args.flag("check_entropy", check_entropy))
+    return Placement(dev, stream, _args.flag("check_entropy", check_entropy), _args.gpu_decoder(gpu_decoder))
 
 
 def cuda_index(dev: torch.device) -> int:
@@ -94,8 +103,9 @@ def run_resized_crop(
 
 
 def _call(cpu_op, cuda_op, where: Placement, args: tuple, kwargs: dict) -> BatchRun:
-    """A batched operator on ``where``: ``cpu_op``, or ``cuda_op`` (which also takes the device index and
-    check_entropy, and returns each item's path) on its CUDA device and stream. ``args[0]``: the files."""
+    """A batched operator on ``where``: ``cpu_op``, or ``cuda_op`` (which also takes the device index,
+    check_entropy and the decoder choice, and returns each item's path) on its CUDA device and stream.
+    ``args[0]``: the files."""
     if where.device.type == "cpu":
         images, statuses, messages = _outcomes.call(cpu_op, *args, **kwargs)
         return BatchRun(images, statuses, messages, [CPU_PATH] * len(args[0]))
@@ -107,6 +117,6 @@ def _call(cpu_op, cuda_op, where: Placement, args: tuple, kwargs: dict) -> Batch
     # trace torch.cuda.stream(None).
     with torch.cuda.device(index), torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
         images, statuses, messages, paths = _outcomes.call(
-            cuda_op, *args, device=index, check_entropy=where.check_entropy, **kwargs
+            cuda_op, *args, device=index, check_entropy=where.check_entropy, decoder=where.decoder, **kwargs
         )
     return BatchRun(images, statuses, messages, paths)

@@ -40,6 +40,7 @@ def decode_and_crop_jpegs(
     stack: bool = False,
     on_error: str = "raise",
     check_entropy: bool = False,
+    gpu_decoder: str = "auto",
 ):
     """Decodes one window of each JPEG in ``data``: the batched :func:`custom_op.decode_and_crop_jpeg`.
 
@@ -50,8 +51,8 @@ def decode_and_crop_jpegs(
             photo); the GPU backend then decodes it once.
         tops, lefts, heights, widths: one int for every file, or one per file (a list, tuple, 1-D
             tensor or array).
-        mode, apply_exif_orientation, on_warning, max_pixels, check_entropy: as for one image,
-            applied to all. With ``device="cuda"``, ``check_entropy=True`` checks every file on the
+        mode, apply_exif_orientation, on_warning, max_pixels, check_entropy, gpu_decoder: as for one
+            image, applied to all. With ``device="cuda"``, ``check_entropy=True`` checks every file on the
             CPU (on torch's intra-op thread pool) before nvJPEG gets it, and hands those it finds
             anything wrong with to the CPU path, with all their windows: each item's exception or
             pixels are then the CPU path's. See :func:`custom_op.decode_and_crop_jpeg`.
@@ -100,7 +101,16 @@ def decode_and_crop_jpegs(
         for i, (h, w) in enumerate(zip(windows[2], windows[3])):
             _args.size_check(h, w, where=f"batch item {i}: ")
     call = _batch_call(
-        mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error, check_entropy
+        mode,
+        apply_exif_orientation,
+        on_warning,
+        max_pixels,
+        device,
+        stream,
+        stack,
+        on_error,
+        check_entropy,
+        gpu_decoder,
     )
     return _decode(tensors, windows, call, sizes=(heights, widths))
 
@@ -117,6 +127,7 @@ def decode_jpegs(
     stack: bool = False,
     on_error: str = "raise",
     check_entropy: bool = False,
+    gpu_decoder: str = "auto",
 ):
     """Decodes each whole JPEG in ``data``: the batched :func:`custom_op.decode_jpeg`.
 
@@ -127,7 +138,16 @@ def decode_jpegs(
     """
     tensors = _files(data, device)
     call = _batch_call(
-        mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error, check_entropy
+        mode,
+        apply_exif_orientation,
+        on_warning,
+        max_pixels,
+        device,
+        stream,
+        stack,
+        on_error,
+        check_entropy,
+        gpu_decoder,
     )
     return _decode(tensors, None, call)
 
@@ -176,11 +196,11 @@ class _BatchCall(NamedTuple):
 
 
 def _batch_call(
-    mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error, check_entropy
+    mode, apply_exif_orientation, on_warning, max_pixels, device, stream, stack, on_error, check_entropy, gpu_decoder
 ) -> _BatchCall:
     return _BatchCall(
         _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels),
-        _device.placement(device, stream, check_entropy),
+        _device.placement(device, stream, check_entropy, gpu_decoder),
         bool(stack),
         _args.on_error_check(on_error),
     )

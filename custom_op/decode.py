@@ -90,6 +90,7 @@ def decode_and_crop_jpeg(
     device: Union[str, torch.device] = "cpu",
     stream=None,
     check_entropy: bool = False,
+    gpu_decoder: str = "auto",
 ) -> torch.Tensor:
     """Decodes only the window ``[top:top+height, left:left+width]`` of a JPEG.
 
@@ -148,6 +149,15 @@ def decode_and_crop_jpeg(
             costs host CPU time in proportion to each file's size (``bench/bench_gpu_check.py``
             measures it). Files our CUDA decoder takes need no check. With ``device="cpu"`` the
             option is accepted and changes nothing: the CPU path gives libjpeg's outcome already.
+        gpu_decoder: with ``device="cuda"``, which GPU decoder takes the baseline files it can:
+            ``"auto"`` (default): custom_op's own CUDA decoder the files with short restart segments
+            (those :func:`prepare_jpeg` writes), nvJPEG the others. ``"cuda"``: our CUDA decoder every
+            baseline file it takes, those without restart markers too (decoded in parallel chunks:
+            no prepare step, and the CPU path's outcome on damaged files without ``check_entropy``);
+            see the GPU backend guide for its speed against the JPEG engines. ``"nvjpeg"``: nvJPEG
+            every file it takes (the JPEG engines where the GPU has them), prepared files too.
+            Whatever the choice, files neither decoder takes go to the CPU path. With
+            ``device="cpu"`` the option is checked and changes nothing.
 
     Returns:
         A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.
@@ -163,7 +173,7 @@ def decode_and_crop_jpeg(
             12-bit, ...), with libjpeg's message.
     """
     options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
-    placement = _device.placement(device, stream, check_entropy)
+    placement = _device.placement(device, stream, check_entropy, gpu_decoder)
     return _decode_one(data, (top, left, height, width), "decode_and_crop_jpegs", options, placement)
 
 
@@ -177,6 +187,7 @@ def decode_jpeg(
     device: Union[str, torch.device] = "cpu",
     stream=None,
     check_entropy: bool = False,
+    gpu_decoder: str = "auto",
 ) -> torch.Tensor:
     """Decodes a whole JPEG into a uint8 tensor ``[C, H, W]``.
 
@@ -184,7 +195,8 @@ def decode_jpeg(
     H and W are the displayed height and width. Lists of files go to :func:`custom_op.decode_jpegs`.
     """
     options = _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels)
-    return _decode_one(data, None, "decode_jpegs", options, _device.placement(device, stream, check_entropy))
+    placement = _device.placement(device, stream, check_entropy, gpu_decoder)
+    return _decode_one(data, None, "decode_jpegs", options, placement)
 
 
 def _subsampling(channels: int, factors: list) -> str:

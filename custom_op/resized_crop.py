@@ -95,6 +95,7 @@ def decode_and_resized_crop_jpeg(
     max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
     device: Union[str, torch.device] = "cpu",
     scale: Optional[int] = None,
+    gpu_decoder: str = "auto",
 ) -> torch.Tensor:
     """Decodes the window ``[top:top+height, left:left+width]`` of a JPEG resized to ``size``.
 
@@ -115,7 +116,7 @@ def decode_and_resized_crop_jpeg(
             nearest.
         scale: force the DCT scale, in eighths (1..16; 8 = full resolution: then the result equals full
             decode + crop + Pillow's resize exactly). Default: :func:`custom_op.resized_crop.choose_scale`.
-        device: ``"cpu"``, or ``"cuda"`` where custom_op's GPU backend can run: as
+        device, gpu_decoder: ``"cpu"``, or ``"cuda"`` where custom_op's GPU backend can run: as
             :func:`decode_and_resized_crop_jpegs` with ``device="cuda"``.
 
     Returns:
@@ -126,7 +127,7 @@ def decode_and_resized_crop_jpeg(
         ValueError: the window does not fit in the image, a bad size, scale, interpolation or option.
         RuntimeError: the data is not a JPEG libjpeg-turbo can decode.
     """
-    dev = _args.device(device)
+    placement = _device.placement(device, None, False, gpu_decoder)
     tensor = _args.as_tensor(data)
     window = _args.window(top, left, height, width)
     kwargs = _resample.op_options(
@@ -139,9 +140,9 @@ def decode_and_resized_crop_jpeg(
         [],
         _args.decode_options(mode, apply_exif_orientation, on_warning, max_pixels),
     )
-    if dev.type == "cpu":
+    if placement.device.type == "cpu":
         return _resample.one_image(tensor, window, False, kwargs)
-    run = _device.run_resized_crop([tensor], [[v] for v in window], [], kwargs, _device.placement(dev, None, False))
+    run = _device.run_resized_crop([tensor], [[v] for v in window], [], kwargs, placement)
     error = _outcomes.settle(run.statuses, run.messages, single=True, stacklevel=4)[0]
     if error is not None:
         raise error
@@ -170,6 +171,7 @@ def decode_and_resized_crop_jpegs(
     device: Union[str, torch.device] = "cpu",
     stream: Optional[torch.cuda.Stream] = None,
     on_error: str = "raise",
+    gpu_decoder: str = "auto",
 ):
     """Decodes one window of each JPEG in ``data`` resized to ``size``, into one ``[N, C, h, w]`` tensor:
     the batched :func:`decode_and_resized_crop_jpeg`, with the flip, dtype conversion and normalisation
@@ -209,6 +211,9 @@ def decode_and_resized_crop_jpegs(
             launches; the automatic scale of any other file is 8 (full resolution: the JPEG engines
             decode it), so its pixels equal the CPU call with ``scale=8``. On the GPU ``scale`` must be
             None, 1, 2, 4 or 8; ``mode=UNCHANGED`` runs on the CPU and is copied.
+        gpu_decoder: as :func:`custom_op.decode_and_crop_jpeg`. With ``"cuda"``, every baseline file our
+            CUDA decoder takes, prepared or not, is decoded there at the chosen scale (so the pixels are
+            the CPU call's); with ``"nvjpeg"``, every file at scale 8 by nvJPEG.
         stream: device="cuda" only: the CUDA stream the output is ordered on (default: the current one).
         on_error: ``"raise"`` (default): a bad item raises its exception (the first by index), the
             message starting ``custom_op: batch item <index>:``. ``"return"``: returns ``(tensor,
@@ -231,7 +236,7 @@ def decode_and_resized_crop_jpegs(
         RuntimeError: with ``on_error="raise"``, an item that cannot be decoded; device="cuda" where
             the GPU backend cannot run.
     """
-    placement = _device.placement(device, stream, False)
+    placement = _device.placement(device, stream, False, gpu_decoder)
     if isinstance(data, PackedFiles):
         tensors = list(data.unpack())
     else:

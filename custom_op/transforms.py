@@ -91,8 +91,8 @@ class _JpegTransform:
             _resample.check_options(kwargs)
         return kwargs
 
-    def _batch(self, tensors, windows, flips, device, stream, on_error):
-        placement = _device.placement(device, stream, False)
+    def _batch(self, tensors, windows, flips, device, stream, on_error, gpu_decoder):
+        placement = _device.placement(device, stream, False, gpu_decoder)
         return _resample.run_batch(
             tensors, windows, flips, self._kwargs, placement, _args.on_error_check(on_error), stacklevel=6
         )
@@ -225,6 +225,7 @@ class RandomResizedCropJpeg(_JpegTransform):
         device: Union[str, torch.device] = "cpu",
         stream: Optional[torch.cuda.Stream] = None,
         on_error: str = "raise",
+        gpu_decoder: str = "auto",
     ):
         """The transform of every file of ``datas`` in one call: a tensor ``[N, C, size_h, size_w]`` of
         ``dtype``, item ``i`` equal to ``self(datas[i], generator=g)`` in a loop over the files with one
@@ -239,7 +240,7 @@ class RandomResizedCropJpeg(_JpegTransform):
             datas: a list or tuple of encoded files (each as ``__call__`` takes one).
             generator: None (torch's global RNG), a torch.Generator, or an int seed that makes one
                 Generator for the whole batch.
-            device, stream: as :func:`custom_op.decode_and_resized_crop_jpegs`.
+            device, stream, gpu_decoder: as :func:`custom_op.decode_and_resized_crop_jpegs`.
             on_error: ``"raise"`` (default): the first bad file raises its exception (a file whose
                 header cannot be read raises before the later files' draws, as the loop would).
                 ``"return"``: returns ``(tensor, errors)``, a bad file's slot zeros and ``errors[i]``
@@ -264,7 +265,7 @@ class RandomResizedCropJpeg(_JpegTransform):
         if unread:
             # The operator fails these at once (no JPEG), and their exceptions are the header's.
             tensors = [torch.empty(0, dtype=torch.uint8) if i in unread else t for i, t in enumerate(tensors)]
-        result = self._batch(tensors, windows, flips if self.hflip_p > 0 else [], device, stream, on_error)
+        result = self._batch(tensors, windows, flips if self.hflip_p > 0 else [], device, stream, on_error, gpu_decoder)
         if on_error == "raise":
             return result
         images, errors = result
@@ -367,13 +368,15 @@ class ResizeCenterCropJpeg(_JpegTransform):
         device: Union[str, torch.device] = "cpu",
         stream: Optional[torch.cuda.Stream] = None,
         on_error: str = "raise",
+        gpu_decoder: str = "auto",
     ):
         """The transform of every file of ``datas`` in one call: a tensor ``[N, C, crop_h, crop_w]`` of
         ``dtype``, item ``i`` equal to ``self(datas[i])``, computed by
         :func:`custom_op.decode_and_resized_crop_jpegs`' operator (in parallel on torch's intra-op
-        thread pool on the CPU). ``device``, ``stream`` and ``on_error``: as that function's."""
+        thread pool on the CPU). ``device``, ``stream``, ``on_error`` and ``gpu_decoder``: as that
+        function's."""
         tensors = _args.tensors(datas, caller="ResizeCenterCropJpeg.batch")
-        return self._batch(tensors, [[], [], [], []], [], device, stream, on_error)
+        return self._batch(tensors, [[], [], [], []], [], device, stream, on_error, gpu_decoder)
 
     def __repr__(self) -> str:
         return (

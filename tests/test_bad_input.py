@@ -584,6 +584,42 @@ def test_check_entropy_changes_nothing_on_the_cpu(valid, on_warning):
         assert any(isinstance(r, str) for r in plain) or len(plain_warnings) > 0
 
 
+# Every call that takes gpu_decoder, with the other arguments a small valid file needs.
+GPU_DECODER_CALLS = {
+    **DECODES,
+    "decode_and_resized_crop_jpeg": lambda data, **options: custom_op.decode_and_resized_crop_jpeg(
+        data, 0, 0, 16, 16, 8, **options
+    ),
+    "decode_and_resized_crop_jpegs": lambda data, **options: custom_op.decode_and_resized_crop_jpegs(
+        [data], 0, 0, 16, 16, 8, **options
+    ),
+    "RandomResizedCropJpeg.batch": lambda data, **options: custom_op.transforms.RandomResizedCropJpeg(8).batch(
+        [data], 0, **options
+    ),
+    "ResizeCenterCropJpeg.batch": lambda data, **options: custom_op.transforms.ResizeCenterCropJpeg(16, 8).batch(
+        [data], **options
+    ),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("value", ["gpu", "CUDA", "nvJPEG", "", None, 1])
+@pytest.mark.parametrize("call", GPU_DECODER_CALLS)
+def test_gpu_decoder_must_be_a_known_name(valid, call, value, device):
+    # Checked with the other options, before the device is used: the same ValueError comes on a machine
+    # without a GPU, and on the CPU, where the option changes nothing.
+    with pytest.raises(ValueError, match="gpu_decoder must be 'auto', 'cuda' or 'nvjpeg'"):
+        GPU_DECODER_CALLS[call](valid[0], gpu_decoder=value, device=device)
+
+
+@pytest.mark.parametrize("call", GPU_DECODER_CALLS)
+def test_gpu_decoder_changes_nothing_on_the_cpu(valid, call):
+    results = [GPU_DECODER_CALLS[call](valid[0], gpu_decoder=value) for value in ("auto", "cuda", "nvjpeg")]
+    first = results[0][0] if isinstance(results[0], list) else results[0]
+    for result in results[1:]:
+        assert torch.equal(result[0] if isinstance(result, list) else result, first)
+
+
 # ----------------------------------------------------------------------------- decompression bombs
 
 

@@ -1960,6 +1960,63 @@ def test_chunked_decoding_at_every_scale(jpeg_writer, sampling):
 
 
 @needs_gpu
+@pytest.mark.parametrize("gpu_decoder", ["auto", "cuda", "nvjpeg"])
+def test_gpu_decoder_chooses_who_decodes(jpeg_writer, gpu_decoder):
+    """The public option, without any testing override: "cuda" gives our CUDA decoder files without restart
+    markers too (in chunks), "nvjpeg" gives nvJPEG prepared files too, "auto" ours the prepared ones only;
+    every window the CPU path's; damaged items the CPU path's outcome with "cuda"."""
+    pixels = jpeg_writer.photo_like(240, 320, 3, seed=61)
+    originals = [jpeg_writer.encode(pixels, sampling="4:2:0"), jpeg_writer.encode(pixels, optimize=True)]
+    prepared = [custom_op.prepare_jpeg(f) for f in originals]
+    datas = originals + prepared
+    wins = [(5, 7, 120, 200), (100, 30, 140, 280)] * 2
+    outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda", gpu_decoder=gpu_decoder)
+    for data, win, out in zip(datas, wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), (gpu_decoder, used)
+    ours = [path == "cuda" for path in used]
+    assert ours == {"cuda": [True] * 4, "nvjpeg": [False] * 4, "auto": [False, False, True, True]}[gpu_decoder], used
+    whole = custom_op.decode_jpegs(originals, device="cuda", stack=True, gpu_decoder=gpu_decoder)
+    assert torch.equal(whole.cpu(), torch.stack([custom_op.decode_jpeg(f) for f in originals]))
+    one = custom_op.decode_and_crop_jpeg(originals[0], *wins[0], device="cuda", gpu_decoder=gpu_decoder)
+    assert torch.equal(one.cpu(), custom_op.decode_and_crop_jpeg(originals[0], *wins[0]))
+
+
+@needs_gpu
+@pytest.mark.parametrize("on_warning", ["raise", "warn", "ignore"])
+def test_gpu_decoder_cuda_gives_the_hostile_batch_the_cpu_paths_outcome(jpeg_writer, on_warning):
+    """The hostile batch with gpu_decoder="cuda" and no check_entropy: every item's exception (type and
+    message) or pixels, and the warnings, are the CPU path's (progressive files, which nvJPEG's hybrid
+    decoders take, within their bound); our CUDA decoder takes the valid baseline files, restart markers
+    or not."""
+    files, windows = _hostile_batch(jpeg_writer, np.random.default_rng(7))
+    options = {"on_warning": on_warning, "on_error": "return"}
+    expected, expected_warnings = _recorded(custom_op.decode_and_crop_jpegs, files, *zip(*windows), **options)
+    (got, used), got_warnings = _recorded(
+        testing.decode_with_paths, files, *zip(*windows), device="cuda", gpu_decoder="cuda", **options
+    )
+    assert got_warnings == expected_warnings
+    expected, got = _shown(expected), _shown(got)
+    against = AgainstCpu()
+    for i, (out, ref) in enumerate(zip(got, expected)):
+        if isinstance(ref, str):
+            assert out == ref, (i, used[i])
+            continue
+        assert isinstance(out, torch.Tensor), (i, used[i], out)
+        against.add(out, ref, used[i], label=(i, used[i]))
+    progressive = [
+        custom_op.read_jpeg_header(f).progressive if isinstance(r, torch.Tensor) else None
+        for f, r in zip(files, expected)
+    ]
+    assert all(path == "cuda" for path, p in zip(used, progressive) if p is False and path != "cpu"), used
+    assert sum(path == "cuda" for path in used) >= 25, used
+    REPORT.setdefault("gpu_decoder_cuda_hostile_batch", {})[on_warning] = {
+        "paths": {p: used.count(p) for p in sorted(set(used))},
+        "against_cpu": against.as_dict(),
+    }
+    against.check()
+
+
+@needs_gpu
 def test_chunked_decoding_of_imagenet_photos():
     """The sample's photos as they come (no restart markers): every baseline one decoded by our decoder,
     each window the CPU path's; the resized crop of the same windows too."""

@@ -124,6 +124,41 @@ def test_prepared_files_take_our_cuda_decoder():
     assert all(gpu.PATH_NAMES[p & ~gpu.SEGMENTS_FLAG] == "cuda" for p in paths), paths
 
 
+@pytest.mark.parametrize("gpu_decoder", ["auto", "cuda", "nvjpeg"])
+def test_gpu_decoder_chooses_who_decodes_and_at_what_scale(gpu_decoder):
+    """Files without restart markers and prepared copies of them: with gpu_decoder="cuda" our CUDA decoder
+    takes both, at the automatic scale, with the CPU call's pixels; with "nvjpeg" nvJPEG takes both (scale 8,
+    the CPU call's pixels with scale=8); with "auto" ours the prepared ones, nvJPEG the others."""
+    originals = [_photo(240, 320, "4:2:0", 20 + i, prepared=False) for i in range(3)]
+    files = originals + [_tensor(custom_op.prepare_jpeg(f.numpy().tobytes())) for f in originals]
+    windows = [(10, 20, 200, 260)] * len(files)
+    kwargs = dict(size=[64, 64], resize_shorter=0, scale=0, filter=1, antialias=True, flips=[], mean=[], std=[])
+    images, status, _, paths = torch.ops.custom_op.decode_and_resized_crop_jpegs_cuda(
+        files,
+        *(list(v) for v in zip(*windows)),
+        **kwargs,
+        dtype=0,
+        mode=int(ImageReadMode.RGB),
+        apply_exif_orientation=False,
+        on_warning=0,
+        max_pixels=0,
+        device=torch.cuda.current_device(),
+        decoder=custom_op._args.GPU_DECODERS[gpu_decoder],
+    )
+    assert status == [0] * len(files)
+    names = [gpu.PATH_NAMES[p & ~gpu.SEGMENTS_FLAG] for p in paths]
+    ours = [name == "cuda" for name in names]
+    expected = {"cuda": [True] * 6, "nvjpeg": [False] * 6, "auto": [False] * 3 + [True] * 3}[gpu_decoder]
+    assert ours == expected, names
+    for image, f, window, by_us in zip(images, files, windows, ours):
+        cpu = custom_op.decode_and_resized_crop_jpeg(f, *window, 64, scale=None if by_us else 8)
+        assert torch.equal(image.cpu(), cpu), (gpu_decoder, names)
+    public = custom_op.decode_and_resized_crop_jpegs(
+        files, *(list(v) for v in zip(*windows)), 64, device="cuda", gpu_decoder=gpu_decoder
+    )
+    assert torch.equal(public.cpu(), images.cpu())
+
+
 def test_a_damaged_item_fails_alone_and_its_slot_is_zero():
     good = [_photo(200, 200, "4:2:0", i, prepared=True) for i in range(3)]
     bad = good[1].clone()

@@ -174,7 +174,8 @@ def test_the_default_call_shortcuts_give_what_the_full_conversion_gives(jpeg):
     )
     assert defaults == built and defaults.op_kwargs() == built._asdict()
     assert _args.decode_options("rgb", False, "raise", None) == built._replace(max_pixels=0)
-    assert _device.placement("cpu", None, False) == _device.Placement(torch.device("cpu"), None, False)
+    assert _device.placement("cpu", None, False) == _device.Placement(torch.device("cpu"), None, False, 0)
+    assert _device.placement("cpu", None, False, "nvjpeg") == _device.Placement(torch.device("cpu"), None, False, 2)
     with pytest.raises(TypeError, match="check_entropy"):
         _device.placement("cpu", None, "false")
     _args.as_tensor(jpeg)  # the first read-only view spends torch's warning

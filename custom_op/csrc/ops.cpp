@@ -44,17 +44,20 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
   // gets a file, _check_entropy_data checks it on the CPU, and a file it finds anything wrong with
   // goes to the CPU path. scales: per item, its DCT scale in eighths (1, 2, 4 or 8; empty: all 8), the
   // pixels of decode_and_crop_jpeg's scale_num, with the window in the scaled image; windows only.
+  // decoder: which GPU decoder takes the files both can (cuda/batch_item.h, GpuDecoder: 0 auto, 1 our
+  // CUDA decoder every file it takes, 2 nvJPEG every file it takes).
   m.def(
       "decode_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, *, bool whole, "
       "int mode, bool apply_exif_orientation, int on_warning, int max_pixels, bool stack, int device, "
-      "bool check_entropy=False, int[] scales=[]) -> (Tensor[] images, int[] status, str[] messages, int[] paths)");
+      "bool check_entropy=False, int[] scales=[], int decoder=0) "
+      "-> (Tensor[] images, int[] status, str[] messages, int[] paths)");
   // The batched fused resized crop on CUDA device `device` (cuda/resized_crop_cuda.cpp): the arguments
   // of decode_and_resized_crop_jpegs, the same pixels, one stacked output on the device.
   m.def(
       "decode_and_resized_crop_jpegs_cuda(Tensor[] data, int[] tops, int[] lefts, int[] heights, int[] widths, *, "
       "int[] size, int resize_shorter, int scale, int filter, bool antialias, int[] flips, float[] mean, "
       "float[] std, int dtype, int mode, bool apply_exif_orientation, int on_warning, int max_pixels, int device, "
-      "bool check_entropy=False) -> (Tensor images, int[] status, str[] messages, int[] paths)");
+      "bool check_entropy=False, int decoder=0) -> (Tensor images, int[] status, str[] messages, int[] paths)");
   m.def(
       "gpu_backend_info(*, int device) -> (str nvjpeg_version, bool hardware, int hardware_engines, "
       "int hardware_cores, str hardware_note, bool torch_allocators)");

@@ -20,10 +20,20 @@ namespace gpu {
 
 // The decoding options (common/options.h: mode, apply_exif_orientation, on_warning, max_pixels), and
 // what only a GPU call asks.
+// Which GPU decoder takes the baseline files both can (the public gpu_decoder option; its codes are
+// custom_op/_args.py's GPU_DECODERS): kAuto our CUDA decoder the files with short restart segments and
+// nvJPEG the others; kCuda our CUDA decoder every file it takes (the others in chunks); kNvjpeg nvJPEG
+// every file it takes.
+enum class GpuDecoder : int64_t { kAuto = 0, kCuda = 1, kNvjpeg = 2 };
+
 struct CallOptions : DecodeOptions {
   bool whole = false;          // every item decoded whole (the displayed image); the windows are ignored
   bool check_entropy = false;  // nvJPEG gets only files the CPU-side check finds nothing wrong with (planner.h)
+  GpuDecoder decoder = GpuDecoder::kAuto;
 };
+
+// The operators' decoder argument, checked (ValueError for a code that names none).
+GpuDecoder checked_gpu_decoder(int64_t code);
 
 struct Item {
   at::Tensor data;                 // the encoded bytes (CPU)

@@ -105,7 +105,7 @@ namespace {
 BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,
                                c10::IntArrayRef heights, c10::IntArrayRef widths, bool whole, int64_t mode,
                                bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels, bool stack,
-                               int64_t device_index, bool check_entropy, c10::IntArrayRef scales) {
+                               int64_t device_index, bool check_entropy, c10::IntArrayRef scales, int64_t decoder) {
   // The call's checks and messages are those of the CPU operator (decode_jpegs); with whole=True the
   // window lists are ignored.
   const size_t n = data.size();
@@ -115,7 +115,7 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
                           ")");
   check_gpu_scales(scales.data(), scales.size(), n, whole);
   const CallOptions options{checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels), whole,
-                            check_entropy};
+                            check_entropy, checked_gpu_decoder(decoder)};
   CUSTOM_OP_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));

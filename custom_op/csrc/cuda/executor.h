@@ -61,8 +61,13 @@ std::unique_ptr<Executor> hybrid_executor();    // nvjpeg_hybrid.cpp
 bool segment_decoder_takes(const JpegHeader& header, size_t size);
 
 // Whether it takes such a file whatever its restart segments, decoding it in chunks
-// (segment_decoder.h), as it does where testing.h's chunked_decoder_allowed() says so.
+// (segment_decoder.h), as it does where chunks_allowed() says so.
 bool chunk_decoder_takes(const JpegHeader& header, size_t size);
+
+// Whether a call's files go to our own CUDA decoder at all, and those without short restart segments
+// too (in chunks): as the call's gpu_decoder option asks, unless a test forces a path (testing_options.h).
+bool own_decoder_allowed(const CallOptions& options, const TestingOptions& testing);
+bool chunks_allowed(const CallOptions& options, const TestingOptions& testing);
 
 // Gives every claimed item its place in staging; returns the bytes needed.
 size_t lay_out_staging(std::vector<Item>& items);

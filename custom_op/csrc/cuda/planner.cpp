@@ -128,8 +128,8 @@ void scan_item(Item& it, const CallOptions& options, const TestingOptions& testi
   if (!gpu_eligible(h, cs, unsure, &it.nvjpeg_takes) || testing.cpu_only()) return;
   it.path = kPending;
   it.own_decoder =
-      testing.own_decoder_allowed() &&
-      (segment_decoder_takes(h, it.size) || (testing.chunked_decoder_allowed() && chunk_decoder_takes(h, it.size)));
+      own_decoder_allowed(options, testing) &&
+      (segment_decoder_takes(h, it.size) || (chunks_allowed(options, testing) && chunk_decoder_takes(h, it.size)));
 }
 
 // The item's window at its scale: the CPU operator's check that it fits the scaled displayed image,
@@ -229,6 +229,12 @@ void use_sub_images(std::vector<Item>& items, SegmentsRule rule, bool shared_all
 
 }  // namespace
 
+GpuDecoder checked_gpu_decoder(int64_t code) {
+  CUSTOM_OP_CHECK_VALUE(code >= 0 && code <= static_cast<int64_t>(GpuDecoder::kNvjpeg), kMessagePrefix,
+                        "gpu_decoder must be 0 (auto), 1 (cuda) or 2 (nvjpeg), got ", code);
+  return static_cast<GpuDecoder>(code);
+}
+
 std::vector<Item> scan_items(at::TensorList data, const CallOptions& options, const TestingOptions& testing) {
   std::vector<Item> items(data.size());
   for (size_t i = 0; i < std::min(items.size(), kPrefetchItems); ++i) prefetch_file(data[i]);
@@ -261,8 +267,8 @@ void plan_windows(std::vector<Item>& items, c10::IntArrayRef tops, c10::IntArray
     // One sub-image shared by several windows may leave out a segment that one window's own CPU decode
     // reads (its sub-image's filler, or the rows from the top): our CUDA decoder and check_entropy, which
     // must see every segment the CPU path reads, get the whole file for a repeated one.
-    use_sub_images(items, testing.segments, !testing.own_decoder_allowed() && !options.check_entropy,
-                   testing.own_decoder_allowed());
+    use_sub_images(items, testing.segments, !own_decoder_allowed(options, testing) && !options.check_entropy,
+                   own_decoder_allowed(options, testing));
 }
 
 std::vector<Item> plan_items(at::TensorList data, c10::IntArrayRef tops, c10::IntArrayRef lefts,

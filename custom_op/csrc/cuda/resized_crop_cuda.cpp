@@ -168,7 +168,7 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
                                            c10::IntArrayRef flips, c10::ArrayRef<double> mean,
                                            c10::ArrayRef<double> std, int64_t dtype, int64_t mode,
                                            bool apply_exif_orientation, int64_t on_warning, int64_t max_pixels,
-                                           int64_t device_index, bool check_entropy) {
+                                           int64_t device_index, bool check_entropy, int64_t decoder) {
   const size_t n = data.size();
   const size_t windows_lengths[4] = {tops.size(), lefts.size(), heights.size(), widths.size()};
   const ResizedCropArgs a =
@@ -200,7 +200,7 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
                              at::TensorOptions().dtype(scalar_type(a.dtype)).device(device));
   std::vector<PlannedItem> planned;
   std::vector<Item> window_items;
-  const CallOptions options{o, /*whole=*/false, check_entropy};
+  const CallOptions options{o, /*whole=*/false, check_entropy, checked_gpu_decoder(decoder)};
   const TestingOptions testing = testing_options();
   {
     RECORD_FUNCTION("custom_op::resized_crop_plan", std::vector<c10::IValue>());

@@ -261,7 +261,7 @@ void list_regions(BatchPlan& plan, const std::vector<Item>& items) {
 bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   const JpegHeader& h = it.header;
   const bool chunked = !segment_decoder_takes(h, it.size);
-  if (chunked && !(call.testing.chunked_decoder_allowed() && chunk_decoder_takes(h, it.size))) return false;
+  if (chunked && !(chunks_allowed(call.options, call.testing) && chunk_decoder_takes(h, it.size))) return false;
   ScanTables st;
   if (!read_scan_tables(it.bytes, h.header_end, h.components, &st)) return false;
   SegmentImage& im = p->image;
@@ -690,7 +690,7 @@ void queue_parts(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& ite
 class SegmentExecutor : public Executor {
  public:
   void claim(DecodeCall& call, std::vector<Item>& items) override {
-    if (!call.testing.own_decoder_allowed()) return;
+    if (!own_decoder_allowed(call.options, call.testing)) return;
     list_regions(plan_, items);
     plan_images(plan_, call, items);
   }
@@ -738,6 +738,16 @@ bool segment_decoder_takes(const JpegHeader& h, size_t size) {
 }
 
 bool chunk_decoder_takes(const JpegHeader& h, size_t size) { return decodable_layout(h, size); }
+
+bool own_decoder_allowed(const CallOptions& options, const TestingOptions& testing) {
+  if (testing.force_path != -1) return testing.own_decoder_allowed();
+  return options.decoder != GpuDecoder::kNvjpeg;
+}
+
+bool chunks_allowed(const CallOptions& options, const TestingOptions& testing) {
+  if (testing.force_path != -1) return testing.chunked_decoder_allowed();
+  return options.decoder == GpuDecoder::kCuda;
+}
 
 std::unique_ptr<Executor> segment_executor() { return std::make_unique<SegmentExecutor>(); }
 

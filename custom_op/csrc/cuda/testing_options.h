@@ -31,8 +31,8 @@ struct TestingOptions {
 
   bool cpu_only() const { return force_path == kCpu; }
   bool own_decoder_allowed() const { return force_path == -1 || force_path == kCudaDecoder; }
-  // Files without short restart segments go to our decoder's chunked decoding only where a test forces
-  // our decoder; by default the JPEG engines take them.
+  // With a path forced: files without short restart segments go to our decoder's chunked decoding only
+  // where a test forces our decoder (without, the call's gpu_decoder option decides: executor.h).
   bool chunked_decoder_allowed() const { return force_path == kCudaDecoder; }
   bool nvjpeg_allowed() const { return force_path != kCudaDecoder; }
   bool engines_allowed() const { return force_path != kGpuHybrid && force_path != kCpuHybrid; }
