@@ -81,6 +81,7 @@ namespace {
 
 constexpr uint32_t kSegmentNotFound = 1u << 31;  // harness flag: the scan walk never reached it
 constexpr uint32_t kScanDisagrees = 1u << 30;    // harness flag: join_records' scan differs from chunk_starts
+constexpr uint32_t kLanesDisagree = 1u << 29;    // harness flag: stage 3 on lanes differs from the one thread's
 
 // ---- Records on stdin / stdout ------------------------------------------------------------------
 
@@ -790,8 +791,44 @@ struct ChunkedRun {
   uint32_t flags = 0;                 // every stage's, or'ed: 0 is what a caller takes the decode on
   uint32_t stage4_flags = 0;          // every chunk's decode_chunk_blocks', or'ed: 0 must mean exact on its own
   int64_t flagged_chunks = 0;         // chunks whose stage 4 flagged something
+  bool lanes_taken = false;           // stage 3 on 32 lanes went on (lanes_match_one_thread) after the rounds
   std::vector<int16_t> coef[jc::kMaxComponents];
 };
+
+// Stage 3 on `lanes` lanes (sync_decode.h's lane steps, each run for every lane in turn, as a warp runs them
+// between its barriers) against walk_slots with no decode allowed and chunk_starts_through: the lanes must
+// go on exactly where that walk succeeds, and then give its chosen slots, starts, needed and flags. Returns
+// whether the lanes went on; sets *agree.
+bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::Frame& f, const jc::SegmentTables& t,
+                            const jc::ChunkRecord* records, int k, int64_t last_block, int lanes, bool* agree) {
+  const int64_t n = s.num_chunks;
+  std::vector<jc::ChunkRecord> chosen(static_cast<size_t>(n));
+  std::vector<int32_t> slot0(static_cast<size_t>(n), -1), slot1(static_cast<size_t>(n), -1);
+  std::vector<jc::ChunkStart> starts0(static_cast<size_t>(n + 1)), starts1(static_cast<size_t>(n + 1));
+  int64_t redone = 0, needed0 = 0, needed1 = 0;
+  auto no_part_ends = [](int64_t, int, jc::PartEnds*) -> jc::PartEnds* { return nullptr; };
+  const bool walked =
+      jc::walk_slots(s, f, t, records, k, last_block, 0, no_part_ends, chosen.data(), slot0.data(), &redone);
+  uint32_t flags0 = 0;
+  if (walked) flags0 = jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0);
+  std::vector<jc::LaneChain> chain(static_cast<size_t>(lanes));
+  auto range = [&](int lane) { return jc::lane_chunks(n, lane, lanes); };
+  for (int q = 0; q < lanes; ++q) jc::lane_chain_map(records, k, range(q), &chain[q]);
+  for (int q = 0; q < lanes; ++q) jc::lane_chain_walk(records, k, range(q), chain.data(), q, slot1.data(), &chain[q]);
+  for (int q = 0; q < lanes; ++q)
+    jc::lane_walk_stop(records, k, range(q), chain.data(), q, slot1.data(), last_block, &chain[q]);
+  int64_t end = 0;
+  const bool went_on = jc::lanes_walk_end(chain.data(), lanes, n, &end);
+  *agree = went_on == walked;
+  if (!went_on || !walked) return went_on;
+  for (int q = 0; q < lanes; ++q) jc::lane_chain_join(records, k, range(q), end, slot1.data(), &chain[q]);
+  for (int q = 0; q < lanes; ++q)
+    jc::lane_starts(s, f, records, k, range(q), chain.data(), q, slot1.data(), last_block, starts1.data(), &chain[q]);
+  const uint32_t flags1 = jc::lanes_starts_result(chain.data(), lanes, starts1.data(), last_block, &needed1);
+  *agree = slot0 == slot1 && flags0 == flags1 && needed0 == needed1 &&
+           std::memcmp(starts0.data(), starts1.data(), starts0.size() * sizeof(jc::ChunkStart)) == 0;
+  return true;
+}
 
 void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t chunk_bytes, const ChunkedOptions& opt,
                     ChunkedRun* out) {
@@ -816,6 +853,18 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   auto ends_of = [&](int64_t j) { return jc::chunk_part_ends(fine, parts, j, part_ends.data()); };
   std::vector<jc::ChunkRecord> records(static_cast<size_t>(n)), next(static_cast<size_t>(n));
   std::vector<int32_t> chosen_slot;  // with slots: walk_slots' choice for each chunk
+  // Stage 3 on lanes, on the records the rounds leave (k a chunk), through the band's or the scan's last block,
+  // on 32 lanes (a warp: empty ranges where the file has fewer chunks) and on 3.
+  auto check_lanes = [&](const jc::ChunkRecord* after_rounds, int k) {
+    const int64_t last = opt.band ? (band_rows(f).first + band_rows(f).second) * f.mcus_per_row * f.blocks_in_mcu - 1
+                                  : frame_total_mcus(f) * f.blocks_in_mcu - 1;
+    for (const int lanes : {32, 3}) {
+      bool agree = false;
+      const bool taken = lanes_match_one_thread(s, f, t, after_rounds, k, last, lanes, &agree);
+      if (lanes == 32) out->lanes_taken = taken;
+      if (!agree) out->flags |= kLanesDisagree;
+    }
+  };
   // Rounds of `round` (one round; it returns the chunks decoded again) until none decodes a chunk again, at
   // most opt.rounds (all where below 0), counted into `out`.
   auto run_rounds = [&](auto round) {
@@ -855,6 +904,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     });
     out->unsynced_before_sweep =
         jc::slots_missing_through(s, slots.data(), k, frame_total_mcus(f) * f.blocks_in_mcu - 1);
+    check_lanes(slots.data(), k);
     chosen_slot.assign(static_cast<size_t>(n), 0);
     auto part_ends_for = [&](int64_t j, int h, jc::PartEnds* storage) {
       *storage = slot_ends_of(j, h);
@@ -880,6 +930,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     });
     out->unsynced_before_sweep =
         jc::unsynced_chunks_through(s, records.data(), frame_total_mcus(f) * f.blocks_in_mcu - 1);
+    check_lanes(records.data(), 1);
     if (opt.sweep)
       for (int64_t j = 1; j < n; ++j) {
         jc::PartEnds ends = ends_of(j);
@@ -992,6 +1043,7 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"flags\": " + std::to_string(run.flags) +
                 ", \"stage4_flags\": " + std::to_string(run.stage4_flags) +
                 ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +
+                ", \"lanes_taken\": " + (run.lanes_taken ? "true" : "false") +
                 ", \"stored_blocks\": " + std::to_string(stored) +
                 ", \"band_ref_warnings\": " + std::to_string(band_ref_warnings) + ", \"band_ref_error\": \"" +
                 json_escape(band_ref_error) + "\"" + ", \"coef_compared_blocks\": " + std::to_string(compared) +

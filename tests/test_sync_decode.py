@@ -258,6 +258,20 @@ def test_slots_bring_photos_in_step_in_fewer_rounds(photos):
     assert max(b["unsynced_before_sweep"] for _, b in pairs) <= max(a["unsynced_before_sweep"] for a, _ in pairs)
 
 
+def test_stage3_on_lanes_takes_the_photos_in_step(photos):
+    """Stage 3 on a warp's 32 lanes (and on 3) gives the one thread's chosen slots, starts and flags on every photo
+    and at every layout (assert_exact: any difference is a flag), and goes on by itself, without the one thread's
+    walk, on the photos whose chunks the rounds brought in step: after three rounds in 512-byte chunks with slots, as
+    the GPU decodes them, at least nine photos in ten."""
+    files = [p.read_bytes() for p in photos]
+    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=3, band=True, parts=4, slots=10) if d.get("runs")]
+    assert len(runs) >= len(files) // 2
+    assert not any(r["flags"] & core.LANES_DISAGREE for r in runs)
+    in_step = [r for r in runs if r["unsynced_before_sweep"] == 0]
+    assert all(r["lanes_taken"] for r in in_step), "a photo in step after the rounds went to the one thread's walk"
+    assert sum(r["lanes_taken"] for r in runs) >= 0.9 * len(runs), sum(r["lanes_taken"] for r in runs)
+
+
 def test_padding_of_zeros_is_flagged_or_exact():
     """Segments padded with zeros instead of ones before their restart markers: libjpeg reads no padding bit, so
     the files are valid to it, but stages 1 and 2 cannot tell such padding from blocks (here a block is 2 bits, 00,
@@ -295,6 +309,7 @@ def _check_damaged(results, stats):
         stats["libjpeg_warned"] += warned
         for r in d["runs"]:
             run = f"mutant {i} ({_where(d)}), chunks of {r['chunk_bytes']}"
+            assert not r["flags"] & core.LANES_DISAGREE, f"{run}: stage 3 on lanes differs from the one thread's"
             if r["stage4_flags"] == 0:
                 assert not warned, f"{run}: accepted, but libjpeg warned: {d['ref_warning'] or d['ref_coef_error']}"
                 assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
@@ -314,6 +329,7 @@ def _check_damaged_band(results, stats):
             continue
         for r in d["runs"]:
             run = f"mutant {i} ({_where(d)}), band, chunks of {r['chunk_bytes']}"
+            assert not r["flags"] & core.LANES_DISAGREE, f"{run}: stage 3 on lanes differs from the one thread's"
             warned = r["band_ref_warnings"] > 0 or r["band_ref_error"] != ""
             stats["libjpeg_warned"] += warned
             if r["stage4_flags"] == 0:

@@ -319,18 +319,25 @@ __global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* 
 }
 
 // Stage 3's records in shared memory: an image whose slots and chosen records number at most `staged_records`
-// has them copied there by its warp before one thread walks them, several times over (the budget's count,
-// the walk, the starts). Read from global memory, each record the walks read made the thread wait for it;
-// larger images' walks read them there. At most this many (128 KB, past the 48 KB a launch gets without
-// asking), fewer where the GPU gives a block less (launch_decode_chunks).
+// has them copied there by its warp before the walks read them, several times over. Read from global memory,
+// each record a walk read made its thread wait for it; larger images' walks read them there. At most this
+// many (128 KB, past the 48 KB a launch gets without asking), fewer where the GPU gives a block less
+// (launch_decode_chunks).
 constexpr int kStagedRecords = 2048;
 
+// Stage 3's lanes (jpeg_core's lane steps): a warp per image.
+constexpr int kStartLanes = 32;
+
 // Stage 3, a warp per image: the walk over the slots in chunk order through the chunks the rectangle needs
-// (walk_slots: each chunk's slot on the chain, or the chunk decoded again within the budget), into the
-// chosen records (the records buffer the last round did not write) and chosen_slot, then their exact starts
-// (chunk_starts_through), into starts and *needed, by the warp's first thread.
+// into chosen_slot, then the chunks' exact starts into starts and *needed. Where the walk needs no chunk
+// decoded again, the warp's lanes share both (jpeg_core's lane steps, a barrier between two); else the first
+// thread walks (walk_slots: each chunk's slot on the chain, or the chunk decoded again within the budget,
+// into the chosen records, in the records buffer the last round did not write) and places the starts
+// (chunk_starts_through), as one thread.
 __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_records) {
-  extern __shared__ jc::ChunkRecord staged[];
+  extern __shared__ __align__(16) unsigned char stage3_shared[];
+  jc::LaneChain* lanes = reinterpret_cast<jc::LaneChain*>(stage3_shared);
+  jc::ChunkRecord* staged = reinterpret_cast<jc::ChunkRecord*>(stage3_shared + kStartLanes * sizeof(jc::LaneChain));
   const SegmentImage& im = images[blockIdx.x];
   if (!im.chunked) return;
   if (threadIdx.x == 0) *im.needed = 0;
@@ -351,7 +358,30 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
     records = staged;
     chosen = staged + s.num_chunks * k;
   }
-  if (threadIdx.x != 0) return;
+  const int lane = static_cast<int>(threadIdx.x);
+  if (jc::starts_arguments_ok(s, f, im.last_block)) {
+    const jc::LaneRange r = jc::lane_chunks(s.num_chunks, lane, kStartLanes);
+    jc::LaneChain* mine = &lanes[lane];
+    jc::lane_chain_map(records, k, r, mine);
+    __syncwarp();
+    jc::lane_chain_walk(records, k, r, lanes, lane, im.chosen_slot, mine);
+    __syncwarp();
+    jc::lane_walk_stop(records, k, r, lanes, lane, im.chosen_slot, im.last_block, mine);
+    __syncwarp();
+    int64_t end = 0;
+    if (jc::lanes_walk_end(lanes, kStartLanes, s.num_chunks, &end)) {  // the same in every lane
+      jc::lane_chain_join(records, k, r, end, im.chosen_slot, mine);
+      __syncwarp();
+      jc::lane_starts(s, f, records, k, r, lanes, lane, im.chosen_slot, im.last_block, im.starts, mine);
+      __syncwarp();
+      if (lane == 0) {
+        const uint32_t flags = jc::lanes_starts_result(lanes, kStartLanes, im.starts, im.last_block, im.needed);
+        if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
+      }
+      return;
+    }
+  }
+  if (lane != 0) return;
   // An image with more chunks out of step than the budget goes to the CPU path at once: its walk would
   // spend the budget's decodes, each as long as a round, and then give up.
   if (jc::slots_missing_through(s, records, k, im.last_block) > kSweepBudget) {
@@ -512,11 +542,14 @@ cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const De
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e != cudaSuccess) return e;
-  const int64_t staged = std::min<int64_t>(kStagedRecords, optin / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
-  const int staged_bytes = static_cast<int>(staged * sizeof(jc::ChunkRecord));
-  e = cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, staged_bytes);
+  constexpr int64_t kLaneBytes = kStartLanes * sizeof(jc::LaneChain);
+  const int64_t staged =
+      std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
+  if (staged < 0) return cudaErrorInvalidConfiguration;
+  const int shared_bytes = static_cast<int>(kLaneBytes + staged * sizeof(jc::ChunkRecord));
+  e = cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);
   if (e != cudaSuccess) return e;
-  chunk_starts_kernel<<<count, 32, staged_bytes, stream>>>(images, staged);
+  chunk_starts_kernel<<<count, kStartLanes, shared_bytes, stream>>>(images, staged);
   const int64_t part_tasks = int64_t{tasks} * kMaxChunkParts;
   write_chunks_kernel<<<static_cast<int>((part_tasks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       images, runs, run_count, tasks);

@@ -27,8 +27,9 @@
 //      one block past it.
 //   3. chunk_starts: each chunk's exact start (its first bit, the scan index of its first block, the DC
 //      predictors) from the records, a running sum (the predictors are sums of DC differences, reset
-//      at restart markers); one thread's loop, or a parallel scan with join_records. A window needs the
-//      scan only through its last MCU row: chunk_starts_through checks the chunks up to there alone.
+//      at restart markers); one thread's loop, or a parallel scan with join_records (the lane steps
+//      share it, with walk_slots' choice of records, among a warp's threads). A window needs the scan
+//      only through its last MCU row: chunk_starts_through checks the chunks up to there alone.
 //   4. decode_chunk_blocks: the blocks that start in the chunk, decoded from its exact start into the
 //      coefficient planes (decode_segment's layout, so the same IDCT consumes them); decode_chunk_rows
 //      keeps a band of MCU rows (a window's), as decode_segment_rows does.
@@ -661,6 +662,13 @@ CUSTOM_OP_HD inline ChunkRecord join_records(const ChunkRecord& a, const ChunkRe
   return r;
 }
 
+// Whether a frame and last_block are what chunk_starts_through takes (else kBadArguments): a frame with
+// blocks, and last_block inside its scan. The lanes' steps need the same.
+CUSTOM_OP_HD inline bool starts_arguments_ok(const ChunkedScan& s, const Frame& f, int64_t last_block) {
+  return f.blocks_in_mcu >= 1 && s.num_chunks >= 1 && last_block >= 0 &&
+         last_block < frame_total_mcus(f) * f.blocks_in_mcu;
+}
+
 // Stage 3 for a decode that needs the scan only through block `last_block` (by scan index: a window's
 // last MCU row's last block): starts[0 .. num_chunks] from records[0 .. num_chunks - 1], and in *needed
 // the chunks that decode reads: those that start at or before last_block. Returns kUnsynced where one of
@@ -670,9 +678,7 @@ CUSTOM_OP_HD inline ChunkRecord join_records(const ChunkRecord& a, const ChunkRe
 // each chunk.
 CUSTOM_OP_HD inline uint32_t chunk_starts_through(const ChunkedScan& s, const Frame& f, const ChunkRecord* records,
                                                   int64_t last_block, ChunkStart* starts, int64_t* needed) {
-  const int64_t total_blocks = frame_total_mcus(f) * f.blocks_in_mcu;
-  if (records == nullptr || starts == nullptr || needed == nullptr || f.blocks_in_mcu < 1 || s.num_chunks < 1 ||
-      last_block < 0 || last_block >= total_blocks)
+  if (records == nullptr || starts == nullptr || needed == nullptr || !starts_arguments_ok(s, f, last_block))
     return kBadArguments;
   uint32_t flags = kSegmentOk;
   ChunkStart at;
@@ -717,6 +723,165 @@ CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkR
   // With slots (walk_slots' chosen_slot), the chosen slot's part ends: slot by slot, num_chunks chunks each.
   const int64_t slot = chosen_slot != nullptr ? chosen_slot[j] : 0;
   return chunk_start_after(starts[j], part_ends[(slot * num_chunks + j) * (parts - 1) + k - 1]);
+}
+
+// ---- Stage 3 on lanes --------------------------------------------------------------------------------
+//
+// walk_slots and chunk_starts_through are one thread's loops over every chunk, each step waiting on the one
+// before: on a GPU that one thread's time grows with the file and holds up its launch. Where the walk needs
+// no chunk decoded again (every chunk it reaches has a slot on the chain: nearly always after the rounds),
+// both are scans that `lanes` threads can share, since following the chain through a range of chunks is a
+// map from the slot it enters at to the slot it leaves at, and join_records joins a range's records. Each
+// lane takes a range of chunks (lane_chunks) and runs the steps below in turn; between two steps the lanes
+// exchange their LaneChain (shared memory and a barrier on a GPU, a loop over the lanes on the CPU), and a
+// step reads only the LaneChain of the lanes before its own. Where lanes_walk_end says the walk would need a
+// decode, the caller runs walk_slots and chunk_starts_through instead. Otherwise the lanes give what those
+// give: chosen_slot for every chunk (walk_slots' choice, slot 0 past the walk), the starts, *needed and the
+// flags of chunk_starts_through over the chosen records.
+
+// Lane `lane`'s chunks, [begin, end), of n among `lanes` lanes (empty where n < lanes).
+struct LaneRange {
+  int64_t begin, end;
+};
+
+CUSTOM_OP_HD inline LaneRange lane_chunks(int64_t n, int lane, int lanes) {
+  return {n * lane / lanes, n * (lane + 1) / lanes};
+}
+
+// A chain through a range of chunks: for each slot it enters at, the slot it leaves at, or -1 where some
+// chunk of the range has no slot starting where the chain reaches it.
+struct SlotMap {
+  int8_t to[kMaxSlots];
+};
+
+// The slot of chunk j >= 1 that starts where slot `from` of chunk j - 1 ends (walk_slots' step), or -1.
+CUSTOM_OP_HD inline int chain_link(const ChunkRecord* records, int k, int64_t j, int from) {
+  return from < 0 ? -1 : slot_starting_at(records + j * k, k, records[(j - 1) * k + from].end);
+}
+
+// What the lanes exchange. Each step fills its fields of its own lane's.
+struct LaneChain {
+  int64_t chunks;      // lane_chain_map: the range's chunks
+  SlotMap map;         // lane_chain_map
+  int64_t blocks;      // lane_chain_walk: the blocks of the chain's records in the range, up to `broken`
+  int64_t broken;      // lane_chain_walk: the range's first chunk off the chain, INT64_MAX where none is
+  int64_t stop;        // lane_walk_stop: the range's chunk where walk_slots stops, INT64_MAX where none
+  ChunkRecord joined;  // lane_chain_join: the chosen records of the range joined
+  int64_t needed;      // lane_starts: the most chunks a decode reads, as far as the range tells
+  uint32_t flags;      // lane_starts: chunk_starts_through's flags from the range's chunks
+};
+
+// Step 1: the chain's map through the lane's chunks. The range that holds chunk 0 enters at chunk 0's slot 0.
+CUSTOM_OP_HD inline void lane_chain_map(const ChunkRecord* records, int k, LaneRange r, LaneChain* out) {
+  out->chunks = r.end - r.begin;
+  for (int g = 0; g < kMaxSlots; ++g) out->map.to[g] = static_cast<int8_t>(g < k ? g : -1);
+  for (int64_t j = r.begin < 1 ? 1 : r.begin; j < r.end; ++j)
+    for (int g = 0; g < k; ++g) out->map.to[g] = static_cast<int8_t>(chain_link(records, k, j, out->map.to[g]));
+}
+
+// The slot of the chunk before lane `lane`'s range that the chain from chunk 0's slot 0 reaches (slot 0 for
+// the lane that starts at chunk 0), from the maps of the lanes before it; -1 where it breaks before.
+CUSTOM_OP_HD inline int lane_entry_slot(const LaneChain* lanes, int lane) {
+  int slot = 0;
+  for (int q = 0; q < lane && slot >= 0; ++q) slot = lanes[q].map.to[slot];
+  return slot;
+}
+
+// Step 2: the chain's slot of each of the lane's chunks into chosen_slot (from `broken` on, whatever it is),
+// and the blocks of their records.
+CUSTOM_OP_HD inline void lane_chain_walk(const ChunkRecord* records, int k, LaneRange r, const LaneChain* lanes,
+                                         int lane, int32_t* chosen_slot, LaneChain* out) {
+  int slot = lane_entry_slot(lanes, lane);
+  out->blocks = 0;
+  out->broken = INT64_MAX;
+  for (int64_t j = r.begin; j < r.end; ++j) {
+    if (j > 0) slot = chain_link(records, k, j, slot);
+    if (slot < 0) {
+      out->broken = j;
+      return;
+    }
+    chosen_slot[j] = slot;
+    out->blocks += records[j * k + slot].blocks;
+  }
+}
+
+// Step 3: the chunk of the lane's range where walk_slots stops, as through block last_block: the first
+// chunk j >= 1 that more than last_block + 1 blocks precede.
+CUSTOM_OP_HD inline void lane_walk_stop(const ChunkRecord* records, int k, LaneRange r, const LaneChain* lanes,
+                                        int lane, const int32_t* chosen_slot, int64_t last_block, LaneChain* out) {
+  int64_t blocks = 0;  // before chunk j
+  for (int q = 0; q < lane; ++q) blocks += lanes[q].blocks;
+  out->stop = INT64_MAX;
+  for (int64_t j = r.begin; j < r.end; ++j) {
+    if (j >= 1 && blocks > last_block) {
+      out->stop = j;
+      return;
+    }
+    if (j >= out->broken) return;
+    blocks += records[j * k + chosen_slot[j]].blocks;
+  }
+}
+
+// After step 3, the same for every lane: whether the lanes may go on (the walk stops before any chunk off
+// the chain), and in *end the chunk where it stops (n: it walks them all).
+CUSTOM_OP_HD inline bool lanes_walk_end(const LaneChain* lanes, int count, int64_t n, int64_t* end) {
+  int64_t stop = INT64_MAX, broken = INT64_MAX;
+  for (int q = 0; q < count; ++q) {
+    stop = lanes[q].stop < stop ? lanes[q].stop : stop;
+    broken = lanes[q].broken < broken ? lanes[q].broken : broken;
+  }
+  *end = stop < n ? stop : n;
+  return broken == INT64_MAX || stop <= broken;
+}
+
+// Step 4: the chosen slots of the lane's chunks from chunk `end` on become 0 (as walk_slots leaves the chunks
+// past its walk), and the chosen records of the range joined.
+CUSTOM_OP_HD inline void lane_chain_join(const ChunkRecord* records, int k, LaneRange r, int64_t end,
+                                         int32_t* chosen_slot, LaneChain* out) {
+  for (int64_t j = r.begin; j < r.end; ++j) {
+    if (j >= end) chosen_slot[j] = 0;
+    const ChunkRecord& c = records[j * k + chosen_slot[j]];
+    out->joined = j == r.begin ? c : join_records(out->joined, c);
+  }
+}
+
+// Step 5: chunk_starts_through's starts of the lane's chunks (and starts[n] by the lane that holds the last
+// chunk), with its needed and flags as far as the range tells.
+CUSTOM_OP_HD inline void lane_starts(const ChunkedScan& s, const Frame& f, const ChunkRecord* records, int k,
+                                     LaneRange r, const LaneChain* lanes, int lane, const int32_t* chosen_slot,
+                                     int64_t last_block, ChunkStart* starts, LaneChain* out) {
+  ChunkStart at;
+  at.bit = 8 * s.scan_start;
+  at.block = 0;
+  for (int c = 0; c < kMaxComponents; ++c) at.pred[c] = 0;
+  for (int q = 0; q < lane; ++q)
+    if (lanes[q].chunks > 0) at = chunk_start_after(at, lanes[q].joined);
+  out->needed = 0;
+  out->flags = kSegmentOk;
+  for (int64_t j = r.begin; j < r.end; ++j) {
+    starts[j] = at;
+    const ChunkRecord& c = records[j * k + chosen_slot[j]];
+    if (at.block <= last_block && at.bit != kScanEnd) {
+      out->needed = j + 1;
+      const SyncPoint expected = {at.bit, static_cast<int32_t>(at.block % f.blocks_in_mcu), 0};
+      if (!same_point(c.start, expected)) out->flags |= kUnsynced;
+    }
+    at = chunk_start_after(at, c);
+  }
+  if (r.end == s.num_chunks && r.begin < r.end) starts[s.num_chunks] = at;
+}
+
+// After step 5, by one lane: chunk_starts_through's *needed and flags.
+CUSTOM_OP_HD inline uint32_t lanes_starts_result(const LaneChain* lanes, int count, const ChunkStart* starts,
+                                                 int64_t last_block, int64_t* needed) {
+  uint32_t flags = kSegmentOk;
+  *needed = 0;
+  for (int q = 0; q < count; ++q) {
+    flags |= lanes[q].flags;
+    *needed = lanes[q].needed > *needed ? lanes[q].needed : *needed;
+  }
+  if (*needed == 0 || starts[*needed].block <= last_block) flags |= kUnsynced;
+  return flags;
 }
 
 // Stage 4: the blocks of chunk j decoded from `start` (starts[j]), those of MCU rows [first_row,
