@@ -114,13 +114,16 @@ def torchvision_method(inputs="original"):
     return f"torchvision {torchvision.__version__} decode_jpeg(list, cuda) + slice", Method(run, inputs)
 
 
-def ours_method(inputs="original", stack=False, **settings):
+def ours_method(inputs="original", stack=False, gpu_decoder="auto", **settings):
     """settings: testing.gpu_options for this method's calls (process-wide, restored after each call).
-    stack: the windows as one [N, C, H, W] tensor, which iterates as the list would."""
+    stack: the windows as one [N, C, H, W] tensor, which iterates as the list would. gpu_decoder: the
+    calls' option."""
 
     def run(tensors, windows):
         with testing.gpu_options(**settings) if settings else contextlib.nullcontext():
-            return custom_op.decode_and_crop_jpegs(tensors, *zip(*windows), device="cuda", stack=stack)
+            return custom_op.decode_and_crop_jpegs(
+                tensors, *zip(*windows), device="cuda", stack=stack, gpu_decoder=gpu_decoder
+            )
 
     return Method(run, inputs)
 
@@ -379,9 +382,7 @@ def sample_section(args):
             "ours, original files, the JPEG engines decode whole images (the copy crops)": ours_method(
                 force_path="hardware-full"
             ),
-            "ours, original files, our CUDA decoder in chunks (testing.gpu_options(force_path='cuda'))": ours_method(
-                force_path="cuda"
-            ),
+            "ours, original files, our CUDA decoder in chunks (gpu_decoder='cuda')": ours_method(gpu_decoder="cuda"),
             "ours, original files, nvJPEG's hybrid decoders, as without JPEG engines (force_path='gpu-hybrid')": (
                 ours_method(force_path="gpu-hybrid")
             ),
@@ -809,10 +810,10 @@ def large_table(args, big, original, prepared, full, size):
             "ours (the file is decoded once, over the windows' bounding box)": ours_method(),
             "ours, one region-of-interest decode per window": ours_method(dedupe=False),
             "ours, one whole-image decode per window": ours_method(dedupe=False, force_path="hardware-full"),
-            "ours, the file decoded once over the windows by our CUDA decoder in chunks (force_path='cuda')": (
-                ours_method(force_path="cuda")
+            "ours, the file decoded once over the windows by our CUDA decoder in chunks (gpu_decoder='cuda')": (
+                ours_method(gpu_decoder="cuda")
             ),
-            "ours, our CUDA decoder in chunks, one decode per window": ours_method(dedupe=False, force_path="cuda"),
+            "ours, our CUDA decoder in chunks, one decode per window": ours_method(dedupe=False, gpu_decoder="cuda"),
             "ours, the file prepared for random access, decoded once over the windows (our CUDA decoder)": (
                 ours_method("prepared")
             ),
