@@ -37,12 +37,15 @@
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
 //   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P]
+//                                [--slots K]
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
 //                                every chunk on its own as GPU threads would: stage 1, then up to
 //                                --rounds rounds of sync_chunk (default 2; -1: until none changes), then one
 //                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4, in
-//                                P parts a chunk (split_scan, part_start; default 1) where N allows;
+//                                P parts a chunk (split_scan, part_start; default 1) where N allows; with
+//                                K >= 1, K slots a chunk (at most the MCU's blocks: guess_slot, rounds of
+//                                sync_slot, walk_slots) in place of one record;
 //                                one JSON line with each run's flags (all stages', and stage 4's alone)
 //                                and, where stage 4 flagged nothing, its coefficients compared with
 //                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
@@ -1384,8 +1387,6 @@ void selftest_bit_offset() {
   expect(wrong == 0, "reader_bit_offset: " + std::to_string(wrong) + " offsets wrong");
 }
 
-// sync_decode.h's refusals: arguments that name no chunking, no chunk, or a frame the tables and planes
-// do not cover are kBadArguments, before anything is read or written.
 // sync_slot's assignment: slots that start at one of the previous chunk's distinct ends keep their records, the
 // other ends go in order to the other slots, which decode from there, and the slots left over are cleared.
 void selftest_sync_slot() {
@@ -1441,6 +1442,8 @@ void selftest_sync_slot() {
   }
 }
 
+// sync_decode.h's refusals: arguments that name no chunking, no chunk, or a frame the tables and planes
+// do not cover are kBadArguments, before anything is read or written.
 void selftest_chunk_arguments() {
   const uint8_t data[] = {0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9};
   jc::ChunkedScan s;

@@ -217,9 +217,9 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const DecodeR
 
 // ---- 2'. Chunked Huffman decoding (files without short restart segments) ------------------------
 
-// Three rounds of sync_chunk after the guesses bring nearly every photo's chunks of 512 bytes in step
-// (segment_executor.cpp's kChunkBytes), and the sweep, one thread per image, puts right the few left
-// within its budget of chunks decoded again; an image it cannot bring in step goes to the CPU path. A
+// Three rounds of sync_slot after the guesses bring nearly every photo's chunks of 512 bytes in step
+// (segment_executor.cpp's kChunkBytes), and the walk over the slots, one thread per image, puts right the
+// few left within its budget of chunks decoded again; an image it cannot bring in step goes to the CPU path. A
 // larger budget sent no photo of the ImageNet sample to the CPU path, but its longer sweeps made a
 // batch slower than the CPU path's decode of one or two of its photos.
 constexpr int kSyncRounds = 3;
