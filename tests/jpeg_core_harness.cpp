@@ -832,11 +832,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   if (opt.slots > 0) {
     const int k = std::min(opt.slots, f.blocks_in_mcu);
     out->slots = k;
-    // Slot h's part ends lie after those of the slots before it (n chunks each).
     part_ends.assign(static_cast<size_t>(k * n * (parts - 1)), jc::ChunkRecord{});
-    auto slot_ends_of = [&](int64_t j, int h) {
-      return jc::chunk_part_ends(fine, parts, j, part_ends.data() + h * n * (parts - 1));
-    };
+    auto slot_ends_of = [&](int64_t j, int h) { return jc::slot_part_ends(fine, parts, n, j, h, part_ends.data()); };
     std::vector<jc::ChunkRecord> slots(static_cast<size_t>(n * k)), next_slots(static_cast<size_t>(n * k));
     for (int64_t j = 0; j < n; ++j)
       for (int h = 0; h < k; ++h) {

@@ -261,13 +261,13 @@ __device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, in
   return true;
 }
 
-// Where slot h of chunk j records its part ends (slot by slot, as jpeg_core's slots lay them out).
+// Where slot h of chunk j records its part ends (jpeg_core's slot_part_ends), as walk_slots asks for them.
 struct SlotPartEnds {
   const jc::ChunkedScan* fine;
   int64_t parts, num_chunks;
   jc::ChunkRecord* part_ends;
   __device__ jc::PartEnds* operator()(int64_t j, int h, jc::PartEnds* storage) const {
-    *storage = jc::chunk_part_ends(*fine, parts, j, part_ends + h * num_chunks * (parts - 1));
+    *storage = jc::slot_part_ends(*fine, parts, num_chunks, j, h, part_ends);
     return storage;
   }
 };
