@@ -37,12 +37,15 @@
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
 //   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P]
+//                                [--slots K]
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
 //                                every chunk on its own as GPU threads would: stage 1, then up to
 //                                --rounds rounds of sync_chunk (default 2; -1: until none changes), then one
 //                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4, in
-//                                P parts a chunk (split_scan, part_start; default 1) where N allows;
+//                                P parts a chunk (split_scan, part_start; default 1) where N allows; with
+//                                K >= 1, K slots a chunk (at most the MCU's blocks: guess_slot, rounds of
+//                                sync_slot, walk_slots) in place of one record;
 //                                one JSON line with each run's flags (all stages', and stage 4's alone)
 //                                and, where stage 4 flagged nothing, its coefficients compared with
 //                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
@@ -878,11 +881,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   if (opt.slots > 0) {
     const int k = std::min(opt.slots, f.blocks_in_mcu);
     out->slots = k;
-    // Slot h's part ends lie after those of the slots before it (n chunks each).
     part_ends.assign(static_cast<size_t>(k * n * (parts - 1)), jc::ChunkRecord{});
-    auto slot_ends_of = [&](int64_t j, int h) {
-      return jc::chunk_part_ends(fine, parts, j, part_ends.data() + h * n * (parts - 1));
-    };
+    auto slot_ends_of = [&](int64_t j, int h) { return jc::slot_part_ends(fine, parts, n, j, h, part_ends.data()); };
     std::vector<jc::ChunkRecord> slots(static_cast<size_t>(n * k)), next_slots(static_cast<size_t>(n * k));
     for (int64_t j = 0; j < n; ++j)
       for (int h = 0; h < k; ++h) {
@@ -1436,8 +1436,6 @@ void selftest_bit_offset() {
   expect(wrong == 0, "reader_bit_offset: " + std::to_string(wrong) + " offsets wrong");
 }
 
-// sync_decode.h's refusals: arguments that name no chunking, no chunk, or a frame the tables and planes
-// do not cover are kBadArguments, before anything is read or written.
 // sync_slot's assignment: slots that start at one of the previous chunk's distinct ends keep their records, the
 // other ends go in order to the other slots, which decode from there, and the slots left over are cleared.
 void selftest_sync_slot() {
@@ -1493,6 +1491,8 @@ void selftest_sync_slot() {
   }
 }
 
+// sync_decode.h's refusals: arguments that name no chunking, no chunk, or a frame the tables and planes
+// do not cover are kBadArguments, before anything is read or written.
 void selftest_chunk_arguments() {
   const uint8_t data[] = {0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9};
   jc::ChunkedScan s;

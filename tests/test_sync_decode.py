@@ -50,9 +50,10 @@ def _where(d) -> str:
 
 
 # How the stages run: (stage 4's parts a chunk, records a chunk). Whole chunks with one record (the one-record
-# functions), the GPU decoder's split into parts, and a slot for every place of the MCU (guess_slot, sync_slot,
-# walk_slots; the harness caps the slots at the MCU's blocks).
-LAYOUTS = ((1, 0), (4, 0), (4, 10))
+# functions), and the GPU decoder's layouts: parts, with one slot (what it runs for files with one block a
+# component) and with a slot for every place of the MCU (guess_slot, sync_slot, walk_slots; the harness caps the
+# slots at the MCU's blocks).
+LAYOUTS = ((1, 0), (4, 1), (4, 10))
 
 
 def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True, band=False, layouts=LAYOUTS) -> list[dict]:
@@ -416,13 +417,14 @@ def test_fuzz_chunked_under_sanitizers():
     """2100 mutants of files with and without restart markers, standard and long-code tables (bit flips, cuts,
     deletions, inserted bytes, stuffing, fill and markers, renumbered or removed restart markers, swapped segments,
     damaged Huffman tables and scan headers), decoded in chunks of 1, 3, 16 and 300 bytes by the harness built with
-    AddressSanitizer + UBSan (any report fails the run), with the usual sync, with one round and no sweep (chunks
-    left unsynchronised) and with slots: flagged or exact, flagged wherever libjpeg warns."""
+    AddressSanitizer + UBSan (any report fails the run), with the usual sync and one slot a chunk, with one record a
+    chunk, one round and no sweep (chunks left unsynchronised) and with a slot for every place of the MCU: flagged or
+    exact, flagged wherever libjpeg warns."""
     variant = "sanitized" if core.unavailable_reason("sanitized") is None else "plain"
     rng = random.Random(20261128)
     corpus = _fuzz_corpus()
     stats = _stats()
-    for rounds, sweep, parts, slots in [(ROUNDS, True, 4, 0), (1, False, 1, 0), (ROUNDS, True, 4, 10)]:
+    for rounds, sweep, parts, slots in [(ROUNDS, True, 4, 1), (1, False, 1, 0), (ROUNDS, True, 4, 10)]:
         mutants = [mutate(rng.choice(corpus), rng) for _ in range(700)]
         stats["mutants"] += len(mutants)
         _check_damaged(

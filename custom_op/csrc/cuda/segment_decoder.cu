@@ -217,9 +217,9 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const DecodeR
 
 // ---- 2'. Chunked Huffman decoding (files without short restart segments) ------------------------
 
-// Three rounds of sync_chunk after the guesses bring nearly every photo's chunks of 512 bytes in step
-// (segment_executor.cpp's kChunkBytes), and the sweep, one thread per image, puts right the few left
-// within its budget of chunks decoded again; an image it cannot bring in step goes to the CPU path. A
+// Three rounds of sync_slot after the guesses bring nearly every photo's chunks of 512 bytes in step
+// (segment_executor.cpp's kChunkBytes), and the walk over the slots, one thread per image, puts right the
+// few left within its budget of chunks decoded again; an image it cannot bring in step goes to the CPU path. A
 // larger budget sent no photo of the ImageNet sample to the CPU path, but its longer sweeps made a
 // batch slower than the CPU path's decode of one or two of its photos.
 constexpr int kSyncRounds = 3;
@@ -261,13 +261,13 @@ __device__ bool chunk_task(const SegmentImage* images, const DecodeRun* runs, in
   return true;
 }
 
-// Where slot h of chunk j records its part ends (slot by slot, as jpeg_core's slots lay them out).
+// Where slot h of chunk j records its part ends (jpeg_core's slot_part_ends), as walk_slots asks for them.
 struct SlotPartEnds {
   const jc::ChunkedScan* fine;
   int64_t parts, num_chunks;
   jc::ChunkRecord* part_ends;
   __device__ jc::PartEnds* operator()(int64_t j, int h, jc::PartEnds* storage) const {
-    *storage = jc::chunk_part_ends(*fine, parts, j, part_ends + h * num_chunks * (parts - 1));
+    *storage = jc::slot_part_ends(*fine, parts, num_chunks, j, h, part_ends);
     return storage;
   }
 };

@@ -21,12 +21,13 @@
 //      conversion (jpeg_core/upsample.h, color.h), EXIF orientation, straight into the output tensor.
 // Files without restart markers, or with segments too long for a thread each, are decoded in chunks
 // instead of step 2 (jpeg_core/sync_decode.h: self-synchronising Huffman decoding): find_segments
-// only builds their tables; then, one thread per chunk, each chunk decoded from a guessed start
-// (decode_chunks), three rounds that decode again the chunks whose start their neighbour's end
-// contradicts, and, one thread per image, a sweep in chunk order with a budget and the chunks'
-// exact starts through the rectangle's last MCU row; then, one thread per part of a chunk, each
-// part the rectangle needs decoded strictly from its exact start into the rectangle's coefficients
-// (in zigzag order, as step 2's).
+// only builds their tables; then, one thread per slot of a chunk (jpeg_core's slots: in a subsampled
+// file a guess at each place of the MCU), each chunk decoded from a guessed start (decode_chunks),
+// three rounds that decode again the slots whose start their neighbour's ends contradict, and, a warp
+// per image, the walk over the slots in chunk order with a budget and the chunks' exact starts
+// through the rectangle's last MCU row; then, one thread per part of a chunk, each part the
+// rectangle needs decoded strictly from its exact start into the rectangle's coefficients (in zigzag
+// order, as step 2's).
 // Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently
 // (a damaged segment, a misplaced marker, a block where its SIMD IDCT could differ from the C code)
 // sets a bit in it, and the host sends that item to the CPU path, which gives libjpeg's own outcome.
@@ -105,10 +106,9 @@ struct SegmentImage {
   uint32_t* status;         // SegmentDecodeStatus bits, zeroed by find_segments
   // A file decoded in chunks (chunked != 0; num_segments and checked_segments are then 0): its scan in
   // num_chunks chunks of chunk_bytes, which stage 4 decodes in chunk_parts parts each (1 to
-  // kMaxChunkParts, dividing chunk_bytes); records[0] and [1]: num_chunks records each, which the rounds
-  // fill in turn; part_ends: num_chunks * (chunk_parts - 1) records (jpeg_core::chunk_part_ends); starts:
-  // num_chunks + 1; *needed: the chunks through the rectangle's last block (last_block, by scan index),
-  // written with the starts.
+  // kMaxChunkParts, dividing chunk_bytes), each chunk with chunk_slots records; records[0] and [1], which
+  // the rounds fill in turn, and part_ends as their fields say; starts: num_chunks + 1; *needed: the
+  // chunks through the rectangle's last block (last_block, by scan index), written with the starts.
   int32_t chunked;
   int32_t chunk_parts;
   int32_t chunk_slots;  // records a chunk (jpeg_core's slots), 1 to kMaxSlots

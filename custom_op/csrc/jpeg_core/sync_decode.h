@@ -481,10 +481,16 @@ CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const 
 // soon as one of chunk j-1's decodes has fallen in step, decoders in step end alike, and so the slots in use
 // shrink to one as the chunks fall in step. walk_slots then picks each chunk's record on the chain for
 // stages 3 and 4. With k = 1 these are decode_chunk from chunk_guess and sync_chunk.
-// A slot's part ends (PartEnds) lie slot by slot: slot h's are those of chunk_part_ends over
-// part_ends + h * num_chunks * (parts - 1).
+// A slot's part ends (PartEnds) lie slot by slot (slot_part_ends).
 
 constexpr int kMaxSlots = kMaxBlocksInMcu;
+
+// Where slot h of chunk j records its part ends: slot h's of every chunk after those of the slots before it,
+// each slot's as chunk_part_ends lays them out over num_chunks chunks.
+CUSTOM_OP_HD inline PartEnds slot_part_ends(const ChunkedScan& fine, int64_t parts, int64_t num_chunks, int64_t chunk,
+                                            int h, ChunkRecord* part_ends) {
+  return chunk_part_ends(fine, parts, chunk, part_ends + h * num_chunks * (parts - 1));
+}
 constexpr int64_t kNoStart = -1;  // SyncPoint::bit of a slot in no use
 
 CUSTOM_OP_HD inline bool slot_used(const ChunkRecord& r) { return r.start.bit != kNoStart; }
@@ -720,7 +726,7 @@ CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkR
                                           int64_t m, const int32_t* chosen_slot = nullptr, int64_t num_chunks = 0) {
   const int64_t j = m / parts, k = m % parts;
   if (k == 0) return starts[j];
-  // With slots (walk_slots' chosen_slot), the chosen slot's part ends: slot by slot, num_chunks chunks each.
+  // With slots (walk_slots' chosen_slot), the chosen slot's part ends, where slot_part_ends puts them.
   const int64_t slot = chosen_slot != nullptr ? chosen_slot[j] : 0;
   return chunk_start_after(starts[j], part_ends[(slot * num_chunks + j) * (parts - 1) + k - 1]);
 }
