@@ -124,7 +124,8 @@ def decode_and_crop_jpeg(
             end-of-image marker), or whose headers libjpeg warns about or refuses (an unknown JFIF
             revision, a bad Huffman table, a scan header naming an unknown component), may then
             decode with no warning and no error, whatever ``on_warning``, to other pixels than the
-            CPU path's. ``check_entropy=True`` gives such files the CPU path's outcome.
+            CPU path's. ``check_entropy=True`` or ``gpu_decoder="cuda"`` gives such files the CPU
+            path's outcome.
         max_pixels: refuse (ValueError) files whose header declares more than this many pixels,
             before allocating anything for them. ``None`` disables the check.
         device: ``"cpu"`` (default) or ``"cuda"`` / ``"cuda:N"``: decode with the GPU backend
@@ -152,12 +153,13 @@ def decode_and_crop_jpeg(
         gpu_decoder: with ``device="cuda"``, which GPU decoder takes the baseline files it can:
             ``"auto"`` (default): custom_op's own CUDA decoder the files with short restart segments
             (those :func:`prepare_jpeg` writes), nvJPEG the others. ``"cuda"``: our CUDA decoder every
-            baseline file it takes, those without restart markers too (decoded in parallel chunks:
-            no prepare step, and the CPU path's outcome on damaged files without ``check_entropy``);
-            see the GPU backend guide for its speed against the JPEG engines. ``"nvjpeg"``: nvJPEG
-            every file it takes (the JPEG engines where the GPU has them), prepared files too.
-            Whatever the choice, files neither decoder takes go to the CPU path. With
-            ``device="cpu"`` the option is checked and changes nothing.
+            baseline file it takes, those without restart markers too (decoded in parallel chunks, no
+            prepare step), and nvJPEG a file it does not take only once the ``check_entropy`` check
+            passes it (progressive files go to the CPU path): every item gets the CPU path's outcome
+            and pixels, damaged ones included; see the GPU backend guide for its speed against the
+            JPEG engines. ``"nvjpeg"``: nvJPEG every file it takes (the JPEG engines where the GPU
+            has them), prepared files too. Whatever the choice, files neither decoder takes go to
+            the CPU path. With ``device="cpu"`` the option is checked and changes nothing.
 
     Returns:
         A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.

@@ -22,14 +22,17 @@ namespace gpu {
 // what only a GPU call asks.
 // Which GPU decoder takes the baseline files both can (the public gpu_decoder option; its codes are
 // custom_op/_args.py's GPU_DECODERS): kAuto our CUDA decoder the files with short restart segments and
-// nvJPEG the others; kCuda our CUDA decoder every file it takes (the others in chunks); kNvjpeg nvJPEG
-// every file it takes.
+// nvJPEG the others; kCuda our CUDA decoder every file it takes (the others in chunks), and nvJPEG only
+// what is left (progressive and arithmetic-coded files) once the CPU-side check passes it, so that every
+// item gets the CPU path's outcome; kNvjpeg nvJPEG every file it takes.
 enum class GpuDecoder : int64_t { kAuto = 0, kCuda = 1, kNvjpeg = 2 };
 
 struct CallOptions : DecodeOptions {
   bool whole = false;          // every item decoded whole (the displayed image); the windows are ignored
   bool check_entropy = false;  // nvJPEG gets only files the CPU-side check finds nothing wrong with (planner.h)
   GpuDecoder decoder = GpuDecoder::kAuto;
+  // Whether the files left to nvJPEG are checked first (send_unchecked_files_to_cpu).
+  bool checks_nvjpeg_files() const { return check_entropy || decoder == GpuDecoder::kCuda; }
 };
 
 // The operators' decoder argument, checked (ValueError for a code that names none).

@@ -57,10 +57,11 @@ void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
   {
     RECORD_FUNCTION("custom_op::gpu_claim", std::vector<c10::IValue>());
     // Our own decoder claims first; what it leaves goes to nvJPEG's executors only where nvJPEG may
-    // take it, checked first when the caller asks for the CPU path's outcome on damaged files.
+    // take it, checked first when the caller asks for the CPU path's outcome on damaged files
+    // (check_entropy, or gpu_decoder="cuda").
     executors[0]->claim(call, items);
     leave_to_cpu_what_nvjpeg_cannot_take(items, testing);
-    if (options.check_entropy) send_unchecked_files_to_cpu(items);
+    if (options.checks_nvjpeg_files()) send_unchecked_files_to_cpu(items);
     for (size_t e = 1; e < std::size(executors); ++e) executors[e]->claim(call, items);
     slot.staging.reserve(std::max<size_t>(lay_out_staging(items), 1), context.tag_stream);
   }

@@ -267,7 +267,7 @@ void plan_windows(std::vector<Item>& items, c10::IntArrayRef tops, c10::IntArray
     // One sub-image shared by several windows may leave out a segment that one window's own CPU decode
     // reads (its sub-image's filler, or the rows from the top): our CUDA decoder and check_entropy, which
     // must see every segment the CPU path reads, get the whole file for a repeated one.
-    use_sub_images(items, testing.segments, !own_decoder_allowed(options, testing) && !options.check_entropy,
+    use_sub_images(items, testing.segments, !own_decoder_allowed(options, testing) && !options.checks_nvjpeg_files(),
                    own_decoder_allowed(options, testing));
 }
 
