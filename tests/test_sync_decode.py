@@ -262,10 +262,10 @@ def test_slots_bring_photos_in_step_in_fewer_rounds(photos):
 def test_stage3_on_lanes_takes_the_photos_in_step(photos):
     """Stage 3 on a warp's 32 lanes (and on 3) gives the one thread's chosen slots, starts and flags on every photo
     and at every layout (assert_exact: any difference is a flag), and goes on by itself, without the one thread's
-    walk, on the photos whose chunks the rounds brought in step: after three rounds in 512-byte chunks with slots, as
+    walk, on the photos whose chunks the rounds brought in step: after four rounds in 512-byte chunks with slots, as
     the GPU decodes them, at least nine photos in ten."""
     files = [p.read_bytes() for p in photos]
-    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=3, band=True, parts=4, slots=10) if d.get("runs")]
+    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=4, band=True, parts=4, slots=10) if d.get("runs")]
     assert len(runs) >= len(files) // 2
     assert not any(r["flags"] & core.LANES_DISAGREE for r in runs)
     in_step = [r for r in runs if r["unsynced_before_sweep"] == 0]

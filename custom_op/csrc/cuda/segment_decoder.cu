@@ -217,12 +217,14 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const DecodeR
 
 // ---- 2'. Chunked Huffman decoding (files without short restart segments) ------------------------
 
-// Three rounds of sync_slot after the guesses bring nearly every photo's chunks of 512 bytes in step
-// (segment_executor.cpp's kChunkBytes), and the walk over the slots, one thread per image, puts right the
-// few left within its budget of chunks decoded again; an image it cannot bring in step goes to the CPU path. A
-// larger budget sent no photo of the ImageNet sample to the CPU path, but its longer sweeps made a
-// batch slower than the CPU path's decode of one or two of its photos.
-constexpr int kSyncRounds = 3;
+// Four rounds of sync_slot after the guesses bring nearly every photo's chunks of 512 bytes in step
+// (segment_executor.cpp's kChunkBytes), and the walk over the slots puts right the few left within its budget
+// of chunks decoded again; an image it cannot bring in step goes to the CPU path. The rounds are as many as
+// ImageNet photos as they come need for the rare one whose decoders fall in step late (a batch of 256 holds
+// one or two) to stay on the GPU: its decode on the CPU path, after the GPU's, costs a batch more than
+// the fourth round does. A larger budget of the walk, whose decodes are one thread's in turn, made a batch
+// slower than the CPU path's decode of one or two of its photos.
+constexpr int kSyncRounds = 4;
 constexpr int kSweepBudget = 8;
 
 // The image's scan as its chunks, and as stage 4's parts of them (split_scan; the chunks themselves where

@@ -23,7 +23,7 @@
 // instead of step 2 (jpeg_core/sync_decode.h: self-synchronising Huffman decoding): find_segments
 // only builds their tables; then, one thread per slot of a chunk (jpeg_core's slots: in a subsampled
 // file a guess at each place of the MCU), each chunk decoded from a guessed start (decode_chunks),
-// three rounds that decode again the slots whose start their neighbour's ends contradict, and, a warp
+// four rounds that decode again the slots whose start their neighbour's ends contradict, and, a warp
 // per image, the walk over the slots in chunk order with a budget and the chunks' exact starts
 // through the rectangle's last MCU row; then, one thread per part of a chunk, each part the
 // rectangle needs decoded strictly from its exact start into the rectangle's coefficients (in zigzag
