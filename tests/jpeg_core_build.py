@@ -39,6 +39,7 @@ BAD_CODE, EARLY_MARKER, OVERRUN, TRAILING_DATA, BAD_ARGUMENTS = 1, 2, 4, 8, 16
 BAD_MARKER, UNSYNCED = 32, 64
 SEGMENT_NOT_FOUND = 1 << 31
 LANES_DISAGREE = 1 << 29  # stage 3 on lanes gave other than the one thread's walk
+MEETINGS_DISAGREE = 1 << 28  # rounds that meet earlier decodes gave other than decodes to the chunk's end
 
 
 class HarnessUnavailable(RuntimeError):

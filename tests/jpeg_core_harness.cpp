@@ -82,9 +82,10 @@ namespace jc = custom_op::jpeg_core;
 
 namespace {
 
-constexpr uint32_t kSegmentNotFound = 1u << 31;  // harness flag: the scan walk never reached it
-constexpr uint32_t kScanDisagrees = 1u << 30;    // harness flag: join_records' scan differs from chunk_starts
-constexpr uint32_t kLanesDisagree = 1u << 29;    // harness flag: stage 3 on lanes differs from the one thread's
+constexpr uint32_t kSegmentNotFound = 1u << 31;   // harness flag: the scan walk never reached it
+constexpr uint32_t kScanDisagrees = 1u << 30;     // harness flag: join_records' scan differs from chunk_starts
+constexpr uint32_t kLanesDisagree = 1u << 29;     // harness flag: stage 3 on lanes differs from the one thread's
+constexpr uint32_t kMeetingsDisagree = 1u << 28;  // harness flag: rounds that meet earlier decodes differ
 
 // ---- Records on stdin / stdout ------------------------------------------------------------------
 
@@ -795,6 +796,10 @@ struct ChunkedRun {
   uint32_t stage4_flags = 0;          // every chunk's decode_chunk_blocks', or'ed: 0 must mean exact on its own
   int64_t flagged_chunks = 0;         // chunks whose stage 4 flagged something
   bool lanes_taken = false;           // stage 3 on 32 lanes went on (lanes_match_one_thread) after the rounds
+  // With slots, the blocks the rounds' decodes read, stopping where they meet an earlier decode and decoding
+  // their chunk to its end; and the same summed over the most of 32 neighbouring chunks of a slot (a warp's
+  // threads on the GPU, which wait for their slowest).
+  int64_t round_blocks = 0, round_blocks_full = 0, round_warp_blocks = 0, round_warp_blocks_full = 0;
   std::vector<int16_t> coef[jc::kMaxComponents];
 };
 
@@ -889,17 +894,64 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
         jc::PartEnds ends = slot_ends_of(j, h);
         out->flags |= jc::guess_slot(s, f, t, j, h, &slots[j * k + h], &ends);
       }
+    // The rounds as the GPU runs them, each decode stopping where it meets one of the last round's (the part
+    // ends in two buffers, as the records), beside rounds whose decodes run to their chunk's end (one buffer of
+    // part ends, each slot's rewritten by its own decode alone): after every round, every slot in use and its
+    // part ends must be the same in both.
+    std::vector<jc::ChunkRecord> next_part_ends(part_ends.size()), full_slots = slots, full_next(slots.size()),
+                                                                   full_part_ends = part_ends;
+    std::vector<int64_t> met_blocks(static_cast<size_t>(n * k)), full_blocks(static_cast<size_t>(n * k));
+    auto warp_most = [&](const std::vector<int64_t>& blocks) {
+      int64_t sum = 0;
+      for (int h = 0; h < k; ++h)
+        for (int64_t first = 0; first < n; first += 32) {
+          int64_t most = 0;
+          for (int64_t j = first; j < std::min(n, first + 32); ++j) most = std::max(most, blocks[j * k + h]);
+          sum += most;
+        }
+      return sum;
+    };
     run_rounds([&] {
       int64_t redone = 0;
       for (int h = 0; h < k; ++h) next_slots[h] = slots[h];
-      for (int64_t j = 1; j < n; ++j)
+      for (int h = 0; h < k; ++h) full_next[h] = full_slots[h];
+      for (int h = 0; h < k; ++h)  // chunk 0's part ends, which no round rewrites
+        for (int64_t m = 0; m < parts - 1; ++m)
+          next_part_ends[h * n * (parts - 1) + m] = part_ends[h * n * (parts - 1) + m];
+      std::fill(met_blocks.begin(), met_blocks.end(), 0);
+      std::fill(full_blocks.begin(), full_blocks.end(), 0);
+      for (int64_t j = 1; j < n; ++j) {
+        const jc::EarlierDecodes earlier = jc::earlier_slots(parts, n, j, k, slots.data(), part_ends.data());
         for (int h = 0; h < k; ++h) {
-          jc::PartEnds ends = slot_ends_of(j, h);
-          redone += jc::sync_slot(s, f, t, j, &slots[(j - 1) * k], &slots[j * k], k, h, &next_slots[j * k + h], &ends)
-                        ? 1
-                        : 0;
+          jc::PartEnds ends = jc::slot_part_ends(fine, parts, n, j, h, next_part_ends.data());
+          const size_t at = static_cast<size_t>(j * k + h);
+          if (jc::sync_slot(s, f, t, j, &slots[(j - 1) * k], &slots[j * k], k, h, &next_slots[at], &ends, &earlier)) {
+            ++redone;
+            met_blocks[at] = ends.met_slot >= 0 ? ends.out[ends.met_at].blocks : next_slots[at].blocks;
+          }
+          jc::PartEnds full_ends = jc::slot_part_ends(fine, parts, n, j, h, full_part_ends.data());
+          if (jc::sync_slot(s, f, t, j, &full_slots[(j - 1) * k], &full_slots[j * k], k, h, &full_next[at], &full_ends))
+            full_blocks[at] = full_next[at].blocks;
         }
+      }
       slots.swap(next_slots);
+      part_ends.swap(next_part_ends);
+      full_slots.swap(full_next);
+      for (int64_t j = 0; j < n; ++j)
+        for (int h = 0; h < k; ++h) {
+          const jc::ChunkRecord& a = slots[j * k + h];
+          const jc::ChunkRecord& b = full_slots[j * k + h];
+          bool same = std::memcmp(&a, &b, sizeof(a)) == 0 || (!jc::slot_used(a) && !jc::slot_used(b));
+          if (same && jc::slot_used(a) && parts > 1)
+            same = std::memcmp(part_ends.data() + (h * n + j) * (parts - 1),
+                               full_part_ends.data() + (h * n + j) * (parts - 1),
+                               static_cast<size_t>(parts - 1) * sizeof(jc::ChunkRecord)) == 0;
+          if (!same) out->flags |= kMeetingsDisagree;
+        }
+      for (const int64_t b : met_blocks) out->round_blocks += b;
+      for (const int64_t b : full_blocks) out->round_blocks_full += b;
+      out->round_warp_blocks += warp_most(met_blocks);
+      out->round_warp_blocks_full += warp_most(full_blocks);
       return redone;
     });
     out->unsynced_before_sweep =
@@ -1044,6 +1096,10 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"stage4_flags\": " + std::to_string(run.stage4_flags) +
                 ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +
                 ", \"lanes_taken\": " + (run.lanes_taken ? "true" : "false") +
+                ", \"round_blocks\": " + std::to_string(run.round_blocks) +
+                ", \"round_blocks_full\": " + std::to_string(run.round_blocks_full) +
+                ", \"round_warp_blocks\": " + std::to_string(run.round_warp_blocks) +
+                ", \"round_warp_blocks_full\": " + std::to_string(run.round_warp_blocks_full) +
                 ", \"stored_blocks\": " + std::to_string(stored) +
                 ", \"band_ref_warnings\": " + std::to_string(band_ref_warnings) + ", \"band_ref_error\": \"" +
                 json_escape(band_ref_error) + "\"" + ", \"coef_compared_blocks\": " + std::to_string(compared) +

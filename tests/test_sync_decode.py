@@ -273,6 +273,24 @@ def test_stage3_on_lanes_takes_the_photos_in_step(photos):
     assert sum(r["lanes_taken"] for r in runs) >= 0.9 * len(runs), sum(r["lanes_taken"] for r in runs)
 
 
+def test_rounds_stop_where_they_meet_an_earlier_decode(photos):
+    """A round's decode from a corrected start stops at the first part end where it meets one of the chunk's decodes
+    of the last round, and takes the rest from it: the harness checks every slot and part end against decodes to
+    the chunk's end after every round (MEETINGS_DISAGREE, which assert_exact and the damaged-file tests fail on).
+    Here, on the photos in 512-byte chunks with slots and four rounds, as the GPU decodes them: the rounds read
+    under half the blocks, and under two thirds counted as a warp waits, for its slowest of 32 neighbouring
+    chunks."""
+    files = [p.read_bytes() for p in photos]
+    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=4, band=True, parts=4, slots=10) if d.get("runs")]
+    assert len(runs) >= len(files) // 2
+    assert not any(r["flags"] & core.MEETINGS_DISAGREE for r in runs)
+    met, full = sum(r["round_blocks"] for r in runs), sum(r["round_blocks_full"] for r in runs)
+    warp_met, warp_full = sum(r["round_warp_blocks"] for r in runs), sum(r["round_warp_blocks_full"] for r in runs)
+    print(f"rounds' blocks: {met / full:.3f} of a full decode's; as warps wait: {warp_met / warp_full:.3f}")
+    assert full > 0 and met < 0.5 * full, (met, full)
+    assert warp_met < 2 / 3 * warp_full, (warp_met, warp_full)
+
+
 def test_padding_of_zeros_is_flagged_or_exact():
     """Segments padded with zeros instead of ones before their restart markers: libjpeg reads no padding bit, so
     the files are valid to it, but stages 1 and 2 cannot tell such padding from blocks (here a block is 2 bits, 00,
@@ -311,6 +329,7 @@ def _check_damaged(results, stats):
         for r in d["runs"]:
             run = f"mutant {i} ({_where(d)}), chunks of {r['chunk_bytes']}"
             assert not r["flags"] & core.LANES_DISAGREE, f"{run}: stage 3 on lanes differs from the one thread's"
+            assert not r["flags"] & core.MEETINGS_DISAGREE, f"{run}: the rounds' meetings changed their records"
             if r["stage4_flags"] == 0:
                 assert not warned, f"{run}: accepted, but libjpeg warned: {d['ref_warning'] or d['ref_coef_error']}"
                 assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
@@ -331,6 +350,7 @@ def _check_damaged_band(results, stats):
         for r in d["runs"]:
             run = f"mutant {i} ({_where(d)}), band, chunks of {r['chunk_bytes']}"
             assert not r["flags"] & core.LANES_DISAGREE, f"{run}: stage 3 on lanes differs from the one thread's"
+            assert not r["flags"] & core.MEETINGS_DISAGREE, f"{run}: the rounds' meetings changed their records"
             warned = r["band_ref_warnings"] > 0 or r["band_ref_error"] != ""
             stats["libjpeg_warned"] += warned
             if r["stage4_flags"] == 0:

@@ -274,8 +274,10 @@ struct SlotPartEnds {
   }
 };
 
-__device__ SlotPartEnds slot_part_ends(const ChunkTask& c) {
-  return SlotPartEnds{&c.fine, c.parts, c.scan.num_chunks, c.im->part_ends};
+// In part_ends[buffer]: 0 for stage 1, the buffer each round writes after it (a round reads the last one's
+// part ends in the other), kSyncRounds % 2 after the rounds.
+__device__ SlotPartEnds slot_part_ends(const ChunkTask& c, int buffer) {
+  return SlotPartEnds{&c.fine, c.parts, c.scan.num_chunks, c.im->part_ends[buffer]};
 }
 
 // The chunk task and slot thread t stands for: slot h of every task, then slot h + 1 of every task (`slots`
@@ -298,10 +300,12 @@ __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun*
   const SegmentImage& im = *c.im;
   jc::PartEnds storage;
   jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, &im.records[0][c.chunk * c.slots + h],
-                 slot_part_ends(c)(c.chunk, h, &storage));
+                 slot_part_ends(c, 0)(c.chunk, h, &storage));
 }
 
-// Stage 2, one round: records[from] read, records[from ^ 1] written, a thread a slot.
+// Stage 2, one round: records[from] and part_ends[from] read, records[from ^ 1] and part_ends[from ^ 1]
+// written, a thread a slot. A slot decoded again stops where it meets one of the chunk's decodes of the last
+// round (jpeg_core's EarlierDecodes), which keeps most of a round's decodes to the start of their chunk.
 __global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                    int slots, int from) {
   ChunkTask c;
@@ -311,13 +315,15 @@ __global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* 
   const int k = c.slots;
   const jc::ChunkRecord* in = im.records[from];
   jc::ChunkRecord* out = im.records[from ^ 1];
+  const jc::EarlierDecodes earlier = jc::earlier_slots(c.parts, c.scan.num_chunks, c.chunk, k, in, im.part_ends[from]);
+  jc::PartEnds storage;
+  jc::PartEnds* ends = slot_part_ends(c, from ^ 1)(c.chunk, h, &storage);
   if (c.chunk == 0) {
-    out[h] = in[h];
+    jc::keep_slot(in, h, out + h, ends, &earlier);
     return;
   }
-  jc::PartEnds storage;
   jc::sync_slot(c.scan, im.frame, image_tables(im), c.chunk, in + (c.chunk - 1) * k, in + c.chunk * k, k, h,
-                out + c.chunk * k + h, slot_part_ends(c)(c.chunk, h, &storage));
+                out + c.chunk * k + h, ends, &earlier);
 }
 
 // Stage 3's records in shared memory: an image whose slots and chosen records number at most `staged_records`
@@ -391,7 +397,7 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
     return;
   }
   int64_t redone = 0;
-  const SlotPartEnds ends{&fine, im.chunk_parts, s.num_chunks, im.part_ends};
+  const SlotPartEnds ends{&fine, im.chunk_parts, s.num_chunks, im.part_ends[kSyncRounds % 2]};
   if (!jc::walk_slots(s, f, tables, records, k, im.last_block, kSweepBudget, ends, chosen, im.chosen_slot, &redone)) {
     atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
     return;
@@ -412,8 +418,9 @@ __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun*
   alignas(16) int16_t scratch[jc::kBlockSize];
   int16_t* planes[jc::kMaxComponents];
   for (int k = 0; k < jc::kMaxComponents; ++k) planes[k] = im.coefficients[k];
-  const jc::ChunkStart from = jc::part_start(im.starts, im.part_ends, c.parts, m, im.chosen_slot, c.scan.num_chunks);
-  const jc::ChunkStart to = jc::part_start(im.starts, im.part_ends, c.parts, m + 1, im.chosen_slot, c.scan.num_chunks);
+  const jc::ChunkRecord* part_ends = im.part_ends[kSyncRounds % 2];
+  const jc::ChunkStart from = jc::part_start(im.starts, part_ends, c.parts, m, im.chosen_slot, c.scan.num_chunks);
+  const jc::ChunkStart to = jc::part_start(im.starts, part_ends, c.parts, m + 1, im.chosen_slot, c.scan.num_chunks);
   const uint32_t flags =
       jc::decode_chunk_rows(c.fine, im.frame, image_tables(im), m, from, to, planes, im.mcu_row0, im.mcu_rows, scratch);
   if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);

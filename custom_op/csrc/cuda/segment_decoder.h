@@ -106,16 +106,16 @@ struct SegmentImage {
   uint32_t* status;         // SegmentDecodeStatus bits, zeroed by find_segments
   // A file decoded in chunks (chunked != 0; num_segments and checked_segments are then 0): its scan in
   // num_chunks chunks of chunk_bytes, which stage 4 decodes in chunk_parts parts each (1 to
-  // kMaxChunkParts, dividing chunk_bytes), each chunk with chunk_slots records; records[0] and [1], which
-  // the rounds fill in turn, and part_ends as their fields say; starts: num_chunks + 1; *needed: the
-  // chunks through the rectangle's last block (last_block, by scan index), written with the starts.
+  // kMaxChunkParts, dividing chunk_bytes), each chunk with chunk_slots records; records[0] and [1], and the
+  // slots' part_ends[0] and [1], which the rounds fill in turn, as their fields say; starts: num_chunks + 1; *needed:
+  // the chunks through the rectangle's last block (last_block, by scan index), written with the starts.
   int32_t chunked;
   int32_t chunk_parts;
   int32_t chunk_slots;  // records a chunk (jpeg_core's slots), 1 to kMaxSlots
   int64_t chunk_bytes, num_chunks, last_block;
-  jpeg_core::ChunkRecord* records[2];  // num_chunks * chunk_slots each, chunk by chunk
-  jpeg_core::ChunkRecord* part_ends;   // chunk_slots * num_chunks * (chunk_parts - 1), slot by slot
-  int32_t* chosen_slot;                // num_chunks: the slot stage 3 chose for each chunk
+  jpeg_core::ChunkRecord* records[2];    // num_chunks * chunk_slots each, chunk by chunk
+  jpeg_core::ChunkRecord* part_ends[2];  // chunk_slots * num_chunks * (chunk_parts - 1) each, slot by slot
+  int32_t* chosen_slot;                  // num_chunks: the slot stage 3 chose for each chunk
   jpeg_core::ChunkStart* starts;
   int64_t* needed;
 };

@@ -219,7 +219,7 @@ struct BatchPlan {
 // one after the other.
 size_t chunk_arrays_bytes(int64_t chunks, int32_t parts, int32_t slots) {
   const auto n = static_cast<size_t>(chunks), k = static_cast<size_t>(slots);
-  return (2 * k + k * static_cast<size_t>(parts - 1)) * n * sizeof(jc::ChunkRecord) + (n + 1) * sizeof(jc::ChunkStart) +
+  return 2 * (k + k * static_cast<size_t>(parts - 1)) * n * sizeof(jc::ChunkRecord) + (n + 1) * sizeof(jc::ChunkStart) +
          sizeof(int64_t) + n * sizeof(int32_t);
 }
 
@@ -562,8 +562,10 @@ void prepare_image(BatchPlan& plan, const std::vector<Item>& items, size_t k) {
     d.records[0] = reinterpret_cast<jc::ChunkRecord*>(at);
     const auto k = static_cast<size_t>(im.chunk_slots);
     d.records[1] = d.records[0] + n * k;
-    d.part_ends = d.records[1] + n * k;
-    d.starts = reinterpret_cast<jc::ChunkStart*>(d.part_ends + k * n * static_cast<size_t>(im.chunk_parts - 1));
+    const size_t part_ends = k * n * static_cast<size_t>(im.chunk_parts - 1);
+    d.part_ends[0] = d.records[1] + n * k;
+    d.part_ends[1] = d.part_ends[0] + part_ends;
+    d.starts = reinterpret_cast<jc::ChunkStart*>(d.part_ends[1] + part_ends);
     d.needed = reinterpret_cast<int64_t*>(d.starts + n + 1);
     d.chosen_slot = reinterpret_cast<int32_t*>(d.needed + 1);
   }

@@ -20,6 +20,10 @@
 //      record is the decode of its chunk from its true start (by induction). The previous chunk's
 //      decoder has usually synchronised inside its chunk, so its end is already true: with chunks of a
 //      few kilobytes, one or two rounds bring nearly every photo in sync (tests/test_sync_decode.py).
+//      A decode in a round records its state where each part of its chunk ends (below), and stops at the
+//      first of those where it meets one of the chunk's decodes of the last round (same bit, same place
+//      in the MCU): from there both read the same codes, so it takes the rest of that decode's record
+//      (EarlierDecodes). Most decodes from a corrected start meet the old one within a part or two.
 //      A round always makes at least one more chunk true, so the rounds are bounded by the number of
 //      chunks; a caller that stops before (a decoder that never synchronised, as when every component
 //      has the same tables, where nothing tells a wrong block of the MCU from the right one) gets
@@ -85,6 +89,7 @@ enum ChunkFlags : uint32_t {
 };
 
 constexpr int64_t kScanEnd = INT64_MAX;  // SyncPoint::bit past the scan's end (EOI or the end of the data)
+constexpr int64_t kNoStart = -1;         // SyncPoint::bit of a slot in no use (see the slots below)
 
 // SyncPoint and ChunkRecord have no padding (their `unused` fields are written as 0): a kernel copies
 // records whole, and a copy of padding is a read of memory nothing wrote (compute-sanitizer's initcheck).
@@ -282,16 +287,33 @@ CUSTOM_OP_HD inline SyncPoint cursor_point(const ChunkedScan& s, const ChunkCurs
   return SyncPoint{reader_bit_offset(&c.r, c.begin, s.data), c.block, 0};
 }
 
+// A round's earlier decodes of a chunk, from other starts (its k slots and their part ends: slot g's part end m
+// at part_ends[g * stride + m]), which a decode from a new start may meet at a part end. Both decoders are then
+// at the same bit and the same place of the MCU, and a decoder's way on depends on nothing else, so the new
+// decode stops there and takes the rest of the one it met (decode_chunk): a round's decodes from corrected
+// starts mostly fall in step with an earlier one early in the chunk.
+struct EarlierDecodes {
+  const ChunkRecord* slots;
+  const ChunkRecord* part_ends;
+  int64_t stride;
+  int k;
+};
+
 // Where a decode of stages 1 and 2 also records its state: at the limits of chunks first .. first + count - 1
 // of `fine` (split_scan: the parts of the chunk decoded, but its last), into out[0 .. count - 1], each the
 // record of the decode from its start to the first block start at or past that limit. `done` counts those
-// recorded; a limit the decode never reaches (it ended first) gets the record of the whole decode.
+// recorded; a limit the decode never reaches (it ended first) gets the record of the whole decode. With
+// `earlier`, the decode stops at the first part end where it meets one of them (met_slot, met_at: which, and
+// where; -1 where it met none).
 struct PartEnds {
   const ChunkedScan* fine;
   int64_t first;
   int count;
   int done;
   ChunkRecord* out;
+  const EarlierDecodes* earlier = nullptr;
+  int met_slot = -1;
+  int met_at = -1;
 };
 
 // The limit of the next part end `parts` records, or kScanEnd where none is left (or parts is null) or the
@@ -308,6 +330,17 @@ CUSTOM_OP_HD inline void record_part_end(SyncPoint start, SyncPoint end, const C
   for (int k = 0; k < kMaxComponents; ++k) out->dc[k] = tally.dc[k];
   out->restarted = tally.restarted;
   out->unused = 0;
+}
+
+// The earlier decode (slot) that recorded part end m at `end`, or -1. Not one that restarted before that part
+// end: its later records could not say whether another restart lies after it, which the DC sums need.
+CUSTOM_OP_HD inline int earlier_met(const EarlierDecodes& e, int m, SyncPoint end) {
+  for (int g = 0; g < e.k; ++g) {
+    if (e.slots[g].start.bit == kNoStart) continue;  // a slot in no use: its part ends hold nothing
+    const ChunkRecord& at = e.part_ends[g * e.stride + m];
+    if (at.end.bit == end.bit && at.end.block == end.block && !at.restarted) return g;
+  }
+  return -1;
 }
 
 // Where stage 4 stores blocks: the planes of MCU rows [first_row, first_row + num_rows) (block row 0 of
@@ -366,7 +399,15 @@ CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, con
       while (bound >= part_limit) {
         const int64_t bit = reader_bit_offset(r, c->begin, s.data);
         if (bit < part_limit) break;
-        record_part_end(start, SyncPoint{bit, c->block, 0}, *tally, &parts->out[parts->done++]);
+        const SyncPoint here = {bit, c->block, 0};
+        record_part_end(start, here, *tally, &parts->out[parts->done++]);
+        if (parts->earlier != nullptr) {
+          parts->met_slot = earlier_met(*parts->earlier, parts->done - 1, here);
+          if (parts->met_slot >= 0) {
+            parts->met_at = parts->done - 1;
+            return kSegmentOk;
+          }
+        }
         part_limit = next_part_limit(parts);
       }
     }
@@ -435,6 +476,36 @@ CUSTOM_OP_HD inline PartEnds chunk_part_ends(const ChunkedScan& fine, int64_t pa
   return PartEnds{&fine, chunk * parts, static_cast<int>(parts - 1), 0, part_ends + chunk * (parts - 1)};
 }
 
+// What a decode that met an earlier one at part end m (parts->met_slot, met_at) records: its own record to there
+// (parts->out[m]) joined with the earlier decode's from there to each of its later part ends and to its end.
+CUSTOM_OP_HD inline ChunkRecord joined_at_meeting(const ChunkRecord& mine, const ChunkRecord& met,
+                                                  const ChunkRecord& later) {
+  ChunkRecord r = mine;
+  r.end = later.end;
+  r.blocks = mine.blocks + (later.blocks - met.blocks);
+  // A restart after the meeting point (met has none before it: earlier_met): later's sums count from there.
+  // Else they add to mine's.
+  const bool restart_after = later.restarted != 0;
+  for (int k = 0; k < kMaxComponents; ++k)
+    r.dc[k] = restart_after
+                  ? later.dc[k]
+                  : static_cast<int32_t>(static_cast<uint32_t>(mine.dc[k]) +
+                                         (static_cast<uint32_t>(later.dc[k]) - static_cast<uint32_t>(met.dc[k])));
+  r.restarted = mine.restarted | (restart_after ? 1 : 0);
+  r.unused = 0;
+  return r;
+}
+
+CUSTOM_OP_HD inline void take_rest_of_earlier(PartEnds* parts, ChunkRecord* out) {
+  const EarlierDecodes& e = *parts->earlier;
+  const ChunkRecord* theirs = e.part_ends + parts->met_slot * e.stride;
+  const ChunkRecord mine = parts->out[parts->met_at];
+  const ChunkRecord met = theirs[parts->met_at];
+  for (int m = parts->met_at + 1; m < parts->count; ++m) parts->out[m] = joined_at_meeting(mine, met, theirs[m]);
+  parts->done = parts->count;
+  *out = joined_at_meeting(mine, met, e.slots[parts->met_slot]);
+}
+
 // Stages 1 and 2: chunk j decoded from `start` (chunk_guess, or where the previous record ends) into
 // *out, and its part ends into `parts` where not null. A start outside the data decodes nothing (the
 // record then ends at kScanEnd). Returns kBadArguments for arguments that name no chunk or a frame the
@@ -444,8 +515,13 @@ CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, 
   if (out == nullptr || !chunk_arguments_ok(s, chunk, f, t, nullptr)) return kBadArguments;
   ChunkTally tally = {0, {0, 0, 0, 0}, 0};
   ChunkCursor c;
+  if (parts != nullptr) parts->met_slot = parts->met_at = -1;
   if (!cursor_start(s, f, start, &c)) c.at_end = true;  // nothing to decode
   run_chunk<false>(s, f, t, chunk_limit(s, chunk), &c, &tally, nullptr, parts, start);
+  if (parts != nullptr && parts->met_slot >= 0) {
+    take_rest_of_earlier(parts, out);
+    return kSegmentOk;
+  }
   const SyncPoint end = cursor_point(s, c);
   record_part_end(start, end, tally, out);
   while (parts != nullptr && parts->done < parts->count) record_part_end(start, end, tally, &parts->out[parts->done++]);
@@ -491,7 +567,12 @@ CUSTOM_OP_HD inline PartEnds slot_part_ends(const ChunkedScan& fine, int64_t par
                                             int h, ChunkRecord* part_ends) {
   return chunk_part_ends(fine, parts, chunk, part_ends + h * num_chunks * (parts - 1));
 }
-constexpr int64_t kNoStart = -1;  // SyncPoint::bit of a slot in no use
+
+// Chunk j's k slots of a round and their part ends (slot_part_ends' layout), as sync_slot's earlier decodes.
+CUSTOM_OP_HD inline EarlierDecodes earlier_slots(int64_t parts, int64_t num_chunks, int64_t chunk, int k,
+                                                 const ChunkRecord* slots, const ChunkRecord* part_ends) {
+  return EarlierDecodes{slots + chunk * k, part_ends + chunk * (parts - 1), num_chunks * (parts - 1), k};
+}
 
 CUSTOM_OP_HD inline bool slot_used(const ChunkRecord& r) { return r.start.bit != kNoStart; }
 
@@ -533,23 +614,33 @@ CUSTOM_OP_HD inline int slot_starting_at(const ChunkRecord* slots, int k, SyncPo
   return -1;
 }
 
+// sync_slot's slot h keeping its record (and, with `earlier`, its part ends) into the next round's buffers.
+CUSTOM_OP_HD inline bool keep_slot(const ChunkRecord* current, int h, ChunkRecord* out, PartEnds* parts,
+                                   const EarlierDecodes* earlier) {
+  *out = current[h];
+  if (parts != nullptr && earlier != nullptr && slot_used(current[h]))
+    for (int m = 0; m < parts->count; ++m) parts->out[m] = earlier->part_ends[h * earlier->stride + m];
+  return false;
+}
+
 // Stage 2 for slot h of chunk j >= 1 (k slots, 1 <= k <= kMaxSlots): `previous` and `current` are chunk j-1's
 // and chunk j's slots in the last round; *out becomes slot h in the next. A slot whose record starts at one of
 // previous's distinct ends keeps it; the ends no slot starts at go, in order, to the other slots, which decode
 // chunk j from there (with `parts`, slot h's part ends); the slots left over are cleared. Each slot's thread
 // computes the same assignment, and a slot that keeps its record keeps its part ends. Returns whether slot h
 // decoded. `out` must not be one of `current`.
+// With `earlier` (current's slots and part ends, in another buffer than `parts` writes: earlier->slots is
+// current), a slot that keeps its record copies its part ends into `parts`, and a slot that decodes stops
+// where it meets one of current's decodes (EarlierDecodes).
 CUSTOM_OP_HD inline bool sync_slot(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
                                    const ChunkRecord* previous, const ChunkRecord* current, int k, int h,
-                                   ChunkRecord* out, PartEnds* parts = nullptr) {
+                                   ChunkRecord* out, PartEnds* parts = nullptr,
+                                   const EarlierDecodes* earlier = nullptr) {
   if (k < 1 || k > kMaxSlots || h < 0 || h >= k) {  // no slot h: nothing of current is read
     clear_slot(out);
     return false;
   }
-  if (chunk < 1) {  // chunk 0's slots are final from stage 1
-    *out = current[h];
-    return false;
-  }
+  if (chunk < 1) return keep_slot(current, h, out, parts, earlier);  // chunk 0's slots are final from stage 1
   SyncPoint ends[kMaxSlots];
   const int n = slot_ends(previous, k, ends);
   bool kept[kMaxSlots];
@@ -557,16 +648,14 @@ CUSTOM_OP_HD inline bool sync_slot(const ChunkedScan& s, const Frame& f, const S
     kept[g] = false;
     for (int i = 0; i < n && !kept[g]; ++i) kept[g] = slot_used(current[g]) && same_point(current[g].start, ends[i]);
   }
-  if (kept[h]) {
-    *out = current[h];
-    return false;
-  }
+  if (kept[h]) return keep_slot(current, h, out, parts, earlier);
   // The ends no slot keeps, in order, and slot h's rank among the slots that keep nothing.
   int rank = 0;
   for (int g = 0; g < h; ++g) rank += kept[g] ? 0 : 1;
   for (int i = 0; i < n; ++i) {
     if (slot_starting_at(current, k, ends[i]) >= 0) continue;  // a kept slot's
     if (rank-- > 0) continue;
+    if (parts != nullptr) parts->earlier = earlier;
     if (decode_chunk(s, f, t, chunk, ends[i], out, parts) != kSegmentOk) clear_slot(out);
     return true;
   }
