@@ -16,6 +16,9 @@ Sections (all by default; --only picks some):
               - ours with a file repeated in a batch decoded once per window (batch 256 from 200
                 files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
                 decoding whole images (what regions of interest buy);
+              - ours on the originals with gpu_decoder="cuda" (our CUDA decoder in chunks), one call at
+                a time, and with two calls in flight from either memory; nvJPEG's hybrid decoders (a
+                GPU without JPEG engines);
               - the CPU path in one process per core, then one pinned copy of the batch to the GPU.
   outputs   the sample's photos of at least 224x224, prepared, 224x224 windows, batch 64 and 256: ours
             with a list of window tensors (the default) against one stacked [N, 3, 224, 224] tensor
@@ -171,8 +174,9 @@ class CpuPool:
 # Measurement
 
 
-def make_batches(originals, prepared, windows, batch, count, pinned=None):
-    """count batches of `batch` items, cycling through the files."""
+def make_batches(originals, prepared, windows, batch, count, pinned=None, pinned_originals=None):
+    """count batches of `batch` items, cycling through the files. pinned: the prepared copies in pinned
+    memory; pinned_originals: the originals."""
     out = []
     for k in range(count):
         idx = [(k * batch + j) % len(originals) for j in range(batch)]
@@ -181,6 +185,7 @@ def make_batches(originals, prepared, windows, batch, count, pinned=None):
                 "original": [originals[i] for i in idx],
                 "prepared": [prepared[i] for i in idx] if prepared else None,
                 "pinned": [pinned[i] for i in idx] if pinned else None,
+                "pinned_original": [pinned_originals[i] for i in idx] if pinned_originals else None,
                 "indices": idx,
                 "windows": [windows[i] for i in idx],
             }
@@ -324,6 +329,7 @@ def sample_section(args):
     originals = [as_tensor(d) for d in files]
     prepared = [as_tensor(d) for d in prepared_files]
     pinned = [t.pin_memory() for t in prepared]  # as a DataLoader with pin_memory=True delivers them
+    pinned_originals = [t.pin_memory() for t in originals]
     refs = [custom_op.decode_and_crop_jpeg(d, *w) for d, w in zip(files, windows)]
     pillow = 0
     for data, (t, l, h, w), ref in zip(files, windows, refs):
@@ -383,6 +389,12 @@ def sample_section(args):
                 force_path="hardware-full"
             ),
             "ours, original files, our CUDA decoder in chunks (gpu_decoder='cuda')": ours_method(gpu_decoder="cuda"),
+            f"ours, original files, our CUDA decoder in chunks, {AHEAD} batches decoding at once": ours_method(
+                gpu_decoder="cuda"
+            )._replace(ahead=AHEAD),
+            f"ours, original files in pinned memory, our CUDA decoder in chunks, {AHEAD} batches decoding at once": (
+                ours_method("pinned_original", gpu_decoder="cuda")._replace(ahead=AHEAD)
+            ),
             "ours, original files, nvJPEG's hybrid decoders, as without JPEG engines (force_path='gpu-hybrid')": (
                 ours_method(force_path="gpu-hybrid")
             ),
@@ -392,7 +404,13 @@ def sample_section(args):
         anchor = next(iter(methods))
         for batch in args.batches:
             batches = make_batches(
-                originals, prepared, windows, batch, max(1, args.images_per_round // batch), pinned=pinned
+                originals,
+                prepared,
+                windows,
+                batch,
+                max(1, args.images_per_round // batch),
+                pinned=pinned,
+                pinned_originals=pinned_originals,
             )
             # Over the first batches, enough to hold every file (and, at batch 256, the repeated ones).
             checked = batches[: -(-len(files) // batch)]
