@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 
 #include "cuda/orientation.h"
 #include "jpeg_core/jpeg_core.h"
@@ -539,6 +540,44 @@ cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* 
   return cudaGetLastError();
 }
 
+namespace {
+
+constexpr int64_t kLaneBytes = kStartLanes * sizeof(jc::LaneChain);
+
+// The records stage 3 stages on `device`: what its blocks' shared memory holds beside the lanes'
+// (kStagedRecords at most), its kernel allowed that much.
+cudaError_t set_up_stage3(int device, int64_t* staged) {
+  int optin = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return e;
+  *staged = std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
+  if (*staged < 0) return cudaErrorInvalidConfiguration;
+  const int bytes = static_cast<int>(kLaneBytes + *staged * sizeof(jc::ChunkRecord));
+  return cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+// set_up_stage3 on the current device, once per device: asked and set on every call, the limit and the
+// attribute cost the host more than the launch.
+cudaError_t stage3_staging(int64_t* staged) {
+  constexpr int kDevices = 128;
+  static std::mutex mutex;
+  static int64_t known[kDevices] = {};  // staged + 1; 0: not set up yet
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  if (device < 0 || device >= kDevices) return set_up_stage3(device, staged);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (known[device] == 0) {
+    e = set_up_stage3(device, staged);
+    if (e != cudaSuccess) return e;
+    known[device] = *staged + 1;
+  }
+  *staged = known[device] - 1;
+  return cudaSuccess;
+}
+
+}  // namespace
+
 cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const DecodeRun* runs, int run_count, int tasks,
                                  int slots, cudaStream_t stream) {
   if (tasks <= 0 || run_count <= 0 || count <= 0 || slots < 1 || slots > jc::kMaxSlots) return cudaSuccess;
@@ -547,17 +586,10 @@ cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const De
   guess_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots);
   for (int round = 0; round < kSyncRounds; ++round)
     sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots, round % 2);
-  int device = 0, optin = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  int64_t staged = 0;
+  const cudaError_t e = stage3_staging(&staged);
   if (e != cudaSuccess) return e;
-  constexpr int64_t kLaneBytes = kStartLanes * sizeof(jc::LaneChain);
-  const int64_t staged =
-      std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
-  if (staged < 0) return cudaErrorInvalidConfiguration;
   const int shared_bytes = static_cast<int>(kLaneBytes + staged * sizeof(jc::ChunkRecord));
-  e = cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);
-  if (e != cudaSuccess) return e;
   chunk_starts_kernel<<<count, kStartLanes, shared_bytes, stream>>>(images, staged);
   const int64_t part_tasks = int64_t{tasks} * kMaxChunkParts;
   write_chunks_kernel<<<static_cast<int>((part_tasks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
