@@ -917,7 +917,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
       for (int h = 0; h < k; ++h) full_next[h] = full_slots[h];
       for (int h = 0; h < k; ++h)  // chunk 0's part ends, which no round rewrites
         for (int64_t m = 0; m < parts - 1; ++m)
-          next_part_ends[h * n * (parts - 1) + m] = part_ends[h * n * (parts - 1) + m];
+          next_part_ends[jc::slot_part_ends_index(parts, n, 0, h) + m] =
+              part_ends[jc::slot_part_ends_index(parts, n, 0, h) + m];
       std::fill(met_blocks.begin(), met_blocks.end(), 0);
       std::fill(full_blocks.begin(), full_blocks.end(), 0);
       for (int64_t j = 1; j < n; ++j) {
@@ -943,8 +944,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
           const jc::ChunkRecord& b = full_slots[j * k + h];
           bool same = std::memcmp(&a, &b, sizeof(a)) == 0 || (!jc::slot_used(a) && !jc::slot_used(b));
           if (same && jc::slot_used(a) && parts > 1)
-            same = std::memcmp(part_ends.data() + (h * n + j) * (parts - 1),
-                               full_part_ends.data() + (h * n + j) * (parts - 1),
+            same = std::memcmp(part_ends.data() + jc::slot_part_ends_index(parts, n, j, h),
+                               full_part_ends.data() + jc::slot_part_ends_index(parts, n, j, h),
                                static_cast<size_t>(parts - 1) * sizeof(jc::ChunkRecord)) == 0;
           if (!same) out->flags |= kMeetingsDisagree;
         }
