@@ -22,10 +22,10 @@ namespace gpu {
 // what only a GPU call asks.
 // Which GPU decoder takes the baseline files both can (the public gpu_decoder option; its codes are
 // custom_op/_args.py's GPU_DECODERS): kAuto our CUDA decoder the files with short restart segments and
-// nvJPEG the others, but on a GPU without JPEG engines (CallOptions::engines) our CUDA decoder every file it
-// takes, since nvJPEG's hybrid decoders, which decode Huffman codes on the CPU, are then far slower; kCuda our CUDA
-// decoder every file it takes (the others in chunks), and nvJPEG only what is left (progressive and arithmetic-coded
-// files) once the CPU-side check passes it, so that every item gets the CPU path's outcome; kNvjpeg nvJPEG every file
+// nvJPEG the others, but on a GPU without JPEG engines (CallOptions::engines) as kCuda, since nvJPEG's
+// hybrid decoders, which decode Huffman codes on the CPU, are then far slower; kCuda our CUDA decoder every
+// file it takes (the others in chunks), and nvJPEG only a file it leaves that the CPU-side check passes
+// (progressive files never do), so that every item gets the CPU path's outcome; kNvjpeg nvJPEG every file
 // it takes.
 enum class GpuDecoder : int64_t { kAuto = 0, kCuda = 1, kNvjpeg = 2 };
 
