@@ -96,14 +96,13 @@ def test_centre_crop_transform_batch_on_the_gpu_equals_the_cpu():
     assert torch.equal(cpu, torch.stack([t(f) for f in files]))
 
 
-def test_prepared_files_take_our_cuda_decoder():
-    files = [_photo(200, 300, "4:2:0", i, prepared=True) for i in range(4)]
+def _resized_crop_on_gpu(files, windows, **options):
+    """The CUDA operator's 64x64 RGB uint8 resized crop of each window (top, left, height, width), at the
+    automatic scale, with `options` (the operator's decoder, say): the images, the statuses and the name of
+    each item's path."""
     images, status, _, paths = torch.ops.custom_op.decode_and_resized_crop_jpegs_cuda(
         files,
-        [10] * 4,
-        [20] * 4,
-        [150] * 4,
-        [200] * 4,
+        *(list(v) for v in zip(*windows)),
         size=[64, 64],
         resize_shorter=0,
         scale=0,
@@ -118,10 +117,17 @@ def test_prepared_files_take_our_cuda_decoder():
         on_warning=0,
         max_pixels=0,
         device=torch.cuda.current_device(),
+        **options,
     )
+    return images, status, [gpu.PATH_NAMES[p & ~gpu.SEGMENTS_FLAG] for p in paths]
+
+
+def test_prepared_files_take_our_cuda_decoder():
+    files = [_photo(200, 300, "4:2:0", i, prepared=True) for i in range(4)]
+    images, status, names = _resized_crop_on_gpu(files, [(10, 20, 150, 200)] * 4)
     assert status == [0] * 4
     assert images.shape == (4, 3, 64, 64)
-    assert all(gpu.PATH_NAMES[p & ~gpu.SEGMENTS_FLAG] == "cuda" for p in paths), paths
+    assert all(name == "cuda" for name in names), names
 
 
 @pytest.mark.parametrize("gpu_decoder", ["auto", "cuda", "nvjpeg"])
@@ -132,21 +138,8 @@ def test_gpu_decoder_chooses_who_decodes_and_at_what_scale(gpu_decoder):
     originals = [_photo(240, 320, "4:2:0", 20 + i, prepared=False) for i in range(3)]
     files = originals + [_tensor(custom_op.prepare_jpeg(f.numpy().tobytes())) for f in originals]
     windows = [(10, 20, 200, 260)] * len(files)
-    kwargs = dict(size=[64, 64], resize_shorter=0, scale=0, filter=1, antialias=True, flips=[], mean=[], std=[])
-    images, status, _, paths = torch.ops.custom_op.decode_and_resized_crop_jpegs_cuda(
-        files,
-        *(list(v) for v in zip(*windows)),
-        **kwargs,
-        dtype=0,
-        mode=int(ImageReadMode.RGB),
-        apply_exif_orientation=False,
-        on_warning=0,
-        max_pixels=0,
-        device=torch.cuda.current_device(),
-        decoder=custom_op._args.GPU_DECODERS[gpu_decoder],
-    )
+    images, status, names = _resized_crop_on_gpu(files, windows, decoder=custom_op._args.GPU_DECODERS[gpu_decoder])
     assert status == [0] * len(files)
-    names = [gpu.PATH_NAMES[p & ~gpu.SEGMENTS_FLAG] for p in paths]
     ours = [name == "cuda" for name in names]
     expected = {"cuda": [True] * 6, "nvjpeg": [False] * 6, "auto": [False] * 3 + [True] * 3}[gpu_decoder]
     assert ours == expected, names
@@ -164,22 +157,11 @@ def test_auto_on_a_gpu_without_engines_decodes_at_the_automatic_scale():
     files without restart markers, at the automatic DCT scale: the CPU call's pixels, not those of scale=8."""
     files = [_photo(240, 320, "4:2:0", 30 + i, prepared=False) for i in range(3)]
     windows = [(10, 20, 200, 260), (0, 0, 240, 320), (50, 60, 100, 120)]
-    kwargs = dict(size=[64, 64], resize_shorter=0, scale=0, filter=1, antialias=True, flips=[], mean=[], std=[])
     with testing.gpu_options(engines=False):
-        images, status, _, paths = torch.ops.custom_op.decode_and_resized_crop_jpegs_cuda(
-            files,
-            *(list(v) for v in zip(*windows)),
-            **kwargs,
-            dtype=0,
-            mode=int(ImageReadMode.RGB),
-            apply_exif_orientation=False,
-            on_warning=0,
-            max_pixels=0,
-            device=torch.cuda.current_device(),
-        )
+        images, status, names = _resized_crop_on_gpu(files, windows)
         public = custom_op.decode_and_resized_crop_jpegs(files, *(list(v) for v in zip(*windows)), 64, device="cuda")
     assert status == [0] * len(files)
-    assert [gpu.PATH_NAMES[p & ~gpu.SEGMENTS_FLAG] for p in paths] == ["cuda"] * len(files), paths
+    assert names == ["cuda"] * len(files), names
     expected = custom_op.decode_and_resized_crop_jpegs(files, *(list(v) for v in zip(*windows)), 64)
     assert torch.equal(images.cpu(), expected)
     assert torch.equal(public.cpu(), expected)

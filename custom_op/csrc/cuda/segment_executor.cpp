@@ -740,13 +740,11 @@ bool segment_decoder_takes(const JpegHeader& h, size_t size) {
 bool chunk_decoder_takes(const JpegHeader& h, size_t size) { return decodable_layout(h, size); }
 
 bool own_decoder_allowed(const CallOptions& options, const TestingOptions& testing) {
-  if (testing.force_path != -1) return testing.own_decoder_allowed();
-  return options.decoder != GpuDecoder::kNvjpeg;
+  return testing.force_path != -1 ? testing.own_decoder_forced() : options.decoder != GpuDecoder::kNvjpeg;
 }
 
 bool chunks_allowed(const CallOptions& options, const TestingOptions& testing) {
-  if (testing.force_path != -1) return testing.chunked_decoder_allowed();
-  return options.own_decoder_first();
+  return testing.force_path != -1 ? testing.own_decoder_forced() : options.own_decoder_first();
 }
 
 std::unique_ptr<Executor> segment_executor() { return std::make_unique<SegmentExecutor>(); }

@@ -33,10 +33,10 @@ struct TestingOptions {
   bool hide_engines = false;
 
   bool cpu_only() const { return force_path == kCpu; }
-  bool own_decoder_allowed() const { return force_path == -1 || force_path == kCudaDecoder; }
-  // With a path forced: files without short restart segments go to our decoder's chunked decoding only
-  // where a test forces our decoder (without, the call's gpu_decoder option decides: executor.h).
-  bool chunked_decoder_allowed() const { return force_path == kCudaDecoder; }
+  // Whether our decoder may take the files (those without short restart segments too, in chunks), from the
+  // forced path: executor.h's own_decoder_allowed and chunks_allowed (the call's gpu_decoder option decides
+  // where no path is forced).
+  bool own_decoder_forced() const { return force_path == kCudaDecoder; }
   bool nvjpeg_allowed() const { return force_path != kCudaDecoder; }
   bool engines_allowed() const { return !hide_engines && force_path != kGpuHybrid && force_path != kCpuHybrid; }
   bool engine_roi_allowed() const { return force_path != kHardwareFull; }

@@ -485,12 +485,19 @@ CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const 
 
 constexpr int kMaxSlots = kMaxBlocksInMcu;
 
-// Where slot h of chunk j records its part ends: slot h's of every chunk after those of the slots before it,
-// each slot's as chunk_part_ends lays them out over num_chunks chunks.
+// Where slot h of chunk j records its part ends, as an index into the part ends of all the slots: slot h's of
+// every chunk after those of the slots before it, each slot's as chunk_part_ends lays them out over num_chunks
+// chunks. The one place that says so: slot_part_ends writes there, part_start reads there.
+CUSTOM_OP_HD inline int64_t slot_part_ends_index(int64_t parts, int64_t num_chunks, int64_t chunk, int64_t h) {
+  return (h * num_chunks + chunk) * (parts - 1);
+}
+
+// Where slot h of chunk j records its part ends (slot_part_ends_index).
 CUSTOM_OP_HD inline PartEnds slot_part_ends(const ChunkedScan& fine, int64_t parts, int64_t num_chunks, int64_t chunk,
                                             int h, ChunkRecord* part_ends) {
-  return chunk_part_ends(fine, parts, chunk, part_ends + h * num_chunks * (parts - 1));
+  return chunk_part_ends(fine, parts, chunk, part_ends + slot_part_ends_index(parts, num_chunks, 0, h));
 }
+
 constexpr int64_t kNoStart = -1;  // SyncPoint::bit of a slot in no use
 
 CUSTOM_OP_HD inline bool slot_used(const ChunkRecord& r) { return r.start.bit != kNoStart; }
@@ -675,6 +682,35 @@ CUSTOM_OP_HD inline bool starts_arguments_ok(const ChunkedScan& s, const Frame& 
          last_block < frame_total_mcus(f) * f.blocks_in_mcu;
 }
 
+// Where the scan's first chunk starts: its first byte's first bit, block 0, the predictors 0.
+CUSTOM_OP_HD inline ChunkStart scan_first_start(const ChunkedScan& s) {
+  ChunkStart at;
+  at.bit = 8 * s.scan_start;
+  at.block = 0;
+  for (int k = 0; k < kMaxComponents; ++k) at.pred[k] = 0;
+  return at;
+}
+
+// Stage 3's step for chunk j, whose record is r and which starts at *at: starts[j] = *at; where a decode
+// through block last_block reads the chunk, it counts in *needed and r must start there (else kUnsynced in
+// *flags); *at moves to the next chunk's start.
+CUSTOM_OP_HD inline void place_chunk_start(const Frame& f, const ChunkRecord& r, int64_t j, int64_t last_block,
+                                           ChunkStart* at, ChunkStart* starts, int64_t* needed, uint32_t* flags) {
+  starts[j] = *at;
+  if (at->block <= last_block && at->bit != kScanEnd) {
+    *needed = j + 1;
+    const SyncPoint expected = {at->bit, static_cast<int32_t>(at->block % f.blocks_in_mcu), 0};
+    if (!same_point(r.start, expected)) *flags |= kUnsynced;
+  }
+  *at = chunk_start_after(*at, r);
+}
+
+// Stage 3's last check: kUnsynced where the decode reads no chunk, or its chunks end before last_block's end.
+CUSTOM_OP_HD inline uint32_t starts_end_flags(const ChunkStart* starts, int64_t needed, int64_t last_block) {
+  return needed == 0 || starts[needed].block <= last_block ? static_cast<uint32_t>(kUnsynced)
+                                                           : static_cast<uint32_t>(kSegmentOk);
+}
+
 // Stage 3 for a decode that needs the scan only through block `last_block` (by scan index: a window's
 // last MCU row's last block): starts[0 .. num_chunks] from records[0 .. num_chunks - 1], and in *needed
 // the chunks that decode reads: those that start at or before last_block. Returns kUnsynced where one of
@@ -687,23 +723,12 @@ CUSTOM_OP_HD inline uint32_t chunk_starts_through(const ChunkedScan& s, const Fr
   if (records == nullptr || starts == nullptr || needed == nullptr || !starts_arguments_ok(s, f, last_block))
     return kBadArguments;
   uint32_t flags = kSegmentOk;
-  ChunkStart at;
-  at.bit = 8 * s.scan_start;
-  at.block = 0;
-  for (int k = 0; k < kMaxComponents; ++k) at.pred[k] = 0;
+  ChunkStart at = scan_first_start(s);
   *needed = 0;
-  for (int64_t j = 0; j < s.num_chunks; ++j) {
-    starts[j] = at;
-    if (at.block <= last_block && at.bit != kScanEnd) {
-      *needed = j + 1;
-      const SyncPoint expected = {at.bit, static_cast<int32_t>(at.block % f.blocks_in_mcu), 0};
-      if (!same_point(records[j].start, expected)) flags |= kUnsynced;
-    }
-    at = chunk_start_after(at, records[j]);
-  }
+  for (int64_t j = 0; j < s.num_chunks; ++j)
+    place_chunk_start(f, records[j], j, last_block, &at, starts, needed, &flags);
   starts[s.num_chunks] = at;
-  if (*needed == 0 || starts[*needed].block <= last_block) flags |= kUnsynced;
-  return flags;
+  return flags | starts_end_flags(starts, *needed, last_block);
 }
 
 // Stage 3 for the whole scan: chunk_starts_through its last block, and the records must end at the
@@ -726,9 +751,9 @@ CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkR
                                           int64_t m, const int32_t* chosen_slot = nullptr, int64_t num_chunks = 0) {
   const int64_t j = m / parts, k = m % parts;
   if (k == 0) return starts[j];
-  // With slots (walk_slots' chosen_slot), the chosen slot's part ends, where slot_part_ends puts them.
+  // With slots (walk_slots' chosen_slot), the chosen slot's part ends.
   const int64_t slot = chosen_slot != nullptr ? chosen_slot[j] : 0;
-  return chunk_start_after(starts[j], part_ends[(slot * num_chunks + j) * (parts - 1) + k - 1]);
+  return chunk_start_after(starts[j], part_ends[slot_part_ends_index(parts, num_chunks, j, slot) + k - 1]);
 }
 
 // ---- Stage 3 on lanes --------------------------------------------------------------------------------
@@ -856,24 +881,13 @@ CUSTOM_OP_HD inline void lane_chain_join(const ChunkRecord* records, int k, Lane
 CUSTOM_OP_HD inline void lane_starts(const ChunkedScan& s, const Frame& f, const ChunkRecord* records, int k,
                                      LaneRange r, const LaneChain* lanes, int lane, const int32_t* chosen_slot,
                                      int64_t last_block, ChunkStart* starts, LaneChain* out) {
-  ChunkStart at;
-  at.bit = 8 * s.scan_start;
-  at.block = 0;
-  for (int c = 0; c < kMaxComponents; ++c) at.pred[c] = 0;
+  ChunkStart at = scan_first_start(s);
   for (int q = 0; q < lane; ++q)
     if (lanes[q].chunks > 0) at = chunk_start_after(at, lanes[q].joined);
   out->needed = 0;
   out->flags = kSegmentOk;
-  for (int64_t j = r.begin; j < r.end; ++j) {
-    starts[j] = at;
-    const ChunkRecord& c = records[j * k + chosen_slot[j]];
-    if (at.block <= last_block && at.bit != kScanEnd) {
-      out->needed = j + 1;
-      const SyncPoint expected = {at.bit, static_cast<int32_t>(at.block % f.blocks_in_mcu), 0};
-      if (!same_point(c.start, expected)) out->flags |= kUnsynced;
-    }
-    at = chunk_start_after(at, c);
-  }
+  for (int64_t j = r.begin; j < r.end; ++j)
+    place_chunk_start(f, records[j * k + chosen_slot[j]], j, last_block, &at, starts, &out->needed, &out->flags);
   if (r.end == s.num_chunks && r.begin < r.end) starts[s.num_chunks] = at;
 }
 
@@ -886,8 +900,7 @@ CUSTOM_OP_HD inline uint32_t lanes_starts_result(const LaneChain* lanes, int cou
     flags |= lanes[q].flags;
     *needed = lanes[q].needed > *needed ? lanes[q].needed : *needed;
   }
-  if (*needed == 0 || starts[*needed].block <= last_block) flags |= kUnsynced;
-  return flags;
+  return flags | starts_end_flags(starts, *needed, last_block);
 }
 
 // Stage 4: the blocks of chunk j decoded from `start` (starts[j]), those of MCU rows [first_row,
