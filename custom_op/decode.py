@@ -152,7 +152,9 @@ def decode_and_crop_jpeg(
             option is accepted and changes nothing: the CPU path gives libjpeg's outcome already.
         gpu_decoder: with ``device="cuda"``, which GPU decoder takes the baseline files it can:
             ``"auto"`` (default): custom_op's own CUDA decoder the files with short restart segments
-            (those :func:`prepare_jpeg` writes), nvJPEG the others. ``"cuda"``: our CUDA decoder every
+            (those :func:`prepare_jpeg` writes), nvJPEG the others; on a GPU without JPEG engines
+            (``custom_op.gpu.backend_info``), where nvJPEG decodes Huffman codes on the CPU and is many
+            times slower, as ``"cuda"``. ``"cuda"``: our CUDA decoder every
             baseline file it takes, those without restart markers too (decoded in parallel chunks, no
             prepare step), and nvJPEG a file it does not take only once the ``check_entropy`` check
             passes it (progressive files go to the CPU path): every item gets the CPU path's outcome

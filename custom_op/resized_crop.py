@@ -206,7 +206,8 @@ def decode_and_resized_crop_jpegs(
         device: ``"cpu"`` (default): the items run in parallel on torch's intra-op thread pool
             (``torch.set_num_threads`` sets its size; one item per task), the GIL released.
             ``"cuda"`` / ``"cuda:N"``: the result is on that device, with the CPU call's pixels. Files our
-            CUDA decoder takes (prepared with :func:`custom_op.prepare_jpeg`) are decoded there at the
+            CUDA decoder takes (prepared with :func:`custom_op.prepare_jpeg`; any baseline file with
+            ``gpu_decoder="cuda"``, or on a GPU without JPEG engines) are decoded there at the
             chosen DCT scale and resampled, flipped and normalised by the GPU, in a fixed number of
             launches; the automatic scale of any other file is 8 (full resolution: the JPEG engines
             decode it), so its pixels equal the CPU call with ``scale=8``. On the GPU ``scale`` must be

@@ -52,6 +52,7 @@ def gpu_options(
     dedupe: bool = True,
     segments: str = "auto",
     chunk_bytes: Optional[int] = None,
+    engines: bool = True,
 ) -> Iterator[None]:
     """For the block, in this process: every item the GPU decoders can take goes to ``force_path``
     ("cuda": our own CUDA decoder, which then also decodes files without short restart segments, in
@@ -62,7 +63,8 @@ def gpu_options(
     window; ``segments`` "always" / "never" gives nvJPEG the sub-image of a prepared file's restart
     segments whatever the image's size / never ("auto": by size); ``chunk_bytes`` is the chunk size of
     the files our CUDA decoder decodes in chunks (None: its own; small chunks put chunk boundaries all
-    over a small test image). Loads the GPU library."""
+    over a small test image); ``engines=False`` makes the backend act as on a GPU without JPEG engines
+    (they take nothing, and ``gpu_decoder="auto"`` chooses as it does there). Loads the GPU library."""
     if force_path is not None and force_path not in _PATH_CODES or force_path == "failed":
         raise ValueError(
             f"force_path must be None or one of {sorted(set(_PATH_CODES) - {'failed'})}, got {force_path!r}"
@@ -71,16 +73,20 @@ def gpu_options(
         raise ValueError(f"segments must be one of {list(_SEGMENTS)}, got {segments!r}")
     if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or not 1 <= chunk_bytes <= 1 << 20):
         raise ValueError(f"chunk_bytes must be None or an int from 1 to 2**20, got {chunk_bytes!r}")
+    if not isinstance(engines, bool):
+        raise ValueError(f"engines must be True or False, got {engines!r}")
     gpu.load_library()
     forced = -1 if force_path is None else _PATH_CODES[force_path]
-    before = _set_gpu_testing(forced, not margin, not dedupe, _SEGMENTS[segments], chunk_bytes or 0)
+    before = _set_gpu_testing(forced, not margin, not dedupe, _SEGMENTS[segments], chunk_bytes or 0, not engines)
     try:
         yield
     finally:
-        _set_gpu_testing(before[0], bool(before[1]), bool(before[2]), before[3], before[4])
+        _set_gpu_testing(before[0], bool(before[1]), bool(before[2]), before[3], before[4], bool(before[5]))
 
 
-def _set_gpu_testing(force_path: int, no_margin: bool, no_dedupe: bool, segments: int, chunk_bytes: int) -> list[int]:
+def _set_gpu_testing(
+    force_path: int, no_margin: bool, no_dedupe: bool, segments: int, chunk_bytes: int, hide_engines: bool
+) -> list[int]:
     """Sets the GPU backend's testing options (codes as the operator takes them); returns the ones before."""
     return _outcomes.call(
         torch.ops.custom_op._set_gpu_testing,
@@ -89,6 +95,7 @@ def _set_gpu_testing(force_path: int, no_margin: bool, no_dedupe: bool, segments
         no_dedupe=no_dedupe,
         segments=segments,
         chunk_bytes=chunk_bytes,
+        hide_engines=hide_engines,
     )
 
 

@@ -227,6 +227,9 @@ def test_testing_options_check_their_values():
         with pytest.raises(ValueError, match="chunk_bytes"):
             with testing.gpu_options(chunk_bytes=bad):
                 pass
+    with pytest.raises(ValueError, match="engines"):
+        with testing.gpu_options(engines="no"):
+            pass
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1975,11 +1978,32 @@ def test_gpu_decoder_chooses_who_decodes(jpeg_writer, gpu_decoder):
     for data, win, out in zip(datas, wins, outs):
         assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), (gpu_decoder, used)
     ours = [path == "cuda" for path in used]
-    assert ours == {"cuda": [True] * 4, "nvjpeg": [False] * 4, "auto": [False, False, True, True]}[gpu_decoder], used
+    auto = [False, False, True, True] if has_engines() else [True] * 4  # test_auto_on_a_gpu_without_engines
+    assert ours == {"cuda": [True] * 4, "nvjpeg": [False] * 4, "auto": auto}[gpu_decoder], used
     whole = custom_op.decode_jpegs(originals, device="cuda", stack=True, gpu_decoder=gpu_decoder)
     assert torch.equal(whole.cpu(), torch.stack([custom_op.decode_jpeg(f) for f in originals]))
     one = custom_op.decode_and_crop_jpeg(originals[0], *wins[0], device="cuda", gpu_decoder=gpu_decoder)
     assert torch.equal(one.cpu(), custom_op.decode_and_crop_jpeg(originals[0], *wins[0]))
+
+
+@needs_gpu
+def test_auto_on_a_gpu_without_engines(jpeg_writer):
+    """As on a GPU without JPEG engines (testing.gpu_options(engines=False)): "auto" gives our CUDA decoder the
+    files without restart markers too, as "cuda" does, and a progressive file, which the check before nvJPEG does
+    not pass, to the CPU path; every window the CPU path's. "nvjpeg" gives the baseline files to the hybrid
+    decoders, the JPEG engines taking nothing."""
+    pixels = jpeg_writer.photo_like(240, 320, 3, seed=62)
+    originals = [jpeg_writer.encode(pixels, sampling="4:2:0"), jpeg_writer.encode(pixels, optimize=True)]
+    datas = originals + [custom_op.prepare_jpeg(f) for f in originals]
+    datas.append(jpeg_writer.encode(pixels, sampling="4:2:0", progressive=True))
+    wins = [(5, 7, 120, 200), (100, 30, 140, 280)] * 2 + [(8, 16, 64, 64)]
+    with testing.gpu_options(engines=False):
+        outs, used = testing.decode_with_paths(datas, *zip(*wins), device="cuda")
+        _, nvjpeg_used = testing.decode_with_paths(originals, *zip(*wins[:2]), device="cuda", gpu_decoder="nvjpeg")
+    for data, win, out in zip(datas, wins, outs):
+        assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), used
+    assert used == ["cuda"] * 4 + ["cpu"], used
+    assert set(nvjpeg_used) <= {"gpu-hybrid", "hybrid"}, nvjpeg_used
 
 
 @needs_gpu

@@ -12,7 +12,7 @@ import torch
 
 import custom_op
 import jpeg_factory
-from custom_op import ImageReadMode, gpu
+from custom_op import ImageReadMode, gpu, testing
 from jpeg_factory import with_exif_orientation
 
 REASON = gpu.unavailable_reason()
@@ -150,6 +150,21 @@ def test_gpu_decoder_chooses_who_decodes_and_at_what_scale(gpu_decoder):
         files, *(list(v) for v in zip(*windows)), 64, device="cuda", gpu_decoder=gpu_decoder
     )
     assert torch.equal(public.cpu(), images.cpu())
+
+
+def test_auto_on_a_gpu_without_engines_decodes_at_the_automatic_scale():
+    """As on a GPU without JPEG engines (testing.gpu_options(engines=False)), "auto" gives our CUDA decoder the
+    files without restart markers, at the automatic DCT scale: the CPU call's pixels, not those of scale=8."""
+    files = [_photo(240, 320, "4:2:0", 30 + i, prepared=False) for i in range(3)]
+    windows = [(10, 20, 200, 260), (0, 0, 240, 320), (50, 60, 100, 120)]
+    with testing.gpu_options(engines=False):
+        images, status, names = _resized_crop_on_gpu(files, windows)
+        public = custom_op.decode_and_resized_crop_jpegs(files, *(list(v) for v in zip(*windows)), 64, device="cuda")
+    assert status == [0] * len(files)
+    assert names == ["cuda"] * len(files), names
+    expected = custom_op.decode_and_resized_crop_jpegs(files, *(list(v) for v in zip(*windows)), 64)
+    assert torch.equal(images.cpu(), expected)
+    assert torch.equal(public.cpu(), expected)
 
 
 def test_a_damaged_item_fails_alone_and_its_slot_is_zero():

@@ -123,7 +123,9 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
   m.def("_entropy_decoder_give_ups() -> int");
   // The GPU backend's testing options (cuda/testing_options.h); returns the ones before.
   // force_path: -1 none, else a path code of common/decode_path.h every GPU-capable item must take.
-  m.def("_set_gpu_testing(*, int force_path, bool no_margin, bool no_dedupe, int segments, int chunk_bytes) -> int[]");
+  m.def(
+      "_set_gpu_testing(*, int force_path, bool no_margin, bool no_dedupe, int segments, int chunk_bytes, "
+      "bool hide_engines) -> int[]");
   // Items our own CUDA decoder gave to the CPU path in this process (cuda/executor.h).
   m.def("_cuda_decoder_fallbacks() -> int");
   // The codes and sizes Python must agree on with the libraries (read modes, warning policies, item

@@ -746,7 +746,7 @@ bool own_decoder_allowed(const CallOptions& options, const TestingOptions& testi
 }
 
 bool chunks_allowed(const CallOptions& options, const TestingOptions& testing) {
-  return testing.force_path != -1 ? testing.own_decoder_forced() : options.decoder == GpuDecoder::kCuda;
+  return testing.force_path != -1 ? testing.own_decoder_forced() : options.own_decoder_first();
 }
 
 std::unique_ptr<Executor> segment_executor() { return std::make_unique<SegmentExecutor>(); }

@@ -28,6 +28,9 @@ struct TestingOptions {
   // > 0: the chunk size of files decoded in chunks, in place of segment_executor.cpp's (small chunks
   // put chunk boundaries, and the decoders' synchronisation across them, all over a small test image).
   int64_t chunk_bytes = 0;
+  // The backend acts as on a GPU without JPEG engines: they take nothing, and the gpu_decoder option's
+  // "auto" chooses as it does there.
+  bool hide_engines = false;
 
   bool cpu_only() const { return force_path == kCpu; }
   // Whether our decoder may take the files (those without short restart segments too, in chunks), from the
@@ -35,7 +38,7 @@ struct TestingOptions {
   // where no path is forced).
   bool own_decoder_forced() const { return force_path == kCudaDecoder; }
   bool nvjpeg_allowed() const { return force_path != kCudaDecoder; }
-  bool engines_allowed() const { return force_path != kGpuHybrid && force_path != kCpuHybrid; }
+  bool engines_allowed() const { return !hide_engines && force_path != kGpuHybrid && force_path != kCpuHybrid; }
   bool engine_roi_allowed() const { return force_path != kHardwareFull; }
   bool gpu_hybrid_allowed() const { return force_path != kCpuHybrid; }
 };
@@ -43,9 +46,10 @@ struct TestingOptions {
 // The settings now (a call reads them once).
 TestingOptions testing_options();
 
-// The op: sets them and returns the previous ones, [force_path, no_margin, no_dedupe, segments, chunk_bytes].
+// The op: sets them and returns the previous ones, [force_path, no_margin, no_dedupe, segments, chunk_bytes,
+// hide_engines].
 std::vector<int64_t> set_gpu_testing(int64_t force_path, bool no_margin, bool no_dedupe, int64_t segments,
-                                     int64_t chunk_bytes);
+                                     int64_t chunk_bytes, bool hide_engines);
 
 }  // namespace gpu
 }  // namespace custom_op
