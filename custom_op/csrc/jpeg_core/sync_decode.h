@@ -367,104 +367,153 @@ CUSTOM_OP_HD inline MCUPlace mcu_place(const ChunkedScan& s, const Frame& f, int
   return at;
 }
 
-// Decodes blocks from the cursor until the next block would start at or past bit `limit`, or the scan
-// ends. Strict (stage 4): stores each block into `out` at its scan index tally->blocks, with the
-// predictors tally->dc, checks restart markers and EOI against the MCU count, and returns SegmentFlags |
-// ChunkFlags at the first damage. Lenient (stages 1 and 2): stores nothing, sums DC differences, records
-// the part ends of `parts` (where not null) from `start` as it passes them, and never fails (see the
-// header).
-template <bool Strict>
-CUSTOM_OP_HD inline uint32_t run_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t limit,
-                                       ChunkCursor* c, ChunkTally* tally, const RowPlanes* out,
-                                       PartEnds* parts = nullptr, SyncPoint start = SyncPoint{0, 0, 0}) {
+// Stage 4: decodes blocks from the cursor until the next block would start at or past bit `limit`, or the
+// scan ends; stores each block into `out` at its scan index tally->blocks, with the predictors tally->dc,
+// checks restart markers and EOI against the MCU count, and returns SegmentFlags | ChunkFlags at the first
+// damage.
+CUSTOM_OP_HD inline uint32_t run_chunk_strict(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
+                                              int64_t limit, ChunkCursor* c, ChunkTally* tally, const RowPlanes* out) {
   const int per_mcu = f.blocks_in_mcu;
   const int64_t total_blocks = frame_total_mcus(f) * per_mcu;
-  // Strict: the MCU the next block belongs to, its row (from the first stored row) and column, and the
-  // MCUs left before a restart marker, kept up to date as blocks are decoded rather than divided out of
-  // the block's index each time (64-bit divisions, which a GPU thread runs as long subroutines).
-  MCUPlace at = {0, 0, 0, 0};
-  if constexpr (Strict) at = mcu_place(s, f, tally->blocks, out->first_row);
+  // The MCU the next block belongs to, its row (from the first stored row) and column, and the MCUs left
+  // before a restart marker, kept up to date as blocks are decoded rather than divided out of the block's
+  // index each time (64-bit divisions, which a GPU thread runs as long subroutines).
+  MCUPlace at = mcu_place(s, f, tally->blocks, out->first_row);
+  while (!c->at_end) {
+    BitReader* r = &c->r;
+    if (reader_overran(r)) return reader_stopped_early(r) ? kEarlyMarker : kOverrun;
+    // Where this block starts: an upper bound first (each stuffed byte buffered moves the offset down
+    // by 8), the exact offset only near the limit.
+    const int64_t bound = 8 * static_cast<int64_t>(r->next - s.data) - (r->bits - r->padded);
+    if (limit != kScanEnd && bound >= limit && reader_bit_offset(r, c->begin, s.data) >= limit) break;
+    const int b = c->block;
+    const int comp = f.mcu_component[b];
+    if (tally->blocks >= total_blocks) return kUnsynced;  // a start past the last block
+    int16_t* block = at.row >= 0 && at.row < out->num_rows ? out->planes[comp] + mcu_block_offset(f, b, at.row, at.col)
+                                                           : out->scratch;
+    if (!read_block<true>(r, *t.dc[comp], *t.ac[comp], t.order != nullptr ? t.order->position : nullptr,
+                          &tally->dc[comp], block))
+      return kBadCode;
+    if (reader_overran(r)) return reader_stopped_early(r) ? kEarlyMarker : kOverrun;
+    ++tally->blocks;
+    if (++c->block < per_mcu) continue;
+    c->block = 0;
+    const int64_t mcus = ++at.mcu;  // MCUs decoded
+    if (++at.col == f.mcus_per_row) {
+      at.col = 0;
+      ++at.row;
+    }
+    const bool restart = s.restart_interval > 0 && --at.to_restart == 0;
+    if (restart) at.to_restart = s.restart_interval;
+    const bool last = tally->blocks == total_blocks;
+    if (!last && !restart) continue;
+    const uint8_t* after = nullptr;
+    const int code = marker_after_mcu(s, c, &after);
+    if (code == kDataGoesOn) return kTrailingData;
+    if (code != (last ? 0xD9 : 0xD0 + static_cast<int>((mcus / s.restart_interval - 1) & 7))) return kBadMarker;
+    if (last) {
+      c->at_end = true;
+    } else {
+      restart_after(s, after, c, tally);
+    }
+  }
+  return kSegmentOk;
+}
+
+// Stages 1 and 2: decodes blocks from the cursor until the next block would start at or past bit `limit`, or
+// the scan ends; stores nothing, sums DC differences, records the part ends of `parts` (where not null) from
+// `start` as it passes them, and never fails (see the header).
+CUSTOM_OP_HD inline void run_chunk_lenient(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t limit,
+                                           ChunkCursor* c, ChunkTally* tally, PartEnds* parts, SyncPoint start) {
+  const int per_mcu = f.blocks_in_mcu;
+  // Which component each block of the MCU is (two bits each; chunk_arguments_ok checked them), and each
+  // component's tables and DC sum, read once and held apart rather than in arrays indexed by the block's
+  // component, so that a GPU thread keeps them in registers: from the arrays, each block waited for three
+  // loads in turn (the component, its tables, its sum), the larger part of a block's time where blocks are a
+  // few bits each, as in a photo's smooth regions, whose chunks are a decode's slowest.
+  uint32_t components = 0;
+  for (int b = 0; b < per_mcu; ++b) components |= static_cast<uint32_t>(f.mcu_component[b] & 3) << (2 * b);
+  const HuffTable *dc0 = t.dc[0], *dc1 = t.dc[1], *dc2 = t.dc[2], *dc3 = t.dc[3];
+  const HuffTable *ac0 = t.ac[0], *ac1 = t.ac[1], *ac2 = t.ac[2], *ac3 = t.ac[3];
+  uint32_t sum0 = static_cast<uint32_t>(tally->dc[0]), sum1 = static_cast<uint32_t>(tally->dc[1]),
+           sum2 = static_cast<uint32_t>(tally->dc[2]), sum3 = static_cast<uint32_t>(tally->dc[3]);
+  auto sums_out = [&] {
+    tally->dc[0] = static_cast<int32_t>(sum0);
+    tally->dc[1] = static_cast<int32_t>(sum1);
+    tally->dc[2] = static_cast<int32_t>(sum2);
+    tally->dc[3] = static_cast<int32_t>(sum3);
+  };
+  auto sums_in = [&] {
+    sum0 = static_cast<uint32_t>(tally->dc[0]);
+    sum1 = static_cast<uint32_t>(tally->dc[1]);
+    sum2 = static_cast<uint32_t>(tally->dc[2]);
+    sum3 = static_cast<uint32_t>(tally->dc[3]);
+  };
+  auto stop = [&] {  // lenient_stop, which may restart (the sums then start again from zero)
+    sums_out();
+    lenient_stop(s, c, tally);
+    sums_in();
+  };
   int64_t part_limit = next_part_limit(parts);  // kScanEnd: no part end left to record
   while (!c->at_end) {
     BitReader* r = &c->r;
     if (reader_overran(r)) {
-      if constexpr (Strict) return reader_stopped_early(r) ? kEarlyMarker : kOverrun;
-      lenient_stop(s, c, tally);
+      stop();
       continue;
     }
     // Where this block starts: an upper bound first (each stuffed byte buffered moves the offset down
     // by 8), the exact offset only near a limit.
     const int64_t bound = 8 * static_cast<int64_t>(r->next - s.data) - (r->bits - r->padded);
-    if constexpr (!Strict) {
-      while (bound >= part_limit) {
-        const int64_t bit = reader_bit_offset(r, c->begin, s.data);
-        if (bit < part_limit) break;
-        const SyncPoint here = {bit, c->block, 0};
-        record_part_end(start, here, *tally, &parts->out[parts->done++]);
-        if (parts->earlier != nullptr) {
-          parts->met_slot = earlier_met(*parts->earlier, parts->done - 1, here);
-          if (parts->met_slot >= 0) {
-            parts->met_at = parts->done - 1;
-            return kSegmentOk;
-          }
+    if (bound >= part_limit) sums_out();  // record_part_end reads them
+    while (bound >= part_limit) {
+      const int64_t bit = reader_bit_offset(r, c->begin, s.data);
+      if (bit < part_limit) break;
+      const SyncPoint here = {bit, c->block, 0};
+      record_part_end(start, here, *tally, &parts->out[parts->done++]);
+      if (parts->earlier != nullptr) {
+        parts->met_slot = earlier_met(*parts->earlier, parts->done - 1, here);
+        if (parts->met_slot >= 0) {
+          parts->met_at = parts->done - 1;
+          return;
         }
-        part_limit = next_part_limit(parts);
       }
+      part_limit = next_part_limit(parts);
     }
     if (limit != kScanEnd && bound >= limit && reader_bit_offset(r, c->begin, s.data) >= limit) break;
-    const int b = c->block;
-    const int comp = f.mcu_component[b];
-    if constexpr (Strict) {
-      if (tally->blocks >= total_blocks) return kUnsynced;  // a start past the last block
-      int16_t* block = at.row >= 0 && at.row < out->num_rows
-                           ? out->planes[comp] + mcu_block_offset(f, b, at.row, at.col)
-                           : out->scratch;
-      if (!read_block<true>(r, *t.dc[comp], *t.ac[comp], t.order != nullptr ? t.order->position : nullptr,
-                            &tally->dc[comp], block))
-        return kBadCode;
-      if (reader_overran(r)) return reader_stopped_early(r) ? kEarlyMarker : kOverrun;
-    } else {
-      const bool ok = read_block<false>(r, *t.dc[comp], *t.ac[comp], nullptr, &tally->dc[comp], nullptr);
-      if (reader_overran(r)) {
-        lenient_stop(s, c, tally);
-        continue;
-      }
-      if (!ok) {  // a wrong guess: try the next bit as an MCU's first (the refill left 32 bits)
-        reader_drop(r, 1);
-        c->block = 0;
-        continue;
-      }
+    const uint32_t comp = (components >> (2 * c->block)) & 3u;
+    const HuffTable& dc = *(comp == 0 ? dc0 : comp == 1 ? dc1 : comp == 2 ? dc2 : dc3);
+    const HuffTable& ac = *(comp == 0 ? ac0 : comp == 1 ? ac1 : comp == 2 ? ac2 : ac3);
+    int32_t diff = 0;  // the block's DC difference, where its DC code was read
+    const bool ok = read_block<false>(r, dc, ac, nullptr, &diff, nullptr);
+    const uint32_t d = static_cast<uint32_t>(diff);
+    sum0 += comp == 0 ? d : 0u;
+    sum1 += comp == 1 ? d : 0u;
+    sum2 += comp == 2 ? d : 0u;
+    sum3 += comp == 3 ? d : 0u;
+    if (reader_overran(r)) {
+      stop();
+      continue;
+    }
+    if (!ok) {  // a wrong guess: try the next bit as an MCU's first (the refill left 32 bits)
+      reader_drop(r, 1);
+      c->block = 0;
+      continue;
     }
     ++tally->blocks;
     if (++c->block < per_mcu) continue;
     c->block = 0;
     const uint8_t* after = nullptr;
-    if constexpr (Strict) {
-      const int64_t mcus = ++at.mcu;  // MCUs decoded
-      if (++at.col == f.mcus_per_row) {
-        at.col = 0;
-        ++at.row;
-      }
-      const bool restart = s.restart_interval > 0 && --at.to_restart == 0;
-      if (restart) at.to_restart = s.restart_interval;
-      const bool last = tally->blocks == total_blocks;
-      if (!last && !restart) continue;
-      const int code = marker_after_mcu(s, c, &after);
-      if (code == kDataGoesOn) return kTrailingData;
-      if (code != (last ? 0xD9 : 0xD0 + static_cast<int>((mcus / s.restart_interval - 1) & 7))) return kBadMarker;
-      if (last) {
-        c->at_end = true;
-      } else {
-        restart_after(s, after, c, tally);
-      }
+    const int code = marker_after_mcu(s, c, &after);
+    if (code == kDataGoesOn || !padding_ones(*r)) continue;
+    if (is_restart_marker(code)) {
+      sums_out();
+      restart_after(s, after, c, tally);
+      sums_in();
     } else {
-      const int code = marker_after_mcu(s, c, &after);
-      if (code == kDataGoesOn || !padding_ones(*r)) continue;
-      if (is_restart_marker(code)) restart_after(s, after, c, tally);
-      else c->at_end = true;
+      c->at_end = true;
     }
   }
-  return kSegmentOk;
+  sums_out();
 }
 
 // ---- The stages ----------------------------------------------------------------------------------
@@ -517,7 +566,7 @@ CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, 
   ChunkCursor c;
   if (parts != nullptr) parts->met_slot = parts->met_at = -1;
   if (!cursor_start(s, f, start, &c)) c.at_end = true;  // nothing to decode
-  run_chunk<false>(s, f, t, chunk_limit(s, chunk), &c, &tally, nullptr, parts, start);
+  run_chunk_lenient(s, f, t, chunk_limit(s, chunk), &c, &tally, parts, start);
   if (parts != nullptr && parts->met_slot >= 0) {
     take_rest_of_earlier(parts, out);
     return kSegmentOk;
@@ -1012,7 +1061,7 @@ CUSTOM_OP_HD inline uint32_t decode_chunk_rows(const ChunkedScan& s, const Frame
   ChunkTally tally = {start.block, {0, 0, 0, 0}, 0};
   for (int k = 0; k < kMaxComponents; ++k) tally.dc[k] = start.pred[k];
   const RowPlanes out = {planes, first_row, num_rows, scratch};
-  const uint32_t flags = run_chunk<true>(s, f, t, chunk_limit(s, chunk), &c, &tally, &out);
+  const uint32_t flags = run_chunk_strict(s, f, t, chunk_limit(s, chunk), &c, &tally, &out);
   if (flags != kSegmentOk) return flags;
   const SyncPoint end = cursor_point(s, c);
   if (end.bit != next.bit || tally.blocks != next.block) return kUnsynced;
