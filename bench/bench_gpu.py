@@ -17,8 +17,9 @@ Sections (all by default; --only picks some):
                 files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
                 decoding whole images (what regions of interest buy);
               - ours on the originals with gpu_decoder="cuda" (our CUDA decoder in chunks), one call at
-                a time, and with two calls in flight from either memory; nvJPEG's hybrid decoders (a
-                GPU without JPEG engines);
+                a time, and with two calls in flight from either memory; the same with a file repeated
+                in a batch decoded once per window, one call at a time and two in flight (the
+                like-for-like rows at batch 256); nvJPEG's hybrid decoders (a GPU without JPEG engines);
               - the CPU path in one process per core, then one pinned copy of the batch to the GPU.
   outputs   the sample's photos of at least 224x224, prepared, 224x224 windows, batch 64 and 256: ours
             with a list of window tensors (the default) against one stacked [N, 3, 224, 224] tensor
@@ -395,6 +396,11 @@ def sample_section(args):
             f"ours, original files in pinned memory, our CUDA decoder in chunks, {AHEAD} batches decoding at once": (
                 ours_method("pinned_original", gpu_decoder="cuda")._replace(ahead=AHEAD)
             ),
+            "ours, original files, our CUDA decoder in chunks, a repeated file decoded once per window": ours_method(
+                gpu_decoder="cuda", dedupe=False
+            ),
+            f"ours, original files, our CUDA decoder in chunks, a repeated file decoded once per window, {AHEAD} "
+            "batches decoding at once": ours_method(gpu_decoder="cuda", dedupe=False)._replace(ahead=AHEAD),
             "ours, original files, nvJPEG's hybrid decoders, as without JPEG engines (force_path='gpu-hybrid')": (
                 ours_method(force_path="gpu-hybrid")
             ),
