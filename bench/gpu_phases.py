@@ -6,6 +6,10 @@ resized crop of prepared copies of the ImageNet sample with RandomResizedCrop wi
 (testing.gpu_options(force_path="cuda")).
 
     python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20] [--originals [--chunk-bytes N]]
+
+With --external-profiler it only makes the calls (three to warm up, then --calls), for a profiler that
+watches the process from outside (Nsight Compute: bench/gpu_kernels_ncu.sh); torch.profiler would take the
+GPU's counters from it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ def main():
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--originals", action="store_true", help="window decode of the originals, in chunks")
     parser.add_argument("--chunk-bytes", type=int, help="with --originals: testing.gpu_options' chunk size")
+    parser.add_argument("--external-profiler", action="store_true", help="make the calls only (see above)")
     args = parser.parse_args()
     files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
     idx = [k % len(files) for k in range(args.batch)]
@@ -52,6 +57,11 @@ def main():
     for _ in range(3):
         run(tensors, batch_windows)
     torch.cuda.synchronize()
+    if args.external_profiler:
+        for _ in range(args.calls):
+            run(tensors, batch_windows)
+        torch.cuda.synchronize()
+        return
     fallbacks = testing.cuda_decoder_fallbacks()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:

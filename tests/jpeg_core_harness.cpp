@@ -782,6 +782,13 @@ std::pair<int64_t, int64_t> band_rows(const jc::Frame& f) {
   return {first, std::max<int64_t>(1, std::min<int64_t>(f.mcu_rows - first, (f.mcu_rows + 2) / 3))};
 }
 
+// The last block (by scan index) of the MCU rows a decode reads: the band's (band_rows) with --band, else the
+// scan's.
+int64_t last_block_read(const jc::Frame& f, bool band) {
+  const auto [first, count] = band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
+  return (first + count) * f.mcus_per_row * f.blocks_in_mcu - 1;
+}
+
 // One decode of a file with one chunk size, each stage run for every chunk on its own as the GPU's
 // threads run them (stages 1, 2 and 4 read only what earlier stages wrote).
 struct ChunkedRun {
@@ -864,8 +871,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   // Stage 3 on lanes, on the records the rounds leave (k a chunk), through the band's or the scan's last block,
   // on 32 lanes (a warp: empty ranges where the file has fewer chunks) and on 3.
   auto check_lanes = [&](const jc::ChunkRecord* after_rounds, int k) {
-    const int64_t last = opt.band ? (band_rows(f).first + band_rows(f).second) * f.mcus_per_row * f.blocks_in_mcu - 1
-                                  : frame_total_mcus(f) * f.blocks_in_mcu - 1;
+    const int64_t last = last_block_read(f, opt.band);
     for (const int lanes : {32, 3}) {
       bool agree = false;
       const bool taken = lanes_match_one_thread(s, f, t, after_rounds, k, last, lanes, &agree);
@@ -994,8 +1000,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   const auto [first_row, num_rows] = opt.band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
   int64_t needed = n;
   if (opt.band) {
-    const int64_t last_block = (first_row + num_rows) * f.mcus_per_row * f.blocks_in_mcu - 1;
-    out->flags |= jc::chunk_starts_through(s, f, records.data(), last_block, starts.data(), &needed);
+    out->flags |= jc::chunk_starts_through(s, f, records.data(), last_block_read(f, true), starts.data(), &needed);
   } else {
     out->flags |= jc::chunk_starts(s, f, records.data(), starts.data());
   }

@@ -1935,9 +1935,8 @@ def test_chunked_decoding_is_exact_on_every_layout(jpeg_writer, sampling):
 @pytest.mark.parametrize("chunk_bytes", [61, 256])
 def test_chunked_decoding_in_small_chunks(jpeg_writer, chunk_bytes):
     """Chunks far smaller than our decoder's put many chunk boundaries, with decoders out of step across them,
-    all over a small image, so that many images need the late rounds: every window is still the CPU path's (an
-    image whose chunks the rounds, the late rounds and the walks do not bring in step goes to the CPU path), and
-    in chunks of 256 bytes our decoder takes some."""
+    all over a small image: every window is still the CPU path's (an image whose chunks the rounds and the walk
+    do not bring in step goes to the CPU path), and in chunks of 256 bytes our decoder takes some."""
     pixels = jpeg_writer.photo_like(301, 403, 3, seed=44)
     layouts = long_segment_layouts(jpeg_writer, pixels, "4:2:0")
     wins = windows_everywhere(np.random.default_rng(44), 301, 403)

@@ -18,8 +18,6 @@
 namespace custom_op {
 namespace gpu {
 
-// The decoding options (common/options.h: mode, apply_exif_orientation, on_warning, max_pixels), and
-// what only a GPU call asks.
 // Which GPU decoder takes the baseline files both can (the public gpu_decoder option; its codes are
 // custom_op/_args.py's GPU_DECODERS): kAuto our CUDA decoder the files with short restart segments and
 // nvJPEG the others, but on a GPU without JPEG engines (CallOptions::engines) as kCuda, since nvJPEG's
@@ -29,6 +27,8 @@ namespace gpu {
 // it takes.
 enum class GpuDecoder : int64_t { kAuto = 0, kCuda = 1, kNvjpeg = 2 };
 
+// The decoding options (common/options.h: mode, apply_exif_orientation, on_warning, max_pixels), and
+// what only a GPU call asks.
 struct CallOptions : DecodeOptions {
   bool whole = false;          // every item decoded whole (the displayed image); the windows are ignored
   bool check_entropy = false;  // nvJPEG gets only files the CPU-side check finds nothing wrong with (planner.h)

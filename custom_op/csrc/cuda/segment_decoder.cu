@@ -546,6 +546,9 @@ namespace {
 
 constexpr int64_t kLaneBytes = kStartLanes * sizeof(jc::LaneChain);
 
+// Stage 3's shared memory for `staged` records: the lanes', then the records'.
+int stage3_shared_bytes(int64_t staged) { return static_cast<int>(kLaneBytes + staged * sizeof(jc::ChunkRecord)); }
+
 // The records stage 3 stages on `device`: what its blocks' shared memory holds beside the lanes'
 // (kStagedRecords at most), its kernel allowed that much.
 cudaError_t set_up_stage3(int device, int64_t* staged) {
@@ -554,8 +557,8 @@ cudaError_t set_up_stage3(int device, int64_t* staged) {
   if (e != cudaSuccess) return e;
   *staged = std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
   if (*staged < 0) return cudaErrorInvalidConfiguration;
-  const int bytes = static_cast<int>(kLaneBytes + *staged * sizeof(jc::ChunkRecord));
-  return cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              stage3_shared_bytes(*staged));
 }
 
 // set_up_stage3 on the current device, once per device: asked and set on every call, the limit and the
@@ -591,8 +594,7 @@ cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const De
   int64_t staged = 0;
   const cudaError_t e = stage3_staging(&staged);
   if (e != cudaSuccess) return e;
-  const int shared_bytes = static_cast<int>(kLaneBytes + staged * sizeof(jc::ChunkRecord));
-  chunk_starts_kernel<<<count, kStartLanes, shared_bytes, stream>>>(images, staged);
+  chunk_starts_kernel<<<count, kStartLanes, stage3_shared_bytes(staged), stream>>>(images, staged);
   const int64_t part_tasks = int64_t{tasks} * kMaxChunkParts;
   write_chunks_kernel<<<static_cast<int>((part_tasks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       images, runs, run_count, tasks);
