@@ -1439,6 +1439,19 @@ void selftest_huffman_lookup() {
       expect(false, "lookup entry " + std::to_string(i) + " differs from its code's");
       break;
     }
+    // The skip entries: a short code's bits and extra bits, and the coefficients it moves past (its zero run
+    // and its value; ZRL 16; EOB and the other (run, 0) symbols to the block's end).
+    for (int i = 0; i < (1 << jc::kHuffLookBits); ++i) {
+      uint16_t want = 0;
+      if (expected[i] != 0) {
+        const int symbol = expected[i] & 0xFF, run = symbol >> 4, size = symbol & 15;
+        const int moved = size != 0 ? run + 1 : run == 15 ? 16 : 64;
+        want = static_cast<uint16_t>((((expected[i] >> 8) + size) << 8) | moved);
+      }
+      if (t.skip[i] == want) continue;
+      expect(false, "skip entry " + std::to_string(i) + " differs from its code's");
+      break;
+    }
   }
   expect(tables == 20000, "lookup test built only " + std::to_string(tables) + " tables");
 }

@@ -108,7 +108,9 @@ __device__ void build_tables(const SegmentImage& im, uint32_t* bad) {
   constexpr int kEntries = 1 << jc::kHuffLookBits;
   for (int i = threadIdx.x; i < tables * kEntries; i += blockDim.x) {
     jc::HuffTable& t = built[i / kEntries];
-    t.lookup[i % kEntries] = jc::huffman_lookup_entry(t, static_cast<uint32_t>(i % kEntries));
+    const uint16_t entry = jc::huffman_lookup_entry(t, static_cast<uint32_t>(i % kEntries));
+    t.lookup[i % kEntries] = entry;
+    t.skip[i % kEntries] = jc::huffman_skip_entry(entry);
   }
   __syncthreads();
   constexpr int kVectors = sizeof(jc::HuffTable) / sizeof(uint4);

@@ -133,34 +133,47 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
   }
   *pred = static_cast<int32_t>(static_cast<uint32_t>(*pred) + static_cast<uint32_t>(diff));
   if constexpr (Store) block[0] = wrap_int16(*pred);
-  for (int k = 1; k < kBlockSize; ++k) {
-    reader_refill(r);  // a code (16) and its extra bits (15) fit in the 32 bits this leaves
-    int symbol;
-    if (const uint32_t e = short_code_entry(r, ac)) {
-      symbol = static_cast<int>(e & 0xFF);
-      // Without Store the extra bits are not read: the code and they go in one shift, one step less
-      // in the chain of steps each symbol waits for.
-      reader_drop(r, static_cast<int>(e >> 8) + (Store ? 0 : symbol & 15));
-    } else if ((symbol = decode_long_code(r, ac)) < 0) {
-      return false;
-    } else if constexpr (!Store) {
-      reader_drop(r, symbol & 15);
+  if constexpr (!Store) {
+    // The codes alone: a short code's skip entry gives at once the bits it and its extra bits take and how
+    // far it moves the coefficient index, where the symbol's fields took several steps in the chain of
+    // steps each code waits for.
+    for (int k = 1; k < kBlockSize;) {
+      reader_refill(r);  // a code (16) and its extra bits (15) fit in the 32 bits this leaves
+      if (const uint32_t e = load_readonly(&ac.skip[reader_peek(r, kHuffLookBits)])) {
+        reader_drop(r, static_cast<int>(e >> 8));
+        k += static_cast<int>(e & 0xFF);
+      } else {
+        const int symbol = decode_long_code(r, ac);
+        if (symbol < 0) return false;
+        reader_drop(r, symbol & 15);
+        k += ac_symbol_advance(symbol);
+      }
     }
-    const int run = symbol >> 4, size = symbol & 15;
-    if (size != 0) {
-      k += run;  // k <= 63 + 15, inside position[80]
-      if constexpr (Store) {
+    return true;
+  } else {
+    for (int k = 1; k < kBlockSize; ++k) {
+      reader_refill(r);  // a code (16) and its extra bits (15) fit in the 32 bits this leaves
+      int symbol;
+      if (const uint32_t e = short_code_entry(r, ac)) {
+        symbol = static_cast<int>(e & 0xFF);
+        reader_drop(r, static_cast<int>(e >> 8));
+      } else if ((symbol = decode_long_code(r, ac)) < 0) {
+        return false;
+      }
+      const int run = symbol >> 4, size = symbol & 15;
+      if (size != 0) {
+        k += run;  // k <= 63 + 15, inside position[80]
         const int32_t value = huff_extend(reader_peek(r, size), size);
         reader_drop(r, size);
         block[position != nullptr ? position[k] : (k < kBlockSize ? k : kBlockSize - 1)] =
             static_cast<int16_t>(value);  // |value| <= 32767
+      } else {
+        if (run != 15) break;  // EOB, or a symbol libjpeg also reads as one
+        k += 15;
       }
-    } else {
-      if (run != 15) break;  // EOB, or a symbol libjpeg also reads as one
-      k += 15;
     }
+    return true;
   }
-  return true;
 }
 
 CUSTOM_OP_HD inline bool decode_block(BitReader* r, const HuffTable& dc, const HuffTable& ac, const uint8_t* position,

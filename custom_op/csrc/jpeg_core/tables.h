@@ -32,6 +32,9 @@ struct HuffTable {
   // Indexed by the next kHuffLookBits bits: (code length << 8) | symbol for codes of at most
   // kHuffLookBits bits, 0 where the bits start no such code.
   uint16_t lookup[1 << kHuffLookBits];
+  // What a decode that keeps no values needs of the same codes (huffman_skip_entry): (code length + extra
+  // bits) << 8 | how far the code moves a block's coefficient index, 0 where lookup is 0. For AC tables.
+  uint16_t skip[1 << kHuffLookBits];
   // Canonical decoding of longer codes (JPEG standard, figure F.16): maxcode[l] is the largest code
   // of length l (-1 where there is none), and a code c of length l is symbol huffval[c + valoffset[l]].
   int32_t maxcode[18];
@@ -86,11 +89,30 @@ CUSTOM_OP_HD inline uint16_t huffman_lookup_entry(const HuffTable& t, uint32_t b
   return 0;
 }
 
-// Builds `t` from a DHT table: build_huffman_codes, then every lookup entry.
+// The coefficient index an AC symbol moves a block's decode by: past its zero run and its value (run + 1);
+// 16 for ZRL (15, 0); kBlockSize for EOB and the other (run, 0) symbols, which libjpeg also reads as the
+// block's end.
+CUSTOM_OP_HD inline int ac_symbol_advance(int symbol) {
+  const int run = symbol >> 4;
+  return (symbol & 15) != 0 ? run + 1 : (run == 15 ? 16 : kBlockSize);
+}
+
+// t.skip[bits] from t.lookup[bits] (`entry`): for a short AC code, the bits it takes with its extra bits
+// (at most kHuffLookBits + 15) and ac_symbol_advance; 0 where entry is 0.
+CUSTOM_OP_HD inline uint16_t huffman_skip_entry(uint16_t entry) {
+  if (entry == 0) return 0;
+  const int symbol = entry & 0xFF;
+  return static_cast<uint16_t>((((entry >> 8) + (symbol & 15)) << 8) | ac_symbol_advance(symbol));
+}
+
+// Builds `t` from a DHT table: build_huffman_codes, then every lookup and skip entry.
 CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uint8_t* symbols, int available,
                                              bool is_dc, HuffTable* t) {
   if (!build_huffman_codes(counts, symbols, available, is_dc, t)) return false;
-  for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) t->lookup[i] = huffman_lookup_entry(*t, i);
+  for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) {
+    t->lookup[i] = huffman_lookup_entry(*t, i);
+    t->skip[i] = huffman_skip_entry(t->lookup[i]);
+  }
   return true;
 }
 
