@@ -9,17 +9,16 @@ Sections (all by default; --only picks some):
             same for every method), batch 64 and 256; the original files and copies prepared for
             random access (custom_op.prepare_jpeg) in one table:
               - torchvision.io.decode_jpeg(list, device="cuda") + slicing (the anchor), on each;
-              - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each (the prepared
-                copies go to our CUDA decoder); on the prepared copies also from pinned memory, with
-                two calls in flight (custom_op.decode_ahead) from either memory, and with the JPEG
-                engines, given the segments around the window, and given the whole file;
-              - ours with a file repeated in a batch decoded once per window (batch 256 from 200
-                files repeats 56 of them; ours otherwise decodes each once), and with the JPEG engines
-                decoding whole images (what regions of interest buy);
-              - ours on the originals with gpu_decoder="cuda" (our CUDA decoder in chunks), one call at
-                a time, and with two calls in flight from either memory; the same with a file repeated
-                in a batch decoded once per window, one call at a time and two in flight (the
-                like-for-like rows at batch 256); nvJPEG's hybrid decoders (a GPU without JPEG engines);
+              - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each: our CUDA decoder,
+                in chunks for the originals; from pinned memory, and with two calls in flight
+                (custom_op.decode_ahead) from either memory; with a file repeated in a batch decoded
+                once per window (batch 256 from 200 files repeats 56 of them; ours otherwise decodes
+                each once: the like-for-like rows at batch 256), one call at a time and two in flight;
+              - ours with gpu_decoder="nvjpeg" on the originals (the JPEG engines), also with a
+                repeated file decoded once per window and with the engines decoding whole images
+                (what regions of interest buy); on the prepared copies the JPEG engines given the
+                segments around the window, and given the whole file; nvJPEG's hybrid decoders (a
+                GPU without JPEG engines);
               - the CPU path in one process per core, then one pinned copy of the batch to the GPU.
   outputs   the sample's photos of at least 224x224, prepared, 224x224 windows, batch 64 and 256: ours
             with a list of window tensors (the default) against one stacked [N, 3, 224, 224] tensor
@@ -46,7 +45,7 @@ Sections (all by default; --only picks some):
   large     one generated 4000x3000 photo, 512 random windows in one batch: 224x224, and 512x512
             (--large-windows sets the sizes).
   segments  prepared photos of several sizes, one 224x224 window per decode: the JPEG engines given
-            the window's segments or the whole file, against the original file (where nvJPEG's
+            the window's segments or the whole file, against the original file on the engines (where nvJPEG's
             size threshold for segments comes from).
   warmup    the first calls of a fresh process, per method and batch size: after one warm-up call,
             each of the next --warmup-calls calls on its own, against as many calls in steady state.
@@ -339,6 +338,9 @@ def sample_section(args):
     growth = sum(map(len, prepared_files)) / sum(map(len, files)) - 1
 
     counts, by_path = paths_and_accuracy(files, originals, windows, refs)
+    engine_originals, engine_originals_by_path = paths_and_accuracy(
+        files, originals, windows, refs, force_path="hardware-roi"
+    )
     prepared_counts, prepared_by_path = paths_and_accuracy(files, prepared, windows, refs)
     engine_counts, engine_by_path = paths_and_accuracy(
         files, prepared, windows, refs, force_path="hardware-roi", segments="always"
@@ -349,11 +351,15 @@ def sample_section(args):
             f"access (custom_op.prepare_jpeg, {growth * 100:+.1f}% bytes), same windows",
             "",
             f"- the CPU path against Pillow (Image.convert('RGB') + crop) over these windows: max |diff| {pillow}",
-            f"- where our decodes ran, original files: {counts}",
+            f"- where our decodes ran, original files: {counts}; given to nvJPEG: {engine_originals}",
             f"- where our decodes ran, prepared files: {prepared_counts}; given to nvJPEG with the segments "
             f"around the window: {engine_counts}",
         ]
         + [f"- ours, original files, items decoded by {p}: {st.text()}" for p, st in by_path.items()]
+        + [
+            f"- ours, original files given to nvJPEG, items decoded by {p}: {st.text()}"
+            for p, st in engine_originals_by_path.items()
+        ]
         + [f"- ours, prepared files, items decoded by {p}: {st.text()}" for p, st in prepared_by_path.items()]
         + [
             f"- ours, prepared files given to nvJPEG with their segments, items decoded by {p}: {st.text()}"
@@ -368,7 +374,28 @@ def sample_section(args):
         methods = {
             f"{tv_name}, original files": tv,
             f"{tv_name}, prepared files": tv._replace(inputs="prepared"),
-            "custom_op.decode_and_crop_jpegs(list, cuda), original files": ours_method(),
+            "custom_op.decode_and_crop_jpegs(list, cuda), original files (our CUDA decoder in chunks)": ours_method(),
+            f"ours, original files, {AHEAD} batches decoding at once (custom_op.decode_ahead)": ours_method()._replace(
+                ahead=AHEAD
+            ),
+            f"ours, original files in pinned memory, {AHEAD} batches decoding at once": ours_method(
+                "pinned_original"
+            )._replace(ahead=AHEAD),
+            "ours, original files, a repeated file decoded once per window (as torchvision does)": ours_method(
+                dedupe=False
+            ),
+            f"ours, original files, a repeated file decoded once per window, {AHEAD} batches decoding at once": (
+                ours_method(dedupe=False)._replace(ahead=AHEAD)
+            ),
+            "custom_op.decode_and_crop_jpegs(list, cuda, gpu_decoder='nvjpeg'), original files (the JPEG engines)": (
+                ours_method(gpu_decoder="nvjpeg")
+            ),
+            "ours, original files, the JPEG engines, a repeated file decoded once per window": ours_method(
+                gpu_decoder="nvjpeg", dedupe=False
+            ),
+            "ours, original files, the JPEG engines decode whole images (the copy crops)": ours_method(
+                force_path="hardware-full"
+            ),
             "custom_op.decode_and_crop_jpegs(list, cuda), prepared files (our CUDA decoder)": ours_method("prepared"),
             "ours, prepared files in pinned memory (our CUDA decoder)": ours_method("pinned"),
             f"ours, prepared files, {AHEAD} batches decoding at once (custom_op.decode_ahead)": ours_method(
@@ -383,24 +410,6 @@ def sample_section(args):
             "ours, prepared files, the JPEG engines given the whole file": ours_method(
                 "prepared", force_path="hardware-roi", segments="never"
             ),
-            "ours, original files, a repeated file decoded once per window (as torchvision does)": ours_method(
-                dedupe=False
-            ),
-            "ours, original files, the JPEG engines decode whole images (the copy crops)": ours_method(
-                force_path="hardware-full"
-            ),
-            "ours, original files, our CUDA decoder in chunks (gpu_decoder='cuda')": ours_method(gpu_decoder="cuda"),
-            f"ours, original files, our CUDA decoder in chunks, {AHEAD} batches decoding at once": ours_method(
-                gpu_decoder="cuda"
-            )._replace(ahead=AHEAD),
-            f"ours, original files in pinned memory, our CUDA decoder in chunks, {AHEAD} batches decoding at once": (
-                ours_method("pinned_original", gpu_decoder="cuda")._replace(ahead=AHEAD)
-            ),
-            "ours, original files, our CUDA decoder in chunks, a repeated file decoded once per window": ours_method(
-                gpu_decoder="cuda", dedupe=False
-            ),
-            f"ours, original files, our CUDA decoder in chunks, a repeated file decoded once per window, {AHEAD} "
-            "batches decoding at once": ours_method(gpu_decoder="cuda", dedupe=False)._replace(ahead=AHEAD),
             "ours, original files, nvJPEG's hybrid decoders, as without JPEG engines (force_path='gpu-hybrid')": (
                 ours_method(force_path="gpu-hybrid")
             ),
@@ -831,13 +840,19 @@ def large_table(args, big, original, prepared, full, size):
 
         methods = {
             f"{tv_name} (64 at a time)": Method(tv_chunked, "original"),
-            "ours (the file is decoded once, over the windows' bounding box)": ours_method(),
-            "ours, one region-of-interest decode per window": ours_method(dedupe=False),
-            "ours, one whole-image decode per window": ours_method(dedupe=False, force_path="hardware-full"),
-            "ours, the file decoded once over the windows by our CUDA decoder in chunks (gpu_decoder='cuda')": (
-                ours_method(gpu_decoder="cuda")
+            "ours (the file is decoded once, over the windows' bounding box, by our CUDA decoder in chunks)": (
+                ours_method()
             ),
-            "ours, our CUDA decoder in chunks, one decode per window": ours_method(dedupe=False, gpu_decoder="cuda"),
+            "ours, our CUDA decoder in chunks, one decode per window": ours_method(dedupe=False),
+            "ours, the JPEG engines (gpu_decoder='nvjpeg'), the file decoded once over the windows": ours_method(
+                gpu_decoder="nvjpeg"
+            ),
+            "ours, the JPEG engines, one region-of-interest decode per window": ours_method(
+                dedupe=False, gpu_decoder="nvjpeg"
+            ),
+            "ours, the JPEG engines, one whole-image decode per window": ours_method(
+                dedupe=False, force_path="hardware-full"
+            ),
             "ours, the file prepared for random access, decoded once over the windows (our CUDA decoder)": (
                 ours_method("prepared")
             ),
@@ -897,7 +912,7 @@ def segments_section(args, sizes=((750, 1000), (1200, 1600), (1500, 2000), (2250
             for k in range(0, 256, 64)
         ]
         methods = {
-            "original": ours_method(dedupe=False),
+            "original": ours_method(dedupe=False, gpu_decoder="nvjpeg"),
             "whole": ours_method("prepared", dedupe=False, force_path="hardware-roi", segments="never"),
             "segments": ours_method("prepared", dedupe=False, force_path="hardware-roi", segments="always"),
         }

@@ -52,7 +52,8 @@ def decode_and_crop_jpegs(
         tops, lefts, heights, widths: one int for every file, or one per file (a list, tuple, 1-D
             tensor or array).
         mode, apply_exif_orientation, on_warning, max_pixels, check_entropy, gpu_decoder: as for one
-            image, applied to all. With ``device="cuda"``, ``check_entropy=True`` checks every file on the
+            image, applied to all. With ``device="cuda"``, the check of ``check_entropy`` (which the
+            default ``gpu_decoder`` applies to what it leaves to nvJPEG) checks every file on the
             CPU (on torch's intra-op thread pool) before nvJPEG gets it, and hands those it finds
             anything wrong with to the CPU path, with all their windows: each item's exception or
             pixels are then the CPU path's. See :func:`custom_op.decode_and_crop_jpeg`.

@@ -114,54 +114,55 @@ def decode_and_crop_jpeg(
             "Premature end of JPEG file", after which it fills missing data with gray): ``"raise"``
             (default) raises RuntimeError; ``"warn"`` returns the image and emits a UserWarning;
             ``"ignore"`` returns the image silently. Only the part of the file that is read is
-            checked: corruption below the window goes unnoticed. With ``device="cuda"``, this holds
-            for the files the GPU backend hands to the CPU path: formats nvJPEG does not get, files
-            without an end-of-image marker in their last 64 bytes (cut short), markers before the
-            first scan that the backend's own header scan does not fully understand, and files
-            nvJPEG fails on. It does not hold for the files nvJPEG decodes, since nvJPEG reports no
-            damage: a file whose entropy-coded data is damaged (a bad Huffman code, a missing or
-            misnumbered restart marker, stray bytes, data cut short and then closed with an
-            end-of-image marker), or whose headers libjpeg warns about or refuses (an unknown JFIF
-            revision, a bad Huffman table, a scan header naming an unknown component), may then
-            decode with no warning and no error, whatever ``on_warning``, to other pixels than the
-            CPU path's. ``check_entropy=True`` or ``gpu_decoder="cuda"`` gives such files the CPU
-            path's outcome.
+            checked: corruption below the window goes unnoticed. With ``device="cuda"`` this holds
+            for every item under the default ``gpu_decoder``. With ``gpu_decoder="nvjpeg"`` it holds
+            for the files the GPU backend hands to the CPU path (formats nvJPEG does not get, files
+            without an end-of-image marker in their last 64 bytes, markers before the first scan
+            that the backend's own header scan does not fully understand, files nvJPEG fails on),
+            but not for the files nvJPEG decodes, since nvJPEG reports no damage: a file whose
+            entropy-coded data is damaged (a bad Huffman code, a missing or misnumbered restart
+            marker, stray bytes, data cut short and then closed with an end-of-image marker), or
+            whose headers libjpeg warns about or refuses (an unknown JFIF revision, a bad Huffman
+            table, a scan header naming an unknown component), may then decode with no warning and
+            no error, whatever ``on_warning``, to other pixels than the CPU path's.
+            ``check_entropy=True`` gives such files the CPU path's outcome there too.
         max_pixels: refuse (ValueError) files whose header declares more than this many pixels,
             before allocating anything for them. ``None`` disables the check.
         device: ``"cpu"`` (default) or ``"cuda"`` / ``"cuda:N"``: decode with the GPU backend
-            (nvJPEG, on the GPU's JPEG engines where it has them) and return a CUDA tensor with the
-            same pixels as the CPU path (for damaged files, see ``on_warning``). Files the GPU
-            decoders cannot take (CMYK, arithmetic coding, ...) are decoded by the CPU path and
-            copied over. See the GPU backend guide.
+            (custom_op's own CUDA decoder, or nvJPEG: see ``gpu_decoder``) and return a CUDA tensor
+            with the same pixels as the CPU path (for damaged files, see ``on_warning``). Files the
+            GPU decoders cannot take (CMYK, arithmetic coding, progressive files under the default
+            ``gpu_decoder``, ...) are decoded by the CPU path and copied over. See the GPU backend
+            guide.
         stream: device="cuda" only: the torch.cuda.Stream the output is ordered on (default: the
             current stream).
-        check_entropy: True or False (default). With ``device="cuda"``, True checks each file on
-            the CPU before nvJPEG gets it: libjpeg reads its headers and sets the decode up, and the
-            library's own Huffman decoder walks all of its entropy-coded data, to the end-of-image
-            marker, decoding no pixel. The CPU path decodes instead every file in which the check
-            finds anything wrong (a libjpeg warning or error, a code missing from its Huffman table,
-            a restart marker missing, misnumbered or after stray bytes, fill bytes, data that ends
-            inside the scan or is followed by anything but the end-of-image marker), and every file
-            the walk does not take (progressive, arithmetic-coded, several scans): their
-            exceptions, warnings and pixels are then the CPU path's, under every ``on_warning``.
-            Files that pass go to nvJPEG as without the check. Damage that leaves a valid scan (a
-            coefficient's value changed) is invisible to libjpeg and to the check alike, and gives
-            no warning on either path (nvJPEG's pixels may then differ from libjpeg's). The check
-            costs host CPU time in proportion to each file's size (``bench/bench_gpu_check.py``
-            measures it). Files our CUDA decoder takes need no check. With ``device="cpu"`` the
-            option is accepted and changes nothing: the CPU path gives libjpeg's outcome already.
-        gpu_decoder: with ``device="cuda"``, which GPU decoder takes the baseline files it can:
-            ``"auto"`` (default): custom_op's own CUDA decoder the files with short restart segments
-            (those :func:`prepare_jpeg` writes), nvJPEG the others; on a GPU without JPEG engines
-            (``custom_op.gpu.backend_info``), where nvJPEG decodes Huffman codes on the CPU and is many
-            times slower, as ``"cuda"``. ``"cuda"``: our CUDA decoder every
-            baseline file it takes, those without restart markers too (decoded in parallel chunks, no
-            prepare step), and nvJPEG a file it does not take only once the ``check_entropy`` check
-            passes it (progressive files go to the CPU path): every item gets the CPU path's outcome
-            and pixels, damaged ones included; see the GPU backend guide for its speed against the
-            JPEG engines. ``"nvjpeg"``: nvJPEG every file it takes (the JPEG engines where the GPU
-            has them), prepared files too. Whatever the choice, files neither decoder takes go to
-            the CPU path. With ``device="cpu"`` the option is checked and changes nothing.
+        check_entropy: True or False (default). With ``device="cuda"``, True checks each file on the CPU
+            before nvJPEG gets it (the default ``gpu_decoder`` checks every file it leaves to nvJPEG anyway;
+            the option matters with ``gpu_decoder="nvjpeg"``): libjpeg reads its headers and sets the decode
+            up, and the library's own Huffman decoder walks all of its entropy-coded data, to the
+            end-of-image marker, decoding no pixel. The CPU path decodes instead every file in which the
+            check finds anything wrong (a libjpeg warning or error, a code missing from its Huffman table, a
+            restart marker missing, misnumbered or after stray bytes, fill bytes, data that ends inside the
+            scan or is followed by anything but the end-of-image marker), and every file the walk does not
+            take (progressive, arithmetic-coded, several scans): their exceptions, warnings and pixels are
+            then the CPU path's, under every ``on_warning``. Files that pass go to nvJPEG as without the
+            check. Damage that leaves a valid scan (a coefficient's value changed) is invisible to libjpeg
+            and to the check alike, and gives no warning on either path (nvJPEG's pixels may then differ
+            from libjpeg's). The check costs host CPU time in proportion to each file's size
+            (``bench/bench_gpu_check.py`` measures it). Files our CUDA decoder takes need no check. With
+            ``device="cpu"`` the option is accepted and changes nothing: the CPU path gives libjpeg's
+            outcome already.
+        gpu_decoder: with ``device="cuda"``, which GPU decoder takes the baseline files both can.
+            ``"auto"`` (default), the library's choice, is ``"cuda"`` on every GPU: our decoder is
+            exact and, from batches of 64 up, faster than the JPEG engines (the GPU backend guide
+            gives the figures). ``"cuda"``: custom_op's own CUDA decoder every baseline file it
+            takes, with or without restart markers (those without are decoded in parallel chunks,
+            no prepare step), and nvJPEG a file it does not take only once the ``check_entropy``
+            check passes it (progressive files go to the CPU path): every item gets the CPU path's
+            outcome and pixels, damaged ones included. ``"nvjpeg"``: nvJPEG every file it takes (the
+            JPEG engines where the GPU has them, else its hybrid decoders), prepared files too.
+            Whatever the choice, files neither decoder takes go to the CPU path. With
+            ``device="cpu"`` the option is checked and changes nothing.
 
     Returns:
         A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.

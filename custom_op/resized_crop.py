@@ -206,15 +206,15 @@ def decode_and_resized_crop_jpegs(
         device: ``"cpu"`` (default): the items run in parallel on torch's intra-op thread pool
             (``torch.set_num_threads`` sets its size; one item per task), the GIL released.
             ``"cuda"`` / ``"cuda:N"``: the result is on that device, with the CPU call's pixels. Files our
-            CUDA decoder takes (prepared with :func:`custom_op.prepare_jpeg`; any baseline file with
-            ``gpu_decoder="cuda"``, or on a GPU without JPEG engines) are decoded there at the
-            chosen DCT scale and resampled, flipped and normalised by the GPU, in a fixed number of
-            launches; the automatic scale of any other file is 8 (full resolution: the JPEG engines
-            decode it), so its pixels equal the CPU call with ``scale=8``. On the GPU ``scale`` must be
+            CUDA decoder takes (every baseline Huffman-coded file it takes under the default
+            ``gpu_decoder``; only prepared ones with ``"nvjpeg"``) are decoded there at the chosen DCT
+            scale and resampled, flipped and normalised by the GPU, in a fixed number of launches; the
+            automatic scale of a file nvJPEG decodes is 8 (full resolution), so its pixels equal the CPU
+            call with ``scale=8``. On the GPU ``scale`` must be
             None, 1, 2, 4 or 8; ``mode=UNCHANGED`` runs on the CPU and is copied.
-        gpu_decoder: as :func:`custom_op.decode_and_crop_jpeg`. With ``"cuda"``, every baseline file our
-            CUDA decoder takes, prepared or not, is decoded there at the chosen scale (so the pixels are
-            the CPU call's); with ``"nvjpeg"``, every file at scale 8 by nvJPEG.
+        gpu_decoder: as :func:`custom_op.decode_and_crop_jpeg`. With ``"auto"`` (default) or ``"cuda"``,
+            every baseline file our CUDA decoder takes, prepared or not, is decoded there at the chosen
+            scale (so the pixels are the CPU call's); with ``"nvjpeg"``, every file at scale 8 by nvJPEG.
         stream: device="cuda" only: the CUDA stream the output is ordered on (default: the current one).
         on_error: ``"raise"`` (default): a bad item raises its exception (the first by index), the
             message starting ``custom_op: batch item <index>:``. ``"return"``: returns ``(tensor,

@@ -64,7 +64,7 @@ def gpu_options(
     segments whatever the image's size / never ("auto": by size); ``chunk_bytes`` is the chunk size of
     the files our CUDA decoder decodes in chunks (None: its own; small chunks put chunk boundaries all
     over a small test image); ``engines=False`` makes the backend act as on a GPU without JPEG engines
-    (they take nothing, and ``gpu_decoder="auto"`` chooses as it does there). Loads the GPU library."""
+    (they take nothing; nvJPEG's hybrid decoders take what nvJPEG gets). Loads the GPU library."""
     if force_path is not None and force_path not in _PATH_CODES or force_path == "failed":
         raise ValueError(
             f"force_path must be None or one of {sorted(set(_PATH_CODES) - {'failed'})}, got {force_path!r}"

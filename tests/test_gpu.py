@@ -1,13 +1,14 @@
-"""The GPU (nvJPEG) backend: same windows and pixels as the CPU path, CPU fallback, batches, errors
-that name the item, stream order, chroma edges at window borders, files prepared for random access,
-threads, and no leak. Tests that need a GPU skip with the reason on machines without CUDA; run them on
-a GPU machine with bench/device_run.sh. The checks of the operator's fake kernel and of the API's
-answers without a GPU run everywhere.
+"""The GPU backend (our CUDA decoder, and nvJPEG with gpu_decoder="nvjpeg"): same windows and pixels as
+the CPU path, CPU fallback, batches, errors that name the item, stream order, chroma edges at window
+borders, files prepared for random access, threads, and no leak. Tests that need a GPU skip with the
+reason on machines without CUDA; run them on a GPU machine with bench/device_run.sh. The checks of the
+operator's fake kernel and of the API's answers without a GPU run everywhere.
 
-Pixels: the JPEG engines' paths ("hardware-roi", "hardware-full") and the CPU fallback ("cpu") must
-equal the CPU path exactly. nvJPEG's single-image hybrid decoders ("gpu-hybrid", "hybrid": the engines'
-leftovers, progressive files, GPUs without engines) do their own IDCT and chroma upsampling and are
-only held to a bound (measured: max 3 levels, PSNR 60-62 dB on progressive files).
+Pixels: our CUDA decoder ("cuda"), the JPEG engines' paths ("hardware-roi", "hardware-full") and the
+CPU fallback ("cpu") must equal the CPU path exactly. nvJPEG's single-image hybrid decoders
+("gpu-hybrid", "hybrid": the engines' leftovers, progressive files with gpu_decoder="nvjpeg", GPUs
+without engines) do their own IDCT and chroma upsampling and are only held to a bound (measured: max 3
+levels, PSNR 60-62 dB on progressive files).
 
 Numbers worth keeping (accuracy per path and subsampling, the chroma edge with and without margin,
 memory over many calls) go to the JSON file named by $CUSTOM_OP_GPU_REPORT when set.
@@ -386,7 +387,8 @@ def test_backend_info():
 
 
 @needs_gpu
-def test_imagenet_sample_against_cpu():
+@pytest.mark.parametrize("gpu_decoder", ["auto", "nvjpeg"])
+def test_imagenet_sample_against_cpu(gpu_decoder):
     files = sorted(shared_dir("imagenet-sample").iterdir())
     rng = np.random.default_rng(0)
     against = AgainstCpu()
@@ -399,7 +401,7 @@ def test_imagenet_sample_against_cpu():
     for start in range(0, len(datas), 64):
         chunk = datas[start : start + 64]
         wins = windows[start : start + 64]
-        outs, used = testing.decode_with_paths(chunk, *zip(*wins), device="cuda")
+        outs, used = testing.decode_with_paths(chunk, *zip(*wins), device="cuda", gpu_decoder=gpu_decoder)
         for k, (data, win, out, path) in enumerate(zip(chunk, wins, outs, used)):
             against.add(
                 out,
@@ -411,7 +413,7 @@ def test_imagenet_sample_against_cpu():
             paths[path] += 1
     # Whole images too: every edge of the image is a window edge.
     for k in range(0, len(datas), 10):
-        out, path = whole_on_gpu(datas[k])
+        out, path = whole_on_gpu(datas[k], gpu_decoder=gpu_decoder)
         against.add(
             out,
             custom_op.decode_jpeg(datas[k]),
@@ -419,10 +421,12 @@ def test_imagenet_sample_against_cpu():
             subsampling_name(datas[k]) + " (whole image)",
             label=files[k].name,
         )
-    REPORT["imagenet_sample_224_windows"] = against.as_dict()
-    REPORT["imagenet_sample_paths"] = dict(paths)
+    REPORT[f"imagenet_sample_224_windows_{gpu_decoder}"] = against.as_dict()
+    REPORT[f"imagenet_sample_paths_{gpu_decoder}"] = dict(paths)
     against.check()
-    if has_engines():
+    if gpu_decoder == "auto":
+        assert paths["cuda"] > len(datas) * 9 // 10, dict(paths)
+    elif has_engines():
         assert paths["hardware-roi"] + paths["hardware-full"] > len(datas) // 2, dict(paths)
 
 
@@ -440,8 +444,9 @@ VARIANTS = {
 
 
 @needs_gpu
+@pytest.mark.parametrize("gpu_decoder", ["auto", "nvjpeg"])
 @pytest.mark.parametrize("size", [(301, 403), (64, 1000)])
-def test_generated_variants_against_cpu(jpeg_writer, size):
+def test_generated_variants_against_cpu(jpeg_writer, size, gpu_decoder):
     rng = np.random.default_rng(1)
     height, width = size
     pixels = jpeg_writer.photo_like(height, width, seed=4)
@@ -452,20 +457,23 @@ def test_generated_variants_against_cpu(jpeg_writer, size):
         wins += [(0, 0, height, width), (height - 1, width - 1, 1, 1), (0, width - 5, height, 5)]
         # One ROI decode per window (a repeated file is otherwise decoded once for all its windows).
         with testing.gpu_options(dedupe=False):
-            outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
-        assert "cpu" not in used, (name, used)
-        if "restarts" in name:  # restart segments of one MCU row: our own CUDA decoder
-            assert set(used) == {"cuda"}, (name, used)
-        elif has_engines() and "progressive" not in name:
-            assert {base_path(p) for p in used} <= {"hardware-roi", "hardware-full"}, (name, used)
+            outs, used = testing.decode_with_paths(
+                [data] * len(wins), *zip(*wins), device="cuda", gpu_decoder=gpu_decoder
+            )
+        if gpu_decoder == "auto":  # our CUDA decoder; progressive files, exact only there, the CPU path
+            assert set(used) == {"cpu" if "progressive" in name else "cuda"}, (name, used)
+        else:
+            assert "cpu" not in used, (name, used)
+            if has_engines() and "progressive" not in name:
+                assert {base_path(p) for p in used} <= {"hardware-roi", "hardware-full"}, (name, used)
         for win, out, path in zip(wins, outs, used):
             against.add(out, custom_op.decode_and_crop_jpeg(data, *win), path, name, label=win)
     gray = jpeg_writer.encode(jpeg_writer.photo_like(height, width, 1, seed=5))
     for mode in (ImageReadMode.RGB, ImageReadMode.GRAY, ImageReadMode.UNCHANGED):
         win = (3, 5, height - 6, width - 9)
-        out, path = on_gpu_with_path(gray, win, mode=mode)
+        out, path = on_gpu_with_path(gray, win, mode=mode, gpu_decoder=gpu_decoder)
         against.add(out, custom_op.decode_and_crop_jpeg(gray, *win, mode=mode), path, f"gray {mode.name}")
-    REPORT[f"generated_{height}x{width}"] = against.as_dict()
+    REPORT[f"generated_{height}x{width}_{gpu_decoder}"] = against.as_dict()
     against.check()
 
 
@@ -576,7 +584,8 @@ def test_cpu_fallback_is_transparent(jpeg_writer):
         for mode in ImageReadMode:
             info = custom_op.read_jpeg_header(data)
             h, w = min(info.height, 30), min(info.width, 30)
-            out, path = on_gpu_with_path(data, (3, 2, h - 3, w - 2), mode=mode)
+            # nvJPEG does not take 4:1:1; our CUDA decoder does, unless gpu_decoder="nvjpeg".
+            out, path = on_gpu_with_path(data, (3, 2, h - 3, w - 2), mode=mode, gpu_decoder="nvjpeg")
             ref = custom_op.decode_and_crop_jpeg(data, 3, 2, h - 3, w - 2, mode=mode)
             assert path == "cpu", (name, path)
             assert out.device.type == "cuda" and torch.equal(out.cpu(), ref), name
@@ -759,7 +768,7 @@ def _shown(results):
 
 @needs_gpu
 def test_the_engines_report_no_damage(jpeg_writer):
-    """Pinned, as the on_warning documentation says of device="cuda" without check_entropy: files
+    """Pinned, as the on_warning documentation says of gpu_decoder="nvjpeg" without check_entropy: files
     whose entropy-coded data is damaged, which the CPU path raises on, decode on the JPEG engines with
     no error and no warning, whatever on_warning (those nvJPEG fails on get the CPU path's outcome).
     With check_entropy=True every one of them raises as on the CPU. If nvJPEG comes to report such
@@ -782,7 +791,9 @@ def test_the_engines_report_no_damage(jpeg_writer):
     report = REPORT.setdefault("damaged_files_on_the_engines", {})
     for on_warning in ("raise", "warn"):
         options = {"on_error": "return", "on_warning": on_warning}
-        (outs, used), caught = _recorded(testing.decode_with_paths, files, *windows, device="cuda", **options)
+        (outs, used), caught = _recorded(
+            testing.decode_with_paths, files, *windows, device="cuda", gpu_decoder="nvjpeg", **options
+        )
         expected = _shown(custom_op.decode_and_crop_jpegs(files, *windows, **options))
         on_engines = [i for i, path in enumerate(used) if base_path(path) in ("hardware-roi", "hardware-full")]
         report[on_warning] = {"files": len(files), "paths": used, "decoded": [names[i] for i in on_engines]}
@@ -798,8 +809,11 @@ def test_the_engines_report_no_damage(jpeg_writer):
                 assert isinstance(out, torch.Tensor) and out.shape == (3, 120, 160), (names[i], path, out)
                 assert not any(f"batch item {i}:" in message for message in caught), (names[i], caught)
     expected = _shown(custom_op.decode_and_crop_jpegs(files, *windows, on_error="return"))
-    checked = custom_op.decode_and_crop_jpegs(files, *windows, device="cuda", on_error="return", check_entropy=True)
-    assert _shown(checked) == expected
+    for decoder in ("nvjpeg", "auto"):  # the check on demand, and what the default does without it
+        checked = custom_op.decode_and_crop_jpegs(
+            files, *windows, device="cuda", on_error="return", check_entropy=decoder == "nvjpeg", gpu_decoder=decoder
+        )
+        assert _shown(checked) == expected, decoder
 
 
 def _hostile_batch(jpeg_writer, rng):
@@ -955,7 +969,7 @@ def test_check_entropy_on_single_images(jpeg_writer, on_warning):
 # early.
 
 
-def _stream_race(datas):
+def _stream_race(datas, gpu_decoder):
     """Queue long work, then reductions over tensors that are freed while still queued, then decode:
     the decode's outputs are allocated from those freed blocks. Returns how many reductions saw
     their input change before they ran."""
@@ -968,23 +982,24 @@ def _stream_race(datas):
         torch.cuda._sleep(200_000_000)  # ~0.1 s of queued GPU time
         sums += [b.sum(dtype=torch.int64) for b in bufs]
         del bufs
-        custom_op.decode_and_crop_jpegs(datas, 0, 0, side, side, device="cuda")
+        custom_op.decode_and_crop_jpegs(datas, 0, 0, side, side, device="cuda", gpu_decoder=gpu_decoder)
     torch.cuda.synchronize()
     return sum(int(s) != expected for s in sums), len(sums)
 
 
 @needs_gpu
-@pytest.mark.parametrize("prepared", [False, True], ids=["nvjpeg", "our-decoder"])
-def test_outputs_are_written_in_stream_order(jpeg_writer, prepared):
-    # Prepared files go to our CUDA decoder, whose decode kernels overlap the caller's queued work and
-    # whose window kernels must not: they write the outputs.
+@pytest.mark.parametrize("case", ["nvjpeg", "our-decoder-segments", "our-decoder-chunks"])
+def test_outputs_are_written_in_stream_order(jpeg_writer, case):
+    # Our CUDA decoder's decode kernels overlap the caller's queued work and its window kernels must
+    # not: they write the outputs. The engines write when called.
     datas = [jpeg_writer.encode(jpeg_writer.photo_like(192, 256, seed=i)) for i in range(8)]
-    if prepared:
+    if case == "our-decoder-segments":
         datas = [custom_op.prepare_jpeg(d) for d in datas]
-        _, paths = testing.decode_with_paths(datas, 0, 0, 96, 96, device="cuda")
-        assert set(paths) == {"cuda"}, paths
-    bad, total = _stream_race(datas)
-    REPORT[f"stream_order_{'prepared' if prepared else 'plain'}"] = {"corrupted_reductions": bad, "of": total}
+    gpu_decoder = "nvjpeg" if case == "nvjpeg" else "auto"
+    _, paths = testing.decode_with_paths(datas, 0, 0, 96, 96, device="cuda", gpu_decoder=gpu_decoder)
+    assert ("cuda" in paths) == (case != "nvjpeg") and "cpu" not in paths, paths
+    bad, total = _stream_race(datas, gpu_decoder)
+    REPORT[f"stream_order_{case}"] = {"corrupted_reductions": bad, "of": total}
     assert bad == 0
 
 
@@ -1013,7 +1028,7 @@ def test_stream_argument(jpeg_writer):
 def test_windows_of_a_list_are_views_of_one_allocation(jpeg_writer):
     plain = jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=1), sampling="4:4:4")
     prepared = custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(96, 128, seed=2)))
-    cpu_only = jpeg_writer.encode(jpeg_writer.photo_like(64, 80, seed=3), sampling="4:1:1")
+    cpu_only = jpeg_writer.encode(jpeg_writer.photo_like(64, 80, seed=3), arithmetic=True)
     datas = [prepared, plain, cpu_only, plain, prepared]
     wins = [(0, 0, 40, 50), (3, 5, 33, 21), (1, 2, 17, 9), (500, 0, 8, 8), (7, 7, 40, 50)]  # item 3 lies outside
     outs, paths = testing.decode_with_paths(datas, *zip(*wins), device="cuda", on_error="return")
@@ -1399,15 +1414,15 @@ def test_cuda_decoder_in_every_mode_and_orientation(jpeg_writer, mode):
 
 @needs_gpu
 def test_cuda_decoder_with_other_files_in_one_batch(jpeg_writer):
-    """Restart files, plain files (the JPEG engines or the CPU path) and a repeated file in one
-    stacked batch."""
+    """Restart files, a file without restart markers (in chunks), a progressive file (the CPU path)
+    and a repeated file in one stacked batch."""
     prepared = custom_op.prepare_jpeg(jpeg_writer.encode(jpeg_writer.photo_like(200, 300, seed=44)))
     plain = jpeg_writer.encode(jpeg_writer.photo_like(120, 90, seed=45), sampling="4:4:4")
     progressive = jpeg_writer.encode(jpeg_writer.photo_like(100, 100, seed=46), progressive=True)
     batch = [prepared, plain, prepared, progressive, prepared]
     wins = [(10, 20, 64, 64), (5, 6, 64, 64), (130, 230, 64, 64), (30, 30, 64, 64), (0, 0, 64, 64)]
     outs, used = testing.decode_with_paths(batch, *zip(*wins), device="cuda", stack=True)
-    assert [used[i] for i in (0, 2, 4)] == ["cuda"] * 3 and used[1] != "cuda", used
+    assert used == ["cuda", "cuda", "cuda", "cpu", "cuda"], used
     against = AgainstCpu()
     for data, win, out, path in zip(batch, wins, outs, used):
         against.add(out, custom_op.decode_and_crop_jpeg(data, *win), path, label=win)
@@ -1774,7 +1789,7 @@ def _every_scale(data, rng):
     return datas, wins, scales
 
 
-def scaled_on_gpu(datas, wins, scales, mode=ImageReadMode.RGB, exif=False):
+def scaled_on_gpu(datas, wins, scales, mode=ImageReadMode.RGB, exif=False, gpu_decoder="auto"):
     """The CUDA operator's windows at per-item scales, and the name of the path of each item."""
     tops, lefts, heights, widths = (list(v) for v in zip(*wins))
     outs, statuses, messages, paths = torch.ops.custom_op.decode_jpegs_cuda(
@@ -1791,6 +1806,7 @@ def scaled_on_gpu(datas, wins, scales, mode=ImageReadMode.RGB, exif=False):
         apply_exif_orientation=exif,
         on_warning=0,
         max_pixels=0,
+        decoder=custom_op._args.GPU_DECODERS[gpu_decoder],
     )
     assert statuses == [0] * len(datas), messages
     return outs, [testing.path_name(p) for p in paths]
@@ -1844,22 +1860,28 @@ def test_cuda_decoder_at_every_scale_with_exif_orientation(jpeg_writer, orientat
 
 
 @needs_gpu
-def test_scaled_items_our_decoder_does_not_take_go_to_the_cpu_path(jpeg_writer):
-    """Files without short restart segments (nvJPEG's at scale 8) and progressive ones, at scale 4:
-    the CPU path, with the CPU operator's pixels; in one batch with prepared files (our decoder's)
-    and the same files at scale 8 (nvJPEG's, or the CPU path's for 4:1:1)."""
+@pytest.mark.parametrize("gpu_decoder", ["auto", "nvjpeg"])
+def test_scaled_items_our_decoder_does_not_take_go_to_the_cpu_path(jpeg_writer, gpu_decoder):
+    """Files without restart markers, a progressive file and a prepared file at scale 4, in one batch
+    with the same plain files at scale 8: by default our decoder takes every baseline file at its scale
+    and the CPU path the progressive one; with "nvjpeg", which decodes at full size only, every item at
+    scale 4 goes to the CPU path, and the plain files at scale 8 to nvJPEG (4:1:1, which it does not
+    take, to the CPU path). Every item has the CPU operator's pixels."""
     plain = [_scaled_file(jpeg_writer, s, 120, 150, seed=91, prepared=False) for s in ("4:2:0", "4:4:4", "4:1:1")]
     progressive = jpeg_writer.encode(jpeg_writer.photo_like(120, 150, seed=92), progressive=True)
     prepared = _scaled_file(jpeg_writer, "4:2:0", 120, 150, seed=93)
     datas = plain + [progressive, prepared] + plain
     scales = [4] * 5 + [8] * 3
     wins = [(3, 5, 40, 50) if s == 4 else (6, 10, 80, 100) for s in scales]
-    outs, used = scaled_on_gpu(datas, wins, scales)
-    assert used[:4] == ["cpu"] * 4 and used[4] == "cuda", used
-    assert base_path(used[7]) == "cpu" and all(base_path(p) != "cuda" for p in used[5:]), used
+    outs, used = scaled_on_gpu(datas, wins, scales, gpu_decoder=gpu_decoder)
+    if gpu_decoder == "auto":
+        assert used == ["cuda"] * 3 + ["cpu"] + ["cuda"] * 4, used
+    else:
+        assert used[:5] == ["cpu"] * 5, used
+        assert base_path(used[7]) == "cpu" and all(base_path(p) != "cuda" for p in used[5:]), used
     # (nvJPEG's hybrid decoders, on a GPU without engines, are held to a bound elsewhere.)
     exact = [i for i, p in enumerate(used) if base_path(p) in EXACT_PATHS]
-    assert exact[:5] == [0, 1, 2, 3, 4], used
+    assert exact[:5] == [0, 1, 2, 3, 4] and len(exact) >= 6, used
     assert_scaled_exact(*([xs[i] for i in exact] for xs in (datas, wins, scales, used, outs)))
 
 
@@ -1965,9 +1987,9 @@ def test_chunked_decoding_at_every_scale(jpeg_writer, sampling):
 @needs_gpu
 @pytest.mark.parametrize("gpu_decoder", ["auto", "cuda", "nvjpeg"])
 def test_gpu_decoder_chooses_who_decodes(jpeg_writer, gpu_decoder):
-    """The public option, without any testing override: "cuda" gives our CUDA decoder files without restart
-    markers too (in chunks), "nvjpeg" gives nvJPEG prepared files too, "auto" ours the prepared ones only;
-    every window the CPU path's; damaged items the CPU path's outcome with "cuda"."""
+    """The public option, without any testing override: "cuda" and "auto" (the default) give our CUDA decoder
+    files without restart markers too (in chunks), "nvjpeg" gives nvJPEG prepared files too; every window the
+    CPU path's."""
     pixels = jpeg_writer.photo_like(240, 320, 3, seed=61)
     originals = [jpeg_writer.encode(pixels, sampling="4:2:0"), jpeg_writer.encode(pixels, optimize=True)]
     prepared = [custom_op.prepare_jpeg(f) for f in originals]
@@ -1977,8 +1999,7 @@ def test_gpu_decoder_chooses_who_decodes(jpeg_writer, gpu_decoder):
     for data, win, out in zip(datas, wins, outs):
         assert torch.equal(out.cpu(), custom_op.decode_and_crop_jpeg(data, *win)), (gpu_decoder, used)
     ours = [path == "cuda" for path in used]
-    auto = [False, False, True, True] if has_engines() else [True] * 4  # test_auto_on_a_gpu_without_engines
-    assert ours == {"cuda": [True] * 4, "nvjpeg": [False] * 4, "auto": auto}[gpu_decoder], used
+    assert ours == {"cuda": [True] * 4, "nvjpeg": [False] * 4, "auto": [True] * 4}[gpu_decoder], used
     whole = custom_op.decode_jpegs(originals, device="cuda", stack=True, gpu_decoder=gpu_decoder)
     assert torch.equal(whole.cpu(), torch.stack([custom_op.decode_jpeg(f) for f in originals]))
     one = custom_op.decode_and_crop_jpeg(originals[0], *wins[0], device="cuda", gpu_decoder=gpu_decoder)
@@ -1986,10 +2007,10 @@ def test_gpu_decoder_chooses_who_decodes(jpeg_writer, gpu_decoder):
 
 
 @needs_gpu
-def test_auto_on_a_gpu_without_engines(jpeg_writer):
-    """As on a GPU without JPEG engines (testing.gpu_options(engines=False)): "auto" gives our CUDA decoder the
-    files without restart markers too, as "cuda" does, and a progressive file, which the check before nvJPEG does
-    not pass, to the CPU path; every window the CPU path's. "nvjpeg" gives the baseline files to the hybrid
+def test_gpu_decoder_on_a_gpu_without_engines(jpeg_writer):
+    """As on a GPU without JPEG engines (testing.gpu_options(engines=False)): the default gives our CUDA decoder
+    the files without restart markers too, as everywhere, and a progressive file, which the check before nvJPEG
+    does not pass, to the CPU path; every window the CPU path's. "nvjpeg" gives the baseline files to the hybrid
     decoders, the JPEG engines taking nothing."""
     pixels = jpeg_writer.photo_like(240, 320, 3, seed=62)
     originals = [jpeg_writer.encode(pixels, sampling="4:2:0"), jpeg_writer.encode(pixels, optimize=True)]

@@ -12,7 +12,7 @@ import torch
 
 import custom_op
 import jpeg_factory
-from custom_op import ImageReadMode, gpu, testing
+from custom_op import ImageReadMode, gpu
 from jpeg_factory import with_exif_orientation
 
 REASON = gpu.unavailable_reason()
@@ -132,16 +132,16 @@ def test_prepared_files_take_our_cuda_decoder():
 
 @pytest.mark.parametrize("gpu_decoder", ["auto", "cuda", "nvjpeg"])
 def test_gpu_decoder_chooses_who_decodes_and_at_what_scale(gpu_decoder):
-    """Files without restart markers and prepared copies of them: with gpu_decoder="cuda" our CUDA decoder
-    takes both, at the automatic scale, with the CPU call's pixels; with "nvjpeg" nvJPEG takes both (scale 8,
-    the CPU call's pixels with scale=8); with "auto" ours the prepared ones, nvJPEG the others."""
+    """Files without restart markers and prepared copies of them: with gpu_decoder="auto" (the default) or
+    "cuda" our CUDA decoder takes both, at the automatic scale, with the CPU call's pixels; with "nvjpeg"
+    nvJPEG takes both (scale 8, the CPU call's pixels with scale=8)."""
     originals = [_photo(240, 320, "4:2:0", 20 + i, prepared=False) for i in range(3)]
     files = originals + [_tensor(custom_op.prepare_jpeg(f.numpy().tobytes())) for f in originals]
     windows = [(10, 20, 200, 260)] * len(files)
     images, status, names = _resized_crop_on_gpu(files, windows, decoder=custom_op._args.GPU_DECODERS[gpu_decoder])
     assert status == [0] * len(files)
     ours = [name == "cuda" for name in names]
-    expected = {"cuda": [True] * 6, "nvjpeg": [False] * 6, "auto": [False] * 3 + [True] * 3}[gpu_decoder]
+    expected = {"cuda": [True] * 6, "nvjpeg": [False] * 6, "auto": [True] * 6}[gpu_decoder]
     assert ours == expected, names
     for image, f, window, by_us in zip(images, files, windows, ours):
         cpu = custom_op.decode_and_resized_crop_jpeg(f, *window, 64, scale=None if by_us else 8)
@@ -150,21 +150,6 @@ def test_gpu_decoder_chooses_who_decodes_and_at_what_scale(gpu_decoder):
         files, *(list(v) for v in zip(*windows)), 64, device="cuda", gpu_decoder=gpu_decoder
     )
     assert torch.equal(public.cpu(), images.cpu())
-
-
-def test_auto_on_a_gpu_without_engines_decodes_at_the_automatic_scale():
-    """As on a GPU without JPEG engines (testing.gpu_options(engines=False)), "auto" gives our CUDA decoder the
-    files without restart markers, at the automatic DCT scale: the CPU call's pixels, not those of scale=8."""
-    files = [_photo(240, 320, "4:2:0", 30 + i, prepared=False) for i in range(3)]
-    windows = [(10, 20, 200, 260), (0, 0, 240, 320), (50, 60, 100, 120)]
-    with testing.gpu_options(engines=False):
-        images, status, names = _resized_crop_on_gpu(files, windows)
-        public = custom_op.decode_and_resized_crop_jpegs(files, *(list(v) for v in zip(*windows)), 64, device="cuda")
-    assert status == [0] * len(files)
-    assert names == ["cuda"] * len(files), names
-    expected = custom_op.decode_and_resized_crop_jpegs(files, *(list(v) for v in zip(*windows)), 64)
-    assert torch.equal(images.cpu(), expected)
-    assert torch.equal(public.cpu(), expected)
 
 
 def test_a_damaged_item_fails_alone_and_its_slot_is_zero():

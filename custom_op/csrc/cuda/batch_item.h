@@ -19,12 +19,11 @@ namespace custom_op {
 namespace gpu {
 
 // Which GPU decoder takes the baseline files both can (the public gpu_decoder option; its codes are
-// custom_op/_args.py's GPU_DECODERS): kAuto our CUDA decoder the files with short restart segments and
-// nvJPEG the others, but on a GPU without JPEG engines (CallOptions::engines) as kCuda, since nvJPEG's
-// hybrid decoders, which decode Huffman codes on the CPU, are then far slower; kCuda our CUDA decoder every
-// file it takes (the others in chunks), and nvJPEG only a file it leaves that the CPU-side check passes
-// (progressive files never do), so that every item gets the CPU path's outcome; kNvjpeg nvJPEG every file
-// it takes.
+// custom_op/_args.py's GPU_DECODERS): kAuto, the default, is kCuda on every GPU, since our decoder in
+// chunks outruns the JPEG engines from batch 64 up (bench/results/gpu_h200.md) and gives every item the
+// CPU path's outcome; kCuda our CUDA decoder every file it takes (the others in chunks), and nvJPEG only a
+// file it leaves that the CPU-side check passes (progressive files never do); kNvjpeg nvJPEG every file it
+// takes.
 enum class GpuDecoder : int64_t { kAuto = 0, kCuda = 1, kNvjpeg = 2 };
 
 // The decoding options (common/options.h: mode, apply_exif_orientation, on_warning, max_pixels), and
@@ -33,12 +32,6 @@ struct CallOptions : DecodeOptions {
   bool whole = false;          // every item decoded whole (the displayed image); the windows are ignored
   bool check_entropy = false;  // nvJPEG gets only files the CPU-side check finds nothing wrong with (planner.h)
   GpuDecoder decoder = GpuDecoder::kAuto;
-  bool engines = true;  // the GPU has JPEG engines nvJPEG may use (gpu_has_engines)
-  // Whether our CUDA decoder takes every file it can, those without restart markers too (in chunks):
-  // "cuda", or "auto" on a GPU without engines.
-  bool own_decoder_first() const { return decoder == GpuDecoder::kCuda || (decoder == GpuDecoder::kAuto && !engines); }
-  // Whether the files left to nvJPEG are checked first (send_unchecked_files_to_cpu).
-  bool checks_nvjpeg_files() const { return check_entropy || own_decoder_first(); }
 };
 
 // The operators' decoder argument, checked (ValueError for a code that names none).

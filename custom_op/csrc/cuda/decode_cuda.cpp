@@ -58,10 +58,10 @@ void decode_on_gpu(std::vector<Item>& items, std::vector<at::Tensor>& outputs, c
     RECORD_FUNCTION("custom_op::gpu_claim", std::vector<c10::IValue>());
     // Our own decoder claims first; what it leaves goes to nvJPEG's executors only where nvJPEG may
     // take it, checked first when the caller asks for the CPU path's outcome on damaged files
-    // (check_entropy, or gpu_decoder="cuda").
+    // (executor.h's nvjpeg_files_checked).
     executors[0]->claim(call, items);
     leave_to_cpu_what_nvjpeg_cannot_take(items, testing);
-    if (options.checks_nvjpeg_files()) send_unchecked_files_to_cpu(items);
+    if (nvjpeg_files_checked(options, testing)) send_unchecked_files_to_cpu(items);
     for (size_t e = 1; e < std::size(executors); ++e) executors[e]->claim(call, items);
     slot.staging.reserve(std::max<size_t>(lay_out_staging(items), 1), context.tag_stream);
   }
@@ -121,8 +121,7 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard device_guard(device);
-  const CallOptions options{decode_options, whole, check_entropy, gpu_decoder,
-                            gpu_has_engines(static_cast<int>(device_index), testing)};
+  const CallOptions options{decode_options, whole, check_entropy, gpu_decoder};
   std::vector<Item> items;
   {
     RECORD_FUNCTION("custom_op::gpu_plan", std::vector<c10::IValue>());

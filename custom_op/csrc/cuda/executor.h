@@ -60,14 +60,17 @@ std::unique_ptr<Executor> hybrid_executor();    // nvjpeg_hybrid.cpp
 // its tables): baseline, one scan of every component, restart segments short enough for a thread.
 bool segment_decoder_takes(const JpegHeader& header, size_t size);
 
-// Whether it takes such a file whatever its restart segments, decoding it in chunks
-// (segment_decoder.h), as it does where chunks_allowed() says so.
+// Whether it takes such a file whatever its restart segments, decoding it in chunks (segment_decoder.h).
 bool chunk_decoder_takes(const JpegHeader& header, size_t size);
 
-// Whether a call's files go to our own CUDA decoder at all, and those without short restart segments
-// too (in chunks): as the call's gpu_decoder option asks, unless a test forces a path (testing_options.h).
+// Whether a call's files go to our own CUDA decoder, those without short restart segments too (in
+// chunks): as the call's gpu_decoder option asks, unless a test forces a path (testing_options.h).
 bool own_decoder_allowed(const CallOptions& options, const TestingOptions& testing);
-bool chunks_allowed(const CallOptions& options, const TestingOptions& testing);
+
+// Whether the files left to nvJPEG are checked first (planner.h's send_unchecked_files_to_cpu): where the
+// caller asks (check_entropy), and wherever our decoder takes files, so that every item of such a call
+// gets the CPU path's outcome.
+bool nvjpeg_files_checked(const CallOptions& options, const TestingOptions& testing);
 
 // Gives every claimed item its place in staging; returns the bytes needed.
 size_t lay_out_staging(std::vector<Item>& items);

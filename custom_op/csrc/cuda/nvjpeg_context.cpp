@@ -227,10 +227,6 @@ DeviceContext& device_context(int device) {
   return *c;
 }
 
-bool gpu_has_engines(int device, const TestingOptions& testing) {
-  return !testing.hide_engines && device_context(device).hardware != nullptr;
-}
-
 StateLease::StateLease(DeviceContext& context) : context_(context), state_(nullptr) {
   {
     std::lock_guard<std::mutex> lock(context.pool_mutex);

@@ -135,9 +135,6 @@ struct DeviceContext {
 // The device's context, created on first use (thread-safe). Throws when nvJPEG cannot start.
 DeviceContext& device_context(int device);
 
-// Whether nvJPEG may use JPEG engines on the device: it has them, and no test hides them.
-bool gpu_has_engines(int device, const TestingOptions& testing);
-
 // Exclusive use of one DecodeState for the duration of a call.
 class StateLease {
  public:

@@ -128,8 +128,7 @@ void scan_item(Item& it, const CallOptions& options, const TestingOptions& testi
   if (!gpu_eligible(h, cs, unsure, &it.nvjpeg_takes) || testing.cpu_only()) return;
   it.path = kPending;
   it.own_decoder =
-      own_decoder_allowed(options, testing) &&
-      (segment_decoder_takes(h, it.size) || (chunks_allowed(options, testing) && chunk_decoder_takes(h, it.size)));
+      own_decoder_allowed(options, testing) && (segment_decoder_takes(h, it.size) || chunk_decoder_takes(h, it.size));
 }
 
 // The item's window at its scale: the CPU operator's check that it fits the scaled displayed image,
@@ -267,7 +266,7 @@ void plan_windows(std::vector<Item>& items, c10::IntArrayRef tops, c10::IntArray
     // One sub-image shared by several windows may leave out a segment that one window's own CPU decode
     // reads (its sub-image's filler, or the rows from the top): our CUDA decoder and check_entropy, which
     // must see every segment the CPU path reads, get the whole file for a repeated one.
-    use_sub_images(items, testing.segments, !own_decoder_allowed(options, testing) && !options.checks_nvjpeg_files(),
+    use_sub_images(items, testing.segments, !nvjpeg_files_checked(options, testing),
                    own_decoder_allowed(options, testing));
 }
 

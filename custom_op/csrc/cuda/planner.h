@@ -7,9 +7,9 @@
 // only our own CUDA decoder and the CPU path do.
 // Then, across items: a file repeated in the batch at one scale is decoded once, and files prepared for random
 // access that our own CUDA decoder does not take give nvJPEG the sub-image of their windows' restart
-// segments. Which decoder takes an item is left to the executors (executor.h). With
-// options.check_entropy, the files left to nvJPEG once our own CUDA decoder has claimed its own are
-// checked first (send_unchecked_files_to_cpu).
+// segments. Which decoder takes an item is left to the executors (executor.h). Where
+// executor.h's nvjpeg_files_checked says so, the files left to nvJPEG once our own CUDA decoder has
+// claimed its own are checked first (send_unchecked_files_to_cpu).
 #pragma once
 
 #include <vector>

@@ -202,8 +202,7 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
   std::vector<PlannedItem> planned;
   std::vector<Item> window_items;
   const TestingOptions testing = testing_options();
-  const CallOptions options{o, /*whole=*/false, check_entropy, checked_gpu_decoder(decoder),
-                            gpu_has_engines(static_cast<int>(device_index), testing)};
+  const CallOptions options{o, /*whole=*/false, check_entropy, checked_gpu_decoder(decoder)};
   {
     RECORD_FUNCTION("custom_op::resized_crop_plan", std::vector<c10::IValue>());
     planned = plan_items(data, tops.data(), lefts.data(), heights.data(), widths.data(), a, options, testing, status,

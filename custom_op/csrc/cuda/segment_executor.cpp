@@ -261,7 +261,7 @@ void list_regions(BatchPlan& plan, const std::vector<Item>& items) {
 bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   const JpegHeader& h = it.header;
   const bool chunked = !segment_decoder_takes(h, it.size);
-  if (chunked && !(chunks_allowed(call.options, call.testing) && chunk_decoder_takes(h, it.size))) return false;
+  if (chunked && !(own_decoder_allowed(call.options, call.testing) && chunk_decoder_takes(h, it.size))) return false;
   ScanTables st;
   if (!read_scan_tables(it.bytes, h.header_end, h.components, &st)) return false;
   SegmentImage& im = p->image;
@@ -745,8 +745,8 @@ bool own_decoder_allowed(const CallOptions& options, const TestingOptions& testi
   return testing.force_path != -1 ? testing.own_decoder_forced() : options.decoder != GpuDecoder::kNvjpeg;
 }
 
-bool chunks_allowed(const CallOptions& options, const TestingOptions& testing) {
-  return testing.force_path != -1 ? testing.own_decoder_forced() : options.own_decoder_first();
+bool nvjpeg_files_checked(const CallOptions& options, const TestingOptions& testing) {
+  return options.check_entropy || own_decoder_allowed(options, testing);
 }
 
 std::unique_ptr<Executor> segment_executor() { return std::make_unique<SegmentExecutor>(); }

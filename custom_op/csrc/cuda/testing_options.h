@@ -28,14 +28,13 @@ struct TestingOptions {
   // > 0: the chunk size of files decoded in chunks, in place of segment_executor.cpp's (small chunks
   // put chunk boundaries, and the decoders' synchronisation across them, all over a small test image).
   int64_t chunk_bytes = 0;
-  // The backend acts as on a GPU without JPEG engines: they take nothing, and the gpu_decoder option's
-  // "auto" chooses as it does there.
+  // The backend acts as on a GPU without JPEG engines: they take nothing (nvJPEG's hybrid decoders do).
   bool hide_engines = false;
 
   bool cpu_only() const { return force_path == kCpu; }
   // Whether our decoder may take the files (those without short restart segments too, in chunks), from the
-  // forced path: executor.h's own_decoder_allowed and chunks_allowed (the call's gpu_decoder option decides
-  // where no path is forced).
+  // forced path: executor.h's own_decoder_allowed (the call's gpu_decoder option decides where no path is
+  // forced).
   bool own_decoder_forced() const { return force_path == kCudaDecoder; }
   bool nvjpeg_allowed() const { return force_path != kCudaDecoder; }
   bool engines_allowed() const { return !hide_engines && force_path != kGpuHybrid && force_path != kCpuHybrid; }
