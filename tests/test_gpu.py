@@ -310,9 +310,9 @@ OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor")
 @pytest.mark.parametrize("form", ["list", "stack", "whole"])
 def test_opcheck_batched_op(jpeg_writer, mode, form):
     color = [
-        jpeg_writer.encode(jpeg_writer.photo_like(64 + 8 * i, 80, seed=i), sampling=s)
-        for i, s in enumerate(["4:2:0", "4:4:4", "4:1:1"])
-    ]  # 4:1:1 takes the CPU path
+        jpeg_writer.encode(jpeg_writer.photo_like(64 + 8 * i, 80, seed=i), **options)
+        for i, options in enumerate([dict(sampling="4:2:0"), dict(sampling="4:4:4"), dict(arithmetic=True)])
+    ]  # arithmetic coding takes the CPU path
     gray = jpeg_writer.encode(jpeg_writer.photo_like(72, 96, 1, seed=3))
     if form == "stack":  # one size and, for UNCHANGED, one channel count
         datas, wins = color, [(0, 0, 48, 64), (5, 7, 48, 64), (9, 3, 48, 64)]
@@ -1065,11 +1065,11 @@ def _edge_mismatch(data, height, width, decoder, margin):
     wins = [(t, l, h, w) for t in (0, 1, 2, 7, 8, 9, 16, 17) for l in (1, 2, 3, 15, 16) for h, w in ((17, 19),)]
     wins += [random_window(rng, height, width, 64) for _ in range(16)]
     whole_path = "hardware-full" if decoder == "hardware" else "gpu-hybrid"
-    window_path = None if decoder == "hardware" else "gpu-hybrid"
+    window_path = None if decoder == "hardware" else "gpu-hybrid"  # None: the engines' regions of interest
     with testing.gpu_options(force_path=whole_path, margin=margin):
         (ref,), ref_used = testing.decode_with_paths([data], 0, 0, height, width, device="cuda")
     with testing.gpu_options(force_path=window_path, margin=margin, dedupe=False):
-        outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda")
+        outs, used = testing.decode_with_paths([data] * len(wins), *zip(*wins), device="cuda", gpu_decoder="nvjpeg")
     diff_values, worst = 0, 0
     for (t, l, h, w), out in zip(wins, outs):
         d = (out.int() - ref[:, t : t + h, l : l + w].int()).abs()
