@@ -8,8 +8,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 
-#include "cuda/warm_up.h"
-
 namespace custom_op {
 namespace gpu {
 namespace {
@@ -237,7 +235,6 @@ StateLease::StateLease(DeviceContext& context) : context_(context), state_(nullp
     }
   }
   state_ = create_state(context);
-  warm_up(context, *state_);
 }
 
 StateLease::~StateLease() {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cuda/executor.h"
+#include "cuda/warm_up.h"
 
 namespace custom_op {
 namespace gpu {
@@ -78,6 +79,7 @@ class HardwareExecutor : public Executor {
       }
       it.staged_format = format;
       params_of_[candidates[j]] = static_cast<int>(j);
+      warm_up(call.context, call.state, call.slot, format_group(format));
     }
   }
 

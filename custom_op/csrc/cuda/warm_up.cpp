@@ -1,9 +1,10 @@
-// Warm-up of a new decode state. The first batched call on each of its JPEG-engine states (one per slot
-// and output format) costs about a fifth of a second on an H100 with nvJPEG 13.0.1, once: left to the
-// first real calls, it made a process's first batches several times slower than its steady state.
-// Lazy loading of CUDA kernels is not the cause: CUDA_MODULE_LOADING=EAGER, which loads every kernel at
-// the first CUDA call, leaves the first batches as slow, with this warm-up and without it. So a state
-// goes through one tiny decode of each format when it is created, while the device is set up.
+// Warm-up of a JPEG-engine state. The first batched call on each of a decode state's JPEG-engine states
+// (one per slot and output format) costs about a fifth of a second on an H100 with nvJPEG 13.0.1, once:
+// left to the first real calls, it made a process's first batches several times slower than its steady
+// state. Lazy loading of CUDA kernels is not the cause: CUDA_MODULE_LOADING=EAGER, which loads every
+// kernel at the first CUDA call, leaves the first batches as slow, with this warm-up and without it. So
+// an engine state goes through one tiny decode before its first real batch; our own CUDA decoder, which
+// takes every file by default, needs none of it.
 #include "cuda/warm_up.h"
 
 #include <cstddef>
@@ -64,10 +65,10 @@ bool decode_tiny(DeviceContext& c, DecodeState& s, Slot& slot, int group) {
 
 }  // namespace
 
-void warm_up(DeviceContext& context, DecodeState& state) {
-  if (context.hardware == nullptr) return;
-  for (Slot& slot : state.slots)
-    for (int group = 0; group < Slot::kFormatGroups; ++group) decode_tiny(context, state, slot, group);
+void warm_up(DeviceContext& context, DecodeState& state, Slot& slot, int group) {
+  if (context.hardware == nullptr || slot.hw_warmed[group]) return;
+  slot.hw_warmed[group] = true;
+  decode_tiny(context, state, slot, group);
 }
 
 }  // namespace gpu
