@@ -87,7 +87,7 @@ from custom_op import gpu, testing  # noqa: E402
 SECTIONS = ("sample", "outputs", "rrc", "steps", "large", "segments", "warmup")
 # decode_ahead's depth in the rows that use it: its default.
 AHEAD = 2
-WARMUP_METHODS = ("ours", "ours-prepared", "torchvision")
+WARMUP_METHODS = ("ours", "ours-prepared", "ours-nvjpeg", "torchvision")
 
 
 def as_tensor(data: bytes) -> torch.Tensor:
@@ -944,6 +944,8 @@ def warmup_probe(args):
     originals, prepared = [as_tensor(d) for d in files], [as_tensor(d) for d in prepared_files]
     if args.warmup_probe == "torchvision":
         _, method = torchvision_method()
+    elif args.warmup_probe == "ours-nvjpeg":
+        method = ours_method(gpu_decoder="nvjpeg")
     else:
         method = ours_method("prepared" if args.warmup_probe == "ours-prepared" else "original")
     n = args.warmup_calls
@@ -1027,8 +1029,9 @@ def warmup_section(args):
     return lines + common.emit(
         [
             "",
-            "(ours-prepared: the prepared copies, default choice of segments; setup: library load "
-            "and CUDA context, before the warm-up call)",
+            "(ours: the original files, our CUDA decoder in chunks; ours-prepared: the prepared copies, default "
+            "choice of segments; ours-nvjpeg: the original files on the JPEG engines; setup: library load and "
+            "CUDA context, before the warm-up call)",
             "",
         ]
     )
