@@ -152,17 +152,17 @@ def decode_and_crop_jpeg(
             (``bench/bench_gpu_check.py`` measures it). Files our CUDA decoder takes need no check. With
             ``device="cpu"`` the option is accepted and changes nothing: the CPU path gives libjpeg's
             outcome already.
-        gpu_decoder: with ``device="cuda"``, which GPU decoder takes the baseline files both can.
-            ``"auto"`` (default), the library's choice, is ``"cuda"`` on every GPU: our decoder is
-            exact and, from batches of 64 up, faster than the JPEG engines (the GPU backend guide
-            gives the figures). ``"cuda"``: custom_op's own CUDA decoder every baseline file it
-            takes, with or without restart markers (those without are decoded in parallel chunks,
-            no prepare step), and nvJPEG a file it does not take only once the ``check_entropy``
-            check passes it (progressive files go to the CPU path): every item gets the CPU path's
-            outcome and pixels, damaged ones included. ``"nvjpeg"``: nvJPEG every file it takes (the
-            JPEG engines where the GPU has them, else its hybrid decoders), prepared files too.
-            Whatever the choice, files neither decoder takes go to the CPU path. With
-            ``device="cpu"`` the option is checked and changes nothing.
+        gpu_decoder: with ``device="cuda"``, which GPU decoder takes the baseline files both can. ``"auto"``
+            (default), the library's choice, is ``"cuda"`` on every GPU: our decoder is exact and, from
+            batches of 64 up, faster than the JPEG engines (the GPU backend guide gives the figures, and
+            says when ``"nvjpeg"`` is faster: a few files per call). ``"cuda"``: custom_op's own CUDA
+            decoder every baseline file it takes, with or without restart markers (those without are decoded
+            in parallel chunks, no prepare step), and nvJPEG a file it does not take only once the
+            ``check_entropy`` check passes it (progressive files go to the CPU path): every item gets the
+            CPU path's outcome and pixels, damaged ones included. ``"nvjpeg"``: nvJPEG every file it takes
+            (the JPEG engines where the GPU has them, else its hybrid decoders), prepared files too.
+            Whatever the choice, files neither decoder takes go to the CPU path. With ``device="cpu"`` the
+            option is checked and changes nothing.
 
     Returns:
         A contiguous uint8 tensor of shape ``[C, height, width]`` (C from ``mode``), on ``device``.
