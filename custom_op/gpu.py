@@ -127,7 +127,7 @@ class BackendInfo(NamedTuple):
     reason: Optional[str]  #: Why the GPU backend cannot run here (None when it can).
     library: dict[str, str]  #: The CUDA library loaded (its kind, prebuilt or jit, its path...); empty when none.
     nvjpeg_version: Optional[str] = None  #: The nvJPEG library's version, such as ``"13.0.1"``.
-    hardware: bool = False  #: True when the GPU's JPEG engines are in use.
+    hardware: bool = False  #: True when nvJPEG decodes the files it gets on the GPU's JPEG engines.
     hardware_engines: int = 0  #: How many JPEG engines the GPU has (0 without).
     hardware_cores: int = 0  #: How many cores each JPEG engine has.
     hardware_note: str = ""  #: Why the engines are not used, where they are not.
