@@ -11,9 +11,10 @@ Sections (all by default; --only picks some):
               - torchvision.io.decode_jpeg(list, device="cuda") + slicing (the anchor), on each;
               - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each: our CUDA decoder,
                 in chunks for the originals; from pinned memory, and with two calls in flight
-                (custom_op.decode_ahead) from either memory; with a file repeated in a batch decoded
-                once per window (batch 256 from 200 files repeats 56 of them; ours otherwise decodes
-                each once: the like-for-like rows at batch 256), one call at a time and two in flight;
+                (custom_op.decode_ahead) from either memory (the originals also with three, depth=3);
+                with a file repeated in a batch decoded once per window (batch 256 from 200 files
+                repeats 56 of them; ours otherwise decodes each once: the like-for-like rows at batch
+                256), one call at a time and two in flight;
               - ours with gpu_decoder="nvjpeg" on the originals (the JPEG engines), also with a
                 repeated file decoded once per window and with the engines decoding whole images
                 (what regions of interest buy); on the prepared copies the JPEG engines given the
@@ -381,6 +382,9 @@ def sample_section(args):
             f"ours, original files in pinned memory, {AHEAD} batches decoding at once": ours_method(
                 "pinned_original"
             )._replace(ahead=AHEAD),
+            f"ours, original files, {AHEAD + 1} batches decoding at once (decode_ahead's depth={AHEAD + 1})": (
+                ours_method()._replace(ahead=AHEAD + 1)
+            ),
             "ours, original files, a repeated file decoded once per window (as torchvision does)": ours_method(
                 dedupe=False
             ),
