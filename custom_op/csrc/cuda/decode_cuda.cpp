@@ -115,13 +115,12 @@ BatchResults decode_jpegs_cuda(at::TensorList data, c10::IntArrayRef tops, c10::
                           kMessagePrefix, "tops, lefts, heights and widths must each have one entry per image (", n,
                           ")");
   check_gpu_scales(scales.data(), scales.size(), n, whole);
-  const DecodeOptions decode_options = checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels);
-  const GpuDecoder gpu_decoder = checked_gpu_decoder(decoder);
+  const CallOptions options{checked_decode_options(mode, apply_exif_orientation, on_warning, max_pixels), whole,
+                            check_entropy, checked_gpu_decoder(decoder)};
   CUSTOM_OP_CHECK_VALUE(device_index >= 0, kMessagePrefix, "device index must be >= 0, got ", device_index);
   const TestingOptions testing = testing_options();
   const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
   c10::cuda::CUDAGuard device_guard(device);
-  const CallOptions options{decode_options, whole, check_entropy, gpu_decoder};
   std::vector<Item> items;
   {
     RECORD_FUNCTION("custom_op::gpu_plan", std::vector<c10::IValue>());

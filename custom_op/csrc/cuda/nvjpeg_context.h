@@ -25,8 +25,6 @@
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
-#include "cuda/testing_options.h"
-
 namespace custom_op {
 namespace gpu {
 
@@ -65,7 +63,6 @@ struct Slot {
   // (nvjpegDecodeBatchedInitialize is needed again only when that changes, or after a failed call); 0:
   // not initialized.
   int hw_initialized[kFormatGroups] = {};
-  bool hw_warmed[kFormatGroups] = {};           // the state has been through warm_up.h's tiny decode
   std::vector<nvjpegJpegStream_t> hw_streams;   // one parsed header per hardware candidate
   std::vector<nvjpegDecodeParams_t> hw_params;  // one ROI per hardware item
   DeviceBuffer staging;                         // nvJPEG's output, read by the copy-out kernel

@@ -30,7 +30,6 @@
 #include "common/resized_crop_plan.h"
 #include "cuda/batch_item.h"
 #include "cuda/decode_planned.h"
-#include "cuda/nvjpeg_context.h"
 #include "cuda/planner.h"
 #include "cuda/resample_batch.h"
 #include "cuda/testing_options.h"
@@ -201,8 +200,8 @@ Results decode_and_resized_crop_jpegs_cuda(at::TensorList data, c10::IntArrayRef
                              at::TensorOptions().dtype(scalar_type(a.dtype)).device(device));
   std::vector<PlannedItem> planned;
   std::vector<Item> window_items;
-  const TestingOptions testing = testing_options();
   const CallOptions options{o, /*whole=*/false, check_entropy, checked_gpu_decoder(decoder)};
+  const TestingOptions testing = testing_options();
   {
     RECORD_FUNCTION("custom_op::resized_crop_plan", std::vector<c10::IValue>());
     planned = plan_items(data, tops.data(), lefts.data(), heights.data(), widths.data(), a, options, testing, status,

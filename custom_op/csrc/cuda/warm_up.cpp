@@ -50,9 +50,9 @@ bool decode_tiny(DeviceContext& c, DecodeState& s, Slot& slot, int group) {
     image.channel[p] = slot.staging.data() + p * kPitch * kRows;
     image.pitch[p] = kPitch;
   }
+  const nvjpegJpegState_t state = hardware_state(c, slot, group);  // first: warm_up tells a tried state by it
   nvjpegDecodeParams_t params = nullptr;
   if (nvjpegDecodeParamsCreate(c.hardware, &params) != NVJPEG_STATUS_SUCCESS) return false;
-  const nvjpegJpegState_t state = hardware_state(c, slot, group);
   bool ok = nvjpegDecodeParamsSetOutputFormat(params, format) == NVJPEG_STATUS_SUCCESS &&
             nvjpegDecodeBatchedInitialize(c.hardware, state, 1, 1, format) == NVJPEG_STATUS_SUCCESS &&
             nvjpegDecodeBatchedEx(c.hardware, state, &data, &length, &image, &params, s.decode_stream) ==
@@ -66,8 +66,8 @@ bool decode_tiny(DeviceContext& c, DecodeState& s, Slot& slot, int group) {
 }  // namespace
 
 void warm_up(DeviceContext& context, DecodeState& state, Slot& slot, int group) {
-  if (context.hardware == nullptr || slot.hw_warmed[group]) return;
-  slot.hw_warmed[group] = true;
+  // decode_tiny makes the engine state first (hardware_state), so an existing one has had its warm-up.
+  if (context.hardware == nullptr || slot.hw_states[group] != nullptr) return;
   decode_tiny(context, state, slot, group);
 }
 
