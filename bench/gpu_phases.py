@@ -6,6 +6,10 @@ resized crop of prepared copies of the ImageNet sample with RandomResizedCrop wi
 (testing.gpu_options(force_path="cuda")).
 
     python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20] [--originals [--chunk-bytes N]]
+                               [--trace FILE]
+
+--trace writes the calls' timeline (each kernel's stream, start and duration) as a Chrome trace, for
+chrome://tracing or Perfetto, or for a script to read the chain of a call's kernels from.
 
 With --external-profiler it only makes the calls (three to warm up, then --calls), for a profiler that
 watches the process from outside (Nsight Compute: bench/gpu_kernels_ncu.sh); torch.profiler would take the
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -39,6 +44,7 @@ def main():
     parser.add_argument("--originals", action="store_true", help="window decode of the originals, in chunks")
     parser.add_argument("--chunk-bytes", type=int, help="with --originals: testing.gpu_options' chunk size")
     parser.add_argument("--external-profiler", action="store_true", help="make the calls only (see above)")
+    parser.add_argument("--trace", help="also write torch.profiler's Chrome trace of the calls to this file")
     args = parser.parse_args()
     files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
     idx = [k % len(files) for k in range(args.batch)]
@@ -62,16 +68,28 @@ def main():
             run(tensors, batch_windows)
         torch.cuda.synchronize()
         return
+    # The calls' wall time and host CPU without the profiler, whose own work lengthens the host's waits.
+    timed = []
+    for _ in range(3):
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(args.calls):
+            run(tensors, batch_windows)
+        torch.cuda.synchronize()
+        timed.append(((time.perf_counter() - wall) / args.calls, (time.process_time() - cpu) / args.calls))
+    wall, cpu = min(timed)
     fallbacks = testing.cuda_decoder_fallbacks()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(args.calls):
             run(tensors, batch_windows)
         torch.cuda.synchronize()
+    if args.trace:
+        prof.export_chrome_trace(args.trace)
     events = prof.key_averages()
     rows = [e for e in events if e.key.startswith("custom_op")]
     total = sum(e.cpu_time_total for e in events if e.key == op)
     print(f"batch {args.batch}, {args.calls} calls; operator total {total / args.calls / 1e3:.3f} ms per call")
+    print(f"unprofiled: wall {wall * 1e3:.3f} ms per call (best of 3 runs), host CPU {cpu * 1e3:.3f} ms per call")
     fallbacks = (testing.cuda_decoder_fallbacks() - fallbacks) / args.calls
     print(f"items our decoder gave to the CPU path: {fallbacks} per call")
     print("host:")

@@ -2,8 +2,9 @@
 # Where the time of a chunked GPU decode goes, for several checkouts side by side on one CUDA machine: each
 # checkout's library is built (in parallel, each in its own cache), then bench/gpu_phases.py --originals runs
 # for every photo folder and batch size on each checkout in turn, so that every line of a comparison comes
-# from the same minutes of the same machine. Prints one line per run: the operator's time per call, the
-# items it gave to the CPU path, and the GPU time of the chunked decode's kernels (summed over the batch's
+# from the same minutes of the same machine. Prints one line per run: the operator's time per call under
+# torch.profiler, the wall time and host CPU per call without it, the items it gave to the CPU path, and
+# the GPU time of the chunked decode's kernels (summed over the batch's
 # parts, which overlap); each run's full output goes to OUTDIR.
 #
 #   bash bench/gpu_phases_ab.sh OUTDIR --trees DIR [DIR...] --photos DIR [DIR...] [--batches "256 64"]
@@ -52,10 +53,13 @@ for photos in "${PHOTOS[@]}"; do
       (cd "$tree" && CUSTOM_OP_CACHE_DIR=$(cache_of "$tree") python bench/gpu_phases.py --imagenet "$photos" \
         --originals --batch "$batch" --calls "$CALLS" "${MORE[@]}" >"$log" 2>&1)
       total=$(grep -o 'operator total [0-9.]* ms' "$log" | grep -o '[0-9.]*')
+      wall=$(grep -o 'unprofiled: wall [0-9.]* ms' "$log" | grep -o '[0-9.]*')
+      host=$(grep -o 'host CPU [0-9.]* ms per call' "$log" | grep -o '[0-9.]*')
       cpu=$(grep 'CPU path' "$log" | grep -o '[0-9.]* per call' | grep -o '[0-9.]*')
       kernels=$(sed -n '/^GPU kernels:/,$p' "$log" | grep -E 'guess_chunks|sync_chunks|chunk_starts|write_chunks' |
         sed -E 's/.*anonymous namespace\)::([a-z_]+)_kernel.* ([0-9.]+) ms\/call/\1 \2/' | tr '\n' ' ')
-      printf '%-40s %8s ms/call  to the CPU path %4s/call  %s\n' "$name" "${total:-?}" "${cpu:-?}" "$kernels"
+      printf '%-40s %8s ms/call (profiled), %s ms wall, %s ms host CPU  to the CPU path %4s/call  %s\n' \
+        "$name" "${total:-?}" "${wall:-?}" "${host:-?}" "${cpu:-?}" "$kernels"
     done
   done
 done
