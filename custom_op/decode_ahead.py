@@ -54,7 +54,11 @@ def decode_ahead(
         depth: how many batches decode while the caller works on a result (1 or more; each has a
             thread, and up to ``depth + 1`` batches' outputs are alive at once). On an H100, two ran
             1.3 to 1.6 times as many images per second as one call at a time, at batch 64 and at 256,
-            with the files in ordinary or in pinned memory (``bench/results/gpu_h100.md``); a
+            with the files in ordinary or in pinned memory (``bench/results/gpu_h100.md``). Files our
+            CUDA decoder decodes in chunks (those without short restart segments) gain from a third:
+            each call is a chain of kernels as long as their slowest chunk, which leaves the GPU room
+            for another call's; on an H200, three ran 1.18 (batch 256) and 1.31 (batch 64) times as
+            many images per second as two (``bench/results/gpu_h200.md``); a
             ``decode`` that returns the windows stacked (``stack=True``) rather than as a list costs
             the loop's thread less (it walks the result for the CUDA tensors in it).
         device: ``"cuda"`` (or ``"cuda:N"``, an index): the results are ordered on the caller's current
