@@ -9,7 +9,6 @@ namespace jc = custom_op::jpeg_core;
 __global__ void check_tables(const uint8_t* counts, const uint8_t* symbols, jc::HuffTable* out, jc::CoefOrder* order,
                              jc::Frame* frame) {
   jc::build_huffman_table(counts, symbols, 256, threadIdx.x == 0, out);
-  if (threadIdx.x == 0) jc::pair_block_entries(out, out[1]);
   jc::make_natural_order(order);
   jc::make_zigzag_order(order + 1);
   const int h[3] = {2, 1, 1}, v[3] = {2, 1, 1};

@@ -64,7 +64,6 @@
 //
 // Exit status: 0, or 2 on bad usage / broken input framing. Per-file problems are reported in JSON.
 #include <algorithm>
-#include <array>
 #include <climits>
 #include <csetjmp>
 #include <cstdint>
@@ -274,7 +273,6 @@ bool read_header_libjpeg(const uint8_t* data, size_t size, HeaderInfo* info, con
         *table_refused = true;
         ok = false;
       } else {
-        jc::pair_block_entries(&info->dc[i], info->ac[i]);  // each component has tables of its own
         for (int k = 0; k < 64; ++k) info->quant[i].value[k] = q->quantval[k];
       }
     }
@@ -1401,26 +1399,6 @@ void selftest_huffman_tables() {
   expect(jc::decode_symbol(&r, t) == -1, "empty table decoded a symbol");
 }
 
-// A random table within the code space (codes of at most `longest` bits, at most `most` of a length), its
-// symbols drawn by `symbol`: build_huffman_table's result.
-template <typename Symbol>
-bool random_table(std::mt19937* rng, int longest, int64_t most, bool is_dc, Symbol symbol, uint8_t counts[16],
-                  uint8_t symbols[256], jc::HuffTable* t) {
-  for (int i = 0; i < 16; ++i) counts[i] = 0;
-  for (int i = 0; i < 256; ++i) symbols[i] = symbol();
-  // Codes left at each length: one code space, less what shorter codes took (the all-ones code kept out, as
-  // libjpeg demands).
-  int64_t left = 2, total = 0;
-  for (int length = 1; length <= longest && total < 256; ++length, left *= 2) {
-    const int64_t room = std::min<int64_t>(left - 1, 256 - total);
-    const int64_t n = (*rng)() % 3 == 0 ? 0 : static_cast<int64_t>((*rng)() % (std::min<int64_t>(room, most) + 1));
-    counts[length - 1] = static_cast<uint8_t>(n);
-    total += n;
-    left -= n;
-  }
-  return jc::build_huffman_table(counts, symbols, 256, is_dc, t);
-}
-
 // Each lookup entry (computed on its own, as the GPU decoder's threads compute them) against the
 // classic fill: every code of at most kHuffLookBits bits owns the entries its bits start. Random
 // tables of every shape the code space allows, full ones included.
@@ -1428,10 +1406,21 @@ void selftest_huffman_lookup() {
   std::mt19937 rng(2024);
   int tables = 0;
   for (int trial = 0; trial < 20000; ++trial) {
-    uint8_t counts[16], symbols[256];
-    jc::HuffTable t;
+    uint8_t counts[16] = {0}, symbols[256];
+    for (uint8_t& v : symbols) v = static_cast<uint8_t>(rng());
+    // Codes left at each length: one code space, less what shorter codes took (the all-ones code
+    // kept out, as libjpeg demands).
+    int64_t left = 2, total = 0;
     const int longest = 1 + static_cast<int>(rng() % 16);
-    if (!random_table(&rng, longest, 48, false, [&] { return static_cast<uint8_t>(rng()); }, counts, symbols, &t)) {
+    for (int length = 1; length <= longest && total < 256; ++length, left *= 2) {
+      const int64_t room = std::min<int64_t>(left - 1, 256 - total);
+      const int64_t n = rng() % 3 == 0 ? 0 : static_cast<int64_t>(rng() % (std::min<int64_t>(room, 48) + 1));
+      counts[length - 1] = static_cast<uint8_t>(n);
+      total += n;
+      left -= n;
+    }
+    jc::HuffTable t;
+    if (!jc::build_huffman_table(counts, symbols, 256, false, &t)) {
       expect(false, "a table within the code space refused");
       continue;
     }
@@ -1465,72 +1454,6 @@ void selftest_huffman_lookup() {
     }
   }
   expect(tables == 20000, "lookup test built only " + std::to_string(tables) + " tables");
-}
-
-// Each DC table's block entries against the blocks its codes and the AC table's make: a DC code, its extra
-// bits and an AC code that ends the block (EOB, or a (run, 0) symbol but ZRL), all in kHuffLookBits bits,
-// own the entries their bits start, with the DC difference EXTEND gives; every other entry is 0. A DC
-// table's skip entries are 0 until paired.
-void selftest_block_entries() {
-  std::mt19937 rng(77);
-  constexpr int kBits = jc::kHuffLookBits;
-  int blocks = 0;
-  for (int trial = 0; trial < 3000; ++trial) {
-    uint8_t dc_counts[16], dc_symbols[256], ac_counts[16], ac_symbols[256];
-    jc::HuffTable dc, ac;
-    const bool built = random_table(
-                           &rng, 1 + static_cast<int>(rng() % 10), 12, true,
-                           [&] { return static_cast<uint8_t>(rng() % 12); }, dc_counts, dc_symbols, &dc) &&
-                       random_table(
-                           &rng, 1 + static_cast<int>(rng() % 10), 12, false,
-                           [&] {
-                             const uint32_t pick = rng() % 4;
-                             return static_cast<uint8_t>(pick == 0 ? 0x00 : pick == 1 ? 0xF0 : rng());
-                           },
-                           ac_counts, ac_symbols, &ac);
-    if (!built) {
-      expect(false, "a table within the code space refused");
-      continue;
-    }
-    bool unpaired_zero = true;
-    for (int i = 0; i < (1 << kBits); ++i) unpaired_zero &= dc.skip[i] == 0;
-    expect(unpaired_zero, "a DC table's skip entries are set before pairing");
-    jc::pair_block_entries(&dc, ac);
-    // Every code of each table: (length, code, symbol).
-    auto codes_of = [](const uint8_t counts[16], const uint8_t symbols[256]) {
-      std::vector<std::array<uint32_t, 3>> out;
-      uint32_t code = 0;
-      for (int length = 1, k = 0; length <= 16; ++length, code <<= 1)
-        for (int i = 0; i < counts[length - 1]; ++i, ++k, ++code) out.push_back({uint32_t(length), code, symbols[k]});
-      return out;
-    };
-    uint16_t expected[1 << kBits] = {0};
-    for (const auto& d : codes_of(dc_counts, dc_symbols)) {
-      const int size = static_cast<int>(d[2]);
-      for (uint32_t extra = 0; extra < (1u << size); ++extra) {
-        const int dc_bits = static_cast<int>(d[0]) + size;
-        if (dc_bits >= kBits) continue;
-        int32_t difference = 0;
-        if (size != 0) difference = jc::huff_extend(extra, size);
-        for (const auto& a : codes_of(ac_counts, ac_symbols)) {
-          const int total = dc_bits + static_cast<int>(a[0]);
-          const int symbol = static_cast<int>(a[2]);
-          if (total > kBits || (symbol & 15) != 0 || symbol == 0xF0) continue;
-          const uint32_t prefix = (((d[1] << size) | extra) << a[0]) | a[1];
-          const uint32_t first = prefix << (kBits - total), n = 1u << (kBits - total);
-          for (uint32_t j = 0; j < n; ++j)
-            expected[first + j] = static_cast<uint16_t>((total << 8) | (static_cast<uint32_t>(difference) & 0xFF));
-          ++blocks;
-        }
-      }
-    }
-    for (int i = 0; i < (1 << kBits); ++i) {
-      if (dc.skip[i] == expected[i]) continue;
-      expect(false, "block entry " + std::to_string(i) + " differs from its block's");
-      break;
-    }
-  }
-  expect(blocks > 10000, "the block entry test found only " + std::to_string(blocks) + " blocks");
 }
 
 void selftest_bit_reader() {
@@ -1899,7 +1822,6 @@ void run_selftest() {
   selftest_reduced_idct_paths();
   selftest_huffman_tables();
   selftest_huffman_lookup();
-  selftest_block_entries();
   selftest_bit_reader();
   selftest_bit_offset();
   selftest_chunk_arguments();

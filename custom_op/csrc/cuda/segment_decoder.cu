@@ -105,18 +105,12 @@ __device__ void build_tables(const SegmentImage& im, uint32_t* bad) {
     *bad |= kTableRefused;
     return;
   }
-  // The entries, each from the codes alone (a DC table's block entries read its AC partner's codes, which
-  // the loop does not write).
   constexpr int kEntries = 1 << jc::kHuffLookBits;
   for (int i = threadIdx.x; i < tables * kEntries; i += blockDim.x) {
-    const int k = i / kEntries;
-    const auto bits = static_cast<uint32_t>(i % kEntries);
-    jc::HuffTable& t = built[k];
-    const uint16_t entry = jc::huffman_lookup_entry(t, bits);
-    t.lookup[bits] = entry;
-    const int partner = im.table_partner[k];
-    if (im.table_is_dc[k] == 0) t.skip[bits] = jc::huffman_skip_entry(entry);
-    else t.skip[bits] = partner >= 0 && partner < tables ? jc::huffman_block_entry(t, built[partner], bits) : 0;
+    jc::HuffTable& t = built[i / kEntries];
+    const uint16_t entry = jc::huffman_lookup_entry(t, static_cast<uint32_t>(i % kEntries));
+    t.lookup[i % kEntries] = entry;
+    t.skip[i % kEntries] = jc::huffman_skip_entry(entry);
   }
   __syncthreads();
   constexpr int kVectors = sizeof(jc::HuffTable) / sizeof(uint4);

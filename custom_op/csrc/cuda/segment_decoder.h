@@ -81,7 +81,6 @@ struct SegmentImage {
   int32_t table_at[kMaxImageTables];
   int32_t table_symbols[kMaxImageTables];
   uint8_t table_is_dc[kMaxImageTables];
-  int8_t table_partner[kMaxImageTables];  // a DC table's: the AC table of its components (-1 for AC tables)
   const uint8_t* data;  // the file's bytes on the device: its first `size` bytes (see checked_segments)
   int64_t size;
   int64_t scan_start;  // where the first scan's entropy-coded data starts

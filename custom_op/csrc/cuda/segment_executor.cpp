@@ -277,18 +277,15 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   // Files decoded in chunks go first (order_images): their launches are the longest.
   p->mean_segment_bytes = chunked ? INT64_MAX : mean_segment_bytes(h, it.size);
   // The Huffman tables: where each distinct definition lies in the file, for find_segments to build
-  // (components that name the same table, Cb and Cr as a rule, share it). A DC table is one per AC table
-  // its components use (`partner`): its block entries depend on that table's codes (pair_block_entries).
-  auto table_of = [&](const TableBytes& t, bool is_dc, int8_t partner) {
+  // (components that name the same table, Cb and Cr as a rule, share it).
+  auto table_of = [&](const TableBytes& t, bool is_dc) {
     const int32_t at = static_cast<int32_t>(t.data - it.bytes);
     for (int j = 0; j < im.num_tables; ++j)
-      if (im.table_at[j] == at && (im.table_is_dc[j] != 0) == is_dc && im.table_partner[j] == partner)
-        return static_cast<int8_t>(j);
+      if (im.table_at[j] == at && (im.table_is_dc[j] != 0) == is_dc) return static_cast<int8_t>(j);
     const int j = im.num_tables++;
     im.table_at[j] = at;
     im.table_symbols[j] = static_cast<int32_t>(t.size) - 16;
     im.table_is_dc[j] = is_dc ? 1 : 0;
-    im.table_partner[j] = partner;
     return static_cast<int8_t>(j);
   };
   for (int c = 0; c < h.components; ++c) {
@@ -296,8 +293,8 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
       it.path = kCpu;  // a table libjpeg refuses too: its error comes from the CPU path
       return false;
     }
-    p->ac_table[c] = table_of(st.ac[c], false, -1);
-    p->dc_table[c] = table_of(st.dc[c], true, p->ac_table[c]);
+    p->dc_table[c] = table_of(st.dc[c], true);
+    p->ac_table[c] = table_of(st.ac[c], false);
     im.quant[c] = st.quant[c];
   }
   im.size = static_cast<int64_t>(it.size);

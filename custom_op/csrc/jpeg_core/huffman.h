@@ -119,13 +119,6 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
 #endif
   }
   reader_refill(r);
-  // A block of a DC code and a code that ends it, both short (huffman_block_entry): decoded in one lookup.
-  if (const uint32_t b = load_readonly(&dc.skip[reader_peek(r, kHuffLookBits)])) {
-    reader_drop(r, static_cast<int>(b >> 8));
-    *pred = static_cast<int32_t>(static_cast<uint32_t>(*pred) + static_cast<uint32_t>(static_cast<int8_t>(b & 0xFF)));
-    if constexpr (Store) block[0] = wrap_int16(*pred);
-    return true;
-  }
   int s;
   if (const uint32_t e = short_code_entry(r, dc)) {
     reader_drop(r, static_cast<int>(e >> 8));

@@ -32,11 +32,8 @@ struct HuffTable {
   // Indexed by the next kHuffLookBits bits: (code length << 8) | symbol for codes of at most
   // kHuffLookBits bits, 0 where the bits start no such code.
   uint16_t lookup[1 << kHuffLookBits];
-  // An AC table's: what a decode that keeps no values needs of the same codes (huffman_skip_entry): (code
-  // length + extra bits) << 8 | how far the code moves a block's coefficient index, 0 where lookup is 0.
-  // A DC table's: the blocks whose DC code, its extra bits and a code ending the block at once all lie in
-  // the next kHuffLookBits bits (huffman_block_entry, set by pair_block_entries for the AC table the DC
-  // table's components use); all 0 until then.
+  // What a decode that keeps no values needs of the same codes (huffman_skip_entry): (code length + extra
+  // bits) << 8 | how far the code moves a block's coefficient index, 0 where lookup is 0. For AC tables.
   uint16_t skip[1 << kHuffLookBits];
   // Canonical decoding of longer codes (JPEG standard, figure F.16): maxcode[l] is the largest code
   // of length l (-1 where there is none), and a code c of length l is symbol huffval[c + valoffset[l]].
@@ -108,46 +105,15 @@ CUSTOM_OP_HD inline uint16_t huffman_skip_entry(uint16_t entry) {
   return static_cast<uint16_t>((((entry >> 8) + (symbol & 15)) << 8) | ac_symbol_advance(symbol));
 }
 
-// t.skip[bits] of a DC table: where the next kHuffLookBits bits (`bits`) start with a whole block, its DC
-// code, the code's extra bits and then a code of `ac` that ends the block at once (EOB, or another (run, 0)
-// symbol but ZRL, which libjpeg also reads as the block's end), the bits the three take << 8 | the DC
-// difference's low 8 bits (the difference has at most kHuffLookBits - 2 extra bits: |difference| < 128);
-// else 0. For tables build_huffman_codes accepted. Such blocks are most of a photo's smooth regions,
-// whose chunks are the slowest of a chunked decode: one lookup decodes them whole (read_block).
-CUSTOM_OP_HD inline uint16_t huffman_block_entry(const HuffTable& dc, const HuffTable& ac, uint32_t bits) {
-  const uint16_t code = huffman_lookup_entry(dc, bits);
-  if (code == 0) return 0;
-  const int size = code & 0xFF, used = (code >> 8) + size;
-  if (used >= kHuffLookBits) return 0;  // no bit left for an AC code
-  const uint16_t end = huffman_lookup_entry(ac, (bits << used) & ((1u << kHuffLookBits) - 1));
-  // The AC code must lie in the bits known (the lookup read zeros past them).
-  if (end == 0 || (end >> 8) > kHuffLookBits - used || ac_symbol_advance(end & 0xFF) != kBlockSize) return 0;
-  int32_t difference = 0;
-  if (size != 0) {  // the JPEG standard's EXTEND (huffman.h's huff_extend)
-    const uint32_t extra = (bits >> (kHuffLookBits - used)) & ((1u << size) - 1);
-    difference = extra < (1u << (size - 1)) ? static_cast<int32_t>(extra) - static_cast<int32_t>((1u << size) - 1)
-                                            : static_cast<int32_t>(extra);
-  }
-  const auto length = static_cast<uint32_t>(used + (end >> 8));
-  return static_cast<uint16_t>((length << 8) | (static_cast<uint32_t>(difference) & 0xFFu));
-}
-
-// Builds `t` from a DHT table: build_huffman_codes, then every lookup entry, and an AC table's skip entries
-// (a DC table's stay 0: pair_block_entries sets them).
+// Builds `t` from a DHT table: build_huffman_codes, then every lookup and skip entry.
 CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uint8_t* symbols, int available,
                                              bool is_dc, HuffTable* t) {
   if (!build_huffman_codes(counts, symbols, available, is_dc, t)) return false;
   for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) {
     t->lookup[i] = huffman_lookup_entry(*t, i);
-    t->skip[i] = is_dc ? 0 : huffman_skip_entry(t->lookup[i]);
+    t->skip[i] = huffman_skip_entry(t->lookup[i]);
   }
   return true;
-}
-
-// A DC table's block entries for `ac`, the AC table of every component that uses it: a DC table shared
-// with components of different AC tables must keep them 0.
-CUSTOM_OP_HD inline void pair_block_entries(HuffTable* dc, const HuffTable& ac) {
-  for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) dc->skip[i] = huffman_block_entry(*dc, ac, i);
 }
 
 // ---- Quantisation and coefficient order ---------------------------------------------------------
