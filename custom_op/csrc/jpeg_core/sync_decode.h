@@ -430,7 +430,7 @@ CUSTOM_OP_HD inline void run_chunk_lenient(const ChunkedScan& s, const Frame& f,
   // component's tables and DC sum, read once and held apart rather than in arrays indexed by the block's
   // component, so that a GPU thread keeps them in registers: from the arrays, each block waited for three
   // loads in turn (the component, its tables, its sum), the larger part of a block's time where blocks are a
-  // few bits each, as in a photo's smooth regions, whose chunks are a decode's slowest.
+  // few bits each, as in a photo's smooth regions.
   uint32_t components = 0;
   for (int b = 0; b < per_mcu; ++b) components |= static_cast<uint32_t>(f.mcu_component[b] & 3) << (2 * b);
   const HuffTable *dc0 = t.dc[0], *dc1 = t.dc[1], *dc2 = t.dc[2], *dc3 = t.dc[3];
