@@ -627,6 +627,7 @@ def rrc_section(args):
     pinned = [t.pin_memory() for t in prepared]
     methods = {
         "ours, prepared copies, one call at a time": Method(rrc_ours("cuda"), "prepared"),
+        "ours, prepared copies in pinned memory, one call at a time": Method(rrc_ours("cuda"), "pinned"),
         f"ours, prepared copies in pinned memory, decode_ahead (depth {AHEAD})": Method(
             rrc_ours("cuda"), "pinned", AHEAD
         ),
