@@ -666,19 +666,13 @@ def rrc_section(args):
                 tensors, tops, lefts, heights, widths, 224, flips=flips, device="cuda"
             ).cpu()
             cpu = custom_op.decode_and_resized_crop_jpegs(tensors, tops, lefts, heights, widths, 224, flips=flips)
-            for i, path in enumerate(paths):
-                if path.startswith(("hardware", "gpu-hybrid", "hybrid")):
-                    by_nvjpeg += 1
-                    cpu[i] = custom_op.decode_and_resized_crop_jpegs(
-                        tensors[i : i + 1],
-                        tops[i : i + 1],
-                        lefts[i : i + 1],
-                        heights[i : i + 1],
-                        widths[i : i + 1],
-                        224,
-                        flips=flips[i : i + 1],
-                        scale=8,
-                    )[0]
+            nvjpeg_decoded = torch.tensor([path.startswith(("hardware", "gpu-hybrid", "hybrid")) for path in paths])
+            if nvjpeg_decoded.any():
+                at_8 = custom_op.decode_and_resized_crop_jpegs(
+                    tensors, tops, lefts, heights, widths, 224, flips=flips, scale=8
+                )
+                cpu[nvjpeg_decoded] = at_8[nvjpeg_decoded]
+                by_nvjpeg += int(nvjpeg_decoded.sum())
             worst = max(worst, int((cuda.int() - cpu.int()).abs().max()))
         exact[inputs], nvjpeg_items[inputs] = worst, by_nvjpeg
     lines = []

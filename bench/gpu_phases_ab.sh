@@ -4,8 +4,8 @@
 # for every photo folder and batch size on each checkout in turn, so that every line of a comparison comes
 # from the same minutes of the same machine. Prints one line per run: the operator's time per call under
 # torch.profiler, the wall time and host CPU per call without it, the items it gave to the CPU path, and
-# the GPU time of the chunked decode's kernels (summed over the batch's
-# parts, which overlap); each run's full output goes to OUTDIR.
+# the GPU time of the chunked decode's kernels (summed over the batch's parts, which overlap); each run's
+# full output goes to OUTDIR.
 #
 #   bash bench/gpu_phases_ab.sh OUTDIR --trees DIR [DIR...] --photos DIR [DIR...] [--batches "256 64"]
 #                               [--calls 20] [-- more gpu_phases.py arguments]
