@@ -59,7 +59,8 @@ __global__ void decode_chunks(const Job* jobs, const Task* tasks, int64_t n, jc:
     }                                                               \
   } while (0)
 
-// The AC codes of each block of chunk j's decode from its true start (blocks as decode_chunk counts them).
+// The AC codes of each of the `blocks` blocks decoded from `start`, a chunk's true start (blocks as decode_chunk
+// counts them).
 std::vector<int> block_codes(const std::vector<uint8_t>& d, const Prepared& p, const jc::SegmentTables& t,
                              jc::SyncPoint start, int64_t blocks) {
   std::vector<int> codes;
@@ -131,7 +132,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<uint8_t>> files;
   std::vector<Job> jobs;
   std::vector<Task> tasks;
-  std::vector<std::vector<int>> codes;  // per chunk, the AC codes of each block of its true decode
+  std::vector<std::vector<int>> codes;  // per chunk, the AC codes of each block of its true decode (true starts)
   for (int a = 4; a < argc && jobs.size() < batch; ++a) {
     std::ifstream in(argv[a], std::ios::binary);
     std::vector<uint8_t> d((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
       tasks.push_back(Task{static_cast<int32_t>(jobs.size()), j, from});
       jc::ChunkRecord r{};
       jc::decode_chunk(job.scan, job.frame, t, j, start, &r);
-      codes.push_back(block_codes(d, p, t, start, r.blocks));
+      codes.push_back(from_guess ? std::vector<int>{} : block_codes(d, p, t, start, r.blocks));  // the model's
       start = r.end;
     }
     files.push_back(std::move(d));
