@@ -283,12 +283,16 @@ __device__ SlotPartEnds slot_part_ends(const ChunkTask& c, int buffer) {
   return SlotPartEnds{&c.fine, c.parts, c.scan.num_chunks, c.im->part_ends[buffer]};
 }
 
-// The chunk task and slot thread t stands for: slot h of every task, then slot h + 1 of every task (`slots`
-// in all), so that a warp's threads are neighbouring chunks, and the threads of slots an image lacks fill
-// warps that end at once. False for those.
+// The chunk task and slot the thread stands for: slot h of every task, then slot h + 1 of every task (`slots`
+// in all), `lanes` of them a warp (launch_decode_chunks), so that a warp's threads are neighbouring chunks,
+// and the threads of slots an image lacks fill warps that end at once. False for those, and for the warp's
+// other lanes.
 __device__ bool slot_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int slots,
-                          ChunkTask* c, int* h) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+                          int lanes, ChunkTask* c, int* h) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int lane = static_cast<int>(thread & 31);
+  if (lane >= lanes) return false;
+  const int64_t t = (thread >> 5) * lanes + lane;
   if (t >= int64_t{tasks} * slots) return false;
   *h = static_cast<int>(t / tasks);
   return chunk_task(images, runs, run_count, tasks, static_cast<int>(t % tasks), c) && *h < c->slots;
@@ -296,10 +300,10 @@ __device__ bool slot_task(const SegmentImage* images, const DecodeRun* runs, int
 
 // Stage 1: each slot of each chunk from its guess at its MCU place, into records[0].
 __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
-                                    int slots) {
+                                    int slots, int lanes) {
   ChunkTask c;
   int h;
-  if (!slot_task(images, runs, run_count, tasks, slots, &c, &h)) return;
+  if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
   const SegmentImage& im = *c.im;
   jc::PartEnds storage;
   jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, &im.records[0][c.chunk * c.slots + h],
@@ -310,10 +314,10 @@ __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun*
 // written, a thread a slot. A slot decoded again stops where it meets one of the chunk's decodes of the last
 // round (jpeg_core's EarlierDecodes), which keeps most of a round's decodes to the start of their chunk.
 __global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
-                                   int slots, int from) {
+                                   int slots, int lanes, int from) {
   ChunkTask c;
   int h;
-  if (!slot_task(images, runs, run_count, tasks, slots, &c, &h)) return;
+  if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
   const SegmentImage& im = *c.im;
   const int k = c.slots;
   const jc::ChunkRecord* in = im.records[from];
@@ -549,52 +553,80 @@ constexpr int64_t kLaneBytes = kStartLanes * sizeof(jc::LaneChain);
 // Stage 3's shared memory for `staged` records: the lanes', then the records'.
 int stage3_shared_bytes(int64_t staged) { return static_cast<int>(kLaneBytes + staged * sizeof(jc::ChunkRecord)); }
 
-// The records stage 3 stages on `device`: what its blocks' shared memory holds beside the lanes'
-// (kStagedRecords at most), its kernel allowed that much.
-cudaError_t set_up_stage3(int device, int64_t* staged) {
-  int optin = 0;
+// What the chunked decode's launches need to know of a device, asked once per device (launch_setup).
+struct LaunchSetup {
+  int64_t staged;          // the records stage 3 stages in shared memory
+  int64_t resident_warps;  // the warps of stage 1's kernel the whole GPU holds at once
+};
+
+// Stage 3's staged records on `device`: what its blocks' shared memory holds beside the lanes'
+// (kStagedRecords at most), its kernel allowed that much; and stage 1's resident warps.
+cudaError_t set_up_launches(int device, LaunchSetup* setup) {
+  int optin = 0, multiprocessors = 0, blocks = 0;
   cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, guess_chunks_kernel, kThreads, 0);
   if (e != cudaSuccess) return e;
-  *staged = std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
-  if (*staged < 0) return cudaErrorInvalidConfiguration;
+  setup->resident_warps = std::max<int64_t>(1, int64_t{multiprocessors} * blocks * (kThreads / 32));
+  setup->staged = std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
+  if (setup->staged < 0) return cudaErrorInvalidConfiguration;
   return cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              stage3_shared_bytes(*staged));
+                              stage3_shared_bytes(setup->staged));
 }
 
-// set_up_stage3 on the current device, once per device: asked and set on every call, the limit and the
-// attribute cost the host more than the launch.
-cudaError_t stage3_staging(int64_t* staged) {
+// set_up_launches on the current device, once per device: asked and set on every call, the queries and the
+// attribute cost the host more than the launches.
+cudaError_t launch_setup(LaunchSetup* setup) {
   constexpr int kDevices = 128;
   static std::mutex mutex;
-  static int64_t known[kDevices] = {};  // staged + 1; 0: not set up yet
+  static LaunchSetup known[kDevices] = {};
+  static bool ready[kDevices] = {};
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
-  if (device < 0 || device >= kDevices) return set_up_stage3(device, staged);
+  if (device < 0 || device >= kDevices) return set_up_launches(device, setup);
   std::lock_guard<std::mutex> lock(mutex);
-  if (known[device] == 0) {
-    e = set_up_stage3(device, staged);
+  if (!ready[device]) {
+    e = set_up_launches(device, &known[device]);
     if (e != cudaSuccess) return e;
-    known[device] = *staged + 1;
+    ready[device] = true;
   }
-  *staged = known[device] - 1;
+  *setup = known[device];
   return cudaSuccess;
+}
+
+// The slot tasks each warp of stages 1 and 2 takes (slot_task): 32, 16, 8 or 4, whichever puts the number of
+// warps with a decode nearest (by ratio) to 0.6 of the warps the GPU holds at once. A warp's threads decode
+// their chunks' blocks in lockstep (bench/chunk_time_probe), each round of blocks as long as the longest of
+// them, so fewer chunks a warp shorten its rounds; but warps past what the GPU holds wait for a place, and a
+// batch's parts run their launches side by side. Among 32, 16, 8 and 4 lanes for every launch, batches of 64
+// and 256 ImageNet photos, as they come and at 4:2:0, decoded fastest at the lanes this picks for them
+// (CHANGELOG.md has the measurements).
+int task_lanes(int64_t slot_work, int64_t resident_warps) {
+  const double target = 0.6 * static_cast<double>(resident_warps);
+  auto warps = [slot_work](int lanes) { return static_cast<double>((slot_work + lanes - 1) / lanes); };
+  int lanes = 32;
+  // Half the lanes are nearer by ratio while the geometric mean of the two warp counts is below the target.
+  while (lanes > 4 && warps(lanes) * warps(lanes / 2) < target * target) lanes /= 2;
+  return lanes;
 }
 
 }  // namespace
 
 cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const DecodeRun* runs, int run_count, int tasks,
-                                 int slots, cudaStream_t stream) {
+                                 int slots, int64_t slot_work, cudaStream_t stream) {
   if (tasks <= 0 || run_count <= 0 || count <= 0 || slots < 1 || slots > jc::kMaxSlots) return cudaSuccess;
-  const int64_t slot_tasks = int64_t{tasks} * slots;
-  const int grid = static_cast<int>((slot_tasks + kThreads - 1) / kThreads);
-  guess_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots);
-  for (int round = 0; round < kSyncRounds; ++round)
-    sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots, round % 2);
-  int64_t staged = 0;
-  const cudaError_t e = stage3_staging(&staged);
+  LaunchSetup setup{};
+  const cudaError_t e = launch_setup(&setup);
   if (e != cudaSuccess) return e;
-  chunk_starts_kernel<<<count, kStartLanes, stage3_shared_bytes(staged), stream>>>(images, staged);
+  const int lanes = task_lanes(slot_work, setup.resident_warps);
+  const int64_t slot_tasks = int64_t{tasks} * slots;
+  const int64_t threads = (slot_tasks + lanes - 1) / lanes * 32;
+  const int grid = static_cast<int>((threads + kThreads - 1) / kThreads);
+  guess_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots, lanes);
+  for (int round = 0; round < kSyncRounds; ++round)
+    sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots, lanes, round % 2);
+  chunk_starts_kernel<<<count, kStartLanes, stage3_shared_bytes(setup.staged), stream>>>(images, setup.staged);
   const int64_t part_tasks = int64_t{tasks} * kMaxChunkParts;
   write_chunks_kernel<<<static_cast<int>((part_tasks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       images, runs, run_count, tasks);

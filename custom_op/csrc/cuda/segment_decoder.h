@@ -144,9 +144,11 @@ cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* 
                                    cudaStream_t stream);
 // The chunked decode of the images that have `chunked` set, in all seven launches: `runs` list each such
 // image's chunks (every chunk, first 0) among the other images' runs of segments, as decode_segments'
-// do; `count`: the images; `slots`: the most chunk_slots among them (stages 1 and 2 run a thread a slot).
+// do; `count`: the images; `slots`: the most chunk_slots among them (stages 1 and 2 run a thread a slot);
+// `slot_work`: the slots that have a decode, each such image's chunks times its chunk_slots, summed (it sets
+// how many slots a warp takes).
 cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const DecodeRun* runs, int run_count, int tasks,
-                                 int slots, cudaStream_t stream);
+                                 int slots, int64_t slot_work, cudaStream_t stream);
 cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);
 cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count, int64_t max_pixels,
                                  cudaStream_t stream);

@@ -645,12 +645,17 @@ void queue_part(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& item
   C10_CUDA_CHECK(launch_find_segments(d_images, static_cast<int>(count), stream));
   const auto* d_runs = reinterpret_cast<const DecodeRun*>(device + layout.runs_at);
   C10_CUDA_CHECK(launch_decode_segments(d_images, d_runs, static_cast<int>(nruns), static_cast<int>(ntasks), stream));
-  int slots = 0;  // the most slots of the part's images decoded in chunks
-  for (size_t k = k0; k < k1; ++k)
-    if (plan.images[k].image.chunked) slots = std::max(slots, static_cast<int>(plan.images[k].image.chunk_slots));
+  int slots = 0;          // the most slots of the part's images decoded in chunks
+  int64_t slot_work = 0;  // their slots with a decode
+  for (size_t k = k0; k < k1; ++k) {
+    const SegmentImage& im = plan.images[k].image;
+    if (!im.chunked) continue;
+    slots = std::max(slots, static_cast<int>(im.chunk_slots));
+    slot_work += static_cast<int64_t>(im.num_chunks) * im.chunk_slots;
+  }
   if (slots > 0)
     C10_CUDA_CHECK(launch_decode_chunks(d_images, static_cast<int>(count), d_runs, static_cast<int>(nruns),
-                                        static_cast<int>(ntasks), slots, stream));
+                                        static_cast<int>(ntasks), slots, slot_work, stream));
   C10_CUDA_CHECK(launch_idct_blocks(d_images, static_cast<int>(count), max_blocks, stream));
   Slot& slot = call.slot;
   C10_CUDA_CHECK(cudaMemcpyAsync(plan.status_host + k0, device + plan.status_at + k0 * sizeof(uint32_t),
