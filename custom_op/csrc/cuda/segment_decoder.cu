@@ -283,17 +283,21 @@ __device__ SlotPartEnds slot_part_ends(const ChunkTask& c, int buffer) {
   return SlotPartEnds{&c.fine, c.parts, c.scan.num_chunks, c.im->part_ends[buffer]};
 }
 
-// The chunk task and slot the thread stands for: slot h of every task, then slot h + 1 of every task (`slots`
-// in all), `lanes` of them a warp (launch_decode_chunks), so that a warp's threads are neighbouring chunks,
-// and the threads of slots an image lacks fill warps that end at once. False for those, and for the warp's
-// other lanes.
-__device__ bool slot_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int slots,
-                          int lanes, ChunkTask* c, int* h) {
+// The task the thread stands for, `lanes` of them a warp (task_lanes); false for the warp's other lanes.
+__device__ bool lane_task(int lanes, int64_t* t) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int lane = static_cast<int>(thread & 31);
-  if (lane >= lanes) return false;
-  const int64_t t = (thread >> 5) * lanes + lane;
-  if (t >= int64_t{tasks} * slots) return false;
+  *t = (thread >> 5) * lanes + lane;
+  return lane < lanes;
+}
+
+// The chunk task and slot the thread stands for: slot h of every task, then slot h + 1 of every task (`slots`
+// in all), `lanes` of them a warp, so that a warp's threads are neighbouring chunks, and the threads of slots
+// an image lacks fill warps that end at once. False for those, and for the warp's other lanes.
+__device__ bool slot_task(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int slots,
+                          int lanes, ChunkTask* c, int* h) {
+  int64_t t = 0;
+  if (!lane_task(lanes, &t) || t >= int64_t{tasks} * slots) return false;
   *h = static_cast<int>(t / tasks);
   return chunk_task(images, runs, run_count, tasks, static_cast<int>(t % tasks), c) && *h < c->slots;
 }
@@ -414,9 +418,12 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
 }
 
 // Stage 4: each part of each chunk the rectangle needs, strictly from its exact start (part_start); its
-// rows' blocks stored. kMaxChunkParts threads a chunk task; those past the image's parts do nothing.
-__global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+// rows' blocks stored. kMaxChunkParts tasks a chunk task, `lanes` of them a warp; those past the image's parts
+// do nothing.
+__global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
+                                    int lanes) {
+  int64_t t = 0;
+  if (!lane_task(lanes, &t) || t >= int64_t{tasks} * kMaxChunkParts) return;
   ChunkTask c;
   if (!chunk_task(images, runs, run_count, tasks, static_cast<int>(t / kMaxChunkParts), &c)) return;
   const SegmentImage& im = *c.im;
@@ -568,7 +575,8 @@ cudaError_t set_up_launches(int device, LaunchSetup* setup) {
   if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, guess_chunks_kernel, kThreads, 0);
   if (e != cudaSuccess) return e;
   setup->resident_warps = std::max<int64_t>(1, int64_t{multiprocessors} * blocks * (kThreads / 32));
-  setup->staged = std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
+  setup->staged =
+      std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
   if (setup->staged < 0) return cudaErrorInvalidConfiguration;
   return cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               stage3_shared_bytes(setup->staged));
@@ -595,20 +603,27 @@ cudaError_t launch_setup(LaunchSetup* setup) {
   return cudaSuccess;
 }
 
-// The slot tasks each warp of stages 1 and 2 takes (slot_task): 32, 16, 8 or 4, whichever puts the number of
-// warps with a decode nearest (by ratio) to 0.6 of the warps the GPU holds at once. A warp's threads decode
-// their chunks' blocks in lockstep (bench/chunk_time_probe), each round of blocks as long as the longest of
-// them, so fewer chunks a warp shorten its rounds; but warps past what the GPU holds wait for a place, and a
-// batch's parts run their launches side by side. Among 32, 16, 8 and 4 lanes for every launch, batches of 64
-// and 256 ImageNet photos, as they come and at 4:2:0, decoded fastest at the lanes this picks for them
-// (CHANGELOG.md has the measurements).
-int task_lanes(int64_t slot_work, int64_t resident_warps) {
+// The tasks each warp of stages 1, 2 and 4 takes (lane_task), of `work` tasks with a decode: 32, 16, 8 or 4,
+// whichever puts the number of warps with a decode nearest (by ratio) to 0.6 of the warps the GPU holds at
+// once. A warp's threads decode their chunks' blocks in lockstep (bench/chunk_time_probe), each round of
+// blocks as long as the longest of them, so fewer tasks a warp shorten its rounds; but warps past what the
+// GPU holds wait for a place, and a batch's parts run their launches side by side. With 32, 16, 8 and 4
+// lanes tried for stages 1 and 2, batches of 64 and 256 ImageNet photos, as they come and at 4:2:0, decoded
+// fastest at the lanes this picks for them; stage 4 at its picked lanes too, against 32 (CHANGELOG.md has
+// the measurements).
+int task_lanes(int64_t work, int64_t resident_warps) {
   const double target = 0.6 * static_cast<double>(resident_warps);
-  auto warps = [slot_work](int lanes) { return static_cast<double>((slot_work + lanes - 1) / lanes); };
+  auto warps = [work](int lanes) { return static_cast<double>((work + lanes - 1) / lanes); };
   int lanes = 32;
   // Half the lanes are nearer by ratio while the geometric mean of the two warp counts is below the target.
   while (lanes > 4 && warps(lanes) * warps(lanes / 2) < target * target) lanes /= 2;
   return lanes;
+}
+
+// The thread blocks of a launch whose warps take `lanes` of `tasks` each.
+int lane_grid(int64_t tasks, int lanes) {
+  const int64_t threads = (tasks + lanes - 1) / lanes * 32;
+  return static_cast<int>((threads + kThreads - 1) / kThreads);
 }
 
 }  // namespace
@@ -620,16 +635,17 @@ cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const De
   const cudaError_t e = launch_setup(&setup);
   if (e != cudaSuccess) return e;
   const int lanes = task_lanes(slot_work, setup.resident_warps);
-  const int64_t slot_tasks = int64_t{tasks} * slots;
-  const int64_t threads = (slot_tasks + lanes - 1) / lanes * 32;
-  const int grid = static_cast<int>((threads + kThreads - 1) / kThreads);
+  const int grid = lane_grid(int64_t{tasks} * slots, lanes);
   guess_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots, lanes);
   for (int round = 0; round < kSyncRounds; ++round)
     sync_chunks_kernel<<<grid, kThreads, 0, stream>>>(images, runs, run_count, tasks, slots, lanes, round % 2);
   chunk_starts_kernel<<<count, kStartLanes, stage3_shared_bytes(setup.staged), stream>>>(images, setup.staged);
+  // Stage 4's tasks with a decode are known only on the GPU (the chunks through the window's last row): all of
+  // them stand in.
   const int64_t part_tasks = int64_t{tasks} * kMaxChunkParts;
-  write_chunks_kernel<<<static_cast<int>((part_tasks + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      images, runs, run_count, tasks);
+  const int part_lanes = task_lanes(part_tasks, setup.resident_warps);
+  write_chunks_kernel<<<lane_grid(part_tasks, part_lanes), kThreads, 0, stream>>>(images, runs, run_count, tasks,
+                                                                                  part_lanes);
   return cudaGetLastError();
 }
 
