@@ -2,7 +2,8 @@
 # Builds bench/chunk_time_probe.cu with nvcc and runs it on the ImageNet sample's photos (without restart
 # markers) in chunks of 512 bytes, a batch of 64 (in a random order, seeded), decoded from the guesses and
 # from the true starts, on any CUDA machine. Prints, with the machine, to stdout and to
-# OUTDIR/chunk_time_probe.md.
+# OUTDIR/chunk_time_probe.txt, and writes the report (bench/chunk_time_probe_report.py) to $REPORT (default
+# bench/results/chunk_time_probe.md, its data in the .json beside it).
 #   bash bench/chunk_time_probe.sh [OUTDIR]
 set -eo pipefail
 OUTDIR=${1:-${OUT:-chunk-time-probe}}
@@ -20,12 +21,9 @@ PY
 nvcc -std=c++17 -O3 -arch=native --expt-relaxed-constexpr -I. bench/chunk_time_probe.cu -o "$OUTDIR/chunk_time_probe" $FLAGS 2>"$OUTDIR/build.log"
 mapfile -t photos < <(python3 -c "import random, sys, glob; p = sorted(glob.glob(sys.argv[1] + '/*.JPEG')); random.Random(0).shuffle(p); print('\n'.join(p))" "$DATA/imagenet-sample")
 {
-  echo "# bench/chunk_time_probe.sh"
-  echo
-  echo '```text'
   machine_lines
   for start in guess true; do
     "$OUTDIR/chunk_time_probe" 512 64 "$start" "${photos[@]}"
   done
-  echo '```'
-} | tee "$OUTDIR/chunk_time_probe.md"
+} | tee "$OUTDIR/chunk_time_probe.txt"
+python3 bench/chunk_time_probe_report.py "$OUTDIR/chunk_time_probe.txt" --out "${REPORT:-bench/results/chunk_time_probe.md}"

@@ -1,6 +1,7 @@
-"""The benchmark reports' writer (bench/common.py's Report) and the SageMaker rehearsal's report
-(bench/sm_job_report.py, run on fake output of bench/sm_job_gpu_rehearsal.sh): both files written, the
-Markdown and the JSON saying the same, the tables as rows and columns with their numbers."""
+"""The benchmark reports' writer (bench/common.py's Report), the SageMaker rehearsal's report
+(bench/sm_job_report.py, run on fake output of bench/sm_job_gpu_rehearsal.sh) and the chunk time probe's
+(bench/chunk_time_probe_report.py, on fake probe output): both files written, the Markdown and the JSON
+saying the same, the tables as rows and columns with their numbers."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+import chunk_time_probe_report  # noqa: E402
 import common  # noqa: E402
 import sm_job_report  # noqa: E402
 
@@ -240,3 +242,43 @@ def test_the_rehearsal_report_says_what_failed(tmp_path):
     assert gpu[1] == "no verdict in its log (the rehearsal did not finish)" and gpu[-1] == "-"
     assert roi[1] == "failed, exit 1: rank 1 logged 12 steps in steps.jsonl, expected 40"
     assert roi[5] == "40, 12"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# bench/chunk_time_probe_report.py on what bench/chunk_time_probe.sh prints
+
+PROBE_OUTPUT = """2026-11-29T10:02:58+00:00
+name, driver_version, memory.total [MiB]
+NVIDIA H200, 580.159.04, 143771 MiB
+torch 2.11.0+cu130 cuda 13.0 torchvision 0.26.0+cu130
+libjpeg: JpegTurbo(prefix='/x')
+nvjpeg:  Nvjpeg(prefix='/usr/local/cuda')
+cores: 16; CXX=/usr/bin/g++; commit: 8014eab
+64 photos, 14111 chunks of 512 bytes decoded from their guesses, 441 warps: launch 0.694 ms; a warp's cycles: x
+64 photos, 14111 chunks of 512 bytes decoded from their true starts, 441 warps: launch 0.817 ms; x
+a warp's cycles against the AC codes of its busiest thread: R^2 0.063
+against the blocks in lockstep (the sum over block rounds of the most AC codes): R^2 0.971, 238 cycles per code
+"""
+
+
+def test_the_probe_report_takes_the_machine_from_its_lines_and_keeps_the_probe_lines(tmp_path):
+    (tmp_path / "probe.txt").write_text(PROBE_OUTPUT)
+    assert chunk_time_probe_report.main([str(tmp_path / "probe.txt"), "--out", str(tmp_path / "p.md")]) == 0
+    report = json.loads((tmp_path / "p.json").read_text())
+    assert (report["date"], report["machine"], report["commit"]) == (
+        "2026-11-29T10:02:58+00:00",
+        "NVIDIA H200; 16 CPU cores",
+        "8014eab",
+    )
+    assert report["command"] == "bash bench/chunk_time_probe.sh"
+    assert report["details"]["versions"] == "torch 2.11.0+cu130 cuda 13.0 torchvision 0.26.0+cu130"
+    code = next(b for b in report["body"] if b["type"] == "code")["text"].splitlines()
+    assert len(code) == 4 and code[0].startswith("64 photos") and code[3].startswith("against the blocks")
+    assert "R^2 0.971" in (tmp_path / "p.md").read_text()
+
+
+def test_the_probe_report_refuses_output_without_results(tmp_path):
+    (tmp_path / "probe.txt").write_text(PROBE_OUTPUT.split("64 photos")[0] + "nvcc: error\n")
+    with pytest.raises(ValueError, match="no result line"):
+        chunk_time_probe_report.main([str(tmp_path / "probe.txt"), "--out", str(tmp_path / "p.md")])
+    assert not (tmp_path / "p.md").exists()
