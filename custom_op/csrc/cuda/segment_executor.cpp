@@ -78,7 +78,8 @@ int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
 
 // The chunk size of files decoded in chunks: the threads of a batch's chunks decode in parallel, and
 // smaller chunks make more of them, but more chunks start out of step (segment_decoder.cu's rounds
-// and sweep). Of 256, 512, 1024, 2048 and 4096 bytes, 512 decoded batches of ImageNet photos fastest.
+// and sweep). Of 256, 512, 1024, 2048 and 4096 bytes, 512 decoded batches of ImageNet photos fastest, and
+// still did against 256 and 384 with the warps' lanes picked by segment_decoder.cu's task_lanes.
 // Stage 4, which knows where each chunk starts, decodes them in kMaxChunkParts parts of 128 bytes.
 constexpr int64_t kChunkBytes = 512;
 
