@@ -603,9 +603,11 @@ CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const 
 // So a chunk may hold k records, its slots (chunk j's slot h at records[j * k + h]): stage 1 guesses from
 // the chunk's first byte at each of the MCU's first k places (guess_slot), and a round gives chunk j's slots
 // the distinct ends of chunk j-1's slots (sync_slot). The chain's start of chunk j is among those ends as
-// soon as one of chunk j-1's decodes has fallen in step, decoders in step end alike, and so the slots in use
-// shrink to one as the chunks fall in step. walk_slots then picks each chunk's record on the chain for
-// stages 3 and 4. With k = 1 these are decode_chunk from chunk_guess and sync_chunk.
+// soon as one of chunk j-1's decodes has fallen in step, and decoders in step end alike. The slots those
+// ends leave over keep their records, and so their ends: a guess that fell in step inside its chunk keeps
+// offering the chunk's true end to the next chunk, whose decode from there is then ready when the chain
+// reaches it, instead of the chain moving on one chunk a round. walk_slots then picks each chunk's record on
+// the chain for stages 3 and 4. With k = 1 these are decode_chunk from chunk_guess and sync_chunk.
 // A slot's part ends (PartEnds) lie slot by slot (slot_part_ends).
 
 constexpr int kMaxSlots = kMaxBlocksInMcu;
@@ -682,7 +684,7 @@ CUSTOM_OP_HD inline bool keep_slot(const ChunkRecord* current, int h, ChunkRecor
 // Stage 2 for slot h of chunk j >= 1 (k slots, 1 <= k <= kMaxSlots): `previous` and `current` are chunk j-1's
 // and chunk j's slots in the last round; *out becomes slot h in the next. A slot whose record starts at one of
 // previous's distinct ends keeps it; the ends no slot starts at go, in order, to the other slots, which decode
-// chunk j from there (with `parts`, slot h's part ends); the slots left over are cleared. Each slot's thread
+// chunk j from there (with `parts`, slot h's part ends); the slots left over keep their records. Each slot's thread
 // computes the same assignment, and a slot that keeps its record keeps its part ends. Returns whether slot h
 // decoded. `out` must not be one of `current`.
 // With `earlier` (current's slots and part ends, in another buffer than `parts` writes: earlier->slots is
@@ -715,8 +717,7 @@ CUSTOM_OP_HD inline bool sync_slot(const ChunkedScan& s, const Frame& f, const S
     if (decode_chunk(s, f, t, chunk, ends[i], out, parts) != kSegmentOk) clear_slot(out);
     return true;
   }
-  clear_slot(out);
-  return false;
+  return keep_slot(current, h, out, parts, earlier);
 }
 
 // Stage 3's walk over slots, in chunk order through the chunks a decode through block `last_block` reads: chunk
