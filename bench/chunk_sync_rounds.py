@@ -1,0 +1,130 @@
+"""How soon the chunked decode's chunks fall in step, on the CPU: for a folder of photos (and generated ones),
+after each number of stage 2's rounds, how many chunks are still out of step (the walk of stage 3 decodes them
+again, one thread an image, within a budget; an image over it goes to the CPU path), and how many blocks the
+rounds decode.
+
+    python bench/chunk_sync_rounds.py                                     # the ImageNet sample, 1 to 4 rounds
+    python bench/chunk_sync_rounds.py --imagenet ~/photos --out bench/results/chunk_sync_rounds.md
+
+No GPU is needed: the CPU harness (tests/jpeg_core_harness.cpp) runs the very stages the GPU's kernels run
+(custom_op/csrc/jpeg_core/sync_decode.h), each chunk on its own as a thread would, with the GPU decoder's
+chunk size, parts and slots (jpeg_core's slots: one a chunk in files with one block a component, one for each
+place of the MCU in subsampled ones), through the window of the middle third of the rows. The counts say what
+the rounds leave to the walk, not how long anything takes: bench/gpu_phases_ab.sh times the kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import common  # noqa: E402
+import jpeg_core_build as core  # noqa: E402
+
+DECODER = ROOT / "custom_op" / "csrc" / "cuda" / "segment_decoder.cu"
+EXECUTOR = ROOT / "custom_op" / "csrc" / "cuda" / "segment_executor.cpp"
+
+
+def gpu_constant(path: Path, name: str) -> int:
+    """An integer constant of the GPU decoder's source (`constexpr ... name = N;`), so that the report uses
+    what the GPU does."""
+    found = re.search(rf"constexpr\s+\w+\s+{name}\s*=\s*(\d+)\s*;", path.read_text())
+    if found is None:
+        raise ValueError(f"{path} defines no {name}")
+    return int(found.group(1))
+
+
+def gpu_runs(files: list[bytes], chunk_bytes: int, rounds: int) -> list[dict]:
+    """Each decodable file's run with the GPU decoder's slots: one slot where the MCU holds one block a
+    component, else one for each of its places (the harness caps --slots at the MCU's blocks)."""
+    one = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=4, slots=1)
+    every = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=4, slots=10)
+    runs = []
+    for a, b in zip(one, every):
+        if not a.get("runs") or not b.get("runs"):
+            continue
+        subsampled = b["runs"][0]["slots"] > a["runs"][0]["slots"] and _subsampled(a.get("sampling", ""))
+        runs.append(b["runs"][0] if subsampled else a["runs"][0])
+    return runs
+
+
+def _subsampled(sampling: str) -> bool:
+    """Whether the harness's sampling string ("2x2,1x1,1x1") gives some component more than one block."""
+    factors = [tuple(int(v) for v in c.split("x")) for c in sampling.split(",") if "x" in c]
+    return len(factors) > 1 and any(h * v > 1 for h, v in factors)
+
+
+def table_rows(runs: list[dict], rounds: int, budget: int) -> list[str]:
+    left = [r["unsynced_before_sweep"] for r in runs]
+    flagged = sum(r["flags"] != 0 or r["coef_mismatch_blocks"] != 0 for r in runs)
+    return [
+        str(rounds),
+        f"{sum(left):,}",
+        f"{sum(x > 0 for x in left):,}",
+        str(max(left, default=0)),
+        f"{sum(x > budget for x in left):,}",
+        f"{sum(r['round_blocks'] for r in runs):,}",
+        f"{sum(r['round_warp_blocks'] for r in runs):,}",
+        f"{flagged:,}",
+    ]
+
+
+COLUMNS = [
+    "rounds",
+    "chunks out of step",
+    "photos with any",
+    "most in a photo",
+    "photos over the walk's budget",
+    "blocks the rounds decode",
+    "as warps wait (their slowest of 32 chunks)",
+    "photos flagged or inexact",
+]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_imagenet_option(parser)
+    parser.add_argument("--rounds", type=int, nargs="+", default=[1, 2, 3, 4], help="stage 2's rounds to try")
+    parser.add_argument("--n-generated", type=int, default=24, help="generated 500x375 photos (0: skip the case)")
+    common.add_report_options(parser)
+    args = parser.parse_args(argv)
+    if core.unavailable_reason() is not None:
+        sys.exit(f"cannot build the CPU harness: {core.unavailable_reason()}")
+    chunk_bytes = gpu_constant(EXECUTOR, "kChunkBytes")
+    budget = gpu_constant(DECODER, "kSweepBudget")
+    gpu_rounds = gpu_constant(DECODER, "kSyncRounds")
+    report = common.Report(
+        "How soon a chunked decode's chunks fall in step (CPU harness)",
+        machine=common.cpu_description(),
+        commit=args.commit,
+        details={
+            "the GPU decoder's settings": f"chunks of {chunk_bytes} bytes in 4 parts, {gpu_rounds} rounds, "
+            f"the walk's budget {budget} chunks an image",
+            "each figure": "summed over the photos (but the most in a photo)",
+        },
+    )
+    report.text(__doc__.split("\n\n")[0].replace("\n", " "))
+    cases = []
+    photos = common.imagenet_files(args.imagenet)
+    if photos:
+        cases.append((f"{Path(args.imagenet).name}: {len(photos)} photos as they come", photos))
+    if args.n_generated > 0:
+        generated = common.generated_files(args.n_generated, 375, 500)
+        cases.append((f"generated: {len(generated)} photo-like 500x375 files (4:2:0, q90)", generated))
+    for title, files in cases:
+        report.heading(title)
+        rows = [table_rows(gpu_runs(files, chunk_bytes, r), r, budget) for r in args.rounds]
+        report.table(COLUMNS, rows)
+    if args.out:
+        report.write(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

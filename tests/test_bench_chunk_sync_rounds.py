@@ -1,0 +1,52 @@
+"""bench/chunk_sync_rounds.py on generated photos: the CPU harness's counts of chunks left out of step after each
+number of rounds, with the GPU decoder's settings read from its source, as a report with one table a case."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import chunk_sync_rounds  # noqa: E402
+import jpeg_core_build as core  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    core.unavailable_reason() is not None, reason=f"cannot build the jpeg_core harness: {core.unavailable_reason()}"
+)
+
+
+def test_the_gpu_settings_are_read_from_its_source():
+    assert chunk_sync_rounds.gpu_constant(chunk_sync_rounds.EXECUTOR, "kChunkBytes") > 0
+    assert chunk_sync_rounds.gpu_constant(chunk_sync_rounds.DECODER, "kSyncRounds") >= 1
+    with pytest.raises(ValueError, match="defines no kNoSuchThing"):
+        chunk_sync_rounds.gpu_constant(chunk_sync_rounds.DECODER, "kNoSuchThing")
+
+
+@pytest.mark.parametrize(
+    ("sampling", "subsampled"), [("2x2,1x1,1x1", True), ("2x1,1x1,1x1", True), ("1x1,1x1,1x1", False), ("1x1", False)]
+)
+def test_subsampled_files_are_those_with_several_blocks_of_a_component(sampling, subsampled):
+    assert chunk_sync_rounds._subsampled(sampling) is subsampled
+
+
+def test_the_report_counts_after_each_number_of_rounds(tmp_path):
+    out = tmp_path / "rounds.md"
+    assert (
+        chunk_sync_rounds.main(
+            ["--imagenet", str(tmp_path / "absent"), "--n-generated", "3", "--rounds", "1", "3", "--out", str(out)]
+        )
+        == 0
+    )
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert "chunks of 512 bytes" in report["details"]["the GPU decoder's settings"]
+    tables = [b for b in report["body"] if b["type"] == "table"]
+    assert len(tables) == 1, "only the generated case (the photos' folder is absent)"
+    rows = tables[0]["numbers"]
+    assert [r[0] for r in rows] == [1, 3]
+    assert all(r[-1] == 0 for r in rows), "a photo flagged or decoded wrong"
+    assert rows[1][1] <= rows[0][1], "more rounds left more chunks out of step"
