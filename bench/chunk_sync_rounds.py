@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import common  # noqa: E402
+
 import jpeg_core_build as core  # noqa: E402
 
 DECODER = ROOT / "custom_op" / "csrc" / "cuda" / "segment_decoder.cu"

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import chunk_sync_rounds  # noqa: E402
+
 import jpeg_core_build as core  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
