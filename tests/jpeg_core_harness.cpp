@@ -795,6 +795,7 @@ struct ChunkedRun {
   int64_t chunk_bytes = 0, chunks = 0;
   int64_t parts = 1;             // stage 4's parts a chunk
   int slots = 0;                 // records a chunk (0: the one-record stages)
+  int guesses = 1;               // of them stage 1 decodes (guess_slot; decode_chunk from chunk_guess)
   int64_t rounds = 0;            // rounds that decoded some chunk again
   int64_t redone_in_rounds = 0;  // chunk decodes in those rounds
   int64_t redone_in_sweep = 0;
@@ -891,7 +892,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   };
   if (opt.slots > 0) {
     const int k = std::min(opt.slots, f.blocks_in_mcu);
-    out->slots = k;
+    out->slots = out->guesses = k;
     part_ends.assign(static_cast<size_t>(k * n * (parts - 1)), jc::ChunkRecord{});
     auto slot_ends_of = [&](int64_t j, int h) { return jc::slot_part_ends(fine, parts, n, j, h, part_ends.data()); };
     std::vector<jc::ChunkRecord> slots(static_cast<size_t>(n * k)), next_slots(static_cast<size_t>(n * k));
@@ -1094,7 +1095,8 @@ void run_chunked(const ChunkedOptions& opt) {
         }
         line += std::string(i ? ", " : "") + "{\"chunk_bytes\": " + std::to_string(run.chunk_bytes) +
                 ", \"chunks\": " + std::to_string(run.chunks) + ", \"parts\": " + std::to_string(run.parts) +
-                ", \"slots\": " + std::to_string(run.slots) + ", \"rounds\": " + std::to_string(run.rounds) +
+                ", \"slots\": " + std::to_string(run.slots) + ", \"guesses\": " + std::to_string(run.guesses) +
+                ", \"rounds\": " + std::to_string(run.rounds) +
                 ", \"redone_in_rounds\": " + std::to_string(run.redone_in_rounds) +
                 ", \"redone_in_sweep\": " + std::to_string(run.redone_in_sweep) +
                 ", \"unsynced_before_sweep\": " + std::to_string(run.unsynced_before_sweep) +

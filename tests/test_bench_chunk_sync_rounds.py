@@ -51,3 +51,5 @@ def test_the_report_counts_after_each_number_of_rounds(tmp_path):
     assert [r[0] for r in rows] == [1, 3]
     assert all(r[-1] == 0 for r in rows), "a photo flagged or decoded wrong"
     assert rows[1][1] <= rows[0][1], "more rounds left more chunks out of step"
+    guesses = tables[0]["columns"].index("chunk decodes of stage 1 (its guesses)")
+    assert rows[0][guesses] == rows[1][guesses] > 0, "stage 1 does not depend on the rounds"
