@@ -8,8 +8,8 @@ rounds decode.
 
 No GPU is needed: the CPU harness (tests/jpeg_core_harness.cpp) runs the very stages the GPU's kernels run
 (custom_op/csrc/jpeg_core/sync_decode.h), each chunk on its own as a thread would, with the GPU decoder's
-chunk size, parts and slots (jpeg_core's slots: one a chunk in files with one block a component, one for each
-place of the MCU in subsampled ones), through the window of the middle third of the rows. The counts say what
+chunk size, parts and slots (jpeg_core's chunk_slots: one a chunk in files with one block a component, one for
+each place of the MCU in subsampled ones), through the window of the middle third of the rows. The counts say what
 the rounds leave to the walk, not how long anything takes: bench/gpu_phases_ab.sh times the kernels.
 """
 
@@ -42,23 +42,9 @@ def gpu_constant(path: Path, name: str) -> int:
 
 
 def gpu_runs(files: list[bytes], chunk_bytes: int, rounds: int) -> list[dict]:
-    """Each decodable file's run with the GPU decoder's slots: one slot where the MCU holds one block a
-    component, else one for each of its places (the harness caps --slots at the MCU's blocks)."""
-    one = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=4, slots=1)
-    every = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=4, slots=10)
-    runs = []
-    for a, b in zip(one, every):
-        if not a.get("runs") or not b.get("runs"):
-            continue
-        subsampled = b["runs"][0]["slots"] > a["runs"][0]["slots"] and _subsampled(a.get("sampling", ""))
-        runs.append(b["runs"][0] if subsampled else a["runs"][0])
-    return runs
-
-
-def _subsampled(sampling: str) -> bool:
-    """Whether the harness's sampling string ("2x2,1x1,1x1") gives some component more than one block."""
-    factors = [tuple(int(v) for v in c.split("x")) for c in sampling.split(",") if "x" in c]
-    return len(factors) > 1 and any(h * v > 1 for h, v in factors)
+    """Each decodable file's run with the GPU decoder's slots (jpeg_core's chunk_slots)."""
+    runs = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=4, slots=-1)
+    return [d["runs"][0] for d in runs if d.get("runs")]
 
 
 def table_rows(runs: list[dict], rounds: int, budget: int) -> list[str]:

@@ -45,7 +45,8 @@
 //                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4, in
 //                                P parts a chunk (split_scan, part_start; default 1) where N allows; with
 //                                K >= 1, K slots a chunk (at most the MCU's blocks: guess_slot, rounds of
-//                                sync_slot, walk_slots) in place of one record;
+//                                sync_slot, walk_slots) in place of one record; with K = -1, the GPU
+//                                decoder's slots (chunk_slots);
 //                                one JSON line with each run's flags (all stages', and stage 4's alone)
 //                                and, where stage 4 flagged nothing, its coefficients compared with
 //                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
@@ -773,7 +774,7 @@ struct ChunkedOptions {
   bool band = false;   // decode only the band of MCU rows band_rows() gives, through chunk_starts_through
   int64_t parts = 1;   // stage 4's parts a chunk (split_scan), where the chunk size is a multiple of it
   int slots = 0;       // 0: one record a chunk (decode_chunk, sync_chunk); k >= 1: k slots (guess_slot, sync_slot,
-                       // walk_slots), at most the MCU's blocks
+                       // walk_slots), at most the MCU's blocks; -1: chunk_slots
 };
 
 // The band of MCU rows a --band run decodes: about the middle third of the image (at least one row).
@@ -890,8 +891,9 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
       out->redone_in_rounds += redone;
     }
   };
-  if (opt.slots > 0) {
-    const int k = std::min(opt.slots, f.blocks_in_mcu);
+  if (opt.slots != 0) {
+    // --slots -1: the GPU decoder's (chunk_slots); K: K a chunk, at most the MCU's blocks.
+    const int k = opt.slots < 0 ? jc::chunk_slots(f) : std::min(opt.slots, f.blocks_in_mcu);
     out->slots = out->guesses = k;
     part_ends.assign(static_cast<size_t>(k * n * (parts - 1)), jc::ChunkRecord{});
     auto slot_ends_of = [&](int64_t j, int h) { return jc::slot_part_ends(fine, parts, n, j, h, part_ends.data()); };
@@ -1892,7 +1894,7 @@ int main(int argc, char** argv) {
         opt.band = true;
       } else if (a == "--slots" && i + 1 < argc) {
         opt.slots = std::atoi(argv[++i]);
-        if (opt.slots < 0 || opt.slots > jc::kMaxSlots) return usage();
+        if (opt.slots < -1 || opt.slots > jc::kMaxSlots) return usage();
       } else if (a == "--parts" && i + 1 < argc) {
         opt.parts = std::atoll(argv[++i]);
         if (opt.parts < 1) return usage();

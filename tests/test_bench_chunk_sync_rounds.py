@@ -28,13 +28,6 @@ def test_the_gpu_settings_are_read_from_its_source():
         chunk_sync_rounds.gpu_constant(chunk_sync_rounds.DECODER, "kNoSuchThing")
 
 
-@pytest.mark.parametrize(
-    ("sampling", "subsampled"), [("2x2,1x1,1x1", True), ("2x1,1x1,1x1", True), ("1x1,1x1,1x1", False), ("1x1", False)]
-)
-def test_subsampled_files_are_those_with_several_blocks_of_a_component(sampling, subsampled):
-    assert chunk_sync_rounds._subsampled(sampling) is subsampled
-
-
 def test_the_report_counts_after_each_number_of_rounds(tmp_path):
     out = tmp_path / "rounds.md"
     assert (

@@ -83,16 +83,6 @@ int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
 // Stage 4, which knows where each chunk starts, decodes them in kMaxChunkParts parts of 128 bytes.
 constexpr int64_t kChunkBytes = 512;
 
-// The records a chunk of a file decoded in chunks holds (jpeg_core's slots). A subsampled file gets one
-// for each place of its MCU: there a decoder often falls in step with the codes at the wrong one of a
-// component's blocks, which share their tables, and stays at the wrong place, while the guess at the
-// right place is in step from there. In a file with one block a component, a decoder at the wrong place
-// reads the next block with the wrong tables and soon falls in step on its own, so one record a chunk
-// does, and the other slots' decodes would cost more GPU time than they save.
-int chunk_slots(const jc::Frame& f) {
-  return f.blocks_in_mcu > f.num_components ? std::min(f.blocks_in_mcu, jc::kMaxSlots) : 1;
-}
-
 // Bytes per upload call while the host copies the files (see queue_part()).
 constexpr size_t kUploadPart = size_t{4} << 20;
 
@@ -332,7 +322,7 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
     im.chunk_bytes = call.testing.chunk_bytes > 0 ? call.testing.chunk_bytes : kChunkBytes;
     im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
     im.chunk_parts = im.chunk_bytes % kMaxChunkParts == 0 ? kMaxChunkParts : 1;
-    im.chunk_slots = chunk_slots(f);
+    im.chunk_slots = jc::chunk_slots(f);
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
     return true;
   }

@@ -612,6 +612,17 @@ CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const 
 
 constexpr int kMaxSlots = kMaxBlocksInMcu;
 
+// The slots the GPU decoder gives a file's chunks (the CPU harness runs them too, with --slots -1). A subsampled
+// file gets one for each place of its MCU: there a decoder often falls in step with the codes at the wrong one
+// of a component's blocks, which share their tables, and stays at the wrong place, while the guess at the
+// right place is in step from there. In a file with one block a component, a decoder at the wrong place reads
+// the next block with the wrong tables and soon falls in step on its own, so one slot a chunk does, and the
+// other slots' decodes would cost more GPU time than they save.
+CUSTOM_OP_HD inline int chunk_slots(const Frame& f) {
+  if (f.blocks_in_mcu <= f.num_components) return 1;
+  return f.blocks_in_mcu < kMaxSlots ? f.blocks_in_mcu : kMaxSlots;
+}
+
 // Where slot h of chunk j records its part ends, as an index into the part ends of all the slots: slot h's of
 // every chunk after those of the slots before it, each slot's as chunk_part_ends lays them out over num_chunks
 // chunks. The one place that says so: slot_part_ends writes there, part_start reads there.
