@@ -32,7 +32,9 @@ def build_report(text: str, command: str, commit: str | None, echo: bool = True)
     give the date, the GPU and the versions; the rest is the probe's."""
     lines = text.rstrip("\n").splitlines()
     date = lines[0].strip() if lines and re.match(r"\d{4}-\d\d-\d\dT", lines[0]) else None
-    gpu = next((line.split(",")[0] for line in lines if line.startswith("NVIDIA") or "GeForce" in line), "?")
+    # nvidia-smi's CSV: its header, then a row a GPU whose first field is the name.
+    header = next((i for i, line in enumerate(lines) if line.startswith("name, driver_version")), None)
+    gpu = lines[header + 1].split(",")[0].strip() if header is not None and header + 1 < len(lines) else "?"
     torch_line = next((line for line in lines if line.startswith("torch ")), "")
     cores = next((line for line in lines if line.startswith("cores: ")), "")
     found = re.search(r"commit: (\S+)", cores)
