@@ -310,8 +310,8 @@ __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun*
   if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
   const SegmentImage& im = *c.im;
   jc::PartEnds storage;
-  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, &im.records[0][c.chunk * c.slots + h],
-                 slot_part_ends(c, 0)(c.chunk, h, &storage));
+  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, jc::slot_layout(im.frame).guesses,
+                 &im.records[0][c.chunk * c.slots + h], slot_part_ends(c, 0)(c.chunk, h, &storage));
 }
 
 // Stage 2, one round: records[from] and part_ends[from] read, records[from ^ 1] and part_ends[from ^ 1]
