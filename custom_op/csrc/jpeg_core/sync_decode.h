@@ -653,10 +653,13 @@ struct SlotLayout {
 // chunk does (the others' decodes would cost more GPU time than they save); its chunk holds a free slot
 // beside it, which the rounds fill first (sync_slot), so that the guess and its end stay on offer while the
 // chain has not reached its chunk.
+// EXPERIMENT: the places of a subsampled file's MCU guessed (the first ones); the other slots start free.
+constexpr int kSubsampledGuesses = kMaxSlots;
+
 CUSTOM_OP_HD inline SlotLayout slot_layout(const Frame& f) {
   if (f.blocks_in_mcu > f.num_components) {
     const int k = f.blocks_in_mcu < kMaxSlots ? f.blocks_in_mcu : kMaxSlots;
-    return SlotLayout{k, k};
+    return SlotLayout{k, k < kSubsampledGuesses ? k : kSubsampledGuesses};
   }
   return SlotLayout{2, 1};
 }
