@@ -8,9 +8,9 @@ rounds decode.
 
 No GPU is needed: the CPU harness (tests/jpeg_core_harness.cpp) runs the very stages the GPU's kernels run
 (custom_op/csrc/jpeg_core/sync_decode.h), each chunk on its own as a thread would, with the GPU decoder's
-chunk size, parts and slots (jpeg_core's chunk_slots: one a chunk in files with one block a component, one for
-each place of the MCU in subsampled ones), through the window of the middle third of the rows. The counts say what
-the rounds leave to the walk, not how long anything takes: bench/gpu_phases_ab.sh times the kernels.
+chunk size, parts and slots (jpeg_core's slot_layout), through the window of the middle third of the rows. The
+counts say what the rounds leave to the walk, not how long anything takes: bench/gpu_phases_ab.sh times the
+kernels.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def gpu_constant(path: Path, name: str) -> int:
 
 
 def gpu_runs(files: list[bytes], chunk_bytes: int, rounds: int) -> list[dict]:
-    """Each decodable file's run with the GPU decoder's slots (jpeg_core's chunk_slots)."""
+    """Each decodable file's run with the GPU decoder's slots (jpeg_core's slot_layout)."""
     runs = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=4, slots=-1)
     return [d["runs"][0] for d in runs if d.get("runs")]
 

@@ -250,7 +250,7 @@ def chunked(
     the middle third of the MCU rows is decoded, from the chunks through its last block, as a window's decode
     does. parts: stage 4 decodes each chunk in that many parts (split_scan), where the chunk size allows. slots: 0 for
     one record a chunk (decode_chunk, sync_chunk and the sweep), k >= 1 for k records a chunk (guess_slot, sync_slot,
-    walk_slots; at most the MCU's blocks), -1 for the GPU decoder's slots (chunk_slots)."""
+    walk_slots; at most the MCU's blocks, all guessed), -1 for the GPU decoder's slots (slot_layout)."""
     command = ["chunked", "--chunk", ",".join(str(int(c)) for c in chunk_bytes)]
     command += ["--rounds", str(-1 if rounds is None else rounds)]
     if not sweep:

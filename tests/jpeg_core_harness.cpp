@@ -45,8 +45,8 @@
 //                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4, in
 //                                P parts a chunk (split_scan, part_start; default 1) where N allows; with
 //                                K >= 1, K slots a chunk (at most the MCU's blocks: guess_slot, rounds of
-//                                sync_slot, walk_slots) in place of one record; with K = -1, the GPU
-//                                decoder's slots (chunk_slots);
+//                                sync_slot, walk_slots) in place of one record, all guessed; with K = -1,
+//                                the GPU decoder's slots (slot_layout);
 //                                one JSON line with each run's flags (all stages', and stage 4's alone)
 //                                and, where stage 4 flagged nothing, its coefficients compared with
 //                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
@@ -774,7 +774,7 @@ struct ChunkedOptions {
   bool band = false;   // decode only the band of MCU rows band_rows() gives, through chunk_starts_through
   int64_t parts = 1;   // stage 4's parts a chunk (split_scan), where the chunk size is a multiple of it
   int slots = 0;       // 0: one record a chunk (decode_chunk, sync_chunk); k >= 1: k slots (guess_slot, sync_slot,
-                       // walk_slots), at most the MCU's blocks; -1: chunk_slots
+                       // walk_slots), at most the MCU's blocks, all guessed; -1: slot_layout's
 };
 
 // The band of MCU rows a --band run decodes: about the middle third of the image (at least one row).
@@ -892,16 +892,20 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     }
   };
   if (opt.slots != 0) {
-    // --slots -1: the GPU decoder's (chunk_slots); K: K a chunk, at most the MCU's blocks.
-    const int k = opt.slots < 0 ? jc::chunk_slots(f) : std::min(opt.slots, f.blocks_in_mcu);
-    out->slots = out->guesses = k;
+    // --slots -1: the GPU decoder's layout; K: K records a chunk (at most the MCU's blocks), all guessed.
+    const jc::SlotLayout layout =
+        opt.slots < 0 ? jc::slot_layout(f)
+                      : jc::SlotLayout{std::min(opt.slots, f.blocks_in_mcu), std::min(opt.slots, f.blocks_in_mcu)};
+    const int k = layout.slots;
+    out->slots = k;
+    out->guesses = layout.guesses;
     part_ends.assign(static_cast<size_t>(k * n * (parts - 1)), jc::ChunkRecord{});
     auto slot_ends_of = [&](int64_t j, int h) { return jc::slot_part_ends(fine, parts, n, j, h, part_ends.data()); };
     std::vector<jc::ChunkRecord> slots(static_cast<size_t>(n * k)), next_slots(static_cast<size_t>(n * k));
     for (int64_t j = 0; j < n; ++j)
       for (int h = 0; h < k; ++h) {
         jc::PartEnds ends = slot_ends_of(j, h);
-        out->flags |= jc::guess_slot(s, f, t, j, h, &slots[j * k + h], &ends);
+        out->flags |= jc::guess_slot(s, f, t, j, h, layout.guesses, &slots[j * k + h], &ends);
       }
     // The rounds as the GPU runs them, each decode stopping where it meets one of the last round's (the part
     // ends in two buffers, as the records), beside rounds whose decodes run to their chunk's end (one buffer of
@@ -1559,15 +1563,17 @@ void selftest_sync_slot() {
                !jc::sync_slot(s, f, t, 1, previous, current, 0, 0, &none) && !jc::slot_used(none),
            "sync_slot: no slot h (h past k, or k out of range) gives a cleared slot");
   }
-  {  // ends A, B, C (an unused slot between); slot 1 keeps C; slots 0 and 2 take A and B
+  {  // ends A, B, C (an unused slot between); slot 1 keeps C; the free slots 0 and 3 take A and B; slot 2, in use,
+     // keeps its record
     const jc::ChunkRecord previous[4] = {slot(at(0, 0), a), unused, slot(at(1, 0), b), slot(at(2, 0), c)};
     const jc::ChunkRecord current[4] = {unused, slot(c, at(8 * 50, 1)), slot(at(8 * 33, 0), a), unused};
     jc::ChunkRecord out[4];
     bool decoded[4];
     for (int h = 0; h < 4; ++h) decoded[h] = jc::sync_slot(s, f, t, 1, previous, current, 4, h, &out[h]);
     expect(decoded[0] && jc::same_point(out[0].start, a) && !decoded[1] && jc::same_point(out[1].start, c) &&
-               decoded[2] && jc::same_point(out[2].start, b) && !decoded[3] && !jc::slot_used(out[3]),
-           "sync_slot: the ends no slot keeps go to the free slots in order");
+               !decoded[2] && jc::same_point(out[2].start, current[2].start) && decoded[3] &&
+               jc::same_point(out[3].start, b),
+           "sync_slot: the ends no slot keeps go to the free slots first, in order");
   }
 }
 

@@ -50,10 +50,10 @@ def _where(d) -> str:
 
 
 # How the stages run: (stage 4's parts a chunk, records a chunk). Whole chunks with one record (the one-record
-# functions), and the GPU decoder's layouts: parts, with one slot (what it runs for files with one block a
-# component) and with a slot for every place of the MCU (guess_slot, sync_slot, walk_slots; the harness caps the
-# slots at the MCU's blocks).
-LAYOUTS = ((1, 0), (4, 1), (4, 10))
+# functions), and in parts: with one slot, with a guessed slot for every place of the MCU (guess_slot, sync_slot,
+# walk_slots; the harness caps the slots at the MCU's blocks), and the GPU decoder's slots (slot_layout: a slot
+# for every place of a subsampled file's MCU, one guessed slot and a free one in other files).
+LAYOUTS = ((1, 0), (4, 1), (4, 10), (4, -1))
 
 
 def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True, band=False, layouts=LAYOUTS) -> list[dict]:
@@ -259,13 +259,30 @@ def test_slots_bring_photos_in_step_in_fewer_rounds(photos):
     assert max(b["unsynced_before_sweep"] for _, b in pairs) <= max(a["unsynced_before_sweep"] for a, _ in pairs)
 
 
+def test_a_free_slot_keeps_guesses_in_step_on_offer(photos):
+    """The GPU decoder's slots for files with one block a component: one guess a chunk and a free slot, which a
+    round fills first, so that the guess and its end stay while the chain has not reached the chunk. After two
+    rounds in 512-byte chunks, on the photos with one block a component, no more chunks out of step than with the
+    guess alone, and fewer where the guess alone leaves any."""
+    files = [p.read_bytes() for p in photos]
+    one = core.chunked(files, [512], rounds=2, sweep=False, parts=4, slots=1)
+    gpu = core.chunked(files, [512], rounds=2, sweep=False, parts=4, slots=-1)
+    pairs = [(a["runs"][0], b["runs"][0]) for a, b in zip(one, gpu) if a.get("runs") and b.get("runs")]
+    pairs = [(a, b) for a, b in pairs if b["slots"] == 2]  # one block a component: slot_layout gives two slots
+    assert pairs, "no photo with one block a component"
+    left_one = sum(a["unsynced_before_sweep"] for a, _ in pairs)
+    left_gpu = sum(b["unsynced_before_sweep"] for _, b in pairs)
+    print(f"chunks out of step after two rounds: {left_gpu} with a free slot, {left_one} without")
+    assert left_gpu <= left_one and (left_one == 0 or left_gpu < left_one), (left_gpu, left_one)
+
+
 def test_stage3_on_lanes_takes_the_photos_in_step(photos):
     """Stage 3 on a warp's 32 lanes (and on 3) gives the one thread's chosen slots, starts and flags on every photo
     and at every layout (assert_exact: any difference is a flag), and goes on by itself, without the one thread's
     walk, on the photos whose chunks the rounds brought in step: after four rounds in 512-byte chunks with slots, as
     the GPU decodes them, at least nine photos in ten."""
     files = [p.read_bytes() for p in photos]
-    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=4, band=True, parts=4, slots=10) if d.get("runs")]
+    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=4, band=True, parts=4, slots=-1) if d.get("runs")]
     assert len(runs) >= len(files) // 2
     assert not any(r["flags"] & core.LANES_DISAGREE for r in runs)
     in_step = [r for r in runs if r["unsynced_before_sweep"] == 0]
@@ -281,7 +298,7 @@ def test_rounds_stop_where_they_meet_an_earlier_decode(photos):
     under half the blocks, and under two thirds counted as a warp waits, for its slowest of 32 neighbouring
     chunks."""
     files = [p.read_bytes() for p in photos]
-    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=4, band=True, parts=4, slots=10) if d.get("runs")]
+    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=4, band=True, parts=4, slots=-1) if d.get("runs")]
     assert len(runs) >= len(files) // 2
     assert not any(r["flags"] & core.MEETINGS_DISAGREE for r in runs)
     met, full = sum(r["round_blocks"] for r in runs), sum(r["round_blocks_full"] for r in runs)
@@ -437,14 +454,14 @@ def test_fuzz_chunked_under_sanitizers():
     """2100 mutants of files with and without restart markers, standard and long-code tables (bit flips, cuts,
     deletions, inserted bytes, stuffing, fill and markers, renumbered or removed restart markers, swapped segments,
     damaged Huffman tables and scan headers), decoded in chunks of 1, 3, 16 and 300 bytes by the harness built with
-    AddressSanitizer + UBSan (any report fails the run), with the usual sync and one slot a chunk, with one record a
-    chunk, one round and no sweep (chunks left unsynchronised) and with a slot for every place of the MCU: flagged or
-    exact, flagged wherever libjpeg warns."""
+    AddressSanitizer + UBSan (any report fails the run), with the usual sync and the GPU decoder's slots, with one
+    record a chunk, one round and no sweep (chunks left unsynchronised) and with a slot for every place of the MCU:
+    flagged or exact, flagged wherever libjpeg warns."""
     variant = "sanitized" if core.unavailable_reason("sanitized") is None else "plain"
     rng = random.Random(20261128)
     corpus = _fuzz_corpus()
     stats = _stats()
-    for rounds, sweep, parts, slots in [(ROUNDS, True, 4, 1), (1, False, 1, 0), (ROUNDS, True, 4, 10)]:
+    for rounds, sweep, parts, slots in [(ROUNDS, True, 4, -1), (1, False, 1, 0), (ROUNDS, True, 4, 10)]:
         mutants = [mutate(rng.choice(corpus), rng) for _ in range(700)]
         stats["mutants"] += len(mutants)
         _check_damaged(

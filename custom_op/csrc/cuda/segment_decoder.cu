@@ -220,14 +220,15 @@ __global__ void decode_segments_kernel(const SegmentImage* images, const DecodeR
 
 // ---- 2'. Chunked Huffman decoding (files without short restart segments) ------------------------
 
-// Four rounds of sync_slot after the guesses bring nearly every photo's chunks of 512 bytes in step
+// Three rounds of sync_slot after the guesses bring nearly every photo's chunks of 512 bytes in step
 // (segment_executor.cpp's kChunkBytes), and the walk over the slots puts right the few left within its budget
 // of chunks decoded again; an image it cannot bring in step goes to the CPU path. The rounds are as many as
-// ImageNet photos as they come need for the rare one whose decoders fall in step late (a batch of 256 holds
-// one or two) to stay on the GPU: its decode on the CPU path, after the GPU's, costs a batch more than
-// the fourth round does. A larger budget of the walk, whose decodes are one thread's in turn, made a batch
-// slower than the CPU path's decode of one or two of its photos.
-constexpr int kSyncRounds = 4;
+// ImageNet photos as they come need for the rare one whose decoders fall in step late to stay on the GPU
+// (bench/results/chunk_sync_rounds.md: none over the walk's budget after three rounds, a few after two, each
+// a decode on the CPU path after the GPU's, which costs a batch more than the third round does). A larger
+// budget of the walk, whose decodes are one thread's in turn, made a batch slower than the CPU path's decode
+// of one or two of its photos.
+constexpr int kSyncRounds = 3;
 constexpr int kSweepBudget = 8;
 
 // The image's scan as its chunks, and as stage 4's parts of them (split_scan; the chunks themselves where
@@ -310,8 +311,8 @@ __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun*
   if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
   const SegmentImage& im = *c.im;
   jc::PartEnds storage;
-  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, &im.records[0][c.chunk * c.slots + h],
-                 slot_part_ends(c, 0)(c.chunk, h, &storage));
+  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, jc::slot_layout(im.frame).guesses,
+                 &im.records[0][c.chunk * c.slots + h], slot_part_ends(c, 0)(c.chunk, h, &storage));
 }
 
 // Stage 2, one round: records[from] and part_ends[from] read, records[from ^ 1] and part_ends[from ^ 1]

@@ -21,11 +21,11 @@
 //      conversion (jpeg_core/upsample.h, color.h), EXIF orientation, straight into the output tensor.
 // Files without restart markers, or with segments too long for a thread each, are decoded in chunks
 // instead of step 2 (jpeg_core/sync_decode.h: self-synchronising Huffman decoding): find_segments
-// only builds their tables; then, one thread per slot of a chunk (jpeg_core's slots: in a subsampled
-// file a guess at each place of the MCU), each chunk decoded from a guessed start (decode_chunks),
-// four rounds that decode again the slots whose start their neighbour's ends contradict, and, a warp
-// per image, the walk over the slots in chunk order with a budget and the chunks' exact starts
-// through the rectangle's last MCU row; then, one thread per part of a chunk, each part the
+// only builds their tables; then, one thread per slot of a chunk (jpeg_core's slot_layout: in a
+// subsampled file a guess at each of the MCU's first places), each chunk decoded from a guessed start
+// (decode_chunks), three rounds that decode again the slots whose start their neighbour's ends
+// contradict, and, a warp per image, the walk over the slots in chunk order with a budget and the
+// chunks' exact starts through the rectangle's last MCU row; then, one thread per part of a chunk, each part the
 // rectangle needs decoded strictly from its exact start into the rectangle's coefficients (in zigzag
 // order, as step 2's).
 // Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently
@@ -111,7 +111,7 @@ struct SegmentImage {
   // the chunks through the rectangle's last block (last_block, by scan index), written with the starts.
   int32_t chunked;
   int32_t chunk_parts;
-  int32_t chunk_slots;  // records a chunk (jpeg_core's slots), 1 to kMaxSlots
+  int32_t chunk_slots;  // records a chunk (jpeg_core's slot_layout), 1 to kMaxSlots
   int64_t chunk_bytes, num_chunks, last_block;
   jpeg_core::ChunkRecord* records[2];    // num_chunks * chunk_slots each, chunk by chunk
   jpeg_core::ChunkRecord* part_ends[2];  // chunk_slots * num_chunks * (chunk_parts - 1) each, slot by slot
@@ -145,8 +145,8 @@ cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* 
 // The chunked decode of the images that have `chunked` set, in all seven launches: `runs` list each such
 // image's chunks (every chunk, first 0) among the other images' runs of segments, as decode_segments'
 // do; `count`: the images; `slots`: the most chunk_slots among them (stages 1 and 2 run a thread a slot);
-// `slot_work`: the slots that have a decode, each such image's chunks times its chunk_slots, summed (it sets
-// how many slots a warp takes).
+// `slot_work`: the slots that have a decode in stage 1, each such image's chunks times its guesses
+// (jpeg_core's slot_layout), summed (it sets how many slots a warp takes).
 cudaError_t launch_decode_chunks(const SegmentImage* images, int count, const DecodeRun* runs, int run_count, int tasks,
                                  int slots, int64_t slot_work, cudaStream_t stream);
 cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_blocks, cudaStream_t stream);

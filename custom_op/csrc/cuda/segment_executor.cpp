@@ -322,7 +322,7 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
     im.chunk_bytes = call.testing.chunk_bytes > 0 ? call.testing.chunk_bytes : kChunkBytes;
     im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
     im.chunk_parts = im.chunk_bytes % kMaxChunkParts == 0 ? kMaxChunkParts : 1;
-    im.chunk_slots = jc::chunk_slots(f);
+    im.chunk_slots = jc::slot_layout(f).slots;
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
     return true;
   }
@@ -637,12 +637,12 @@ void queue_part(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& item
   const auto* d_runs = reinterpret_cast<const DecodeRun*>(device + layout.runs_at);
   C10_CUDA_CHECK(launch_decode_segments(d_images, d_runs, static_cast<int>(nruns), static_cast<int>(ntasks), stream));
   int slots = 0;          // the most slots of the part's images decoded in chunks
-  int64_t slot_work = 0;  // their slots with a decode
+  int64_t slot_work = 0;  // their slots with a decode in stage 1
   for (size_t k = k0; k < k1; ++k) {
     const SegmentImage& im = plan.images[k].image;
     if (!im.chunked) continue;
     slots = std::max(slots, static_cast<int>(im.chunk_slots));
-    slot_work += static_cast<int64_t>(im.num_chunks) * im.chunk_slots;
+    slot_work += static_cast<int64_t>(im.num_chunks) * jc::slot_layout(im.frame).guesses;
   }
   if (slots > 0)
     C10_CUDA_CHECK(launch_decode_chunks(d_images, static_cast<int>(count), d_runs, static_cast<int>(nruns),

@@ -612,17 +612,6 @@ CUSTOM_OP_HD inline bool sync_chunk(const ChunkedScan& s, const Frame& f, const 
 
 constexpr int kMaxSlots = kMaxBlocksInMcu;
 
-// The slots the GPU decoder gives a file's chunks (the CPU harness runs them too, with --slots -1). A subsampled
-// file gets one for each place of its MCU: there a decoder often falls in step with the codes at the wrong one
-// of a component's blocks, which share their tables, and stays at the wrong place, while the guess at the
-// right place is in step from there. In a file with one block a component, a decoder at the wrong place reads
-// the next block with the wrong tables and soon falls in step on its own, so one slot a chunk does, and the
-// other slots' decodes would cost more GPU time than they save.
-CUSTOM_OP_HD inline int chunk_slots(const Frame& f) {
-  if (f.blocks_in_mcu <= f.num_components) return 1;
-  return f.blocks_in_mcu < kMaxSlots ? f.blocks_in_mcu : kMaxSlots;
-}
-
 // Where slot h of chunk j records its part ends, as an index into the part ends of all the slots: slot h's of
 // every chunk after those of the slots before it, each slot's as chunk_part_ends lays them out over num_chunks
 // chunks. The one place that says so: slot_part_ends writes there, part_start reads there.
@@ -650,13 +639,41 @@ CUSTOM_OP_HD inline void clear_slot(ChunkRecord* r) {
   r->start.bit = kNoStart;
 }
 
-// Stage 1, slot h of chunk j: the chunk decoded from chunk_guess at MCU place h. Chunk 0 uses slot 0 only (its
-// start is exact), and places past the MCU's blocks none.
+// The slots a chunk of a file holds, and how many of them stage 1 fills with guesses (slot_layout): the GPU
+// decoder's layout, which the CPU harness tests as well.
+struct SlotLayout {
+  int slots;    // records a chunk, 1 to kMaxSlots
+  int guesses;  // of them guessed in stage 1 (guess_slot), at the MCU's first places; the others start free
+};
+
+// A subsampled file guesses at each place of its MCU: there a decoder often falls in step with the codes at
+// the wrong one of a component's blocks, which share their tables, and stays at the wrong place, while the
+// guess at the right place is in step from there. In a file with one block a component, a decoder at the
+// wrong place reads the next block with the wrong tables and soon falls in step on its own, so one guess a
+// chunk does (the others' decodes would cost more GPU time than they save); its chunk holds a free slot
+// beside it, which the rounds fill first (sync_slot), so that the guess and its end stay on offer while the
+// chain has not reached its chunk.
+// A subsampled chunk guesses only its MCU's first three places and leaves the others free: the rounds bring the
+// few chunks whose guesses all missed in step from their neighbours' ends, and stage 1 decodes half the blocks
+// on 4:2:0 photos (bench/results/chunk_sync_rounds.md). Two guesses leave too many chunks to the rounds.
+constexpr int kSubsampledGuesses = 3;
+
+CUSTOM_OP_HD inline SlotLayout slot_layout(const Frame& f) {
+  if (f.blocks_in_mcu > f.num_components) {
+    const int k = f.blocks_in_mcu < kMaxSlots ? f.blocks_in_mcu : kMaxSlots;
+    return SlotLayout{k, k < kSubsampledGuesses ? k : kSubsampledGuesses};
+  }
+  return SlotLayout{2, 1};
+}
+
+// Stage 1, slot h of chunk j: the chunk decoded from chunk_guess at MCU place h, for h below `guesses`; the
+// other slots start free (cleared). Chunk 0 uses slot 0 only (its start is exact), and places past the MCU's
+// blocks none.
 CUSTOM_OP_HD inline uint32_t guess_slot(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
-                                        int h, ChunkRecord* out, PartEnds* parts = nullptr) {
+                                        int h, int guesses, ChunkRecord* out, PartEnds* parts = nullptr) {
   if (out == nullptr) return kBadArguments;
   SyncPoint g = chunk_guess(s, chunk);
-  if ((chunk == 0 && h > 0) || h < 0 || h >= f.blocks_in_mcu || (h > 0 && g.bit == kScanEnd)) {
+  if ((chunk == 0 && h > 0) || h < 0 || h >= guesses || h >= f.blocks_in_mcu || (h > 0 && g.bit == kScanEnd)) {
     clear_slot(out);
     return kSegmentOk;
   }
@@ -694,7 +711,8 @@ CUSTOM_OP_HD inline bool keep_slot(const ChunkRecord* current, int h, ChunkRecor
 
 // Stage 2 for slot h of chunk j >= 1 (k slots, 1 <= k <= kMaxSlots): `previous` and `current` are chunk j-1's
 // and chunk j's slots in the last round; *out becomes slot h in the next. A slot whose record starts at one of
-// previous's distinct ends keeps it; the ends no slot starts at go, in order, to the other slots, which decode
+// previous's distinct ends keeps it; the ends no slot starts at go, in order, to the other slots (free ones
+// first, then in slot order), which decode
 // chunk j from there (with `parts`, slot h's part ends); the slots left over keep their records. Each slot's thread
 // computes the same assignment, and a slot that keeps its record keeps its part ends. Returns whether slot h
 // decoded. `out` must not be one of `current`.
@@ -718,9 +736,15 @@ CUSTOM_OP_HD inline bool sync_slot(const ChunkedScan& s, const Frame& f, const S
     for (int i = 0; i < n && !kept[g]; ++i) kept[g] = slot_used(current[g]) && same_point(current[g].start, ends[i]);
   }
   if (kept[h]) return keep_slot(current, h, out, parts, earlier);
-  // The ends no slot keeps, in order, and slot h's rank among the slots that keep nothing.
+  // The ends no slot keeps, in order, and slot h's rank among the slots that keep nothing: those not in use
+  // first, so that a slot in use gives up its record only where no slot is free.
   int rank = 0;
-  for (int g = 0; g < h; ++g) rank += kept[g] ? 0 : 1;
+  const bool free_h = !slot_used(current[h]);
+  for (int g = 0; g < k; ++g) {
+    if (kept[g] || g == h) continue;
+    const bool free_g = !slot_used(current[g]);
+    rank += (free_g && !free_h) || (free_g == free_h && g < h) ? 1 : 0;
+  }
   for (int i = 0; i < n; ++i) {
     if (slot_starting_at(current, k, ends[i]) >= 0) continue;  // a kept slot's
     if (rank-- > 0) continue;
