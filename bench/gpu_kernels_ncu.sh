@@ -8,7 +8,7 @@
 #   bash bench/gpu_kernels_ncu.sh OUTDIR --photos DIR [--batch 64] [--kernels REGEX] [--launches-per-call N]
 #
 # --launches-per-call: the chunked launches a call makes that --kernels matches (default: the batch's parts,
-# one per 32 images up to 4, times 7: the guesses, four rounds, the starts and the writes); the first three
+# one per 32 images up to 4, times 6: the guesses, three rounds, the starts and the writes); the first three
 # calls (gpu_phases' warm-up) are skipped and the fourth profiled. Run from the repository root on a CUDA
 # machine whose ncu reads the GPU's counters (bench/device_env.sh sets the environment from .gpu_extras/).
 set -euo pipefail
@@ -30,7 +30,7 @@ done
 [ -n "$PHOTOS" ] || { echo "give --photos" >&2; exit 2; }
 if [ -z "$PER_CALL" ]; then
   parts=$(( BATCH / 32 )); parts=$(( parts < 1 ? 1 : parts > 4 ? 4 : parts ))
-  PER_CALL=$(( 7 * parts ))
+  PER_CALL=$(( 6 * parts ))
 fi
 # shellcheck source=bench/device_env.sh
 . bench/device_env.sh

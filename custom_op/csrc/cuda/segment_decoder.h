@@ -142,7 +142,7 @@ cudaError_t launch_find_segments(SegmentImage* images, int count, cudaStream_t s
 // the order they are decoded (see decode_segments above); `tasks`: their segments in all.
 cudaError_t launch_decode_segments(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                    cudaStream_t stream);
-// The chunked decode of the images that have `chunked` set, in all seven launches: `runs` list each such
+// The chunked decode of the images that have `chunked` set, in all six launches: `runs` list each such
 // image's chunks (every chunk, first 0) among the other images' runs of segments, as decode_segments'
 // do; `count`: the images; `slots`: the most chunk_slots among them (stages 1 and 2 run a thread a slot);
 // `slot_work`: the slots that have a decode in stage 1, each such image's chunks times its guesses
