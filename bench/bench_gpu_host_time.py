@@ -1,9 +1,10 @@
 """Where a batched GPU call's host CPU goes, for our CUDA decoder's batches of 224x224 windows from
-prepared photos, in ordinary and in pinned memory: per thread (the calling thread, our helper threads,
-the CUDA driver's threads) and per step of the call (its torch.profiler spans, on the calling thread).
+photos as they come (decoded in chunks) and prepared for random access, in ordinary and in pinned
+memory: per thread (the calling thread, our helper threads, the CUDA driver's threads) and per step of
+the call (its torch.profiler spans, on the calling thread).
 
-    python bench/bench_gpu_host_time.py [--imagenet DIR] [--batches 64,256] [--calls 300] [--rounds 5]
-                                        [--out FILE]
+    python bench/bench_gpu_host_time.py [--imagenet DIR] [--files originals,prepared] [--batches 64,256]
+                                        [--calls 300] [--rounds 5] [--out FILE]
 
 Calls run one after another, as in bench/bench_gpu.py's rows of one call at a time. Per-thread CPU
 time comes from /proc/self/task/*/schedstat (Linux). The helper threads do each image's share of the
@@ -123,6 +124,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_imagenet_option(parser)
     parser.add_argument("--photos", type=int, default=200, help="photos taken from DIR, or generated")
+    parser.add_argument(
+        "--files", default="originals,prepared", help="originals, prepared (prepare_jpeg's copies) or both"
+    )
     parser.add_argument("--batches", default="64,256", help="batch sizes, comma-separated")
     parser.add_argument("--calls", type=int, default=300, help="timed calls per round (a quarter more profiled)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per row: the one of median host CPU is shown")
@@ -133,8 +137,13 @@ def main():
     if reason is not None:
         sys.exit(f"bench_gpu_host_time: needs the GPU backend ({reason})")
 
+    kinds = args.files.split(",")
+    if not kinds or any(k not in ("originals", "prepared") for k in kinds):
+        sys.exit(f"bench_gpu_host_time: --files takes originals and prepared, not {args.files!r}")
     originals = [data for _, data in common.spaced_photos(args.imagenet, args.photos)]
-    prepared = [custom_op.prepare_jpeg(f) for f in originals]
+    files = {"originals": originals}
+    if "prepared" in kinds:
+        files["prepared"] = [custom_op.prepare_jpeg(f) for f in originals]
     windows = common.random_windows(originals, WINDOW, seed=0)
     caller = threading.get_native_id()
     report = common.Report(
@@ -142,8 +151,11 @@ def main():
         machine=args.machine or common.gpu_description(),
         commit=args.commit,
         details={
-            "files": f"{common.photos_detail(args.imagenet, len(prepared))}, prepared for random access "
-            "(custom_op.prepare_jpeg)",
+            "files": f"{common.photos_detail(args.imagenet, len(originals))}: "
+            + " and ".join(
+                {"originals": "as they come", "prepared": "prepared for random access (custom_op.prepare_jpeg)"}[k]
+                for k in kinds
+            ),
             "calls": f"custom_op.decode_and_crop_jpegs(..., device='cuda') on batches of {WINDOW}x{WINDOW} windows, "
             f"one after another, {BATCHES_PER_CONFIG} distinct batches in turn; 20 untimed, then {args.rounds} "
             f"rounds of {args.calls} timed calls (each row shows the round whose host CPU is the median), then "
@@ -153,18 +165,19 @@ def main():
     )
 
     by_thread, spans = [], {}
-    for batch in (int(b) for b in args.batches.split(",")):
-        for memory in ("ordinary", "pinned"):
-            batches = common.window_batches(prepared, windows, batch, BATCHES_PER_CONFIG, memory)
-            name = f"batch {batch}, {memory} memory"
-            images_per_s, cpu_ms, per_call, spans[name] = measure(batches, args.calls, args.rounds, caller)
-            by_thread.append(
-                [name, f"{images_per_s:,.0f}", f"{cpu_ms:.4f}", *(f"{per_call[g]:.3f}" for g in THREAD_GROUPS)]
-            )
+    for kind in kinds:
+        for batch in (int(b) for b in args.batches.split(",")):
+            for memory in ("ordinary", "pinned"):
+                batches = common.window_batches(files[kind], windows, batch, BATCHES_PER_CONFIG, memory)
+                name = f"{kind}, batch {batch}, {memory} memory"
+                images_per_s, cpu_ms, per_call, spans[name] = measure(batches, args.calls, args.rounds, caller)
+                by_thread.append(
+                    [name, f"{images_per_s:,.0f}", f"{cpu_ms:.4f}", *(f"{per_call[g]:.3f}" for g in THREAD_GROUPS)]
+                )
 
     report.heading("CPU time per call, by thread")
     report.table(
-        ["batch", "images/s", "host CPU ms/image", *(f"{g}, ms per call" for g in THREAD_GROUPS)],
+        ["files, batch", "images/s", "host CPU ms/image", *(f"{g}, ms per call" for g in THREAD_GROUPS)],
         by_thread,
     )
     report.heading("The calling thread's steps (torch.profiler spans, wall microseconds per call)")
