@@ -1,7 +1,8 @@
 """How soon the chunked decode's chunks fall in step, on the CPU: for a folder of photos (and generated ones),
 after each number of stage 2's rounds, how many chunks are still out of step (the walk of stage 3 decodes them
-again, one thread an image, within a budget; an image over it goes to the CPU path), and how many blocks the
-rounds decode.
+again, one thread an image, within a budget; an image over it goes to the CPU path), how many blocks the
+rounds decode, and how many of those went into the records the walk then takes (the rest are the price of
+not knowing, in a round, which of a chunk's ends is the true one).
 
     python bench/chunk_sync_rounds.py                                     # the ImageNet sample, 1 to 4 rounds
     python bench/chunk_sync_rounds.py --imagenet ~/photos --out bench/results/chunk_sync_rounds.md
@@ -16,7 +17,6 @@ kernels.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -28,22 +28,14 @@ import common  # noqa: E402
 
 import jpeg_core_build as core  # noqa: E402
 
-DECODER = ROOT / "custom_op" / "csrc" / "cuda" / "segment_decoder.cu"
-EXECUTOR = ROOT / "custom_op" / "csrc" / "cuda" / "segment_executor.cpp"
+DECODER = core.GPU_DECODER
+EXECUTOR = core.GPU_EXECUTOR
+gpu_constant = core.gpu_constant
 
 
-def gpu_constant(path: Path, name: str) -> int:
-    """An integer constant of the GPU decoder's source (`constexpr ... name = N;`), so that the report uses
-    what the GPU does."""
-    found = re.search(rf"constexpr\s+\w+\s+{name}\s*=\s*(\d+)\s*;", path.read_text())
-    if found is None:
-        raise ValueError(f"{path} defines no {name}")
-    return int(found.group(1))
-
-
-def gpu_runs(files: list[bytes], chunk_bytes: int, rounds: int) -> list[dict]:
-    """Each decodable file's run with the GPU decoder's slots (jpeg_core's slot_layout)."""
-    runs = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=4, slots=-1)
+def gpu_runs(files: list[bytes], chunk_bytes: int, parts: int, rounds: int) -> list[dict]:
+    """Each decodable file's run with the GPU decoder's parts and slots (jpeg_core's slot_layout)."""
+    runs = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=parts, slots=-1)
     return [d["runs"][0] for d in runs if d.get("runs")]
 
 
@@ -58,6 +50,7 @@ def table_rows(runs: list[dict], rounds: int, budget: int) -> list[str]:
         f"{sum(x > budget for x in left):,}",
         f"{sum(r['chunks'] * r['guesses'] for r in runs):,}",
         f"{sum(r['round_blocks'] for r in runs):,}",
+        f"{sum(r['round_blocks_chosen'] for r in runs):,}",
         f"{sum(r['round_warp_blocks'] for r in runs):,}",
         f"{flagged:,}",
     ]
@@ -71,6 +64,7 @@ COLUMNS = [
     "photos over the walk's budget",
     "chunk decodes of stage 1 (its guesses)",
     "blocks the rounds decode",
+    "of them into records the walk takes",
     "as warps wait (their slowest of 32 chunks)",
     "photos flagged or inexact",
 ]
@@ -88,12 +82,13 @@ def main(argv=None) -> int:
     chunk_bytes = gpu_constant(EXECUTOR, "kChunkBytes")
     budget = gpu_constant(DECODER, "kSweepBudget")
     gpu_rounds = gpu_constant(DECODER, "kSyncRounds")
+    parts = gpu_constant(core.GPU_DECODER_HEADER, "kMaxChunkParts")
     report = common.Report(
         "How soon a chunked decode's chunks fall in step (CPU harness)",
         machine=common.cpu_description(),
         commit=args.commit,
         details={
-            "the GPU decoder's settings": f"chunks of {chunk_bytes} bytes in 4 parts, {gpu_rounds} rounds, "
+            "the GPU decoder's settings": f"chunks of {chunk_bytes} bytes in {parts} parts, {gpu_rounds} rounds, "
             f"the walk's budget {budget} chunks an image",
             "each figure": "summed over the photos (but the most in a photo)",
         },
@@ -108,7 +103,7 @@ def main(argv=None) -> int:
         cases.append((f"generated: {len(generated)} photo-like 500x375 files (4:2:0, q90)", generated))
     for title, files in cases:
         report.heading(title)
-        rows = [table_rows(gpu_runs(files, chunk_bytes, r), r, budget) for r in args.rounds]
+        rows = [table_rows(gpu_runs(files, chunk_bytes, parts, r), r, budget) for r in args.rounds]
         report.table(COLUMNS, rows)
     if args.out:
         report.write(args.out)

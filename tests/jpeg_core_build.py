@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -27,6 +28,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tests" / "jpeg_core_harness.cpp"
 CORE_DIR = ROOT / "custom_op" / "csrc" / "jpeg_core"
+# The GPU decoder's sources whose settings the harness's runs take (gpu_constant).
+GPU_DECODER = ROOT / "custom_op" / "csrc" / "cuda" / "segment_decoder.cu"
+GPU_DECODER_HEADER = ROOT / "custom_op" / "csrc" / "cuda" / "segment_decoder.h"
+GPU_EXECUTOR = ROOT / "custom_op" / "csrc" / "cuda" / "segment_executor.cpp"
 _CACHE_ENV = "CUSTOM_OP_JPEG_CORE_HARNESS_DIR"
 
 COMMON_FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Wshadow", f"-I{ROOT}"]
@@ -146,6 +151,15 @@ def harness_path(variant: str = "plain") -> Path:
         raise
     _built[variant] = target
     return target
+
+
+def gpu_constant(path: Path, name: str) -> int:
+    """An integer constant of the GPU decoder's source (`constexpr ... name = N;`), so that a run of the harness
+    takes what the GPU does."""
+    found = re.search(rf"constexpr\s+\w+\s+{name}\s*=\s*(\d+)\s*;", path.read_text())
+    if found is None:
+        raise ValueError(f"{path} defines no {name}")
+    return int(found.group(1))
 
 
 def unavailable_reason(variant: str = "plain") -> str | None:

@@ -809,6 +809,9 @@ struct ChunkedRun {
   // their chunk to its end; and the same summed over the most of 32 neighbouring chunks of a slot (a warp's
   // threads on the GPU, which wait for their slowest).
   int64_t round_blocks = 0, round_blocks_full = 0, round_warp_blocks = 0, round_warp_blocks_full = 0;
+  // Of round_blocks, those of the decodes that wrote the records the walk takes (through the scan's end): the
+  // rest went into records no chain used.
+  int64_t round_blocks_chosen = 0;
   std::vector<int16_t> coef[jc::kMaxComponents];
 };
 
@@ -914,6 +917,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     std::vector<jc::ChunkRecord> next_part_ends(part_ends.size()), full_slots = slots, full_next(slots.size()),
                                                                    full_part_ends = part_ends;
     std::vector<int64_t> met_blocks(static_cast<size_t>(n * k)), full_blocks(static_cast<size_t>(n * k));
+    std::vector<int64_t> last_blocks(static_cast<size_t>(n * k));  // each slot's latest round decode's
     auto warp_most = [&](const std::vector<int64_t>& blocks) {
       int64_t sum = 0;
       for (int h = 0; h < k; ++h)
@@ -942,6 +946,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
           if (jc::sync_slot(s, f, t, j, &slots[(j - 1) * k], &slots[j * k], k, h, &next_slots[at], &ends, &earlier)) {
             ++redone;
             met_blocks[at] = ends.met_slot >= 0 ? ends.out[ends.met_at].blocks : next_slots[at].blocks;
+            last_blocks[at] = met_blocks[at];
           }
           jc::PartEnds full_ends = jc::slot_part_ends(fine, parts, n, j, h, full_part_ends.data());
           if (jc::sync_slot(s, f, t, j, &full_slots[(j - 1) * k], &full_slots[j * k], k, h, &full_next[at], &full_ends))
@@ -980,6 +985,10 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     if (!jc::walk_slots(s, f, t, slots.data(), k, INT64_MAX, opt.sweep ? INT64_MAX : -1, part_ends_for, records.data(),
                         chosen_slot.data(), &out->redone_in_sweep))
       out->flags |= jc::kUnsynced;
+    for (int64_t j = 1; j < n; ++j) {
+      const int h = chosen_slot[j];
+      if (jc::slot_starting_at(&slots[j * k], k, records[j - 1].end) == h) out->round_blocks_chosen += last_blocks[j * k + h];
+    }
   } else {
     for (int64_t j = 0; j < n; ++j) {
       jc::PartEnds ends = ends_of(j);
@@ -1114,6 +1123,7 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"round_blocks_full\": " + std::to_string(run.round_blocks_full) +
                 ", \"round_warp_blocks\": " + std::to_string(run.round_warp_blocks) +
                 ", \"round_warp_blocks_full\": " + std::to_string(run.round_warp_blocks_full) +
+                ", \"round_blocks_chosen\": " + std::to_string(run.round_blocks_chosen) +
                 ", \"stored_blocks\": " + std::to_string(stored) +
                 ", \"band_ref_warnings\": " + std::to_string(band_ref_warnings) + ", \"band_ref_error\": \"" +
                 json_escape(band_ref_error) + "\"" + ", \"coef_compared_blocks\": " + std::to_string(compared) +

@@ -53,7 +53,11 @@ def _where(d) -> str:
 # functions), and in parts: with one slot, with a guessed slot for every place of the MCU (guess_slot, sync_slot,
 # walk_slots; the harness caps the slots at the MCU's blocks), and the GPU decoder's slots (slot_layout: a slot
 # for every place of a subsampled file's MCU, one guessed slot and a free one in other files).
-LAYOUTS = ((1, 0), (4, 1), (4, 10), (4, -1))
+# The GPU decoder's stage 4 parts a chunk and stage 2 rounds (its sources say: the harness runs what it runs).
+GPU_PARTS = core.gpu_constant(core.GPU_DECODER_HEADER, "kMaxChunkParts")
+GPU_ROUNDS = core.gpu_constant(core.GPU_DECODER, "kSyncRounds")
+
+LAYOUTS = ((1, 0), (4, 1), (4, 10), (GPU_PARTS, -1))
 
 
 def assert_exact(files, chunk_bytes=CHUNKS, *, rounds=ROUNDS, sweep=True, band=False, layouts=LAYOUTS) -> list[dict]:
@@ -265,8 +269,8 @@ def test_a_free_slot_keeps_guesses_in_step_on_offer(photos):
     rounds in 512-byte chunks, on the photos with one block a component, no more chunks out of step than with the
     guess alone, and fewer where the guess alone leaves any."""
     files = [p.read_bytes() for p in photos]
-    one = core.chunked(files, [512], rounds=2, sweep=False, parts=4, slots=1)
-    gpu = core.chunked(files, [512], rounds=2, sweep=False, parts=4, slots=-1)
+    one = core.chunked(files, [512], rounds=2, sweep=False, parts=GPU_PARTS, slots=1)
+    gpu = core.chunked(files, [512], rounds=2, sweep=False, parts=GPU_PARTS, slots=-1)
     pairs = [(a["runs"][0], b["runs"][0]) for a, b in zip(one, gpu) if a.get("runs") and b.get("runs")]
     pairs = [(a, b) for a, b in pairs if b["slots"] == 2]  # one block a component: slot_layout gives two slots
     assert pairs, "no photo with one block a component"
@@ -279,10 +283,11 @@ def test_a_free_slot_keeps_guesses_in_step_on_offer(photos):
 def test_stage3_on_lanes_takes_the_photos_in_step(photos):
     """Stage 3 on a warp's 32 lanes (and on 3) gives the one thread's chosen slots, starts and flags on every photo
     and at every layout (assert_exact: any difference is a flag), and goes on by itself, without the one thread's
-    walk, on the photos whose chunks the rounds brought in step: after four rounds in 512-byte chunks with slots, as
-    the GPU decodes them, at least nine photos in ten."""
+    walk, on the photos whose chunks the rounds brought in step: after the GPU's rounds in 512-byte chunks with its
+    parts and slots, as it decodes them, at least nine photos in ten."""
     files = [p.read_bytes() for p in photos]
-    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=4, band=True, parts=4, slots=-1) if d.get("runs")]
+    runs = core.chunked(files, [512], rounds=GPU_ROUNDS, band=True, parts=GPU_PARTS, slots=-1)
+    runs = [d["runs"][0] for d in runs if d.get("runs")]
     assert len(runs) >= len(files) // 2
     assert not any(r["flags"] & core.LANES_DISAGREE for r in runs)
     in_step = [r for r in runs if r["unsynced_before_sweep"] == 0]
@@ -294,11 +299,12 @@ def test_rounds_stop_where_they_meet_an_earlier_decode(photos):
     """A round's decode from a corrected start stops at the first part end where it meets one of the chunk's decodes
     of the last round, and takes the rest from it: the harness checks every slot and part end against decodes to
     the chunk's end after every round (MEETINGS_DISAGREE, which assert_exact and the damaged-file tests fail on).
-    Here, on the photos in 512-byte chunks with slots and four rounds, as the GPU decodes them: the rounds read
-    under half the blocks, and under two thirds counted as a warp waits, for its slowest of 32 neighbouring
+    Here, on the photos in 512-byte chunks with the GPU's parts, slots and rounds, as it decodes them: the rounds
+    read under half the blocks, and under two thirds counted as a warp waits, for its slowest of 32 neighbouring
     chunks."""
     files = [p.read_bytes() for p in photos]
-    runs = [d["runs"][0] for d in core.chunked(files, [512], rounds=4, band=True, parts=4, slots=-1) if d.get("runs")]
+    runs = core.chunked(files, [512], rounds=GPU_ROUNDS, band=True, parts=GPU_PARTS, slots=-1)
+    runs = [d["runs"][0] for d in runs if d.get("runs")]
     assert len(runs) >= len(files) // 2
     assert not any(r["flags"] & core.MEETINGS_DISAGREE for r in runs)
     met, full = sum(r["round_blocks"] for r in runs), sum(r["round_blocks_full"] for r in runs)
@@ -306,6 +312,9 @@ def test_rounds_stop_where_they_meet_an_earlier_decode(photos):
     print(f"rounds' blocks: {met / full:.3f} of a full decode's; as warps wait: {warp_met / warp_full:.3f}")
     assert full > 0 and met < 0.5 * full, (met, full)
     assert warp_met < 2 / 3 * warp_full, (warp_met, warp_full)
+    # Of the blocks the rounds read, those that went into the records the walk takes: some, and no more than all.
+    chosen = sum(r["round_blocks_chosen"] for r in runs)
+    assert 0 < chosen <= met, (chosen, met)
 
 
 def test_padding_of_zeros_is_flagged_or_exact():
@@ -461,7 +470,7 @@ def test_fuzz_chunked_under_sanitizers():
     rng = random.Random(20261128)
     corpus = _fuzz_corpus()
     stats = _stats()
-    for rounds, sweep, parts, slots in [(ROUNDS, True, 4, -1), (1, False, 1, 0), (ROUNDS, True, 4, 10)]:
+    for rounds, sweep, parts, slots in [(ROUNDS, True, GPU_PARTS, -1), (1, False, 1, 0), (ROUNDS, True, 4, 10)]:
         mutants = [mutate(rng.choice(corpus), rng) for _ in range(700)]
         stats["mutants"] += len(mutants)
         _check_damaged(
