@@ -987,7 +987,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
       out->flags |= jc::kUnsynced;
     for (int64_t j = 1; j < n; ++j) {
       const int h = chosen_slot[j];
-      if (jc::slot_starting_at(&slots[j * k], k, records[j - 1].end) == h) out->round_blocks_chosen += last_blocks[j * k + h];
+      if (jc::slot_starting_at(&slots[j * k], k, records[j - 1].end) == h)
+        out->round_blocks_chosen += last_blocks[j * k + h];
     }
   } else {
     for (int64_t j = 0; j < n; ++j) {
