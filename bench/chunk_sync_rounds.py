@@ -28,10 +28,6 @@ import common  # noqa: E402
 
 import jpeg_core_build as core  # noqa: E402
 
-DECODER = core.GPU_DECODER
-EXECUTOR = core.GPU_EXECUTOR
-gpu_constant = core.gpu_constant
-
 
 def gpu_runs(files: list[bytes], chunk_bytes: int, parts: int, rounds: int) -> list[dict]:
     """Each decodable file's run with the GPU decoder's parts and slots (jpeg_core's slot_layout)."""
@@ -79,10 +75,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if core.unavailable_reason() is not None:
         sys.exit(f"cannot build the CPU harness: {core.unavailable_reason()}")
-    chunk_bytes = gpu_constant(EXECUTOR, "kChunkBytes")
-    budget = gpu_constant(DECODER, "kSweepBudget")
-    gpu_rounds = gpu_constant(DECODER, "kSyncRounds")
-    parts = gpu_constant(core.GPU_DECODER_HEADER, "kMaxChunkParts")
+    chunk_bytes = core.gpu_constant(core.GPU_EXECUTOR, "kChunkBytes")
+    budget = core.gpu_constant(core.GPU_DECODER, "kSweepBudget")
+    gpu_rounds = core.gpu_constant(core.GPU_DECODER, "kSyncRounds")
+    parts = core.gpu_constant(core.GPU_DECODER_HEADER, "kMaxChunkParts")
     report = common.Report(
         "How soon a chunked decode's chunks fall in step (CPU harness)",
         machine=common.cpu_description(),

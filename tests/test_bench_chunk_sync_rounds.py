@@ -22,10 +22,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_the_gpu_settings_are_read_from_its_source():
-    assert chunk_sync_rounds.gpu_constant(chunk_sync_rounds.EXECUTOR, "kChunkBytes") > 0
-    assert chunk_sync_rounds.gpu_constant(chunk_sync_rounds.DECODER, "kSyncRounds") >= 1
+    assert core.gpu_constant(core.GPU_EXECUTOR, "kChunkBytes") > 0
+    assert core.gpu_constant(core.GPU_DECODER, "kSyncRounds") >= 1
+    assert core.gpu_constant(core.GPU_DECODER_HEADER, "kMaxChunkParts") >= 1
     with pytest.raises(ValueError, match="defines no kNoSuchThing"):
-        chunk_sync_rounds.gpu_constant(chunk_sync_rounds.DECODER, "kNoSuchThing")
+        core.gpu_constant(core.GPU_DECODER, "kNoSuchThing")
 
 
 def test_the_report_counts_after_each_number_of_rounds(tmp_path):

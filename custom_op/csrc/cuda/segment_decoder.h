@@ -25,9 +25,9 @@
 // subsampled file a guess at each of the MCU's first places), each chunk decoded from a guessed start
 // (decode_chunks), three rounds that decode again the slots whose start their neighbour's ends
 // contradict, and, a warp per image, the walk over the slots in chunk order with a budget and the
-// chunks' exact starts through the rectangle's last MCU row; then, one thread per part of a chunk, each part the
-// rectangle needs decoded strictly from its exact start into the rectangle's coefficients (in zigzag
-// order, as step 2's).
+// chunks' exact starts through the rectangle's last MCU row; then, one thread per part of a chunk,
+// each part the rectangle needs decoded strictly from its exact start into the rectangle's
+// coefficients (in zigzag order, as step 2's).
 // Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently
 // (a damaged segment, a misplaced marker, a block where its SIMD IDCT could differ from the C code)
 // sets a bit in it, and the host sends that item to the CPU path, which gives libjpeg's own outcome.

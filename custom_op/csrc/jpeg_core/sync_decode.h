@@ -646,16 +646,16 @@ struct SlotLayout {
   int guesses;  // of them guessed in stage 1 (guess_slot), at the MCU's first places; the others start free
 };
 
-// A subsampled file guesses at each place of its MCU: there a decoder often falls in step with the codes at
-// the wrong one of a component's blocks, which share their tables, and stays at the wrong place, while the
-// guess at the right place is in step from there. In a file with one block a component, a decoder at the
+// A subsampled file holds a slot for each place of its MCU: there a decoder often falls in step with the codes
+// at the wrong one of a component's blocks, which share their tables, and stays at the wrong place, while a
+// decode from the right place is in step from there. Stage 1 guesses only at the MCU's first three places and
+// leaves the other slots free: the rounds bring the few chunks whose guesses all missed in step from their
+// neighbours' ends, and stage 1 decodes half the blocks on 4:2:0 photos (bench/results/chunk_sync_rounds.md);
+// two guesses leave too many chunks to the rounds. In a file with one block a component, a decoder at the
 // wrong place reads the next block with the wrong tables and soon falls in step on its own, so one guess a
 // chunk does (the others' decodes would cost more GPU time than they save); its chunk holds a free slot
 // beside it, which the rounds fill first (sync_slot), so that the guess and its end stay on offer while the
 // chain has not reached its chunk.
-// A subsampled chunk guesses only its MCU's first three places and leaves the others free: the rounds bring the
-// few chunks whose guesses all missed in step from their neighbours' ends, and stage 1 decodes half the blocks
-// on 4:2:0 photos (bench/results/chunk_sync_rounds.md). Two guesses leave too many chunks to the rounds.
 constexpr int kSubsampledGuesses = 3;
 
 CUSTOM_OP_HD inline SlotLayout slot_layout(const Frame& f) {
@@ -712,13 +712,11 @@ CUSTOM_OP_HD inline bool keep_slot(const ChunkRecord* current, int h, ChunkRecor
 // Stage 2 for slot h of chunk j >= 1 (k slots, 1 <= k <= kMaxSlots): `previous` and `current` are chunk j-1's
 // and chunk j's slots in the last round; *out becomes slot h in the next. A slot whose record starts at one of
 // previous's distinct ends keeps it; the ends no slot starts at go, in order, to the other slots (free ones
-// first, then in slot order), which decode
-// chunk j from there (with `parts`, slot h's part ends); the slots left over keep their records. Each slot's thread
-// computes the same assignment, and a slot that keeps its record keeps its part ends. Returns whether slot h
-// decoded. `out` must not be one of `current`.
-// With `earlier` (current's slots and part ends, in another buffer than `parts` writes: earlier->slots is
-// current), a slot that keeps its record copies its part ends into `parts`, and a slot that decodes stops
-// where it meets one of current's decodes (EarlierDecodes).
+// first, then in slot order), which decode chunk j from there (with `parts`, slot h's part ends); the slots
+// left over keep their records. Each slot's thread computes the same assignment, and a slot that keeps its record keeps
+// its part ends. Returns whether slot h decoded. `out` must not be one of `current`. With `earlier` (current's slots
+// and part ends, in another buffer than `parts` writes: earlier->slots is current), a slot that keeps its record copies
+// its part ends into `parts`, and a slot that decodes stops where it meets one of current's decodes (EarlierDecodes).
 CUSTOM_OP_HD inline bool sync_slot(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
                                    const ChunkRecord* previous, const ChunkRecord* current, int k, int h,
                                    ChunkRecord* out, PartEnds* parts = nullptr,
