@@ -47,3 +47,18 @@ print('torch', torch.__version__, 'cuda', torch.version.cuda, *(['torchvision', 
   echo "nvjpeg:  $(python3 custom_op/_nvjpeg_paths.py 2>&1 | tail -1)"
   echo "cores: $(nproc); CXX=$CXX; commit: ${BENCH_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo 'unknown (no .git here)')}"
 }
+
+# The chunked decode's kernels in a checkout's segment_decoder.cu (default: this one), for the scripts that pick
+# them out of a profile: chunked_kernels prints them as a regex (every kernel whose name holds "chunk", e.g.
+# guess_chunks|sync_chunks|chunk_starts|write_chunks), chunked_launches how many launches of them a batch's part
+# makes (each kernel once, the rounds' kSyncRounds times).
+chunked_kernels() {
+  grep -oE '__global__ void [a-z_]*chunk[a-z_]*_kernel' "${1:-$ROOT}/custom_op/csrc/cuda/segment_decoder.cu" |
+    sed -E 's/__global__ void ([a-z_]+)_kernel/\1/' | paste -sd'|' -
+}
+chunked_launches() {
+  local source=${1:-$ROOT}/custom_op/csrc/cuda/segment_decoder.cu kernels rounds
+  kernels=$(grep -cE '__global__ void [a-z_]*chunk[a-z_]*_kernel' "$source")
+  rounds=$(grep -oE 'constexpr int kSyncRounds = [0-9]+' "$source" | grep -oE '[0-9]+$')
+  echo $((kernels + rounds - 1))
+}

@@ -7,16 +7,17 @@
 #
 #   bash bench/gpu_kernels_ncu.sh OUTDIR --photos DIR [--batch 64] [--kernels REGEX] [--launches-per-call N]
 #
+# --kernels: default, the chunked decode's kernels (device_env.sh's chunked_kernels: those the source names);
 # --launches-per-call: the chunked launches a call makes that --kernels matches (default: the batch's parts,
-# one per 32 images up to 4, times 6: the guesses, three rounds, the starts and the writes); the first three
-# calls (gpu_phases' warm-up) are skipped and the fourth profiled. Run from the repository root on a CUDA
+# one per 32 images up to 4, times the launches of those kernels a part makes, chunked_launches); the first
+# three calls (gpu_phases' warm-up) are skipped and the fourth profiled. Run from the repository root on a CUDA
 # machine whose ncu reads the GPU's counters (bench/device_env.sh sets the environment from .gpu_extras/).
 set -euo pipefail
 OUTDIR=${1:?usage: bash bench/gpu_kernels_ncu.sh OUTDIR --photos DIR [--batch 64] [--kernels REGEX]}
 shift
 PHOTOS=""
 BATCH=64
-KERNELS="guess_chunks|sync_chunks|chunk_starts|write_chunks"
+KERNELS=""
 PER_CALL=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -28,12 +29,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$PHOTOS" ] || { echo "give --photos" >&2; exit 2; }
-if [ -z "$PER_CALL" ]; then
-  parts=$(( BATCH / 32 )); parts=$(( parts < 1 ? 1 : parts > 4 ? 4 : parts ))
-  PER_CALL=$(( 6 * parts ))
-fi
 # shellcheck source=bench/device_env.sh
 . bench/device_env.sh
+if [ -z "$KERNELS" ]; then
+  KERNELS=$(chunked_kernels)
+fi
+if [ -z "$PER_CALL" ]; then
+  parts=$(( BATCH / 32 )); parts=$(( parts < 1 ? 1 : parts > 4 ? 4 : parts ))
+  PER_CALL=$(( $(chunked_launches) * parts ))
+fi
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 python -c "from custom_op import gpu; gpu.load_library()" >"$OUTDIR/build.log" 2>&1

@@ -4,8 +4,8 @@
 # for every photo folder and batch size on each checkout in turn, so that every line of a comparison comes
 # from the same minutes of the same machine. Prints one line per run: the operator's time per call under
 # torch.profiler, the wall time and host CPU per call without it, the items it gave to the CPU path, and
-# the GPU time of the chunked decode's kernels (summed over the batch's parts, which overlap); each run's
-# full output goes to OUTDIR.
+# the GPU time of the chunked decode's kernels (those its segment_decoder.cu names, device_env.sh's
+# chunked_kernels; summed over the batch's parts, which overlap); each run's full output goes to OUTDIR.
 #
 #   bash bench/gpu_phases_ab.sh OUTDIR --trees DIR [DIR...] --photos DIR [DIR...] [--batches "256 64"]
 #                               [--calls 20] [-- more gpu_phases.py arguments]
@@ -56,7 +56,7 @@ for photos in "${PHOTOS[@]}"; do
       wall=$(grep -o 'unprofiled: wall [0-9.]* ms' "$log" | grep -o '[0-9.]*')
       host=$(grep -o 'host CPU [0-9.]* ms per call' "$log" | grep -o '[0-9.]*')
       cpu=$(grep 'CPU path' "$log" | grep -o '[0-9.]* per call' | grep -o '[0-9.]*')
-      kernels=$(sed -n '/^GPU kernels:/,$p' "$log" | grep -E 'guess_chunks|sync_chunks|chunk_starts|write_chunks' |
+      kernels=$(sed -n '/^GPU kernels:/,$p' "$log" | grep -E "$(chunked_kernels "$tree")" |
         sed -E 's/.*anonymous namespace\)::([a-z_]+)_kernel.* ([0-9.]+) ms\/call/\1 \2/' | tr '\n' ' ')
       printf '%-40s %8s ms/call (profiled), %s ms wall, %s ms host CPU  to the CPU path %4s/call  %s\n' \
         "$name" "${total:-?}" "${wall:-?}" "${host:-?}" "${cpu:-?}" "$kernels"
