@@ -57,8 +57,9 @@ chunked_kernels() {
     sed -E 's/__global__ void ([a-z_]+)_kernel/\1/' | paste -sd'|' -
 }
 chunked_launches() {
-  local source=${1:-$ROOT}/custom_op/csrc/cuda/segment_decoder.cu kernels rounds
-  kernels=$(grep -cE '__global__ void [a-z_]*chunk[a-z_]*_kernel' "$source")
-  rounds=$(grep -oE 'constexpr int kSyncRounds = [0-9]+' "$source" | grep -oE '[0-9]+$')
+  local kernels rounds
+  kernels=$(chunked_kernels "${1:-$ROOT}" | tr '|' '\n' | grep -c .)
+  rounds=$(grep -oE 'constexpr int kSyncRounds = [0-9]+' "${1:-$ROOT}/custom_op/csrc/cuda/segment_decoder.cu" |
+    grep -oE '[0-9]+$')
   echo $((kernels + rounds - 1))
 }
