@@ -9,8 +9,10 @@ normal use: they change process-wide settings, and their names and effects may c
 
 from __future__ import annotations
 
+import collections
 import contextlib
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Optional
 
 import torch
@@ -30,6 +32,64 @@ __all__ = [
 
 _PATH_CODES = {name: code for code, name in gpu.PATH_NAMES.items()}
 _SEGMENTS = {"auto": 0, "always": 1, "never": 2}
+
+
+class _ProcessSetting:
+    """A process-wide setting that ``with`` blocks hold. Blocks on several threads at once that ask for the
+    same value share it, and it goes back when the last of them ends, in whatever order they end (a
+    decode function entering the block on each of ``decode_ahead``'s threads, say). A block that asks for
+    another value while another thread holds the setting raises: both cannot hold at once. One thread's
+    nested blocks may ask for other values; they undo in turn."""
+
+    def __init__(self, what: str, apply: Callable[[Hashable], Hashable]):
+        self._what = what
+        self._apply = apply  # sets a value, returns the one before
+        self._lock = threading.Lock()
+        # (value, value before, holders: thread id -> blocks), innermost last. Past the first entry, every
+        # entry is one thread's (see hold), so the entry whose last block ends is always the innermost.
+        self._held: list[tuple[Hashable, Hashable, collections.Counter]] = []
+
+    @contextlib.contextmanager
+    def hold(self, value: Hashable, shown: str) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._lock:
+            top = self._held[-1] if self._held else None
+            others = top is not None and any(t != me for t in top[2])
+            if top is not None and top[0] == value and (not others or len(self._held) == 1):
+                entry = top
+            elif others:
+                raise RuntimeError(
+                    f"{self._what}({shown}) was entered while another thread holds it with other settings; "
+                    "its settings are process-wide, so threads that decode at once must use the same ones "
+                    "(or one block around them all)"
+                )
+            else:
+                entry = (value, self._apply(value), collections.Counter())
+                self._held.append(entry)
+            entry[2][me] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                entry[2][me] -= 1
+                if entry[2][me] == 0:
+                    del entry[2][me]
+                if not entry[2]:
+                    self._held.pop()
+                    self._apply(entry[1])
+
+
+def _apply_gpu_testing(codes: Hashable) -> Hashable:
+    before = _set_gpu_testing(*codes)
+    return (before[0], bool(before[1]), bool(before[2]), before[3], before[4], bool(before[5]))
+
+
+def _apply_own_entropy_decoder(on: Hashable) -> Hashable:
+    return bool(torch.ops.custom_op._set_own_entropy_decoder(bool(on)))
+
+
+_gpu_testing = _ProcessSetting("testing.gpu_options", _apply_gpu_testing)
+_entropy_decoder = _ProcessSetting("testing.own_entropy_decoder", _apply_own_entropy_decoder)
 
 
 def path_name(code: int) -> str:
@@ -64,7 +124,11 @@ def gpu_options(
     segments whatever the image's size / never ("auto": by size); ``chunk_bytes`` is the chunk size of
     the files our CUDA decoder decodes in chunks (None: its own; small chunks put chunk boundaries all
     over a small test image); ``engines=False`` makes the backend act as on a GPU without JPEG engines
-    (they take nothing; nvJPEG's hybrid decoders take what nvJPEG gets). Loads the GPU library."""
+    (they take nothing; nvJPEG's hybrid decoders take what nvJPEG gets). Loads the GPU library.
+
+    The options are the process's: blocks on several threads at once (a decode function under
+    ``decode_ahead``, say) share them when they ask for the same ones, and they come back when the last
+    of those blocks ends; asking for other options while another thread holds some raises RuntimeError."""
     if force_path is not None and force_path not in _PATH_CODES or force_path == "failed":
         raise ValueError(
             f"force_path must be None or one of {sorted(set(_PATH_CODES) - {'failed'})}, got {force_path!r}"
@@ -77,11 +141,13 @@ def gpu_options(
         raise ValueError(f"engines must be True or False, got {engines!r}")
     gpu.load_library()
     forced = -1 if force_path is None else _PATH_CODES[force_path]
-    before = _set_gpu_testing(forced, not margin, not dedupe, _SEGMENTS[segments], chunk_bytes or 0, not engines)
-    try:
+    codes = (forced, not margin, not dedupe, _SEGMENTS[segments], chunk_bytes or 0, not engines)
+    shown = (
+        f"force_path={force_path!r}, margin={margin}, dedupe={dedupe}, segments={segments!r}, "
+        f"chunk_bytes={chunk_bytes}, engines={engines}"
+    )
+    with _gpu_testing.hold(codes, shown):
         yield
-    finally:
-        _set_gpu_testing(before[0], bool(before[1]), bool(before[2]), before[3], before[4], bool(before[5]))
 
 
 def _set_gpu_testing(
@@ -122,12 +188,10 @@ def random_access_decodes() -> int:
 
 @contextlib.contextmanager
 def own_entropy_decoder(on: bool) -> Iterator[None]:
-    """Our baseline Huffman decoder in libjpeg's place (the default) or libjpeg's own, for the block."""
-    before = torch.ops.custom_op._set_own_entropy_decoder(bool(on))
-    try:
+    """Our baseline Huffman decoder in libjpeg's place (the default) or libjpeg's own, for the block. Process-wide,
+    shared and checked across threads as ``gpu_options`` is."""
+    with _entropy_decoder.hold(bool(on), f"on={bool(on)}"):
         yield
-    finally:
-        torch.ops.custom_op._set_own_entropy_decoder(before)
 
 
 def cuda_decoder_fallbacks() -> int:

@@ -233,6 +233,53 @@ def test_testing_options_check_their_values():
             pass
 
 
+def _gpu_testing_now() -> list[int]:
+    """The backend's testing options (the operator's codes), read by setting them back to what they are."""
+    ops = torch.ops.custom_op
+    now = ops._set_gpu_testing(
+        force_path=-1, no_margin=False, no_dedupe=False, segments=0, chunk_bytes=0, hide_engines=False
+    )
+    ops._set_gpu_testing(
+        force_path=now[0],
+        no_margin=bool(now[1]),
+        no_dedupe=bool(now[2]),
+        segments=now[3],
+        chunk_bytes=now[4],
+        hide_engines=bool(now[5]),
+    )
+    return list(now)
+
+
+@needs_gpu
+def test_testing_options_held_by_overlapping_threads_come_back():
+    """gpu_options entered on two threads at once (as a decode function under decode_ahead enters it), the
+    first to enter ending first: the options hold until the second ends, then come back; other options
+    asked for meanwhile raise (tests/test_testing.py has the rest, on any machine)."""
+    defaults = _gpu_testing_now()
+    entered, leave = threading.Event(), threading.Event()
+
+    def first():
+        with testing.gpu_options(dedupe=False):
+            entered.set()
+            leave.wait(30)
+
+    thread = threading.Thread(target=first, daemon=True)
+    thread.start()
+    assert entered.wait(30)
+    try:
+        with pytest.raises(RuntimeError, match="another thread"):
+            with testing.gpu_options(force_path="cpu"):
+                pass
+        with testing.gpu_options(dedupe=False):
+            leave.set()
+            thread.join(30)
+            assert _gpu_testing_now()[2] == 1  # no_dedupe: still the second block's
+    finally:
+        leave.set()
+        thread.join(30)
+    assert _gpu_testing_now() == defaults
+
+
 # ---------------------------------------------------------------------------------------------------
 # The operator as PyTorch sees it: its fake kernel (on any machine: the schema comes with the CPU
 # library), opcheck and torch.compile (on the GPU)
