@@ -1,9 +1,11 @@
 """Shared test fixtures: the photos (real ones, or generated; see photo_data.py) and the generated-JPEG factory."""
 
+import contextlib
 import importlib.util
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -150,3 +152,36 @@ def two_threads():
     torch.set_num_threads(2)
     yield
     torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def held_on_another_thread(block):
+    """Enters ``with block():`` on a thread of its own and holds it there until this context ends or
+    release() (which it yields) is called; then waits for the thread and raises what it raised."""
+    entered, leave, raised = threading.Event(), threading.Event(), []
+
+    def hold():
+        try:
+            with block():
+                entered.set()
+                leave.wait(60)
+        except BaseException as e:  # noqa: BLE001 - raised again on the test's thread
+            raised.append(e)
+            entered.set()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert entered.wait(60), "the thread did not enter its block"
+
+    def release():
+        leave.set()
+        thread.join(60)
+        assert not thread.is_alive(), "the thread did not leave its block"
+        if raised:
+            raise raised[0]
+
+    try:
+        yield release
+    finally:
+        if thread.is_alive() or not leave.is_set():
+            release()

@@ -33,7 +33,7 @@ import custom_op
 import damaged_jpegs
 import photo_data
 import restart_segments as rs
-from conftest import assert_op_raises, shared_dir
+from conftest import assert_op_raises, held_on_another_thread, shared_dir
 from custom_op import ImageReadMode, gpu, testing
 from jpeg_factory import with_exif_orientation
 
@@ -256,27 +256,13 @@ def test_testing_options_held_by_overlapping_threads_come_back():
     first to enter ending first: the options hold until the second ends, then come back; other options
     asked for meanwhile raise (tests/test_testing.py has the rest, on any machine)."""
     defaults = _gpu_testing_now()
-    entered, leave = threading.Event(), threading.Event()
-
-    def first():
-        with testing.gpu_options(dedupe=False):
-            entered.set()
-            leave.wait(30)
-
-    thread = threading.Thread(target=first, daemon=True)
-    thread.start()
-    assert entered.wait(30)
-    try:
+    with held_on_another_thread(lambda: testing.gpu_options(dedupe=False)) as release_first:
         with pytest.raises(RuntimeError, match="another thread"):
             with testing.gpu_options(force_path="cpu"):
                 pass
         with testing.gpu_options(dedupe=False):
-            leave.set()
-            thread.join(30)
+            release_first()
             assert _gpu_testing_now()[2] == 1  # no_dedupe: still the second block's
-    finally:
-        leave.set()
-        thread.join(30)
     assert _gpu_testing_now() == defaults
 
 
