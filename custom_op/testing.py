@@ -80,7 +80,18 @@ class _ProcessSetting:
 
 
 def _apply_gpu_testing(codes: Hashable) -> Hashable:
-    before = _set_gpu_testing(*codes)
+    """Sets the GPU backend's testing options, (force_path, no_margin, no_dedupe, segments, chunk_bytes,
+    hide_engines) as the operator takes them; returns the ones before, in the same form."""
+    force_path, no_margin, no_dedupe, segments, chunk_bytes, hide_engines = codes
+    before = _outcomes.call(
+        torch.ops.custom_op._set_gpu_testing,
+        force_path=force_path,
+        no_margin=no_margin,
+        no_dedupe=no_dedupe,
+        segments=segments,
+        chunk_bytes=chunk_bytes,
+        hide_engines=hide_engines,
+    )
     return (before[0], bool(before[1]), bool(before[2]), before[3], before[4], bool(before[5]))
 
 
@@ -148,21 +159,6 @@ def gpu_options(
     )
     with _gpu_testing.hold(codes, shown):
         yield
-
-
-def _set_gpu_testing(
-    force_path: int, no_margin: bool, no_dedupe: bool, segments: int, chunk_bytes: int, hide_engines: bool
-) -> list[int]:
-    """Sets the GPU backend's testing options (codes as the operator takes them); returns the ones before."""
-    return _outcomes.call(
-        torch.ops.custom_op._set_gpu_testing,
-        force_path=force_path,
-        no_margin=no_margin,
-        no_dedupe=no_dedupe,
-        segments=segments,
-        chunk_bytes=chunk_bytes,
-        hide_engines=hide_engines,
-    )
 
 
 # What check_entropy_data finds in a file, by the operator's code (csrc/ops.cpp).

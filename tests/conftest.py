@@ -183,5 +183,5 @@ def held_on_another_thread(block):
     try:
         yield release
     finally:
-        if thread.is_alive() or not leave.is_set():
+        if not leave.is_set():
             release()
