@@ -3,10 +3,12 @@ operator's phases (custom_op::resized_crop_plan, gpu_outputs, gpu_claim, gpu_que
 cpu_fallback, resized_crop_resample), and the GPU's, per kernel; per call and per image. By default the
 resized crop of prepared copies of the ImageNet sample with RandomResizedCrop windows; with
 --originals the window decode of the original files (224x224 windows), by our CUDA decoder in chunks
-(testing.gpu_options(force_path="cuda")).
+(testing.gpu_options(force_path="cuda")); with --large one decode per window of bench_gpu.py's generated
+4000x3000 photo (512x512 windows, its large section's row "our CUDA decoder in chunks, one decode per window").
 
     python bench/gpu_phases.py --imagenet DIR [--batch 256] [--calls 20] [--originals [--chunk-bytes N]]
                                [--trace FILE]
+    python bench/gpu_phases.py --large [--batch 512] [--calls 20]
 
 --trace writes the calls' timeline (each kernel's stream, start and duration) as a Chrome trace, for
 chrome://tracing or Perfetto, or for a script to read the chain of a call's kernels from.
@@ -23,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,17 +41,26 @@ from custom_op import testing  # noqa: E402
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--imagenet", required=True)
+    parser.add_argument("--imagenet", help="the photos (all but --large)")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--originals", action="store_true", help="window decode of the originals, in chunks")
+    parser.add_argument("--large", action="store_true", help="one decode per window of a 4000x3000 photo")
     parser.add_argument("--chunk-bytes", type=int, help="with --originals: testing.gpu_options' chunk size")
     parser.add_argument("--external-profiler", action="store_true", help="make the calls only (see above)")
     parser.add_argument("--trace", help="also write torch.profiler's Chrome trace of the calls to this file")
     args = parser.parse_args()
-    files = [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
+    if not args.large and not args.imagenet:
+        parser.error("--imagenet is required (but with --large)")
+    files = [bench_gpu.large_photo()] if args.large else [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
     idx = [k % len(files) for k in range(args.batch)]
-    if args.originals:
+    if args.large:
+        rng = np.random.default_rng(2)
+        windows = [(int(rng.integers(0, 3000 - 512)), int(rng.integers(0, 4000 - 512)), 512, 512) for _ in idx]
+        tensors = [bench_gpu.as_tensor(files[0])] * args.batch
+        run = bench_gpu.ours_method(force_path="cuda", dedupe=False, chunk_bytes=args.chunk_bytes).run
+        op = "custom_op::decode_jpegs_cuda"
+    elif args.originals:
         windows = common.random_windows(files, 224, seed=0)
         tensors = [bench_gpu.as_tensor(files[i]) for i in idx]
         run = bench_gpu.ours_method(force_path="cuda", chunk_bytes=args.chunk_bytes).run
@@ -59,7 +71,7 @@ def main():
         tensors = [bench_gpu.as_tensor(prepared[i]) for i in idx]
         run = bench_gpu.rrc_ours("cuda")
         op = "custom_op::decode_and_resized_crop_jpegs_cuda"
-    batch_windows = [windows[i] for i in idx]
+    batch_windows = windows if args.large else [windows[i] for i in idx]
     for _ in range(3):
         run(tensors, batch_windows)
     torch.cuda.synchronize()

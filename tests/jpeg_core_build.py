@@ -32,6 +32,7 @@ CORE_DIR = ROOT / "custom_op" / "csrc" / "jpeg_core"
 GPU_DECODER = ROOT / "custom_op" / "csrc" / "cuda" / "segment_decoder.cu"
 GPU_DECODER_HEADER = ROOT / "custom_op" / "csrc" / "cuda" / "segment_decoder.h"
 GPU_EXECUTOR = ROOT / "custom_op" / "csrc" / "cuda" / "segment_executor.cpp"
+SYNC_DECODE = CORE_DIR / "sync_decode.h"
 _CACHE_ENV = "CUSTOM_OP_JPEG_CORE_HARNESS_DIR"
 
 COMMON_FLAGS = ["-std=c++17", "-Wall", "-Wextra", "-Wshadow", f"-I{ROOT}"]
@@ -272,6 +273,7 @@ def chunked(
     if band:
         command.append("--band")
     command += ["--parts", str(int(parts)), "--slots", str(int(slots))]
+    command += ["--walk-budget", str(gpu_constant(GPU_DECODER, "kSweepBudget"))]
     out = run(command, files, variant=variant)
     return [json.loads(line) for line in out.decode().splitlines()]
 

@@ -37,7 +37,7 @@
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
 //   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P]
-//                                [--slots K]
+//                                [--slots K] [--walk-budget B]
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
 //                                every chunk on its own as GPU threads would: stage 1, then up to
@@ -46,7 +46,9 @@
 //                                P parts a chunk (split_scan, part_start; default 1) where N allows; with
 //                                K >= 1, K slots a chunk (at most the MCU's blocks: guess_slot, rounds of
 //                                sync_slot, walk_slots) in place of one record, all guessed; with K = -1,
-//                                the GPU decoder's slots (slot_layout);
+//                                the GPU decoder's slots (slot_layout); stage 3 on lanes (as the GPU runs
+//                                it, with B chunks decoded again at most, default 8) checked against
+//                                walk_slots with that budget;
 //                                one JSON line with each run's flags (all stages', and stage 4's alone)
 //                                and, where stage 4 flagged nothing, its coefficients compared with
 //                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
@@ -775,6 +777,7 @@ struct ChunkedOptions {
   int64_t parts = 1;   // stage 4's parts a chunk (split_scan), where the chunk size is a multiple of it
   int slots = 0;       // 0: one record a chunk (decode_chunk, sync_chunk); k >= 1: k slots (guess_slot, sync_slot,
                        // walk_slots), at most the MCU's blocks, all guessed; -1: slot_layout's
+  int64_t walk_budget = 8;  // stage 3's chunks decoded again (walk_slots, lane_repair) before it gives up
 };
 
 // The band of MCU rows a --band run decodes: about the middle third of the image (at least one row).
@@ -815,38 +818,63 @@ struct ChunkedRun {
   std::vector<int16_t> coef[jc::kMaxComponents];
 };
 
-// Stage 3 on `lanes` lanes (sync_decode.h's lane steps, each run for every lane in turn, as a warp runs them
-// between its barriers) against walk_slots with no decode allowed and chunk_starts_through: the lanes must
-// go on exactly where that walk succeeds, and then give its chosen slots, starts, needed and flags. Returns
-// whether the lanes went on; sets *agree.
-bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::Frame& f, const jc::SegmentTables& t,
-                            const jc::ChunkRecord* records, int k, int64_t last_block, int lanes, bool* agree) {
+// Stage 3 on `lanes` lanes as the GPU's chunk_starts_kernel runs it (sync_decode.h's lane steps, each run for every
+// lane in turn, as a warp runs them between its barriers; where the walk reaches a chunk off the chain, lane_repair
+// and the steps again, at most `budget` times) against walk_slots with that budget and chunk_starts_through, each on
+// its own copy of the slots' part ends (`part_ends`, the rounds' layout over `fine`'s `parts`): the lanes must go on
+// exactly where that walk succeeds, and then give its chosen slots and records, starts, needed and flags, and the
+// same part ends of the chunks decoded again. Returns whether the lanes went on; sets *agree.
+bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fine, int64_t parts, const jc::Frame& f,
+                            const jc::SegmentTables& t, const jc::ChunkRecord* records,
+                            const std::vector<jc::ChunkRecord>& part_ends, int k, int64_t last_block, int lanes,
+                            int64_t budget, bool* agree) {
   const int64_t n = s.num_chunks;
   std::vector<jc::ChunkRecord> chosen(static_cast<size_t>(n));
   std::vector<int32_t> slot0(static_cast<size_t>(n), -1), slot1(static_cast<size_t>(n), -1);
   std::vector<jc::ChunkStart> starts0(static_cast<size_t>(n + 1)), starts1(static_cast<size_t>(n + 1));
+  std::vector<jc::ChunkRecord> ends0 = part_ends, ends1 = part_ends;
   int64_t redone = 0, needed0 = 0, needed1 = 0;
-  auto no_part_ends = [](int64_t, int, jc::PartEnds*) -> jc::PartEnds* { return nullptr; };
+  auto ends_in = [&](std::vector<jc::ChunkRecord>& ends) {
+    return [&ends, &fine, parts, n](int64_t j, int h, jc::PartEnds* storage) {
+      *storage = jc::slot_part_ends(fine, parts, n, j, h, ends.data());
+      return storage;
+    };
+  };
   const bool walked =
-      jc::walk_slots(s, f, t, records, k, last_block, 0, no_part_ends, chosen.data(), slot0.data(), &redone);
+      jc::walk_slots(s, f, t, records, k, last_block, budget, ends_in(ends0), chosen.data(), slot0.data(), &redone);
   uint32_t flags0 = 0;
   if (walked) flags0 = jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0);
+  std::vector<jc::ChunkRecord> mine(records, records + n * k);  // the lanes' records, which lane_repair writes
   std::vector<jc::LaneChain> chain(static_cast<size_t>(lanes));
   auto range = [&](int lane) { return jc::lane_chunks(n, lane, lanes); };
-  for (int q = 0; q < lanes; ++q) jc::lane_chain_map(records, k, range(q), &chain[q]);
-  for (int q = 0; q < lanes; ++q) jc::lane_chain_walk(records, k, range(q), chain.data(), q, slot1.data(), &chain[q]);
-  for (int q = 0; q < lanes; ++q)
-    jc::lane_walk_stop(records, k, range(q), chain.data(), q, slot1.data(), last_block, &chain[q]);
+  for (int q = 0; q < lanes; ++q) jc::lane_chain_map(mine.data(), k, range(q), &chain[q]);
   int64_t end = 0;
-  const bool went_on = jc::lanes_walk_end(chain.data(), lanes, n, &end);
+  bool went_on = false;
+  for (int64_t repairs = 0;; ++repairs) {
+    for (int q = 0; q < lanes; ++q)
+      jc::lane_chain_walk(mine.data(), k, range(q), chain.data(), q, slot1.data(), &chain[q]);
+    for (int q = 0; q < lanes; ++q)
+      jc::lane_walk_stop(mine.data(), k, range(q), chain.data(), q, slot1.data(), last_block, &chain[q]);
+    went_on = jc::lanes_walk_end(chain.data(), lanes, n, &end);
+    if (went_on || repairs == budget) break;
+    const int64_t broken = jc::lanes_first_broken(chain.data(), lanes);
+    if (jc::lane_repair(s, f, t, mine.data(), k, broken, slot1.data(), ends_in(ends1)) != jc::kSegmentOk) break;
+    for (int q = 0; q < lanes; ++q)
+      if (jc::lane_map_stale(range(q), broken)) jc::lane_chain_map(mine.data(), k, range(q), &chain[q]);
+  }
   *agree = went_on == walked;
   if (!went_on || !walked) return went_on;
-  for (int q = 0; q < lanes; ++q) jc::lane_chain_join(records, k, range(q), end, slot1.data(), &chain[q]);
+  for (int q = 0; q < lanes; ++q) jc::lane_chain_join(mine.data(), k, range(q), end, slot1.data(), &chain[q]);
   for (int q = 0; q < lanes; ++q)
-    jc::lane_starts(s, f, records, k, range(q), chain.data(), q, slot1.data(), last_block, starts1.data(), &chain[q]);
+    jc::lane_starts(s, f, mine.data(), k, range(q), chain.data(), q, slot1.data(), last_block, starts1.data(),
+                    &chain[q]);
   const uint32_t flags1 = jc::lanes_starts_result(chain.data(), lanes, starts1.data(), last_block, &needed1);
-  *agree = slot0 == slot1 && flags0 == flags1 && needed0 == needed1 &&
-           std::memcmp(starts0.data(), starts1.data(), starts0.size() * sizeof(jc::ChunkStart)) == 0;
+  bool same_records = true;
+  for (int64_t j = 0; j < n; ++j)
+    same_records = same_records && std::memcmp(&chosen[j], &mine[j * k + slot1[j]], sizeof(jc::ChunkRecord)) == 0;
+  *agree = slot0 == slot1 && flags0 == flags1 && needed0 == needed1 && same_records &&
+           std::memcmp(starts0.data(), starts1.data(), starts0.size() * sizeof(jc::ChunkStart)) == 0 &&
+           (ends0.empty() || std::memcmp(ends0.data(), ends1.data(), ends0.size() * sizeof(jc::ChunkRecord)) == 0);
   return true;
 }
 
@@ -879,7 +907,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     const int64_t last = last_block_read(f, opt.band);
     for (const int lanes : {32, 3}) {
       bool agree = false;
-      const bool taken = lanes_match_one_thread(s, f, t, after_rounds, k, last, lanes, &agree);
+      const bool taken = lanes_match_one_thread(s, fine, parts, f, t, after_rounds, part_ends, k, last, lanes,
+                                                opt.walk_budget, &agree);
       if (lanes == 32) out->lanes_taken = taken;
       if (!agree) out->flags |= kLanesDisagree;
     }
@@ -897,7 +926,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   if (opt.slots != 0) {
     // --slots -1: the GPU decoder's layout; K: K records a chunk (at most the MCU's blocks), all guessed.
     const jc::SlotLayout layout =
-        opt.slots < 0 ? jc::slot_layout(f)
+        opt.slots < 0 ? jc::slot_layout(f, n)
                       : jc::SlotLayout{std::min(opt.slots, f.blocks_in_mcu), std::min(opt.slots, f.blocks_in_mcu)};
     const int k = layout.slots;
     out->slots = k;
@@ -1861,7 +1890,8 @@ void run_selftest() {
 int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
-               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P] [--slots K] | "
+               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P] [--slots K] "
+               "[--walk-budget B] | "
                "transcode [--interval N | --rows N] [--optimize] [--hostile SEED] [--long-codes SEED [--one-table]]"
                "  (records on stdin)\n");
   return 2;
@@ -1915,6 +1945,9 @@ int main(int argc, char** argv) {
       } else if (a == "--parts" && i + 1 < argc) {
         opt.parts = std::atoll(argv[++i]);
         if (opt.parts < 1) return usage();
+      } else if (a == "--walk-budget" && i + 1 < argc) {
+        opt.walk_budget = std::atoll(argv[++i]);
+        if (opt.walk_budget < 0) return usage();
       } else {
         return usage();
       }

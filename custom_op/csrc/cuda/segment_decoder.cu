@@ -311,7 +311,7 @@ __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun*
   if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
   const SegmentImage& im = *c.im;
   jc::PartEnds storage;
-  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, jc::slot_layout(im.frame).guesses,
+  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, jc::slot_layout(im.frame, c.scan.num_chunks).guesses,
                  &im.records[0][c.chunk * c.slots + h], slot_part_ends(c, 0)(c.chunk, h, &storage));
 }
 
@@ -338,8 +338,9 @@ __global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* 
                 out + c.chunk * k + h, ends, &earlier);
 }
 
-// Stage 3's records in shared memory: an image whose slots and chosen records number at most `staged_records`
-// has them copied there by its warp before the walks read them, several times over. Read from global memory,
+// Stage 3's records in shared memory: an image whose slots number at most `staged_records` has them copied
+// there by its warp before the walks read them, several times over (a chunk decoded again by lane_repair goes
+// into the copy: stage 4 reads the part ends, not the records). Read from global memory,
 // each record a walk read made its thread wait for it; larger images' walks read them there. At most this
 // many (128 KB, past the 48 KB a launch gets without asking), fewer where the GPU gives a block less
 // (launch_decode_chunks).
@@ -349,11 +350,10 @@ constexpr int kStagedRecords = 2048;
 constexpr int kStartLanes = 32;
 
 // Stage 3, a warp per image: the walk over the slots in chunk order through the chunks the rectangle needs
-// into chosen_slot, then the chunks' exact starts into starts and *needed. Where the walk needs no chunk
-// decoded again, the warp's lanes share both (jpeg_core's lane steps, a barrier between two); else the first
-// thread walks (walk_slots: each chunk's slot on the chain, or the chunk decoded again within the budget,
-// into the chosen records, in the records buffer the last round did not write) and places the starts
-// (chunk_starts_through), as one thread.
+// into chosen_slot, then the chunks' exact starts into starts and *needed, the warp's lanes sharing both
+// (jpeg_core's lane steps, a barrier between two). Where the walk reaches a chunk with no slot on the chain,
+// the first lane decodes it again into its slot 0 (lane_repair) and the lanes walk again, at most kSweepBudget
+// times; an image that needs more goes to the CPU path.
 __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_records) {
   extern __shared__ __align__(16) unsigned char stage3_shared[];
   jc::LaneChain* lanes = reinterpret_cast<jc::LaneChain*>(stage3_shared);
@@ -364,58 +364,49 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
   if (*im.status != 0) return;
   jc::ChunkedScan s, fine;
   const int k = im.chunk_slots;
-  if (!image_scan(im, &s, &fine)) {
-    atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
+  if (!image_scan(im, &s, &fine) || !jc::starts_arguments_ok(s, im.frame, im.last_block)) {
+    if (threadIdx.x == 0) atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
     return;
   }
   const jc::Frame& f = im.frame;
-  const jc::SegmentTables tables = image_tables(im);
-  const jc::ChunkRecord* records = im.records[kSyncRounds % 2];
-  jc::ChunkRecord* chosen = im.records[(kSyncRounds + 1) % 2];
-  if (s.num_chunks * (k + 1) <= staged_records) {
+  jc::ChunkRecord* records = im.records[kSyncRounds % 2];
+  if (s.num_chunks * k <= staged_records) {
     for (int64_t j = threadIdx.x; j < s.num_chunks * k; j += blockDim.x) staged[j] = records[j];
     __syncwarp();
     records = staged;
-    chosen = staged + s.num_chunks * k;
   }
   const int lane = static_cast<int>(threadIdx.x);
-  if (jc::starts_arguments_ok(s, f, im.last_block)) {
-    const jc::LaneRange r = jc::lane_chunks(s.num_chunks, lane, kStartLanes);
-    jc::LaneChain* mine = &lanes[lane];
-    jc::lane_chain_map(records, k, r, mine);
-    __syncwarp();
+  const jc::LaneRange r = jc::lane_chunks(s.num_chunks, lane, kStartLanes);
+  jc::LaneChain* mine = &lanes[lane];
+  const SlotPartEnds ends{&fine, im.chunk_parts, s.num_chunks, im.part_ends[kSyncRounds % 2]};
+  jc::lane_chain_map(records, k, r, mine);
+  __syncwarp();
+  int64_t end = 0;
+  for (int repairs = 0;; ++repairs) {
     jc::lane_chain_walk(records, k, r, lanes, lane, im.chosen_slot, mine);
     __syncwarp();
     jc::lane_walk_stop(records, k, r, lanes, lane, im.chosen_slot, im.last_block, mine);
     __syncwarp();
-    int64_t end = 0;
-    if (jc::lanes_walk_end(lanes, kStartLanes, s.num_chunks, &end)) {  // the same in every lane
-      jc::lane_chain_join(records, k, r, end, im.chosen_slot, mine);
-      __syncwarp();
-      jc::lane_starts(s, f, records, k, r, lanes, lane, im.chosen_slot, im.last_block, im.starts, mine);
-      __syncwarp();
-      if (lane == 0) {
-        const uint32_t flags = jc::lanes_starts_result(lanes, kStartLanes, im.starts, im.last_block, im.needed);
-        if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
-      }
+    if (jc::lanes_walk_end(lanes, kStartLanes, s.num_chunks, &end)) break;  // the same in every lane
+    const int64_t broken = jc::lanes_first_broken(lanes, kStartLanes);
+    if (repairs == kSweepBudget) {
+      if (lane == 0) atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
       return;
     }
+    if (lane == 0 && jc::lane_repair(s, f, image_tables(im), records, k, broken, im.chosen_slot, ends) != 0)
+      atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
+    __syncwarp();
+    if (jc::lane_map_stale(r, broken)) jc::lane_chain_map(records, k, r, mine);
+    __syncwarp();
   }
-  if (lane != 0) return;
-  // An image with more chunks out of step than the budget goes to the CPU path at once: its walk would
-  // spend the budget's decodes, each as long as a round, and then give up.
-  if (jc::slots_missing_through(s, records, k, im.last_block) > kSweepBudget) {
-    atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
-    return;
+  jc::lane_chain_join(records, k, r, end, im.chosen_slot, mine);
+  __syncwarp();
+  jc::lane_starts(s, f, records, k, r, lanes, lane, im.chosen_slot, im.last_block, im.starts, mine);
+  __syncwarp();
+  if (lane == 0) {
+    const uint32_t flags = jc::lanes_starts_result(lanes, kStartLanes, im.starts, im.last_block, im.needed);
+    if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
   }
-  int64_t redone = 0;
-  const SlotPartEnds ends{&fine, im.chunk_parts, s.num_chunks, im.part_ends[kSyncRounds % 2]};
-  if (!jc::walk_slots(s, f, tables, records, k, im.last_block, kSweepBudget, ends, chosen, im.chosen_slot, &redone)) {
-    atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
-    return;
-  }
-  const uint32_t flags = jc::chunk_starts_through(s, f, chosen, im.last_block, im.starts, im.needed);
-  if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
 }
 
 // Stage 4: each part of each chunk the rectangle needs, strictly from its exact start (part_start); its

@@ -22,10 +22,11 @@
 // Files without restart markers, or with segments too long for a thread each, are decoded in chunks
 // instead of step 2 (jpeg_core/sync_decode.h: self-synchronising Huffman decoding): find_segments
 // only builds their tables; then, one thread per slot of a chunk (jpeg_core's slot_layout: in a
-// subsampled file a guess at each of the MCU's first places), each chunk decoded from a guessed start
-// (decode_chunks), three rounds that decode again the slots whose start their neighbour's ends
-// contradict, and, a warp per image, the walk over the slots in chunk order with a budget and the
-// chunks' exact starts through the rectangle's last MCU row; then, one thread per part of a chunk,
+// subsampled file of few chunks a guess at each of the MCU's first places, else one), each chunk
+// decoded from a guessed start (decode_chunks), three rounds that decode again the slots whose start
+// their neighbour's ends contradict, and, a warp per image, the walk over the slots in chunk order
+// (a chunk off the chain decoded again, within a budget) and the chunks' exact starts through the
+// rectangle's last MCU row; then, one thread per part of a chunk,
 // each part the rectangle needs decoded strictly from its exact start into the rectangle's
 // coefficients (in zigzag order, as step 2's).
 // Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently

@@ -322,7 +322,7 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
     im.chunk_bytes = call.testing.chunk_bytes > 0 ? call.testing.chunk_bytes : kChunkBytes;
     im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
     im.chunk_parts = im.chunk_bytes % kMaxChunkParts == 0 ? kMaxChunkParts : 1;
-    im.chunk_slots = jc::slot_layout(f).slots;
+    im.chunk_slots = jc::slot_layout(f, im.num_chunks).slots;
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
     return true;
   }
@@ -642,7 +642,7 @@ void queue_part(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& item
     const SegmentImage& im = plan.images[k].image;
     if (!im.chunked) continue;
     slots = std::max(slots, static_cast<int>(im.chunk_slots));
-    slot_work += static_cast<int64_t>(im.num_chunks) * jc::slot_layout(im.frame).guesses;
+    slot_work += static_cast<int64_t>(im.num_chunks) * jc::slot_layout(im.frame, im.num_chunks).guesses;
   }
   if (slots > 0)
     C10_CUDA_CHECK(launch_decode_chunks(d_images, static_cast<int>(count), d_runs, static_cast<int>(nruns),

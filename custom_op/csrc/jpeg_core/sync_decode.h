@@ -653,13 +653,20 @@ struct SlotLayout {
 // neighbours' ends, and stage 1 decodes half the blocks on 4:2:0 photos (bench/results/chunk_sync_rounds.md);
 // two guesses leave too many chunks to the rounds. In a file with one block a component, a decoder at the
 // wrong place reads the next block with the wrong tables and soon falls in step on its own, so one guess a
-// chunk does (the others' decodes would cost more GPU time than they save); its chunk holds a free slot
-// beside it, which the rounds fill first (sync_slot), so that the guess and its end stay on offer while the
-// chain has not reached its chunk.
+// chunk does (the others' decodes would cost more GPU time than they save); its chunk holds a free slot beside
+// it, which the rounds fill first (sync_slot), so that the guess and its end stay on offer while the chain has
+// not reached its chunk.
+// A file of kManyChunks chunks or more (a photo of several megapixels), whatever its sampling, gets that layout
+// too. Its batch's launches last as long as the GPU takes for all their decodes rather than as long as their
+// slowest chunk, and the rounds decode each of its chunks again from its true start anyway: three guesses
+// decode three times stage 1's blocks for fewer of the rounds' (chunk_sync_rounds.md's large photos), and more
+// slots only add threads and records to every round. The few chunks it leaves out of step after the rounds
+// are stage 3's to decode again (lane_repair), within its budget.
 constexpr int kSubsampledGuesses = 3;
+constexpr int64_t kManyChunks = 1024;
 
-CUSTOM_OP_HD inline SlotLayout slot_layout(const Frame& f) {
-  if (f.blocks_in_mcu > f.num_components) {
+CUSTOM_OP_HD inline SlotLayout slot_layout(const Frame& f, int64_t num_chunks) {
+  if (f.blocks_in_mcu > f.num_components && num_chunks < kManyChunks) {
     const int k = f.blocks_in_mcu < kMaxSlots ? f.blocks_in_mcu : kMaxSlots;
     return SlotLayout{k, k < kSubsampledGuesses ? k : kSubsampledGuesses};
   }
@@ -938,9 +945,11 @@ CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkR
 // lane takes a range of chunks (lane_chunks) and runs the steps below in turn; between two steps the lanes
 // exchange their LaneChain (shared memory and a barrier on a GPU, a loop over the lanes on the CPU), and a
 // step reads only the LaneChain of the lanes before its own. Where lanes_walk_end says the walk would need a
-// decode, the caller runs walk_slots and chunk_starts_through instead. Otherwise the lanes give what those
-// give: chosen_slot for every chunk (walk_slots' choice, slot 0 past the walk), the starts, *needed and the
-// flags of chunk_starts_through over the chosen records.
+// decode, one lane decodes that chunk again (lane_repair) and the lanes run steps 1 to 3 again, as many times as
+// walk_slots' budget allows. The lanes then give what walk_slots with that budget and chunk_starts_through give:
+// chosen_slot for every chunk (walk_slots' choice, slot 0 for a chunk decoded again and past the walk), the
+// chosen records (a chunk decoded again: its slot 0, which walk_slots writes into its own array), the starts,
+// *needed and the flags of chunk_starts_through over them.
 
 // Lane `lane`'s chunks, [begin, end), of n among `lanes` lanes (empty where n < lanes).
 struct LaneRange {
@@ -1035,6 +1044,38 @@ CUSTOM_OP_HD inline bool lanes_walk_end(const LaneChain* lanes, int count, int64
   }
   *end = stop < n ? stop : n;
   return broken == INT64_MAX || stop <= broken;
+}
+
+// After step 3, where lanes_walk_end says the walk reaches a chunk off the chain: that chunk, the first lane's
+// `broken` (walk_slots decodes it again there).
+CUSTOM_OP_HD inline int64_t lanes_first_broken(const LaneChain* lanes, int count) {
+  int64_t broken = INT64_MAX;
+  for (int q = 0; q < count; ++q) broken = lanes[q].broken < broken ? lanes[q].broken : broken;
+  return broken;
+}
+
+// The repair of a chain the walk finds broken at chunk `broken` (lanes_first_broken), by one lane: the chunk
+// decoded again from where the chain reaches it, as walk_slots decodes it, into its slot 0 (the record, and the
+// part ends slot_part_ends(broken, 0, storage) gives). None of the chunk's slots was on the chain, so slot 0 may
+// take the decode, which then continues it. The lanes then run steps 1 to 3 again; only the maps of the lanes
+// whose range holds the chunk or the one after it change (lane_map_stale). A chain breaks at a few chunks at most
+// after the rounds (bench/results/chunk_sync_rounds.md), and the lanes keep sharing the rest of the walk, which
+// one thread's walk_slots would take in turn over every chunk. Returns decode_chunk's result.
+template <typename SlotPartEnds>
+CUSTOM_OP_HD inline uint32_t lane_repair(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
+                                         ChunkRecord* records, int k, int64_t broken, const int32_t* chosen_slot,
+                                         SlotPartEnds slot_part_ends) {
+  if (broken < 1 || broken >= s.num_chunks) return kBadArguments;
+  PartEnds storage{};
+  PartEnds* parts = slot_part_ends(broken, 0, &storage);
+  const SyncPoint from = records[(broken - 1) * k + chosen_slot[broken - 1]].end;
+  return decode_chunk(s, f, t, broken, from, &records[broken * k], parts);
+}
+
+// Whether a lane's map (step 1) changes where lane_repair decoded chunk `repaired` again: its range holds that
+// chunk, or the one after it, whose links start from the chunk's ends.
+CUSTOM_OP_HD inline bool lane_map_stale(LaneRange r, int64_t repaired) {
+  return r.begin <= repaired + 1 && repaired < r.end;
 }
 
 // Step 4: the chosen slots of the lane's chunks from chunk `end` on become 0 (as walk_slots leaves the chunks
