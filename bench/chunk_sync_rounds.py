@@ -11,7 +11,9 @@ No GPU is needed: the CPU harness (tests/jpeg_core_harness.cpp) runs the very st
 (custom_op/csrc/jpeg_core/sync_decode.h), each chunk on its own as a thread would, with the GPU decoder's
 chunk size, parts and slots (jpeg_core's slot_layout), through the window of the middle third of the rows. The
 counts say what the rounds leave to the walk, not how long anything takes: bench/gpu_phases_ab.sh times the
-kernels.
+kernels. Large photos (generated 4000x3000 ones, whose scans are past jpeg_core's kLargeScanBytes) get a table of
+their own, by layout at the GPU's rounds: theirs (the GPU's larger chunks, one guess and a free slot a chunk) beside
+the smaller files' layout (a slot for each place of the MCU, three guesses) in both chunk sizes.
 """
 
 from __future__ import annotations
@@ -29,17 +31,20 @@ import common  # noqa: E402
 import jpeg_core_build as core  # noqa: E402
 
 
-def gpu_runs(files: list[bytes], chunk_bytes: int, parts: int, rounds: int) -> list[dict]:
-    """Each decodable file's run with the GPU decoder's parts and slots (jpeg_core's slot_layout)."""
-    runs = core.chunked(files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=parts, slots=-1)
+def gpu_runs(files: list[bytes], chunk_bytes: int, parts: int, rounds: int, slots=-1, guesses=0) -> list[dict]:
+    """Each decodable file's run with the GPU decoder's parts and, by default, slots (jpeg_core's slot_layout)."""
+    runs = core.chunked(
+        files, [chunk_bytes], rounds=rounds, sweep=True, band=True, parts=parts, slots=slots, guesses=guesses
+    )
     return [d["runs"][0] for d in runs if d.get("runs")]
 
 
-def table_rows(runs: list[dict], rounds: int, budget: int) -> list[str]:
+def table_rows(runs: list[dict], first: int | str, budget: int) -> list[str]:
+    """A table's row: `first` (the rounds, or the layout), then the counts of COLUMNS."""
     left = [r["unsynced_before_sweep"] for r in runs]
     flagged = sum(r["flags"] != 0 or r["coef_mismatch_blocks"] != 0 for r in runs)
     return [
-        str(rounds),
+        str(first),
         f"{sum(left):,}",
         f"{sum(x > 0 for x in left):,}",
         str(max(left, default=0)),
@@ -71,6 +76,7 @@ def main(argv=None) -> int:
     common.add_imagenet_option(parser)
     parser.add_argument("--rounds", type=int, nargs="+", default=[1, 2, 3, 4], help="stage 2's rounds to try")
     parser.add_argument("--n-generated", type=int, default=24, help="generated 500x375 photos (0: skip the case)")
+    parser.add_argument("--n-large", type=int, default=2, help="generated 4000x3000 photos (0: skip the case)")
     common.add_report_options(parser)
     args = parser.parse_args(argv)
     if core.unavailable_reason() is not None:
@@ -101,6 +107,21 @@ def main(argv=None) -> int:
         report.heading(title)
         rows = [table_rows(gpu_runs(files, chunk_bytes, parts, r), r, budget) for r in args.rounds]
         report.table(COLUMNS, rows)
+    if args.n_large > 0:
+        large = common.generated_files(args.n_large, 3000, 4000)
+        large_chunk = core.gpu_constant(core.GPU_EXECUTOR, "kLargeChunkBytes")
+        report.heading(f"generated: {len(large)} photo-like 4000x3000 files (4:2:0, q90), {gpu_rounds} rounds")
+        layouts = [
+            (f"the GPU's: chunks of {large_chunk} bytes, one guess and a free slot", large_chunk, -1, 0),
+            (f"chunks of {large_chunk} bytes, a slot a place of the MCU, three guesses", large_chunk, 6, 3),
+            (f"chunks of {chunk_bytes} bytes, a slot a place of the MCU, three guesses", chunk_bytes, 6, 3),
+            (f"chunks of {chunk_bytes} bytes, one guess and a free slot", chunk_bytes, 2, 1),
+        ]
+        rows = [
+            table_rows(gpu_runs(large, size, parts, gpu_rounds, slots, guesses), name, budget)
+            for name, size, slots, guesses in layouts
+        ]
+        report.table(["layout"] + COLUMNS[1:], rows)
     if args.out:
         report.write(args.out)
     return 0

@@ -256,6 +256,7 @@ def chunked(
     band: bool = False,
     parts: int = 1,
     slots: int = 0,
+    guesses: int = 0,
     variant: str = "plain",
 ) -> list[dict]:
     """Per file: the summary of the chunked decode (custom_op/csrc/jpeg_core/sync_decode.h), with one entry in
@@ -265,14 +266,15 @@ def chunked(
     the middle third of the MCU rows is decoded, from the chunks through its last block, as a window's decode
     does. parts: stage 4 decodes each chunk in that many parts (split_scan), where the chunk size allows. slots: 0 for
     one record a chunk (decode_chunk, sync_chunk and the sweep), k >= 1 for k records a chunk (guess_slot, sync_slot,
-    walk_slots; at most the MCU's blocks, all guessed), -1 for the GPU decoder's slots (slot_layout)."""
+    walk_slots; at most the MCU's blocks, `guesses` of them guessed, all where 0), -1 for the GPU decoder's slots
+    (slot_layout)."""
     command = ["chunked", "--chunk", ",".join(str(int(c)) for c in chunk_bytes)]
     command += ["--rounds", str(-1 if rounds is None else rounds)]
     if not sweep:
         command.append("--no-sweep")
     if band:
         command.append("--band")
-    command += ["--parts", str(int(parts)), "--slots", str(int(slots))]
+    command += ["--parts", str(int(parts)), "--slots", str(int(slots)), "--guesses", str(int(guesses))]
     command += ["--walk-budget", str(gpu_constant(GPU_DECODER, "kSweepBudget"))]
     out = run(command, files, variant=variant)
     return [json.loads(line) for line in out.decode().splitlines()]

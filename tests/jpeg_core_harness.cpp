@@ -37,7 +37,7 @@
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
 //   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P]
-//                                [--slots K] [--walk-budget B]
+//                                [--slots K [--guesses G]] [--walk-budget B]
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
 //                                every chunk on its own as GPU threads would: stage 1, then up to
@@ -45,7 +45,8 @@
 //                                sweep in chunk order unless --no-sweep, then chunk_starts and stage 4, in
 //                                P parts a chunk (split_scan, part_start; default 1) where N allows; with
 //                                K >= 1, K slots a chunk (at most the MCU's blocks: guess_slot, rounds of
-//                                sync_slot, walk_slots) in place of one record, all guessed; with K = -1,
+//                                sync_slot, walk_slots) in place of one record, G of them guessed (all
+//                                where G is 0, the default); with K = -1,
 //                                the GPU decoder's slots (slot_layout); stage 3 on lanes (as the GPU runs
 //                                it, with B chunks decoded again at most, default 8) checked against
 //                                walk_slots with that budget;
@@ -777,6 +778,7 @@ struct ChunkedOptions {
   int64_t parts = 1;   // stage 4's parts a chunk (split_scan), where the chunk size is a multiple of it
   int slots = 0;       // 0: one record a chunk (decode_chunk, sync_chunk); k >= 1: k slots (guess_slot, sync_slot,
                        // walk_slots), at most the MCU's blocks, all guessed; -1: slot_layout's
+  int guesses = 0;          // with slots >= 1: of them guessed in stage 1 (0: all)
   int64_t walk_budget = 8;  // stage 3's chunks decoded again (walk_slots, lane_repair) before it gives up
 };
 
@@ -924,10 +926,12 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     }
   };
   if (opt.slots != 0) {
-    // --slots -1: the GPU decoder's layout; K: K records a chunk (at most the MCU's blocks), all guessed.
+    // --slots -1: the GPU decoder's layout; K: K records a chunk (at most the MCU's blocks), --guesses of them
+    // guessed (all where 0).
+    const int most = opt.slots < 0 ? 0 : std::min(opt.slots, f.blocks_in_mcu);
     const jc::SlotLayout layout =
-        opt.slots < 0 ? jc::slot_layout(f, n)
-                      : jc::SlotLayout{std::min(opt.slots, f.blocks_in_mcu), std::min(opt.slots, f.blocks_in_mcu)};
+        opt.slots < 0 ? jc::slot_layout(f, s.size - s.scan_start)
+                      : jc::SlotLayout{most, opt.guesses > 0 ? std::min(opt.guesses, most) : most};
     const int k = layout.slots;
     out->slots = k;
     out->guesses = layout.guesses;
@@ -1891,7 +1895,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
                "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P] [--slots K] "
-               "[--walk-budget B] | "
+               "[--guesses G] [--walk-budget B] | "
                "transcode [--interval N | --rows N] [--optimize] [--hostile SEED] [--long-codes SEED [--one-table]]"
                "  (records on stdin)\n");
   return 2;
@@ -1945,6 +1949,9 @@ int main(int argc, char** argv) {
       } else if (a == "--parts" && i + 1 < argc) {
         opt.parts = std::atoll(argv[++i]);
         if (opt.parts < 1) return usage();
+      } else if (a == "--guesses" && i + 1 < argc) {
+        opt.guesses = std::atoi(argv[++i]);
+        if (opt.guesses < 0) return usage();
       } else if (a == "--walk-budget" && i + 1 < argc) {
         opt.walk_budget = std::atoll(argv[++i]);
         if (opt.walk_budget < 0) return usage();

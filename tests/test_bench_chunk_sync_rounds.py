@@ -33,7 +33,8 @@ def test_the_report_counts_after_each_number_of_rounds(tmp_path):
     out = tmp_path / "rounds.md"
     assert (
         chunk_sync_rounds.main(
-            ["--imagenet", str(tmp_path / "absent"), "--n-generated", "3", "--rounds", "1", "3", "--out", str(out)]
+            ["--imagenet", str(tmp_path / "absent"), "--n-generated", "3", "--n-large", "0", "--rounds", "1", "3"]
+            + ["--out", str(out)]
         )
         == 0
     )

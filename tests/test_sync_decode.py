@@ -320,21 +320,20 @@ def test_stage3_on_lanes_repairs_chains_on_photos(photos):
     assert sum(r["lanes_taken"] for r in runs) >= 0.95 * len(runs), sum(r["lanes_taken"] for r in runs)
 
 
-def test_a_file_of_many_chunks_gets_one_guess_a_chunk():
-    """The GPU decoder's slots for a subsampled file of kManyChunks chunks or more: one guess and a free slot a
-    chunk (its stage 1 decodes a third of what three guesses do), the rounds and the lanes' repairs doing the rest,
-    exactly. The same photo in chunks four times as large keeps a slot for each place of its MCU and three
-    guesses."""
-    many = core.gpu_constant(core.SYNC_DECODE, "kManyChunks")
-    pixels = jpeg_factory.photo_like(768, 1024, 3, seed=5)
-    files = [encode(pixels, "4:2:0", quality=90)]
-    chunk = len(files[0]) // (many + 50)
-    chunk -= chunk % GPU_PARTS
-    (small,) = assert_exact(files, [chunk], rounds=GPU_ROUNDS, band=True, layouts=((GPU_PARTS, -1),))
-    (large,) = assert_exact(files, [4 * chunk], rounds=GPU_ROUNDS, band=True, layouts=((GPU_PARTS, -1),))
-    assert small["runs"][0]["chunks"] >= many > large["runs"][0]["chunks"]
-    assert (small["runs"][0]["guesses"], large["runs"][0]["guesses"]) == (1, 3)
-    assert (small["runs"][0]["slots"], large["runs"][0]["slots"]) == (2, 6)
+def test_a_large_scan_gets_one_guess_a_chunk():
+    """The GPU decoder's layout for a subsampled file whose scan is kLargeScanBytes or more (a photo of several
+    megapixels): one guess and a free slot a chunk, in the GPU's chunks for it (its stage 1 decodes a third of
+    what three guesses do), the rounds and the lanes' repairs doing the rest, exactly. A smaller photo keeps a
+    slot for each place of its MCU and three guesses."""
+    large_scan = core.gpu_constant(core.SYNC_DECODE, "kLargeScanBytes")
+    large_chunk = core.gpu_constant(core.GPU_EXECUTOR, "kLargeChunkBytes")
+    pixels = jpeg_factory.photo_like(1800, 2400, 3, seed=5)
+    large, small = encode(pixels, "4:2:0", quality=92), encode(pixels[:600, :800], "4:2:0", quality=92)
+    assert len(small) < large_scan < len(large) - 1000
+    (big,) = assert_exact([large], [large_chunk], rounds=GPU_ROUNDS, band=True, layouts=((GPU_PARTS, -1),))
+    (little,) = assert_exact([small], [large_chunk], rounds=GPU_ROUNDS, band=True, layouts=((GPU_PARTS, -1),))
+    assert (big["runs"][0]["slots"], big["runs"][0]["guesses"]) == (2, 1)
+    assert (little["runs"][0]["slots"], little["runs"][0]["guesses"]) == (6, 3)
 
 
 def test_rounds_stop_where_they_meet_an_earlier_decode(photos):

@@ -81,7 +81,13 @@ int64_t mean_segment_bytes(const JpegHeader& h, size_t size) {
 // and sweep). Of 256, 512, 1024, 2048 and 4096 bytes, 512 decoded batches of ImageNet photos fastest, and
 // still did against 256 and 384 with the warps' lanes picked by segment_decoder.cu's task_lanes.
 // Stage 4, which knows where each chunk starts, decodes them in kMaxChunkParts parts of 128 bytes.
+// A scan of jpeg_core's kLargeScanBytes or more (a photo of several megapixels: one guess a chunk, its
+// slot_layout) is decoded in chunks of kLargeChunkBytes: its batches keep the whole GPU busy, so the
+// threads a launch has matter less than the work, and each round decodes each of its chunks again from
+// its true start up to the first part end where that decode meets the chunk's guess, a part or so of
+// every chunk, which fewer chunks make fewer (bench/results/chunk_sync_rounds.md's large photos).
 constexpr int64_t kChunkBytes = 512;
+constexpr int64_t kLargeChunkBytes = 2048;
 
 // Bytes per upload call while the host copies the files (see queue_part()).
 constexpr size_t kUploadPart = size_t{4} << 20;
@@ -319,10 +325,13 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   if (chunked) {
     // The whole file is uploaded; the chunks through the rectangle's last row are decoded.
     im.chunked = 1;
-    im.chunk_bytes = call.testing.chunk_bytes > 0 ? call.testing.chunk_bytes : kChunkBytes;
+    const int64_t scan_bytes = im.size - im.scan_start;
+    im.chunk_bytes = call.testing.chunk_bytes > 0        ? call.testing.chunk_bytes
+                     : scan_bytes >= jc::kLargeScanBytes ? kLargeChunkBytes
+                                                         : kChunkBytes;
     im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
     im.chunk_parts = im.chunk_bytes % kMaxChunkParts == 0 ? kMaxChunkParts : 1;
-    im.chunk_slots = jc::slot_layout(f, im.num_chunks).slots;
+    im.chunk_slots = jc::slot_layout(f, scan_bytes).slots;
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
     return true;
   }
@@ -642,7 +651,7 @@ void queue_part(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& item
     const SegmentImage& im = plan.images[k].image;
     if (!im.chunked) continue;
     slots = std::max(slots, static_cast<int>(im.chunk_slots));
-    slot_work += static_cast<int64_t>(im.num_chunks) * jc::slot_layout(im.frame, im.num_chunks).guesses;
+    slot_work += static_cast<int64_t>(im.num_chunks) * jc::slot_layout(im.frame, im.size - im.scan_start).guesses;
   }
   if (slots > 0)
     C10_CUDA_CHECK(launch_decode_chunks(d_images, static_cast<int>(count), d_runs, static_cast<int>(nruns),

@@ -656,17 +656,18 @@ struct SlotLayout {
 // chunk does (the others' decodes would cost more GPU time than they save); its chunk holds a free slot beside
 // it, which the rounds fill first (sync_slot), so that the guess and its end stay on offer while the chain has
 // not reached its chunk.
-// A file of kManyChunks chunks or more (a photo of several megapixels), whatever its sampling, gets that layout
+// A scan of kLargeScanBytes or more (a photo of several megapixels), whatever its sampling, gets that layout
 // too. Its batch's launches last as long as the GPU takes for all their decodes rather than as long as their
 // slowest chunk, and the rounds decode each of its chunks again from its true start anyway: three guesses
 // decode three times stage 1's blocks for fewer of the rounds' (chunk_sync_rounds.md's large photos), and more
 // slots only add threads and records to every round. The few chunks it leaves out of step after the rounds
 // are stage 3's to decode again (lane_repair), within its budget.
 constexpr int kSubsampledGuesses = 3;
-constexpr int64_t kManyChunks = 1024;
+constexpr int64_t kLargeScanBytes = 524288;  // 512 KB
 
-CUSTOM_OP_HD inline SlotLayout slot_layout(const Frame& f, int64_t num_chunks) {
-  if (f.blocks_in_mcu > f.num_components && num_chunks < kManyChunks) {
+// The layout of a file whose entropy-coded data (from its scan's first byte to the file's end) is scan_bytes.
+CUSTOM_OP_HD inline SlotLayout slot_layout(const Frame& f, int64_t scan_bytes) {
+  if (f.blocks_in_mcu > f.num_components && scan_bytes < kLargeScanBytes) {
     const int k = f.blocks_in_mcu < kMaxSlots ? f.blocks_in_mcu : kMaxSlots;
     return SlotLayout{k, k < kSubsampledGuesses ? k : kSubsampledGuesses};
   }
