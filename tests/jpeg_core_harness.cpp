@@ -778,7 +778,7 @@ struct ChunkedOptions {
   int64_t parts = 1;   // stage 4's parts a chunk (split_scan), where the chunk size is a multiple of it
   int slots = 0;       // 0: one record a chunk (decode_chunk, sync_chunk); k >= 1: k slots (guess_slot, sync_slot,
                        // walk_slots), at most the MCU's blocks, all guessed; -1: slot_layout's
-  int guesses = 0;          // with slots >= 1: of them guessed in stage 1 (0: all)
+  int guesses = 0;     // with slots >= 1: of them guessed in stage 1 (0: all)
   int64_t walk_budget = 8;  // stage 3's chunks decoded again (walk_slots, lane_repair) before it gives up
 };
 
@@ -929,9 +929,9 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     // --slots -1: the GPU decoder's layout; K: K records a chunk (at most the MCU's blocks), --guesses of them
     // guessed (all where 0).
     const int most = opt.slots < 0 ? 0 : std::min(opt.slots, f.blocks_in_mcu);
-    const jc::SlotLayout layout =
-        opt.slots < 0 ? jc::slot_layout(f, s.size - s.scan_start)
-                      : jc::SlotLayout{most, opt.guesses > 0 ? std::min(opt.guesses, most) : most};
+    const jc::SlotLayout layout = opt.slots < 0
+                                      ? jc::slot_layout(f, s.size - s.scan_start)
+                                      : jc::SlotLayout{most, opt.guesses > 0 ? std::min(opt.guesses, most) : most};
     const int k = layout.slots;
     out->slots = k;
     out->guesses = layout.guesses;
