@@ -311,7 +311,8 @@ __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun*
   if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
   const SegmentImage& im = *c.im;
   jc::PartEnds storage;
-  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, jc::slot_layout(im.frame, c.scan.size - c.scan.scan_start).guesses,
+  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h,
+                 jc::slot_layout(im.frame, c.scan.size - c.scan.scan_start).guesses,
                  &im.records[0][c.chunk * c.slots + h], slot_part_ends(c, 0)(c.chunk, h, &storage));
 }
 
