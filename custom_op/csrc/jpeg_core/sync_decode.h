@@ -767,7 +767,8 @@ CUSTOM_OP_HD inline bool sync_slot(const ChunkedScan& s, const Frame& f, const S
 // slot h's, or null); with a budget below 0, slot 0's record as it is (no decode; chunk_starts_through then
 // flags the chain). Fills chosen[0 .. num_chunks - 1] (chunks past the walk: their slot 0) and chosen_slot (whose
 // part ends stage 4 reads), and *redone with the chunks decoded again. Then chunk_starts_through(s, f, chosen,
-// ...) as for one slot.
+// ...) as for one slot. One thread's loop over the chunks: the GPU runs the same walk on a warp's lanes (below,
+// lane_repair for its decodes), which the CPU harness checks against this one.
 template <typename SlotPartEnds>
 CUSTOM_OP_HD inline bool walk_slots(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
                                     const ChunkRecord* records, int k, int64_t last_block, int64_t budget,
