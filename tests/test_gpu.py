@@ -2087,6 +2087,37 @@ def test_gpu_decoder_cuda_gives_the_hostile_batch_the_cpu_paths_outcome(jpeg_wri
 
 
 @needs_gpu
+@pytest.mark.parametrize("on_warning", ["raise", "ignore"])
+def test_chunked_decoding_of_a_large_scan(jpeg_writer, on_warning):
+    """A photo whose entropy-coded data is past jpeg_core's kLargeScanBytes (512 KB) is decoded in the larger
+    chunks with one guess a chunk (segment_executor.cpp's kLargeChunkBytes, sync_decode.h's slot_layout): each
+    window, one decode a window, is the CPU path's, from the top rows to the last; damaged copies of it get the
+    CPU path's outcome (exception or pixels, and warnings)."""
+    height, width = 1800, 2400
+    data = jpeg_writer.encode(jpeg_writer.photo_like(height, width, 3, seed=71), sampling="4:2:0", quality=95)
+    assert len(data) > 600_000, len(data)
+    rng = np.random.default_rng(71)
+    damaged = [case for _, case in damaged_jpegs.damaged(data, rng, flips=6)]
+    wins = [(0, 0, 224, 224), (height - 512, width - 512, 512, 512), (900, 1200, 300, 400)]
+    wins += [random_window(rng, height, width, 224) for _ in range(5)]
+    files = [data] * len(wins) + damaged
+    windows = wins + [wins[i % len(wins)] for i in range(len(damaged))]
+    options = {"on_warning": on_warning, "on_error": "return"}
+    expected, expected_warnings = _recorded(custom_op.decode_and_crop_jpegs, files, *zip(*windows), **options)
+    with testing.gpu_options(force_path="cuda", dedupe=False):
+        (got, used), got_warnings = _recorded(
+            testing.decode_with_paths, files, *zip(*windows), device="cuda", **options
+        )
+    assert got_warnings == expected_warnings
+    for i, (out, ref) in enumerate(zip(_shown(got), _shown(expected))):
+        if isinstance(ref, str):
+            assert out == ref, (i, used[i])
+        else:
+            assert isinstance(out, torch.Tensor) and torch.equal(out.cpu(), ref), (i, used[i], out)
+    assert used[: len(wins)] == ["cuda"] * len(wins), used
+
+
+@needs_gpu
 def test_chunked_decoding_of_imagenet_photos():
     """The sample's photos as they come (no restart markers): every baseline one decoded by our decoder,
     each window the CPU path's; the resized crop of the same windows too."""
