@@ -821,6 +821,12 @@ def large_photo():
     return buf.getvalue()
 
 
+def large_windows(size: int, count: int = 512) -> list[tuple[int, int, int, int]]:
+    """The large section's windows of size x size in large_photo(): the same `count` for every run."""
+    rng = np.random.default_rng(2)
+    return [(int(rng.integers(0, 3000 - size)), int(rng.integers(0, 4000 - size)), size, size) for _ in range(count)]
+
+
 def large_section(args):
     big = large_photo()
     full = custom_op.decode_jpeg(big)
@@ -833,8 +839,7 @@ def large_section(args):
 
 def large_table(args, big, original, prepared, full, size):
     """The large section's table for 512 windows of size x size (original, prepared: big as tensors)."""
-    rng = np.random.default_rng(2)
-    windows = [(int(rng.integers(0, 3000 - size)), int(rng.integers(0, 4000 - size)), size, size) for _ in range(512)]
+    windows = large_windows(size)
     refs = [full[:, t : t + h, l : l + w] for t, l, h, w in windows]
     batch = {
         "original": [original] * 512,

@@ -25,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +45,7 @@ def main():
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--originals", action="store_true", help="window decode of the originals, in chunks")
     parser.add_argument("--large", action="store_true", help="one decode per window of a 4000x3000 photo")
-    parser.add_argument("--chunk-bytes", type=int, help="with --originals: testing.gpu_options' chunk size")
+    parser.add_argument("--chunk-bytes", type=int, help="with --originals or --large: testing.gpu_options' chunk size")
     parser.add_argument("--external-profiler", action="store_true", help="make the calls only (see above)")
     parser.add_argument("--trace", help="also write torch.profiler's Chrome trace of the calls to this file")
     args = parser.parse_args()
@@ -55,8 +54,7 @@ def main():
     files = [bench_gpu.large_photo()] if args.large else [p.read_bytes() for p in sorted(Path(args.imagenet).iterdir())]
     idx = [k % len(files) for k in range(args.batch)]
     if args.large:
-        rng = np.random.default_rng(2)
-        windows = [(int(rng.integers(0, 3000 - 512)), int(rng.integers(0, 4000 - 512)), 512, 512) for _ in idx]
+        windows = bench_gpu.large_windows(512, args.batch)
         tensors = [bench_gpu.as_tensor(files[0])] * args.batch
         run = bench_gpu.ours_method(force_path="cuda", dedupe=False, chunk_bytes=args.chunk_bytes).run
         op = "custom_op::decode_jpegs_cuda"

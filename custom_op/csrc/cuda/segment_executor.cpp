@@ -329,7 +329,7 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
     im.chunk_bytes = call.testing.chunk_bytes > 0        ? call.testing.chunk_bytes
                      : scan_bytes >= jc::kLargeScanBytes ? kLargeChunkBytes
                                                          : kChunkBytes;
-    im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
+    im.num_chunks = (scan_bytes + im.chunk_bytes - 1) / im.chunk_bytes;
     im.chunk_parts = im.chunk_bytes % kMaxChunkParts == 0 ? kMaxChunkParts : 1;
     im.chunk_slots = jc::slot_layout(f, scan_bytes).slots;
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
