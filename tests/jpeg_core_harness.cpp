@@ -788,6 +788,11 @@ std::pair<int64_t, int64_t> band_rows(const jc::Frame& f) {
   return {first, std::max<int64_t>(1, std::min<int64_t>(f.mcu_rows - first, (f.mcu_rows + 2) / 3))};
 }
 
+// The first block (by scan index) of the MCU rows a decode keeps: the band's (band_rows) with --band, else 0.
+int64_t first_block_kept(const jc::Frame& f, bool band) {
+  return band ? band_rows(f).first * f.mcus_per_row * f.blocks_in_mcu : 0;
+}
+
 // The last block (by scan index) of the MCU rows a decode reads: the band's (band_rows) with --band, else the
 // scan's.
 int64_t last_block_read(const jc::Frame& f, bool band) {
@@ -810,6 +815,8 @@ struct ChunkedRun {
   uint32_t stage4_flags = 0;          // every chunk's decode_chunk_blocks', or'ed: 0 must mean exact on its own
   int64_t flagged_chunks = 0;         // chunks whose stage 4 flagged something
   bool lanes_taken = false;           // stage 3 on 32 lanes went on (lanes_match_one_thread) after the rounds
+  int64_t strict_from = 0;            // with --band: the first chunk stage 4 decodes (chunk_starts_through)
+  int64_t band_first_chunk = 0;       // with --band: the first chunk (by the starts) that holds a block of the band
   // With slots, the blocks the rounds' decodes read, stopping where they meet an earlier decode and decoding
   // their chunk to its end; and the same summed over the most of 32 neighbouring chunks of a slot (a warp's
   // threads on the GPU, which wait for their slowest).
@@ -824,18 +831,19 @@ struct ChunkedRun {
 // lane in turn, as a warp runs them between its barriers; where the walk reaches a chunk off the chain, lane_repair
 // and the steps again, at most `budget` times) against walk_slots with that budget and chunk_starts_through, each on
 // its own copy of the slots' part ends (`part_ends`, the rounds' layout over `fine`'s `parts`): the lanes must go on
-// exactly where that walk succeeds, and then give its chosen slots and records, starts, needed and flags, and the
-// same part ends of the chunks decoded again. Returns whether the lanes went on; sets *agree.
+// exactly where that walk succeeds, and then give its chosen slots and records, starts, needed, strict_from (from
+// first_block) and flags, and the same part ends of the chunks decoded again. Returns whether the lanes went on;
+// sets *agree.
 bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fine, int64_t parts, const jc::Frame& f,
                             const jc::SegmentTables& t, const jc::ChunkRecord* records,
-                            const std::vector<jc::ChunkRecord>& part_ends, int k, int64_t last_block, int lanes,
-                            int64_t budget, bool* agree) {
+                            const std::vector<jc::ChunkRecord>& part_ends, int k, int64_t first_block,
+                            int64_t last_block, int lanes, int64_t budget, bool* agree) {
   const int64_t n = s.num_chunks;
   std::vector<jc::ChunkRecord> chosen(static_cast<size_t>(n));
   std::vector<int32_t> slot0(static_cast<size_t>(n), -1), slot1(static_cast<size_t>(n), -1);
   std::vector<jc::ChunkStart> starts0(static_cast<size_t>(n + 1)), starts1(static_cast<size_t>(n + 1));
   std::vector<jc::ChunkRecord> ends0 = part_ends, ends1 = part_ends;
-  int64_t redone = 0, needed0 = 0, needed1 = 0;
+  int64_t redone = 0, needed0 = 0, needed1 = 0, strict0 = -1, strict1 = -2;
   auto ends_in = [&](std::vector<jc::ChunkRecord>& ends) {
     return [&ends, &fine, parts, n](int64_t j, int h, jc::PartEnds* storage) {
       *storage = jc::slot_part_ends(fine, parts, n, j, h, ends.data());
@@ -845,7 +853,9 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
   const bool walked =
       jc::walk_slots(s, f, t, records, k, last_block, budget, ends_in(ends0), chosen.data(), slot0.data(), &redone);
   uint32_t flags0 = 0;
-  if (walked) flags0 = jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0);
+  if (walked)
+    flags0 =
+        jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0, first_block, &strict0);
   std::vector<jc::ChunkRecord> mine(records, records + n * k);  // the lanes' records, which lane_repair writes
   std::vector<jc::LaneChain> chain(static_cast<size_t>(lanes));
   auto range = [&](int lane) { return jc::lane_chunks(n, lane, lanes); };
@@ -868,13 +878,14 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
   if (!went_on || !walked) return went_on;
   for (int q = 0; q < lanes; ++q) jc::lane_chain_join(mine.data(), k, range(q), end, slot1.data(), &chain[q]);
   for (int q = 0; q < lanes; ++q)
-    jc::lane_starts(s, f, mine.data(), k, range(q), chain.data(), q, slot1.data(), last_block, starts1.data(),
-                    &chain[q]);
-  const uint32_t flags1 = jc::lanes_starts_result(chain.data(), lanes, starts1.data(), last_block, &needed1);
+    jc::lane_starts(s, f, mine.data(), k, range(q), chain.data(), q, slot1.data(), last_block, first_block,
+                    starts1.data(), &chain[q]);
+  const uint32_t flags1 =
+      jc::lanes_starts_result(chain.data(), lanes, starts1.data(), last_block, &needed1, &strict1);
   bool same_records = true;
   for (int64_t j = 0; j < n; ++j)
     same_records = same_records && std::memcmp(&chosen[j], &mine[j * k + slot1[j]], sizeof(jc::ChunkRecord)) == 0;
-  *agree = slot0 == slot1 && flags0 == flags1 && needed0 == needed1 && same_records &&
+  *agree = slot0 == slot1 && flags0 == flags1 && needed0 == needed1 && strict0 == strict1 && same_records &&
            std::memcmp(starts0.data(), starts1.data(), starts0.size() * sizeof(jc::ChunkStart)) == 0 &&
            (ends0.empty() || std::memcmp(ends0.data(), ends1.data(), ends0.size() * sizeof(jc::ChunkRecord)) == 0);
   return true;
@@ -909,8 +920,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     const int64_t last = last_block_read(f, opt.band);
     for (const int lanes : {32, 3}) {
       bool agree = false;
-      const bool taken = lanes_match_one_thread(s, fine, parts, f, t, after_rounds, part_ends, k, last, lanes,
-                                                opt.walk_budget, &agree);
+      const bool taken = lanes_match_one_thread(s, fine, parts, f, t, after_rounds, part_ends, k,
+                                                first_block_kept(f, opt.band), last, lanes, opt.walk_budget, &agree);
       if (lanes == 32) out->lanes_taken = taken;
       if (!agree) out->flags |= kLanesDisagree;
     }
@@ -1050,7 +1061,10 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   const auto [first_row, num_rows] = opt.band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
   int64_t needed = n;
   if (opt.band) {
-    out->flags |= jc::chunk_starts_through(s, f, records.data(), last_block_read(f, true), starts.data(), &needed);
+    out->flags |= jc::chunk_starts_through(s, f, records.data(), last_block_read(f, true), starts.data(), &needed,
+                                           first_block_kept(f, true), &out->strict_from);
+    while (out->band_first_chunk < needed && starts[out->band_first_chunk + 1].block <= first_block_kept(f, true))
+      ++out->band_first_chunk;
   } else {
     out->flags |= jc::chunk_starts(s, f, records.data(), starts.data());
   }
@@ -1071,9 +1085,9 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     planes[c] = out->coef[c].data();
   }
   alignas(16) int16_t scratch[jc::kBlockSize];
-  // Every part of the chunks needed (the last chunk may have fewer parts than the others).
+  // Every part of the chunks needed from strict_from on (the last chunk may have fewer parts than the others).
   const int64_t needed_parts = std::min(needed * parts, fine.num_chunks);
-  for (int64_t m = 0; m < needed_parts; ++m) {
+  for (int64_t m = out->strict_from * parts; m < needed_parts; ++m) {
     const int32_t* slot_of = chosen_slot.empty() ? nullptr : chosen_slot.data();
     const jc::ChunkStart from = jc::part_start(starts.data(), part_ends.data(), parts, m, slot_of, n);
     const jc::ChunkStart to = jc::part_start(starts.data(), part_ends.data(), parts, m + 1, slot_of, n);
@@ -1152,6 +1166,8 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"flags\": " + std::to_string(run.flags) +
                 ", \"stage4_flags\": " + std::to_string(run.stage4_flags) +
                 ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +
+                ", \"strict_from\": " + std::to_string(run.strict_from) +
+                ", \"band_first_chunk\": " + std::to_string(run.band_first_chunk) +
                 ", \"lanes_taken\": " + (run.lanes_taken ? "true" : "false") +
                 ", \"round_blocks\": " + std::to_string(run.round_blocks) +
                 ", \"round_blocks_full\": " + std::to_string(run.round_blocks_full) +

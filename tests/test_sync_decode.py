@@ -120,6 +120,13 @@ def test_a_band_of_rows_reads_the_chunks_through_it(sampling):
         files.append(encode(pixels, sampling, quality=95, restart_interval=2))
     results = assert_exact(files, band=True)
     assert any(r["stored_blocks"] < d["blocks"] for d in results for r in d["runs"])
+    # Stage 4 starts at the band's first chunk in a file without restart markers (the rounds read the valid chunks
+    # above it without a lenient read), at chunk 0 in one with them (stage 4 checks their markers).
+    for d in results:
+        for r in d["runs"]:
+            expected = 0 if d["restart_interval"] else r["band_first_chunk"]
+            assert r["strict_from"] == expected, f"{_where(d)}, chunks of {r['chunk_bytes']}: {r}"
+    assert any(r["strict_from"] > 0 for d in results for r in d["runs"])
 
 
 def test_unusual_sampling_factors():
@@ -421,6 +428,8 @@ def _check_damaged_band(results, stats):
             assert not r["flags"] & core.MEETINGS_DISAGREE, f"{run}: the rounds' meetings changed their records"
             warned = r["band_ref_warnings"] > 0 or r["band_ref_error"] != ""
             stats["libjpeg_warned"] += warned
+            # Damage above the band that stage 3 saw in a lenient read: stage 4 decodes from there, and flags it.
+            stats["caught_above_band"] += warned and r["strict_from"] < r["band_first_chunk"] and r["flags"] != 0
             if r["stage4_flags"] == 0:
                 assert not warned, f"{run}: accepted, but libjpeg warned within the band: {r['band_ref_error']}"
                 assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
@@ -433,7 +442,7 @@ def _check_damaged_band(results, stats):
 
 
 def _stats() -> dict:
-    return dict(mutants=0, refused_header=0, libjpeg_warned=0, accepted=0, flagged=0, flags_seen=0)
+    return dict(mutants=0, refused_header=0, libjpeg_warned=0, accepted=0, flagged=0, flags_seen=0, caught_above_band=0)
 
 
 def _damaged_variants(data: bytes) -> list[bytes]:
@@ -483,12 +492,13 @@ def test_damaged_files_are_flagged_or_exact():
 
 def test_damaged_files_in_a_band_are_flagged_or_exact():
     """The same damage, decoded as a window's band of MCU rows: flagged or exact in the band, and flagged wherever
-    libjpeg warns before it has read past the band (damage below the band is not the window's business)."""
+    libjpeg warns before it has read past the band (damage below the band is not the window's business). Damage
+    above the band is among them: stage 4 starts where the rounds read leniently, above the band's chunks."""
     files = _damaged_files(96, seed=6)
     stats = _stats()
     for parts, slots in LAYOUTS:
         _check_damaged_band(core.chunked(files, [1, 4, 64, 1024], band=True, parts=parts, slots=slots), stats)
-    assert min(stats["flagged"], stats["accepted"], stats["libjpeg_warned"]) > 0, stats
+    assert min(stats["flagged"], stats["accepted"], stats["libjpeg_warned"], stats["caught_above_band"]) > 0, stats
 
 
 def _fuzz_corpus() -> list[bytes]:
@@ -525,6 +535,6 @@ def test_fuzz_chunked_under_sanitizers():
     mutants = [mutate(rng.choice(corpus), rng) for _ in range(500)]
     _check_damaged_band(core.chunked(mutants, [1, 16, 300], band=True, parts=3, slots=10, variant=variant), band)
     print("sync_decode fuzz:", stats, "band:", band)
-    assert min(band["accepted"], band["flagged"], band["libjpeg_warned"]) > 10, band
+    assert min(band["accepted"], band["flagged"], band["libjpeg_warned"], band["caught_above_band"]) > 10, band
     assert min(stats["accepted"], stats["flagged"], stats["libjpeg_warned"]) > 50, stats
     assert stats["flags_seen"] & core.UNSYNCED and stats["flags_seen"] & core.BAD_MARKER, stats

@@ -351,7 +351,7 @@ constexpr int kStagedRecords = 2048;
 constexpr int kStartLanes = 32;
 
 // Stage 3, a warp per image: the walk over the slots in chunk order through the chunks the rectangle needs
-// into chosen_slot, then the chunks' exact starts into starts and *needed, the warp's lanes sharing both
+// into chosen_slot, then the chunks' exact starts into starts, *needed and *strict_from, the warp's lanes sharing both
 // (jpeg_core's lane steps, a barrier between two). Where the walk reaches a chunk with no slot on the chain,
 // the first lane decodes it again into its slot 0 (lane_repair) and the lanes walk again, at most kSweepBudget
 // times; an image that needs more goes to the CPU path.
@@ -361,7 +361,7 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
   jc::ChunkRecord* staged = reinterpret_cast<jc::ChunkRecord*>(stage3_shared + kStartLanes * sizeof(jc::LaneChain));
   const SegmentImage& im = images[blockIdx.x];
   if (!im.chunked) return;
-  if (threadIdx.x == 0) *im.needed = 0;
+  if (threadIdx.x == 0) *im.needed = *im.strict_from = 0;
   if (*im.status != 0) return;
   jc::ChunkedScan s, fine;
   const int k = im.chunk_slots;
@@ -402,16 +402,19 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
   }
   jc::lane_chain_join(records, k, r, end, im.chosen_slot, mine);
   __syncwarp();
-  jc::lane_starts(s, f, records, k, r, lanes, lane, im.chosen_slot, im.last_block, im.starts, mine);
+  const int64_t first_block = int64_t{im.mcu_row0} * f.mcus_per_row * f.blocks_in_mcu;
+  jc::lane_starts(s, f, records, k, r, lanes, lane, im.chosen_slot, im.last_block, first_block, im.starts, mine);
   __syncwarp();
   if (lane == 0) {
-    const uint32_t flags = jc::lanes_starts_result(lanes, kStartLanes, im.starts, im.last_block, im.needed);
+    const uint32_t flags =
+        jc::lanes_starts_result(lanes, kStartLanes, im.starts, im.last_block, im.needed, im.strict_from);
     if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
   }
 }
 
-// Stage 4: each part of each chunk the rectangle needs, strictly from its exact start (part_start); its
-// rows' blocks stored. kMaxChunkParts tasks a chunk task, `lanes` of them a warp; those past the image's parts
+// Stage 4: each part of each chunk the rectangle needs from *strict_from on (the chunks above the rectangle that
+// the rounds read without a lenient read need no decode: jpeg_core's strict_decode_needed), strictly from its
+// exact start (part_start); its rows' blocks stored. kMaxChunkParts tasks a chunk task, `lanes` of them a warp; those past the image's parts
 // do nothing.
 __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                     int lanes) {
@@ -421,7 +424,9 @@ __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun*
   if (!chunk_task(images, runs, run_count, tasks, static_cast<int>(t / kMaxChunkParts), &c)) return;
   const SegmentImage& im = *c.im;
   const int64_t part = t % kMaxChunkParts, m = c.chunk * c.parts + part;
-  if (*im.status != 0 || c.chunk >= *im.needed || part >= c.parts || m >= c.fine.num_chunks) return;
+  if (*im.status != 0 || c.chunk < *im.strict_from || c.chunk >= *im.needed || part >= c.parts ||
+      m >= c.fine.num_chunks)
+    return;
   alignas(16) int16_t scratch[jc::kBlockSize];
   int16_t* planes[jc::kMaxComponents];
   for (int k = 0; k < jc::kMaxComponents; ++k) planes[k] = im.coefficients[k];

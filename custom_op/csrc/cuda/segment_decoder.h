@@ -28,7 +28,8 @@
 // (a chunk off the chain decoded again, within a budget) and the chunks' exact starts through the
 // rectangle's last MCU row; then, one thread per part of a chunk,
 // each part the rectangle needs decoded strictly from its exact start into the rectangle's
-// coefficients (in zigzag order, as step 2's).
+// coefficients (in zigzag order, as step 2's), but for the chunks above the rectangle that the
+// rounds read without a lenient read (jpeg_core's strict_decode_needed).
 // Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently
 // (a damaged segment, a misplaced marker, a block where its SIMD IDCT could differ from the C code)
 // sets a bit in it, and the host sends that item to the CPU path, which gives libjpeg's own outcome.
@@ -109,7 +110,8 @@ struct SegmentImage {
   // num_chunks chunks of chunk_bytes, which stage 4 decodes in chunk_parts parts each (1 to
   // kMaxChunkParts, dividing chunk_bytes), each chunk with chunk_slots records; records[0] and [1], and the
   // slots' part_ends[0] and [1], which the rounds fill in turn, as their fields say; starts: num_chunks + 1; *needed:
-  // the chunks through the rectangle's last block (last_block, by scan index), written with the starts.
+  // the chunks through the rectangle's last block (last_block, by scan index), written with the starts, and
+  // *strict_from the first of them stage 4 decodes (jpeg_core's strict_decode_needed from the rectangle's first row).
   int32_t chunked;
   int32_t chunk_parts;
   int32_t chunk_slots;  // records a chunk (jpeg_core's slot_layout), 1 to kMaxSlots
@@ -119,6 +121,7 @@ struct SegmentImage {
   int32_t* chosen_slot;                  // num_chunks: the slot stage 3 chose for each chunk
   jpeg_core::ChunkStart* starts;
   int64_t* needed;
+  int64_t* strict_from;
 };
 
 // Stage 4's parts a chunk at most (the write launch's threads per chunk).

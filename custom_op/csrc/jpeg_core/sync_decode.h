@@ -36,7 +36,8 @@
 //      only through its last MCU row: chunk_starts_through checks the chunks up to there alone.
 //   4. decode_chunk_blocks: the blocks that start in the chunk, decoded from its exact start into the
 //      coefficient planes (decode_segment's layout, so the same IDCT consumes them); decode_chunk_rows
-//      keeps a band of MCU rows (a window's), as decode_segment_rows does.
+//      keeps a band of MCU rows (a window's), as decode_segment_rows does. A band's decode skips the
+//      chunks wholly above the band that stage 3 found clean (strict_decode_needed).
 //
 // Stage 4 may run in finer chunks than stages 1 to 3 (split_scan: each chunk in `parts` parts). Stages 1
 // to 3 need chunks long enough for most decoders to fall in step inside them; stage 4 knows where every
@@ -68,7 +69,11 @@
 // otherwise). So when stage 4 returns 0 for every chunk, the chunks' decodes join into one strict
 // decode of the whole scan from its start: the coefficients are those decode_segment gives segment by
 // segment, libjpeg-turbo's. Any flag sends the whole file to the CPU path (a chunk's own decode may
-// be unflagged and still wrong where an earlier chunk is damaged).
+// be unflagged and still wrong where an earlier chunk is damaged). Stages 1 and 2 count their lenient
+// reads in each record: a chunk above the band whose record on the chain counts none (in a file without
+// restart markers, where stage 4 checks no marker above the band) was read from its true start exactly
+// as stage 4 would read it, without a flag, so stage 4 has nothing to add there and starts at the
+// first chunk that is not such.
 #pragma once
 
 #include "bit_reader.h"
@@ -88,10 +93,11 @@ enum ChunkFlags : uint32_t {
   kUnsynced = 1u << 6,
 };
 
+constexpr int32_t kLenientMost = INT32_MAX;  // ChunkRecord::lenient's cap
 constexpr int64_t kScanEnd = INT64_MAX;  // SyncPoint::bit past the scan's end (EOI or the end of the data)
 constexpr int64_t kNoStart = -1;         // SyncPoint::bit of a slot in no use (see the slots below)
 
-// SyncPoint and ChunkRecord have no padding (their `unused` fields are written as 0): a kernel copies
+// SyncPoint and ChunkRecord have no padding (SyncPoint's `unused` field is written as 0): a kernel copies
 // records whole, and a copy of padding is a read of memory nothing wrote (compute-sanitizer's initcheck).
 
 // A point where a block starts.
@@ -108,7 +114,10 @@ struct ChunkRecord {
   int64_t blocks;              // blocks decoded (those from start to end)
   int32_t dc[kMaxComponents];  // DC differences summed per component (wrapping), since start or the last restart
   int32_t restarted;           // 1: a restart marker lies between start and end
-  int32_t unused;              // 0
+  // The times the decode read leniently (lenient_read): a code the table lacks, data that stopped, a marker after
+  // an MCU. Where it is 0, a strict decode from the same start reads the same blocks and flags nothing, in a file
+  // without restart markers. Saturates at kLenientMost.
+  int32_t lenient;
 };
 static_assert(sizeof(SyncPoint) == 16 && sizeof(ChunkRecord) == 2 * 16 + 8 + 4 * kMaxComponents + 8,
               "no padding in the records");
@@ -210,7 +219,16 @@ struct ChunkTally {
   int64_t blocks;
   int32_t dc[kMaxComponents];
   int32_t restarted;
+  int32_t lenient;  // stages 1 and 2: ChunkRecord::lenient
 };
+
+// a + b for ChunkRecord::lenient counts (each at most kLenientMost), capped there.
+CUSTOM_OP_HD inline int32_t lenient_sum(int32_t a, int32_t b) {
+  return a >= kLenientMost - b ? kLenientMost : a + b;
+}
+
+// Stages 1 and 2: one more lenient read.
+CUSTOM_OP_HD inline void lenient_read(ChunkTally* tally) { tally->lenient = lenient_sum(tally->lenient, 1); }
 
 CUSTOM_OP_HD inline void cursor_at(const ChunkedScan& s, const uint8_t* begin, ChunkCursor* c) {
   c->begin = begin;
@@ -276,6 +294,7 @@ CUSTOM_OP_HD inline void restart_after(const ChunkedScan& s, const uint8_t* afte
 // Stages 1 and 2, where the data stopped inside a block: at a restart marker, the decode goes on after
 // it (see the header); anywhere else the scan has ended.
 CUSTOM_OP_HD inline void lenient_stop(const ChunkedScan& s, ChunkCursor* c, ChunkTally* tally) {
+  lenient_read(tally);
   const uint8_t* after = nullptr;
   if (is_restart_marker(stopped_marker(s, c->r, &after))) restart_after(s, after, c, tally);
   else c->at_end = true;
@@ -329,7 +348,7 @@ CUSTOM_OP_HD inline void record_part_end(SyncPoint start, SyncPoint end, const C
   out->blocks = tally.blocks;
   for (int k = 0; k < kMaxComponents; ++k) out->dc[k] = tally.dc[k];
   out->restarted = tally.restarted;
-  out->unused = 0;
+  out->lenient = tally.lenient;
 }
 
 // The earlier decode (slot) that recorded part end m at `end`, or -1. Not one that restarted before that part
@@ -495,6 +514,7 @@ CUSTOM_OP_HD inline void run_chunk_lenient(const ChunkedScan& s, const Frame& f,
       continue;
     }
     if (!ok) {  // a wrong guess: try the next bit as an MCU's first (the refill left 32 bits)
+      lenient_read(tally);
       reader_drop(r, 1);
       c->block = 0;
       continue;
@@ -505,6 +525,7 @@ CUSTOM_OP_HD inline void run_chunk_lenient(const ChunkedScan& s, const Frame& f,
     const uint8_t* after = nullptr;
     const int code = marker_after_mcu(s, c, &after);
     if (code == kDataGoesOn || !padding_ones(*r)) continue;
+    lenient_read(tally);
     if (is_restart_marker(code)) {
       sums_out();
       restart_after(s, after, c, tally);
@@ -541,7 +562,8 @@ CUSTOM_OP_HD inline ChunkRecord joined_at_meeting(const ChunkRecord& mine, const
                   : static_cast<int32_t>(static_cast<uint32_t>(mine.dc[k]) +
                                          (static_cast<uint32_t>(later.dc[k]) - static_cast<uint32_t>(met.dc[k])));
   r.restarted = mine.restarted | (restart_after ? 1 : 0);
-  r.unused = 0;
+  // The same decoder state from the meeting point on: the earlier decode's lenient reads from there are this one's.
+  r.lenient = met.lenient == kLenientMost ? kLenientMost : lenient_sum(mine.lenient, later.lenient - met.lenient);
   return r;
 }
 
@@ -562,7 +584,7 @@ CUSTOM_OP_HD inline void take_rest_of_earlier(PartEnds* parts, ChunkRecord* out)
 CUSTOM_OP_HD inline uint32_t decode_chunk(const ChunkedScan& s, const Frame& f, const SegmentTables& t, int64_t chunk,
                                           SyncPoint start, ChunkRecord* out, PartEnds* parts = nullptr) {
   if (out == nullptr || !chunk_arguments_ok(s, chunk, f, t, nullptr)) return kBadArguments;
-  ChunkTally tally = {0, {0, 0, 0, 0}, 0};
+  ChunkTally tally = {0, {0, 0, 0, 0}, 0, 0};
   ChunkCursor c;
   if (parts != nullptr) parts->met_slot = parts->met_at = -1;
   if (!cursor_start(s, f, start, &c)) c.at_end = true;  // nothing to decode
@@ -852,7 +874,7 @@ CUSTOM_OP_HD inline ChunkRecord join_records(const ChunkRecord& a, const ChunkRe
     r.dc[k] =
         b.restarted ? b.dc[k] : static_cast<int32_t>(static_cast<uint32_t>(a.dc[k]) + static_cast<uint32_t>(b.dc[k]));
   r.restarted = a.restarted | b.restarted;
-  r.unused = 0;
+  r.lenient = lenient_sum(a.lenient, b.lenient);
   return r;
 }
 
@@ -872,11 +894,25 @@ CUSTOM_OP_HD inline ChunkStart scan_first_start(const ChunkedScan& s) {
   return at;
 }
 
+// Whether stage 4 decodes chunk j, which a decode of the MCU rows from block first_block on reads, whose record on
+// the chain is r and which ends where `next` starts. Not where all its blocks lie before first_block, the file has
+// no restart markers and r read nothing leniently (and no chunk before it did: strict_from): the rounds' decode of
+// the chunk from its true start then read exactly what stage 4's would and would have flagged nothing (stage 4
+// flags only bad codes, data that stops and markers there, which are lenient reads), and the chunk's blocks are
+// no rows' the decode keeps. Why: a window's rows seldom start at the top, and the chunks above them would be
+// decoded only to be checked, most of stage 4's work for a window low in a large photo.
+CUSTOM_OP_HD inline bool strict_decode_needed(const ChunkedScan& s, const ChunkRecord& r, const ChunkStart& next,
+                                              int64_t first_block) {
+  return s.restart_interval != 0 || r.lenient != 0 || next.block > first_block;
+}
+
 // Stage 3's step for chunk j, whose record is r and which starts at *at: starts[j] = *at; where a decode
 // through block last_block reads the chunk, it counts in *needed and r must start there (else kUnsynced in
-// *flags); *at moves to the next chunk's start.
-CUSTOM_OP_HD inline void place_chunk_start(const Frame& f, const ChunkRecord& r, int64_t j, int64_t last_block,
-                                           ChunkStart* at, ChunkStart* starts, int64_t* needed, uint32_t* flags) {
+// *flags); where stage 4 decodes it (strict_decode_needed, from block first_block), *strict_from becomes j if it
+// is more; *at moves to the next chunk's start.
+CUSTOM_OP_HD inline void place_chunk_start(const ChunkedScan& s, const Frame& f, const ChunkRecord& r, int64_t j,
+                                           int64_t last_block, int64_t first_block, ChunkStart* at, ChunkStart* starts,
+                                           int64_t* needed, int64_t* strict_from, uint32_t* flags) {
   starts[j] = *at;
   if (at->block <= last_block && at->bit != kScanEnd) {
     *needed = j + 1;
@@ -884,7 +920,12 @@ CUSTOM_OP_HD inline void place_chunk_start(const Frame& f, const ChunkRecord& r,
     if (!same_point(r.start, expected)) *flags |= kUnsynced;
   }
   *at = chunk_start_after(*at, r);
+  if (j < *strict_from && strict_decode_needed(s, r, *at, first_block)) *strict_from = j;
 }
+
+// Stage 3's first chunk for stage 4 from the least chunk that strict_decode_needed (`least`) and `needed`: 0 where
+// that is no chunk stage 4 reads (a decode that keeps no block, or a broken chain, which stage 3 flags anyway).
+CUSTOM_OP_HD inline int64_t strict_from_result(int64_t least, int64_t needed) { return least < needed ? least : 0; }
 
 // Stage 3's last check: kUnsynced where the decode reads no chunk, or its chunks end before last_block's end.
 CUSTOM_OP_HD inline uint32_t starts_end_flags(const ChunkStart* starts, int64_t needed, int64_t last_block) {
@@ -894,21 +935,26 @@ CUSTOM_OP_HD inline uint32_t starts_end_flags(const ChunkStart* starts, int64_t 
 
 // Stage 3 for a decode that needs the scan only through block `last_block` (by scan index: a window's
 // last MCU row's last block): starts[0 .. num_chunks] from records[0 .. num_chunks - 1], and in *needed
-// the chunks that decode reads: those that start at or before last_block. Returns kUnsynced where one of
+// the chunks that decode reads: those that start at or before last_block; where strict_from is not null, the
+// first of them stage 4 decodes for a decode that keeps the blocks from first_block on (strict_decode_needed;
+// stage 4 then decodes chunks strict_from .. needed - 1). Returns kUnsynced where one of
 // those records does not start where the previous one ends (or chunk 0's where the scan starts), or they
 // end before last_block's end; kBadArguments for a frame with no blocks or a last_block outside the
 // scan. The starts of later chunks are whatever their records give. Stage 4 may still run: it checks
 // each chunk.
 CUSTOM_OP_HD inline uint32_t chunk_starts_through(const ChunkedScan& s, const Frame& f, const ChunkRecord* records,
-                                                  int64_t last_block, ChunkStart* starts, int64_t* needed) {
+                                                  int64_t last_block, ChunkStart* starts, int64_t* needed,
+                                                  int64_t first_block = 0, int64_t* strict_from = nullptr) {
   if (records == nullptr || starts == nullptr || needed == nullptr || !starts_arguments_ok(s, f, last_block))
     return kBadArguments;
   uint32_t flags = kSegmentOk;
   ChunkStart at = scan_first_start(s);
   *needed = 0;
+  int64_t least = INT64_MAX;
   for (int64_t j = 0; j < s.num_chunks; ++j)
-    place_chunk_start(f, records[j], j, last_block, &at, starts, needed, &flags);
+    place_chunk_start(s, f, records[j], j, last_block, first_block, &at, starts, needed, &least, &flags);
   starts[s.num_chunks] = at;
+  if (strict_from != nullptr) *strict_from = strict_from_result(least, *needed);
   return flags | starts_end_flags(starts, *needed, last_block);
 }
 
@@ -981,8 +1027,9 @@ struct LaneChain {
   int64_t broken;      // lane_chain_walk: the range's first chunk off the chain, INT64_MAX where none is
   int64_t stop;        // lane_walk_stop: the range's chunk where walk_slots stops, INT64_MAX where none
   ChunkRecord joined;  // lane_chain_join: the chosen records of the range joined
-  int64_t needed;      // lane_starts: the most chunks a decode reads, as far as the range tells
-  uint32_t flags;      // lane_starts: chunk_starts_through's flags from the range's chunks
+  int64_t needed;       // lane_starts: the most chunks a decode reads, as far as the range tells
+  int64_t strict_from;  // lane_starts: the range's first chunk strict_decode_needed, INT64_MAX where none
+  uint32_t flags;       // lane_starts: chunk_starts_through's flags from the range's chunks
 };
 
 // Step 1: the chain's map through the lane's chunks. The range that holds chunk 0 enters at chunk 0's slot 0.
@@ -1092,29 +1139,34 @@ CUSTOM_OP_HD inline void lane_chain_join(const ChunkRecord* records, int k, Lane
 }
 
 // Step 5: chunk_starts_through's starts of the lane's chunks (and starts[n] by the lane that holds the last
-// chunk), with its needed and flags as far as the range tells.
+// chunk), with its needed, strict_from (from first_block) and flags as far as the range tells.
 CUSTOM_OP_HD inline void lane_starts(const ChunkedScan& s, const Frame& f, const ChunkRecord* records, int k,
                                      LaneRange r, const LaneChain* lanes, int lane, const int32_t* chosen_slot,
-                                     int64_t last_block, ChunkStart* starts, LaneChain* out) {
+                                     int64_t last_block, int64_t first_block, ChunkStart* starts, LaneChain* out) {
   ChunkStart at = scan_first_start(s);
   for (int q = 0; q < lane; ++q)
     if (lanes[q].chunks > 0) at = chunk_start_after(at, lanes[q].joined);
   out->needed = 0;
+  out->strict_from = INT64_MAX;
   out->flags = kSegmentOk;
   for (int64_t j = r.begin; j < r.end; ++j)
-    place_chunk_start(f, records[j * k + chosen_slot[j]], j, last_block, &at, starts, &out->needed, &out->flags);
+    place_chunk_start(s, f, records[j * k + chosen_slot[j]], j, last_block, first_block, &at, starts, &out->needed,
+                      &out->strict_from, &out->flags);
   if (r.end == s.num_chunks && r.begin < r.end) starts[s.num_chunks] = at;
 }
 
-// After step 5, by one lane: chunk_starts_through's *needed and flags.
+// After step 5, by one lane: chunk_starts_through's *needed, *strict_from and flags.
 CUSTOM_OP_HD inline uint32_t lanes_starts_result(const LaneChain* lanes, int count, const ChunkStart* starts,
-                                                 int64_t last_block, int64_t* needed) {
+                                                 int64_t last_block, int64_t* needed, int64_t* strict_from) {
   uint32_t flags = kSegmentOk;
   *needed = 0;
+  int64_t least = INT64_MAX;
   for (int q = 0; q < count; ++q) {
     flags |= lanes[q].flags;
     *needed = lanes[q].needed > *needed ? lanes[q].needed : *needed;
+    least = lanes[q].strict_from < least ? lanes[q].strict_from : least;
   }
+  *strict_from = strict_from_result(least, *needed);
   return flags | starts_end_flags(starts, *needed, last_block);
 }
 
@@ -1135,7 +1187,7 @@ CUSTOM_OP_HD inline uint32_t decode_chunk_rows(const ChunkedScan& s, const Frame
   const SyncPoint point = {start.bit, start.bit == kScanEnd ? 0 : static_cast<int32_t>(start.block % f.blocks_in_mcu),
                            0};
   if (!cursor_start(s, f, point, &c)) return kUnsynced;
-  ChunkTally tally = {start.block, {0, 0, 0, 0}, 0};
+  ChunkTally tally = {start.block, {0, 0, 0, 0}, 0, 0};
   for (int k = 0; k < kMaxComponents; ++k) tally.dc[k] = start.pred[k];
   const RowPlanes out = {planes, first_row, num_rows, scratch};
   const uint32_t flags = run_chunk_strict(s, f, t, chunk_limit(s, chunk), &c, &tally, &out);
