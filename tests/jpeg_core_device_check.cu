@@ -105,6 +105,5 @@ __global__ void check_sync_decode(const uint8_t* data, int64_t size, int64_t sca
   // A window's band of rows: the stages through its last block.
   int64_t needed = 0;
   if (j == 0) flags[j] |= jc::chunk_starts_through(s, *frame, next_round, frame->blocks_in_mcu - 1, starts, &needed);
-  alignas(16) int16_t scratch[jc::kBlockSize];
-  flags[j] |= jc::decode_chunk_rows(s, *frame, t, j, starts[j], starts[j + 1], planes, 0, 1, scratch);
+  flags[j] |= jc::decode_chunk_rect(s, *frame, t, j, starts[j], starts[j + 1], planes, 0, 1, 0, 1);
 }

@@ -53,7 +53,8 @@
 //                                one JSON line with each run's flags (all stages', and stage 4's alone)
 //                                and, where stage 4 flagged nothing, its coefficients compared with
 //                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
-//                                rows is decoded and compared (chunk_starts_through, decode_chunk_rows)
+//                                rows is decoded, and the middle third of their columns stored and
+//                                compared (chunk_starts_through, decode_chunk_rect)
 //   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
 //                                [--long-codes SEED [--one-table]]
 //                                per record: one output record, the same coefficients re-encoded by
@@ -788,6 +789,12 @@ std::pair<int64_t, int64_t> band_rows(const jc::Frame& f) {
   return {first, std::max<int64_t>(1, std::min<int64_t>(f.mcu_rows - first, (f.mcu_rows + 2) / 3))};
 }
 
+// The MCU columns a --band run stores in its rows: about the middle third (at least one column).
+std::pair<int64_t, int64_t> band_cols(const jc::Frame& f) {
+  const int64_t first = f.mcus_per_row / 3;
+  return {first, std::max<int64_t>(1, std::min<int64_t>(f.mcus_per_row - first, (f.mcus_per_row + 2) / 3))};
+}
+
 // The first block (by scan index) of the MCU rows a decode keeps: the band's (band_rows) with --band, else 0.
 int64_t first_block_kept(const jc::Frame& f, bool band) {
   return band ? band_rows(f).first * f.mcus_per_row * f.blocks_in_mcu : 0;
@@ -854,8 +861,7 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
       jc::walk_slots(s, f, t, records, k, last_block, budget, ends_in(ends0), chosen.data(), slot0.data(), &redone);
   uint32_t flags0 = 0;
   if (walked)
-    flags0 =
-        jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0, first_block, &strict0);
+    flags0 = jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0, first_block, &strict0);
   std::vector<jc::ChunkRecord> mine(records, records + n * k);  // the lanes' records, which lane_repair writes
   std::vector<jc::LaneChain> chain(static_cast<size_t>(lanes));
   auto range = [&](int lane) { return jc::lane_chunks(n, lane, lanes); };
@@ -880,8 +886,7 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
   for (int q = 0; q < lanes; ++q)
     jc::lane_starts(s, f, mine.data(), k, range(q), chain.data(), q, slot1.data(), last_block, first_block,
                     starts1.data(), &chain[q]);
-  const uint32_t flags1 =
-      jc::lanes_starts_result(chain.data(), lanes, starts1.data(), last_block, &needed1, &strict1);
+  const uint32_t flags1 = jc::lanes_starts_result(chain.data(), lanes, starts1.data(), last_block, &needed1, &strict1);
   bool same_records = true;
   for (int64_t j = 0; j < n; ++j)
     same_records = same_records && std::memcmp(&chosen[j], &mine[j * k + slot1[j]], sizeof(jc::ChunkRecord)) == 0;
@@ -1059,6 +1064,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   }
   std::vector<jc::ChunkStart> starts(static_cast<size_t>(n + 1));
   const auto [first_row, num_rows] = opt.band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
+  const auto [first_col, num_cols] = opt.band ? band_cols(f) : std::pair<int64_t, int64_t>{0, f.mcus_per_row};
   int64_t needed = n;
   if (opt.band) {
     out->flags |= jc::chunk_starts_through(s, f, records.data(), last_block_read(f, true), starts.data(), &needed,
@@ -1084,16 +1090,15 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     out->coef[c].assign(static_cast<size_t>(num_rows * f.mcu_blocks_v[c] * f.blocks_per_row[c] * 64), 0);
     planes[c] = out->coef[c].data();
   }
-  alignas(16) int16_t scratch[jc::kBlockSize];
   // Every part of the chunks needed from strict_from on (the last chunk may have fewer parts than the others).
   const int64_t needed_parts = std::min(needed * parts, fine.num_chunks);
   for (int64_t m = out->strict_from * parts; m < needed_parts; ++m) {
     const int32_t* slot_of = chosen_slot.empty() ? nullptr : chosen_slot.data();
     const jc::ChunkStart from = jc::part_start(starts.data(), part_ends.data(), parts, m, slot_of, n);
     const jc::ChunkStart to = jc::part_start(starts.data(), part_ends.data(), parts, m + 1, slot_of, n);
-    const uint32_t flags = opt.band
-                               ? jc::decode_chunk_rows(fine, f, t, m, from, to, planes, first_row, num_rows, scratch)
-                               : jc::decode_chunk_blocks(fine, f, t, m, from, to, planes);
+    const uint32_t flags =
+        opt.band ? jc::decode_chunk_rect(fine, f, t, m, from, to, planes, first_row, num_rows, first_col, num_cols)
+                 : jc::decode_chunk_blocks(fine, f, t, m, from, to, planes);
     out->flags |= flags;
     out->stage4_flags |= flags;
     out->flagged_chunks += flags != 0 ? 1 : 0;
@@ -1140,11 +1145,19 @@ void run_chunked(const ChunkedOptions& opt) {
         int64_t compared = 0, mismatches = 0;
         std::string first_mismatch;
         const int64_t first_row = opt.band ? band_rows(f).first : 0;
+        const auto [first_col, num_cols] = opt.band ? band_cols(f) : std::pair<int64_t, int64_t>{0, f.mcus_per_row};
+        // Whether block b of component c's plane (whole rows) lies in the columns stored.
+        auto stored_block = [&, first_col = first_col, num_cols = num_cols](int c, size_t b) {
+          const int64_t mcu_col = static_cast<int64_t>(b % f.blocks_per_row[c]) / f.mcu_blocks_h[c];
+          return mcu_col >= first_col && mcu_col < first_col + num_cols;
+        };
         int64_t stored = 0;
-        for (int c = 0; c < f.num_components; ++c) stored += static_cast<int64_t>(run.coef[c].size() / 64);
+        for (int c = 0; c < f.num_components; ++c)
+          for (size_t b = 0; b * 64 < run.coef[c].size(); ++b) stored += stored_block(c, b) ? 1 : 0;
         for (int c = 0; c < f.num_components && run.stage4_flags == 0 && ref.coef_error.empty(); ++c) {
           const size_t skipped = static_cast<size_t>(first_row * f.mcu_blocks_v[c] * f.blocks_per_row[c]);
           for (size_t b = 0; b * 64 < run.coef[c].size(); ++b) {
+            if (!stored_block(c, b)) continue;
             ++compared;
             const int16_t* mine = run.coef[c].data() + b * 64;
             const int16_t* theirs = ref.coef[c].data() + (skipped + b) * 64;

@@ -414,8 +414,8 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
 
 // Stage 4: each part of each chunk the rectangle needs from *strict_from on (the chunks above the rectangle that
 // the rounds read without a lenient read need no decode: jpeg_core's strict_decode_needed), strictly from its
-// exact start (part_start); its rows' blocks stored. kMaxChunkParts tasks a chunk task, `lanes` of them a warp; those past the image's parts
-// do nothing.
+// exact start (part_start); the rectangle's blocks stored. kMaxChunkParts tasks a chunk task, `lanes` of them a warp;
+// those past the image's parts do nothing.
 __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                     int lanes) {
   int64_t t = 0;
@@ -427,14 +427,13 @@ __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun*
   if (*im.status != 0 || c.chunk < *im.strict_from || c.chunk >= *im.needed || part >= c.parts ||
       m >= c.fine.num_chunks)
     return;
-  alignas(16) int16_t scratch[jc::kBlockSize];
   int16_t* planes[jc::kMaxComponents];
   for (int k = 0; k < jc::kMaxComponents; ++k) planes[k] = im.coefficients[k];
   const jc::ChunkRecord* part_ends = im.part_ends[kSyncRounds % 2];
   const jc::ChunkStart from = jc::part_start(im.starts, part_ends, c.parts, m, im.chosen_slot, c.scan.num_chunks);
   const jc::ChunkStart to = jc::part_start(im.starts, part_ends, c.parts, m + 1, im.chosen_slot, c.scan.num_chunks);
-  const uint32_t flags =
-      jc::decode_chunk_rows(c.fine, im.frame, image_tables(im), m, from, to, planes, im.mcu_row0, im.mcu_rows, scratch);
+  const uint32_t flags = jc::decode_chunk_rect(c.fine, im.frame, image_tables(im), m, from, to, planes, im.mcu_row0,
+                                               im.mcu_rows, im.mcu_col0, im.mcu_cols);
   if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);
 }
 

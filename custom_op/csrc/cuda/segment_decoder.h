@@ -96,7 +96,8 @@ struct SegmentImage {
   int64_t* segment_begin;    // num_segments offsets each, filled by find_segments
   int64_t* segment_end;
   // The rectangle of MCUs decoded: rows [mcu_row0, mcu_row0 + mcu_rows), columns
-  // [mcu_col0, mcu_col0 + mcu_cols). Coefficients are kept for its rows, whole width.
+  // [mcu_col0, mcu_col0 + mcu_cols). Coefficients are kept in planes of its whole rows
+  // (the chunked decode writes only the rectangle's blocks in them; the segment decode all of its segments').
   int32_t mcu_row0, mcu_rows, mcu_col0, mcu_cols;
   int16_t* coefficients[jpeg_core::kMaxComponents];  // mcu_rows * mcu_blocks_v * blocks_per_row blocks
   // Samples of the rectangle's blocks, scaling.idct_size[c] x scaling.idct_size[c] a block: rows from

@@ -35,9 +35,9 @@
 //      share it, with walk_slots' choice of records, among a warp's threads). A window needs the scan
 //      only through its last MCU row: chunk_starts_through checks the chunks up to there alone.
 //   4. decode_chunk_blocks: the blocks that start in the chunk, decoded from its exact start into the
-//      coefficient planes (decode_segment's layout, so the same IDCT consumes them); decode_chunk_rows
-//      keeps a band of MCU rows (a window's), as decode_segment_rows does. A band's decode skips the
-//      chunks wholly above the band that stage 3 found clean (strict_decode_needed).
+//      coefficient planes (decode_segment's layout, so the same IDCT consumes them); decode_chunk_rect
+//      keeps a window's rectangle of MCUs (in planes of whole rows, as decode_segment_rows). A band's
+//      decode skips the chunks wholly above the band that stage 3 found clean (strict_decode_needed).
 //
 // Stage 4 may run in finer chunks than stages 1 to 3 (split_scan: each chunk in `parts` parts). Stages 1
 // to 3 need chunks long enough for most decoders to fall in step inside them; stage 4 knows where every
@@ -94,8 +94,8 @@ enum ChunkFlags : uint32_t {
 };
 
 constexpr int32_t kLenientMost = INT32_MAX;  // ChunkRecord::lenient's cap
-constexpr int64_t kScanEnd = INT64_MAX;  // SyncPoint::bit past the scan's end (EOI or the end of the data)
-constexpr int64_t kNoStart = -1;         // SyncPoint::bit of a slot in no use (see the slots below)
+constexpr int64_t kScanEnd = INT64_MAX;      // SyncPoint::bit past the scan's end (EOI or the end of the data)
+constexpr int64_t kNoStart = -1;             // SyncPoint::bit of a slot in no use (see the slots below)
 
 // SyncPoint and ChunkRecord have no padding (SyncPoint's `unused` field is written as 0): a kernel copies
 // records whole, and a copy of padding is a read of memory nothing wrote (compute-sanitizer's initcheck).
@@ -223,9 +223,7 @@ struct ChunkTally {
 };
 
 // a + b for ChunkRecord::lenient counts (each at most kLenientMost), capped there.
-CUSTOM_OP_HD inline int32_t lenient_sum(int32_t a, int32_t b) {
-  return a >= kLenientMost - b ? kLenientMost : a + b;
-}
+CUSTOM_OP_HD inline int32_t lenient_sum(int32_t a, int32_t b) { return a >= kLenientMost - b ? kLenientMost : a + b; }
 
 // Stages 1 and 2: one more lenient read.
 CUSTOM_OP_HD inline void lenient_read(ChunkTally* tally) { tally->lenient = lenient_sum(tally->lenient, 1); }
@@ -362,16 +360,17 @@ CUSTOM_OP_HD inline int earlier_met(const EarlierDecodes& e, int m, SyncPoint en
   return -1;
 }
 
-// Where stage 4 stores blocks: the planes of MCU rows [first_row, first_row + num_rows) (block row 0 of
-// a plane is the first of those rows', as decode_segment_rows stores them); the blocks of other rows are
-// decoded into `scratch` and dropped.
-struct RowPlanes {
+// Where stage 4 stores blocks: those of the MCU rectangle of rows [first_row, first_row + num_rows) and columns
+// [first_col, first_col + num_cols), into planes of whole rows (block row 0 of a plane is the first of those
+// rows', as decode_segment_rows stores them). The blocks outside it are read and checked as strictly, with
+// read_block's codes-only path, and not stored. Why not stored: a window's blocks are a small part of its rows'
+// in a large photo, and a thread's scattered stores of the others cost stage 4 more than its decoding.
+struct StoredRect {
   int16_t* const* planes;
-  int64_t first_row, num_rows;
-  int16_t* scratch;  // one block
+  int64_t first_row, num_rows, first_col, num_cols;
 };
 
-// Where stage 4's next block lies: its MCU's index in the scan, that MCU's row (from RowPlanes' first_row)
+// Where stage 4's next block lies: its MCU's index in the scan, that MCU's row (from StoredRect's first_row)
 // and column, and the MCUs from it to the next restart marker (it included; 0 without restart markers).
 struct MCUPlace {
   int64_t mcu, row, col, to_restart;
@@ -391,7 +390,7 @@ CUSTOM_OP_HD inline MCUPlace mcu_place(const ChunkedScan& s, const Frame& f, int
 // checks restart markers and EOI against the MCU count, and returns SegmentFlags | ChunkFlags at the first
 // damage.
 CUSTOM_OP_HD inline uint32_t run_chunk_strict(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
-                                              int64_t limit, ChunkCursor* c, ChunkTally* tally, const RowPlanes* out) {
+                                              int64_t limit, ChunkCursor* c, ChunkTally* tally, const StoredRect* out) {
   const int per_mcu = f.blocks_in_mcu;
   const int64_t total_blocks = frame_total_mcus(f) * per_mcu;
   // The MCU the next block belongs to, its row (from the first stored row) and column, and the MCUs left
@@ -408,11 +407,13 @@ CUSTOM_OP_HD inline uint32_t run_chunk_strict(const ChunkedScan& s, const Frame&
     const int b = c->block;
     const int comp = f.mcu_component[b];
     if (tally->blocks >= total_blocks) return kUnsynced;  // a start past the last block
-    int16_t* block = at.row >= 0 && at.row < out->num_rows ? out->planes[comp] + mcu_block_offset(f, b, at.row, at.col)
-                                                           : out->scratch;
-    if (!read_block<true>(r, *t.dc[comp], *t.ac[comp], t.order != nullptr ? t.order->position : nullptr,
-                          &tally->dc[comp], block))
-      return kBadCode;
+    const bool stored =
+        at.row >= 0 && at.row < out->num_rows && at.col >= out->first_col && at.col - out->first_col < out->num_cols;
+    const bool ok =
+        stored ? read_block<true>(r, *t.dc[comp], *t.ac[comp], t.order != nullptr ? t.order->position : nullptr,
+                                  &tally->dc[comp], out->planes[comp] + mcu_block_offset(f, b, at.row, at.col))
+               : read_block<false>(r, *t.dc[comp], *t.ac[comp], nullptr, &tally->dc[comp], nullptr);
+    if (!ok) return kBadCode;
     if (reader_overran(r)) return reader_stopped_early(r) ? kEarlyMarker : kOverrun;
     ++tally->blocks;
     if (++c->block < per_mcu) continue;
@@ -972,7 +973,7 @@ CUSTOM_OP_HD inline uint32_t chunk_starts(const ChunkedScan& s, const Frame& f, 
 
 // Stage 4 in parts: the exact start of part k of chunk j (chunk m = j * parts + k of split_scan's `fine`),
 // from starts[j] (chunk_starts) and the part ends that chunk j's decode recorded (chunk_part_ends). m may
-// be fine.num_chunks (the end of the last part). Part m is decoded by decode_chunk_rows on `fine` from
+// be fine.num_chunks (the end of the last part). Part m is decoded by decode_chunk_rect on `fine` from
 // part_start(m) to part_start(m + 1). With slots, chosen_slot and num_chunks say whose part ends to read.
 CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkRecord* part_ends, int64_t parts,
                                           int64_t m, const int32_t* chosen_slot = nullptr, int64_t num_chunks = 0) {
@@ -1021,12 +1022,12 @@ CUSTOM_OP_HD inline int chain_link(const ChunkRecord* records, int k, int64_t j,
 
 // What the lanes exchange. Each step fills its fields of its own lane's.
 struct LaneChain {
-  int64_t chunks;      // lane_chain_map: the range's chunks
-  SlotMap map;         // lane_chain_map
-  int64_t blocks;      // lane_chain_walk: the blocks of the chain's records in the range, up to `broken`
-  int64_t broken;      // lane_chain_walk: the range's first chunk off the chain, INT64_MAX where none is
-  int64_t stop;        // lane_walk_stop: the range's chunk where walk_slots stops, INT64_MAX where none
-  ChunkRecord joined;  // lane_chain_join: the chosen records of the range joined
+  int64_t chunks;       // lane_chain_map: the range's chunks
+  SlotMap map;          // lane_chain_map
+  int64_t blocks;       // lane_chain_walk: the blocks of the chain's records in the range, up to `broken`
+  int64_t broken;       // lane_chain_walk: the range's first chunk off the chain, INT64_MAX where none is
+  int64_t stop;         // lane_walk_stop: the range's chunk where walk_slots stops, INT64_MAX where none
+  ChunkRecord joined;   // lane_chain_join: the chosen records of the range joined
   int64_t needed;       // lane_starts: the most chunks a decode reads, as far as the range tells
   int64_t strict_from;  // lane_starts: the range's first chunk strict_decode_needed, INT64_MAX where none
   uint32_t flags;       // lane_starts: chunk_starts_through's flags from the range's chunks
@@ -1170,18 +1171,20 @@ CUSTOM_OP_HD inline uint32_t lanes_starts_result(const LaneChain* lanes, int cou
   return flags | starts_end_flags(starts, *needed, last_block);
 }
 
-// Stage 4: the blocks of chunk j decoded from `start` (starts[j]), those of MCU rows [first_row,
-// first_row + num_rows) stored into `planes` (each holding num_rows * mcu_blocks_v[c] *
-// blocks_per_row[c] blocks, in decode_segment_rows' layout: natural order, or zigzag where t.order is
-// null), checked to end at `next` (starts[j + 1]). Returns SegmentFlags | ChunkFlags (see the header):
-// 0 from every chunk a decode reads (chunk_starts_through's `needed`) means the planes hold the exact
-// coefficients of those rows that lie in those chunks (chunks write disjoint blocks).
-CUSTOM_OP_HD inline uint32_t decode_chunk_rows(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
+// Stage 4: the blocks of chunk j decoded from `start` (starts[j]), those of the MCU rectangle of rows
+// [first_row, first_row + num_rows) and columns [first_col, first_col + num_cols) stored into `planes` (each
+// holding num_rows * mcu_blocks_v[c] * blocks_per_row[c] blocks, whole rows, in decode_segment_rows' layout:
+// natural order, or zigzag where t.order is null; the rows' blocks outside the columns are not written),
+// checked to end at `next` (starts[j + 1]). Returns SegmentFlags | ChunkFlags (see the header): 0 from
+// every chunk stage 4 decodes (chunk_starts_through's strict_from .. needed - 1) means the planes hold the
+// exact coefficients of the rectangle's blocks that lie in those chunks (chunks write disjoint blocks).
+CUSTOM_OP_HD inline uint32_t decode_chunk_rect(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
                                                int64_t chunk, const ChunkStart& start, const ChunkStart& next,
                                                int16_t* const* planes, int64_t first_row, int64_t num_rows,
-                                               int16_t* scratch) {
-  if (planes == nullptr || scratch == nullptr || !chunk_arguments_ok(s, chunk, f, t, planes)) return kBadArguments;
+                                               int64_t first_col, int64_t num_cols) {
+  if (planes == nullptr || !chunk_arguments_ok(s, chunk, f, t, planes)) return kBadArguments;
   if (first_row < 0 || num_rows < 1 || first_row > f.mcu_rows - num_rows) return kBadArguments;
+  if (first_col < 0 || num_cols < 1 || first_col > f.mcus_per_row - num_cols) return kBadArguments;
   if (start.block < 0 || start.block > frame_total_mcus(f) * f.blocks_in_mcu) return kUnsynced;
   ChunkCursor c;
   const SyncPoint point = {start.bit, start.bit == kScanEnd ? 0 : static_cast<int32_t>(start.block % f.blocks_in_mcu),
@@ -1189,7 +1192,7 @@ CUSTOM_OP_HD inline uint32_t decode_chunk_rows(const ChunkedScan& s, const Frame
   if (!cursor_start(s, f, point, &c)) return kUnsynced;
   ChunkTally tally = {start.block, {0, 0, 0, 0}, 0, 0};
   for (int k = 0; k < kMaxComponents; ++k) tally.dc[k] = start.pred[k];
-  const RowPlanes out = {planes, first_row, num_rows, scratch};
+  const StoredRect out = {planes, first_row, num_rows, first_col, num_cols};
   const uint32_t flags = run_chunk_strict(s, f, t, chunk_limit(s, chunk), &c, &tally, &out);
   if (flags != kSegmentOk) return flags;
   const SyncPoint end = cursor_point(s, c);
@@ -1201,12 +1204,11 @@ CUSTOM_OP_HD inline uint32_t decode_chunk_rows(const ChunkedScan& s, const Frame
   return kSegmentOk;
 }
 
-// The same, storing every row: each plane holds plane_coefficients(f, c) values.
+// The same, storing every block: each plane holds plane_coefficients(f, c) values.
 CUSTOM_OP_HD inline uint32_t decode_chunk_blocks(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
                                                  int64_t chunk, const ChunkStart& start, const ChunkStart& next,
                                                  int16_t* const* planes) {
-  alignas(16) int16_t scratch[kBlockSize];
-  return decode_chunk_rows(s, f, t, chunk, start, next, planes, 0, f.mcu_rows, scratch);
+  return decode_chunk_rect(s, f, t, chunk, start, next, planes, 0, f.mcu_rows, 0, f.mcus_per_row);
 }
 
 }  // namespace jpeg_core
