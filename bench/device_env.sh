@@ -53,8 +53,9 @@ print('torch', torch.__version__, 'cuda', torch.version.cuda, *(['torchvision', 
 # guess_chunks|sync_chunks|chunk_starts|write_chunks), chunked_launches how many launches of them a batch's part
 # makes (each kernel once, the rounds' kSyncRounds times).
 chunked_kernels() {
-  grep -oE '__global__ void [a-z_]*chunk[a-z_]*_kernel' "${1:-$ROOT}/custom_op/csrc/cuda/segment_decoder.cu" |
-    sed -E 's/__global__ void ([a-z_]+)_kernel/\1/' | paste -sd'|' -
+  tr '\n' ' ' <"${1:-$ROOT}/custom_op/csrc/cuda/segment_decoder.cu" |
+    grep -oE '__global__ void +(__launch_bounds__\([^)]*\) +)?[a-z_]*chunk[a-z_]*_kernel' |
+    sed -E 's/.* ([a-z_]+)_kernel$/\1/' | paste -sd'|' -
 }
 chunked_launches() {
   local kernels rounds

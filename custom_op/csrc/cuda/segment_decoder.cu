@@ -16,6 +16,11 @@ namespace jc = jpeg_core;
 constexpr int kScanThreads = 512;
 constexpr int kScanBytes = 32;
 constexpr int kThreads = 128;
+// The thread blocks of stages 1 and 2 that an SM must hold at once (__launch_bounds__), which caps their threads
+// at 64 registers (a few spill to the L1 cache): a thread decodes its chunk's codes one after the other, each
+// waiting on the last, and an SM with more warps to switch between hides more of that wait. Not stage 4, whose
+// stores of coefficients ran slower so capped (CHANGELOG.md has the measurements).
+constexpr int kChunkBlocksPerSM = 8;
 constexpr int kMaxBlocksPerImage = 1024;
 constexpr int kMaxImagesPerLaunch = 65535;  // gridDim.y
 
@@ -304,8 +309,9 @@ __device__ bool slot_task(const SegmentImage* images, const DecodeRun* runs, int
 }
 
 // Stage 1: each slot of each chunk from its guess at its MCU place, into records[0].
-__global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
-                                    int slots, int lanes) {
+__global__ void __launch_bounds__(kThreads, kChunkBlocksPerSM)
+    guess_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int slots,
+                        int lanes) {
   ChunkTask c;
   int h;
   if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
@@ -319,8 +325,9 @@ __global__ void guess_chunks_kernel(const SegmentImage* images, const DecodeRun*
 // Stage 2, one round: records[from] and part_ends[from] read, records[from ^ 1] and part_ends[from ^ 1]
 // written, a thread a slot. A slot decoded again stops where it meets one of the chunk's decodes of the last
 // round (jpeg_core's EarlierDecodes), which keeps most of a round's decodes to the start of their chunk.
-__global__ void sync_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
-                                   int slots, int lanes, int from) {
+__global__ void __launch_bounds__(kThreads, kChunkBlocksPerSM)
+    sync_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks, int slots,
+                       int lanes, int from) {
   ChunkTask c;
   int h;
   if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
