@@ -237,11 +237,12 @@ constexpr int kSyncRounds = 3;
 constexpr int kSweepBudget = 8;
 
 // The image's scan as its chunks, and as stage 4's parts of them (split_scan; the chunks themselves where
-// chunk_parts is 1). False for a descriptor no chunking or split exists for, or with slots out of range.
+// chunk_parts is 1). False for a descriptor no chunking or split exists for, or with slots or guesses out of range.
 __device__ bool image_scan(const SegmentImage& im, jc::ChunkedScan* s, jc::ChunkedScan* fine) {
   return jc::make_chunked_scan(im.data, im.size, im.scan_start, im.chunk_bytes, im.mcus_per_segment, s) &&
          im.chunk_parts >= 1 && im.chunk_parts <= kMaxChunkParts && jc::split_scan(*s, im.chunk_parts, fine) &&
-         im.chunk_slots >= 1 && im.chunk_slots <= jc::kMaxSlots;
+         im.chunk_slots >= 1 && im.chunk_slots <= jc::kMaxSlots && im.chunk_guesses >= 1 &&
+         im.chunk_guesses <= im.chunk_slots;
 }
 
 // The chunk task t stands for, where its image is decoded in chunks and its tables are good: the chunk, its
@@ -317,8 +318,7 @@ __global__ void __launch_bounds__(kThreads, kChunkBlocksPerSM)
   if (!slot_task(images, runs, run_count, tasks, slots, lanes, &c, &h)) return;
   const SegmentImage& im = *c.im;
   jc::PartEnds storage;
-  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h,
-                 jc::slot_layout(im.frame, c.scan.size - c.scan.scan_start).guesses,
+  jc::guess_slot(c.scan, im.frame, image_tables(im), c.chunk, h, im.chunk_guesses,
                  &im.records[0][c.chunk * c.slots + h], slot_part_ends(c, 0)(c.chunk, h, &storage));
 }
 
@@ -401,9 +401,15 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
       if (lane == 0) atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
       return;
     }
-    if (lane == 0 && jc::lane_repair(s, f, image_tables(im), records, k, broken, im.chosen_slot, ends) != 0)
-      atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
-    __syncwarp();
+    // A repair that fails (arguments no valid descriptor gives) flags the image and ends the walk, as the
+    // harness's walk_slots does.
+    const bool failed = __shfl_sync(
+        0xffffffffu,
+        lane == 0 && jc::lane_repair(s, f, image_tables(im), records, k, broken, im.chosen_slot, ends) != 0, 0);
+    if (failed) {
+      if (lane == 0) atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
+      return;
+    }
     if (jc::lane_map_stale(r, broken)) jc::lane_chain_map(records, k, r, mine);
     __syncwarp();
   }

@@ -115,7 +115,8 @@ struct SegmentImage {
   // *strict_from the first of them stage 4 decodes (jpeg_core's strict_decode_needed from the rectangle's first row).
   int32_t chunked;
   int32_t chunk_parts;
-  int32_t chunk_slots;  // records a chunk (jpeg_core's slot_layout), 1 to kMaxSlots
+  int32_t chunk_slots;    // records a chunk (jpeg_core's slot_layout), 1 to kMaxSlots
+  int32_t chunk_guesses;  // of them stage 1 guesses (slot_layout), 1 to chunk_slots
   int64_t chunk_bytes, num_chunks, last_block;
   jpeg_core::ChunkRecord* records[2];    // num_chunks * chunk_slots each, chunk by chunk
   jpeg_core::ChunkRecord* part_ends[2];  // chunk_slots * num_chunks * (chunk_parts - 1) each, slot by slot

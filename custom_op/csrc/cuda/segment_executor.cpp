@@ -331,7 +331,9 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
                                                          : kChunkBytes;
     im.num_chunks = (scan_bytes + im.chunk_bytes - 1) / im.chunk_bytes;
     im.chunk_parts = im.chunk_bytes % kMaxChunkParts == 0 ? kMaxChunkParts : 1;
-    im.chunk_slots = jc::slot_layout(f, scan_bytes).slots;
+    const jc::SlotLayout layout = jc::slot_layout(f, scan_bytes);
+    im.chunk_slots = layout.slots;
+    im.chunk_guesses = layout.guesses;
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
     return true;
   }
@@ -652,7 +654,7 @@ void queue_part(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& item
     const SegmentImage& im = plan.images[k].image;
     if (!im.chunked) continue;
     slots = std::max(slots, static_cast<int>(im.chunk_slots));
-    slot_work += static_cast<int64_t>(im.num_chunks) * jc::slot_layout(im.frame, im.size - im.scan_start).guesses;
+    slot_work += static_cast<int64_t>(im.num_chunks) * im.chunk_guesses;
   }
   if (slots > 0)
     C10_CUDA_CHECK(launch_decode_chunks(d_images, static_cast<int>(count), d_runs, static_cast<int>(nruns),
