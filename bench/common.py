@@ -42,18 +42,23 @@ def add_report_options(parser: argparse.ArgumentParser, commit: bool = True) -> 
     parser.add_argument("--out", help="also write the report to this .md file, and its data to the .json beside it")
 
 
-def add_case_options(parser: argparse.ArgumentParser, medium: tuple, large: tuple, rounds: int) -> None:
-    """The options of the single-thread CPU benchmarks, whose cases photo_cases gives: --imagenet, --n-medium
-    and --n-large (how many generated photo-like files of each size; `medium` and `large` are (count,
-    height, width)), --rounds and --seed (of the random windows)."""
+def add_photo_options(parser: argparse.ArgumentParser, medium: tuple, large: tuple) -> None:
+    """The options of the cases photo_cases gives: --imagenet, --n-medium and --n-large (how many generated
+    photo-like files of each size; `medium` and `large` are (count, height, width))."""
     add_imagenet_option(parser)
     for option, (count, height, width) in (("--n-medium", medium), ("--n-large", large)):
         parser.add_argument(
             option, type=int, default=count, help=f"number of generated {width}x{height} files (0: skip the case)"
         )
+    parser.set_defaults(case_sizes=(medium[1:], large[1:]))
+
+
+def add_case_options(parser: argparse.ArgumentParser, medium: tuple, large: tuple, rounds: int) -> None:
+    """The options of the single-thread CPU benchmarks, whose cases photo_cases gives: add_photo_options',
+    --rounds and --seed (of the random windows)."""
+    add_photo_options(parser, medium, large)
     parser.add_argument("--rounds", type=int, default=rounds, help="rounds of the methods in turn")
     parser.add_argument("--seed", type=int, default=0, help="the seed of the random windows")
-    parser.set_defaults(case_sizes=(medium[1:], large[1:]))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -65,7 +70,7 @@ def photo_cases(
     imagenet: str = "ImageNet sample ({count} photos)",
     generated: str = "generated {width}x{height} ({count} files)",
 ):
-    """The cases of a benchmark that add_case_options set up, each as (title, files, size): every file of
+    """The cases of a benchmark that add_photo_options set up, each as (title, files, size): every file of
     --imagenet where it is a folder (a line on stderr where not; size None), then the generated files of
     --n-medium and of --n-large, each where it is above 0 (size (height, width)). The titles are
     `imagenet` and `generated` with their count, height and width filled in."""

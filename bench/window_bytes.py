@@ -79,9 +79,7 @@ def case_rows(shares: list[np.ndarray]) -> list[list[str]]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common.add_imagenet_option(parser)
-    parser.add_argument("--n-generated", type=int, default=24, help="generated 500x375 photos (0: skip the case)")
-    parser.add_argument("--n-large", type=int, default=2, help="generated 4000x3000 photos (0: skip the case)")
+    common.add_photo_options(parser, medium=(24, 375, 500), large=(2, 3000, 4000))
     common.add_report_options(parser)
     args = parser.parse_args(argv)
     report = common.Report(
@@ -91,22 +89,7 @@ def main(argv=None) -> int:
         details={"each figure": "over every MCU row of every photo, each row taken as a window's last"},
     )
     report.text(__doc__.split("\n\n")[0].replace("\n", " "))
-    cases = []
-    photos = common.imagenet_files(args.imagenet)
-    if photos:
-        cases.append((f"{Path(args.imagenet).name}: {len(photos)} photos as they come", photos))
-    if args.n_generated > 0:
-        cases.append(
-            (
-                f"generated: {args.n_generated} photo-like 500x375 files",
-                common.generated_files(args.n_generated, 375, 500),
-            )
-        )
-    if args.n_large > 0:
-        cases.append(
-            (f"generated: {args.n_large} photo-like 4000x3000 files", common.generated_files(args.n_large, 3000, 4000))
-        )
-    for title, files in cases:
+    for title, files, _ in common.photo_cases(args):
         shares = [s for s in (row_shares(d) for d in files) if s is not None]
         worst = max(float(np.max(s / (np.arange(1, len(s) + 1) / len(s)))) for s in shares)
         report.heading(title)

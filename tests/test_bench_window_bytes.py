@@ -29,7 +29,7 @@ def test_the_report_has_a_table_a_case(tmp_path):
     out = tmp_path / "window_bytes.md"
     assert (
         window_bytes.main(
-            ["--imagenet", str(tmp_path / "absent"), "--n-generated", "3", "--n-large", "0"]
+            ["--imagenet", str(tmp_path / "absent"), "--n-medium", "3", "--n-large", "0"]
             + [
                 "--out",
                 str(out),
