@@ -775,7 +775,7 @@ struct ChunkedOptions {
   std::vector<int64_t> chunk_bytes{256};
   int64_t rounds = 2;  // rounds of sync_chunk, every chunk reading the last round's records; < 0: until none changes
   bool sweep = true;   // then one sweep in chunk order, as one thread would run it
-  bool band = false;   // decode only the band of MCU rows band_rows() gives, through chunk_starts_through
+  bool band = false;   // decode only the band of MCU rows kept_rows() gives, through chunk_starts_through
   int64_t parts = 1;   // stage 4's parts a chunk (split_scan), where the chunk size is a multiple of it
   int slots = 0;       // 0: one record a chunk (decode_chunk, sync_chunk); k >= 1: k slots (guess_slot, sync_slot,
                        // walk_slots), at most the MCU's blocks, all guessed; -1: slot_layout's
@@ -783,27 +783,30 @@ struct ChunkedOptions {
   int64_t walk_budget = 8;  // stage 3's chunks decoded again (walk_slots, lane_repair) before it gives up
 };
 
-// The band of MCU rows a --band run decodes: about the middle third of the image (at least one row).
-std::pair<int64_t, int64_t> band_rows(const jc::Frame& f) {
-  const int64_t first = f.mcu_rows / 3;
-  return {first, std::max<int64_t>(1, std::min<int64_t>(f.mcu_rows - first, (f.mcu_rows + 2) / 3))};
+// About the middle third of n (first, count), at least one.
+std::pair<int64_t, int64_t> middle_third(int64_t n) {
+  const int64_t first = n / 3;
+  return {first, std::max<int64_t>(1, std::min<int64_t>(n - first, (n + 2) / 3))};
 }
 
-// The MCU columns a --band run stores in its rows: about the middle third (at least one column).
-std::pair<int64_t, int64_t> band_cols(const jc::Frame& f) {
-  const int64_t first = f.mcus_per_row / 3;
-  return {first, std::max<int64_t>(1, std::min<int64_t>(f.mcus_per_row - first, (f.mcus_per_row + 2) / 3))};
+// The MCU rows a run keeps: with --band the middle third (its band), else all.
+std::pair<int64_t, int64_t> kept_rows(const jc::Frame& f, bool band) {
+  return band ? middle_third(f.mcu_rows) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
 }
 
-// The first block (by scan index) of the MCU rows a decode keeps: the band's (band_rows) with --band, else 0.
+// The MCU columns a run stores in its rows: with --band the middle third, else all.
+std::pair<int64_t, int64_t> kept_cols(const jc::Frame& f, bool band) {
+  return band ? middle_third(f.mcus_per_row) : std::pair<int64_t, int64_t>{0, f.mcus_per_row};
+}
+
+// The first block (by scan index) of the MCU rows a run keeps.
 int64_t first_block_kept(const jc::Frame& f, bool band) {
-  return band ? band_rows(f).first * f.mcus_per_row * f.blocks_in_mcu : 0;
+  return kept_rows(f, band).first * f.mcus_per_row * f.blocks_in_mcu;
 }
 
-// The last block (by scan index) of the MCU rows a decode reads: the band's (band_rows) with --band, else the
-// scan's.
+// The last block (by scan index) of the MCU rows a run reads: the last of those it keeps (kept_rows).
 int64_t last_block_read(const jc::Frame& f, bool band) {
-  const auto [first, count] = band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
+  const auto [first, count] = kept_rows(f, band);
   return (first + count) * f.mcus_per_row * f.blocks_in_mcu - 1;
 }
 
@@ -1063,8 +1066,8 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
       }
   }
   std::vector<jc::ChunkStart> starts(static_cast<size_t>(n + 1));
-  const auto [first_row, num_rows] = opt.band ? band_rows(f) : std::pair<int64_t, int64_t>{0, f.mcu_rows};
-  const auto [first_col, num_cols] = opt.band ? band_cols(f) : std::pair<int64_t, int64_t>{0, f.mcus_per_row};
+  const auto [first_row, num_rows] = kept_rows(f, opt.band);
+  const auto [first_col, num_cols] = kept_cols(f, opt.band);
   int64_t needed = n;
   if (opt.band) {
     out->flags |= jc::chunk_starts_through(s, f, records.data(), last_block_read(f, true), starts.data(), &needed,
@@ -1133,7 +1136,7 @@ void run_chunked(const ChunkedOptions& opt) {
       int band_ref_warnings = 0;
       std::string band_ref_error;
       if (opt.band) {
-        const auto [band_first, band_count] = band_rows(f);
+        const auto [band_first, band_count] = kept_rows(f, true);
         const int64_t through = (band_first + band_count - 2) * 8 * f.max_v;
         if (through > 0)
           reference_warnings_through(file.data(), file.size(), static_cast<int>(std::min<int64_t>(through, f.height)),
@@ -1144,8 +1147,8 @@ void run_chunked(const ChunkedOptions& opt) {
         chunked_decode(file.data(), file.size(), p, opt.chunk_bytes[i], opt, &run);
         int64_t compared = 0, mismatches = 0;
         std::string first_mismatch;
-        const int64_t first_row = opt.band ? band_rows(f).first : 0;
-        const auto [first_col, num_cols] = opt.band ? band_cols(f) : std::pair<int64_t, int64_t>{0, f.mcus_per_row};
+        const int64_t first_row = kept_rows(f, opt.band).first;
+        const auto [first_col, num_cols] = kept_cols(f, opt.band);
         // Whether block b of component c's plane (whole rows) lies in the columns stored.
         auto stored_block = [&, first_col = first_col, num_cols = num_cols](int c, size_t b) {
           const int64_t mcu_col = static_cast<int64_t>(b % f.blocks_per_row[c]) / f.mcu_blocks_h[c];
