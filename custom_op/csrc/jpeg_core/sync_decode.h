@@ -1084,24 +1084,22 @@ CUSTOM_OP_HD inline void lane_walk_stop(const ChunkRecord* records, int k, LaneR
   }
 }
 
-// After step 3, the same for every lane: whether the lanes may go on (the walk stops before any chunk off
-// the chain), and in *end the chunk where it stops (n: it walks them all).
-CUSTOM_OP_HD inline bool lanes_walk_end(const LaneChain* lanes, int count, int64_t n, int64_t* end) {
-  int64_t stop = INT64_MAX, broken = INT64_MAX;
-  for (int q = 0; q < count; ++q) {
-    stop = lanes[q].stop < stop ? lanes[q].stop : stop;
-    broken = lanes[q].broken < broken ? lanes[q].broken : broken;
-  }
-  *end = stop < n ? stop : n;
-  return broken == INT64_MAX || stop <= broken;
-}
-
-// After step 3, where lanes_walk_end says the walk reaches a chunk off the chain: that chunk, the first lane's
-// `broken` (walk_slots decodes it again there).
+// After step 3: the first chunk off the chain among the lanes' (`broken`), INT64_MAX where none is. Where
+// lanes_walk_end says the walk reaches it, walk_slots decodes it again there.
 CUSTOM_OP_HD inline int64_t lanes_first_broken(const LaneChain* lanes, int count) {
   int64_t broken = INT64_MAX;
   for (int q = 0; q < count; ++q) broken = lanes[q].broken < broken ? lanes[q].broken : broken;
   return broken;
+}
+
+// After step 3, the same for every lane: whether the lanes may go on (the walk stops before any chunk off
+// the chain), and in *end the chunk where it stops (n: it walks them all).
+CUSTOM_OP_HD inline bool lanes_walk_end(const LaneChain* lanes, int count, int64_t n, int64_t* end) {
+  int64_t stop = INT64_MAX;
+  for (int q = 0; q < count; ++q) stop = lanes[q].stop < stop ? lanes[q].stop : stop;
+  const int64_t broken = lanes_first_broken(lanes, count);
+  *end = stop < n ? stop : n;
+  return broken == INT64_MAX || stop <= broken;
 }
 
 // The repair of a chain the walk finds broken at chunk `broken` (lanes_first_broken), by one lane: the chunk
