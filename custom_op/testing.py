@@ -22,6 +22,7 @@ from . import _args, _outcomes, batch, gpu
 __all__ = [
     "check_entropy_data",
     "cuda_decoder_fallbacks",
+    "cuda_decoder_retries",
     "decode_with_paths",
     "entropy_decoder_give_ups",
     "gpu_options",
@@ -81,8 +82,8 @@ class _ProcessSetting:
 
 def _apply_gpu_testing(codes: Hashable) -> Hashable:
     """Sets the GPU backend's testing options, (force_path, no_margin, no_dedupe, segments, chunk_bytes,
-    hide_engines) as the operator takes them; returns the ones before, in the same form."""
-    force_path, no_margin, no_dedupe, segments, chunk_bytes, hide_engines = codes
+    hide_engines, window_bytes) as the operator takes them; returns the ones before, in the same form."""
+    force_path, no_margin, no_dedupe, segments, chunk_bytes, hide_engines, window_bytes = codes
     before = _outcomes.call(
         torch.ops.custom_op._set_gpu_testing,
         force_path=force_path,
@@ -91,8 +92,9 @@ def _apply_gpu_testing(codes: Hashable) -> Hashable:
         segments=segments,
         chunk_bytes=chunk_bytes,
         hide_engines=hide_engines,
+        window_bytes=window_bytes,
     )
-    return (before[0], bool(before[1]), bool(before[2]), before[3], before[4], bool(before[5]))
+    return (before[0], bool(before[1]), bool(before[2]), before[3], before[4], bool(before[5]), before[6])
 
 
 def _apply_own_entropy_decoder(on: Hashable) -> Hashable:
@@ -124,6 +126,7 @@ def gpu_options(
     segments: str = "auto",
     chunk_bytes: Optional[int] = None,
     engines: bool = True,
+    window_bytes: Optional[int] = None,
 ) -> Iterator[None]:
     """For the block, in this process: every item the GPU decoders can take goes to ``force_path``
     ("cuda": our own CUDA decoder, which then also decodes files without short restart segments, in
@@ -135,7 +138,10 @@ def gpu_options(
     segments whatever the image's size / never ("auto": by size); ``chunk_bytes`` is the chunk size of
     the files our CUDA decoder decodes in chunks (None: its own; small chunks put chunk boundaries all
     over a small test image); ``engines=False`` makes the backend act as on a GPU without JPEG engines
-    (they take nothing; nvJPEG's hybrid decoders take what nvJPEG gets). Loads the GPU library.
+    (they take nothing; nvJPEG's hybrid decoders take what nvJPEG gets); ``window_bytes`` is how many of
+    the scan's bytes a window's first try takes in a file our CUDA decoder decodes in chunks, whatever its
+    size (None: its own estimate, in scans of 512 KB or more; a few bytes make every such window fall short,
+    and be decoded again with the whole file). Loads the GPU library.
 
     The options are the process's: blocks on several threads at once (a decode function under
     ``decode_ahead``, say) share them when they ask for the same ones, and they come back when the last
@@ -148,14 +154,16 @@ def gpu_options(
         raise ValueError(f"segments must be one of {list(_SEGMENTS)}, got {segments!r}")
     if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or not 1 <= chunk_bytes <= 1 << 20):
         raise ValueError(f"chunk_bytes must be None or an int from 1 to 2**20, got {chunk_bytes!r}")
+    if window_bytes is not None and (not isinstance(window_bytes, int) or window_bytes < 1):
+        raise ValueError(f"window_bytes must be None or an int of at least 1, got {window_bytes!r}")
     if not isinstance(engines, bool):
         raise ValueError(f"engines must be True or False, got {engines!r}")
     gpu.load_library()
     forced = -1 if force_path is None else _PATH_CODES[force_path]
-    codes = (forced, not margin, not dedupe, _SEGMENTS[segments], chunk_bytes or 0, not engines)
+    codes = (forced, not margin, not dedupe, _SEGMENTS[segments], chunk_bytes or 0, not engines, window_bytes or 0)
     shown = (
         f"force_path={force_path!r}, margin={margin}, dedupe={dedupe}, segments={segments!r}, "
-        f"chunk_bytes={chunk_bytes}, engines={engines}"
+        f"chunk_bytes={chunk_bytes}, engines={engines}, window_bytes={window_bytes}"
     )
     with _gpu_testing.hold(codes, shown):
         yield
@@ -195,6 +203,14 @@ def cuda_decoder_fallbacks() -> int:
     warns about or decodes differently) in this process; it only ever grows. Loads the GPU library."""
     gpu.load_library()
     return int(torch.ops.custom_op._cuda_decoder_fallbacks())
+
+
+def cuda_decoder_retries() -> int:
+    """Windows our own CUDA decoder decoded again with the whole file, in this process, because the first
+    bytes of a large scan it took for them first fell short of their rows; it only ever grows. Loads the
+    GPU library."""
+    gpu.load_library()
+    return int(torch.ops.custom_op._cuda_decoder_retries())
 
 
 def entropy_decoder_give_ups() -> int:

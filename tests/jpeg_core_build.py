@@ -257,6 +257,7 @@ def chunked(
     parts: int = 1,
     slots: int = 0,
     guesses: int = 0,
+    cut: int | None = None,
     variant: str = "plain",
 ) -> list[dict]:
     """Per file: the summary of the chunked decode (custom_op/csrc/jpeg_core/sync_decode.h), with one entry in
@@ -267,13 +268,16 @@ def chunked(
     does. parts: stage 4 decodes each chunk in that many parts (split_scan), where the chunk size allows. slots: 0 for
     one record a chunk (decode_chunk, sync_chunk and the sweep), k >= 1 for k records a chunk (guess_slot, sync_slot,
     walk_slots; at most the MCU's blocks, `guesses` of them guessed, all where 0), -1 for the GPU decoder's slots
-    (slot_layout)."""
+    (slot_layout). cut (with band): a window's first try, the stages run on the scan's first `cut` bytes (0: the
+    GPU decoder's estimate for the band, window_scan_bytes); each run says whether window_cut_short holds."""
     command = ["chunked", "--chunk", ",".join(str(int(c)) for c in chunk_bytes)]
     command += ["--rounds", str(-1 if rounds is None else rounds)]
     if not sweep:
         command.append("--no-sweep")
     if band:
         command.append("--band")
+    if cut is not None:
+        command += ["--cut", str(int(cut))]
     command += ["--parts", str(int(parts)), "--slots", str(int(slots)), "--guesses", str(int(guesses))]
     command += ["--walk-budget", str(gpu_constant(GPU_DECODER, "kSweepBudget"))]
     out = run(command, files, variant=variant)

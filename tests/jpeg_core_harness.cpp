@@ -36,7 +36,7 @@
 //                                band of MCU rows equals the full decode's rows, and scaling.h's geometry
 //                                equals jpeg_calc_output_dimensions's for every sampling factor and scale;
 //                                prints {"failures": N, ...}
-//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P]
+//   jpeg_core_harness chunked    [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band [--cut N]] [--parts P]
 //                                [--slots K [--guesses G]] [--walk-budget B]
 //                                per record: the scan decoded by sync_decode.h's chunked stages with
 //                                chunks of N bytes (each size in turn; default 256), every stage run for
@@ -54,7 +54,10 @@
 //                                and, where stage 4 flagged nothing, its coefficients compared with
 //                                jpeg_read_coefficients'; with --band, only the middle third of the MCU
 //                                rows is decoded, and the middle third of their columns stored and
-//                                compared (chunk_starts_through, decode_chunk_rect)
+//                                compared (chunk_starts_through, decode_chunk_rect); with --band --cut N, a
+//                                window's first try: the stages run on the file's bytes up to N bytes of
+//                                its scan (N = 0: window_scan_bytes's estimate for the band), and the JSON
+//                                says whether window_cut_short holds
 //   jpeg_core_harness transcode  [--interval N | --rows N] [--optimize] [--hostile SEED]
 //                                [--long-codes SEED [--one-table]]
 //                                per record: one output record, the same coefficients re-encoded by
@@ -781,6 +784,7 @@ struct ChunkedOptions {
                        // walk_slots), at most the MCU's blocks, all guessed; -1: slot_layout's
   int guesses = 0;     // with slots >= 1: of them guessed in stage 1 (0: all)
   int64_t walk_budget = 8;  // stage 3's chunks decoded again (walk_slots, lane_repair) before it gives up
+  int64_t cut = -1;         // with band, >= 0: a window's first try on the scan's first `cut` bytes (0: the estimate)
 };
 
 // About the middle third of n (first, count), at least one.
@@ -827,6 +831,8 @@ struct ChunkedRun {
   bool lanes_taken = false;           // stage 3 on 32 lanes went on (lanes_match_one_thread) after the rounds
   int64_t strict_from = 0;            // with --band: the first chunk stage 4 decodes (chunk_starts_through)
   int64_t band_first_chunk = 0;       // with --band: the first chunk (by the starts) that holds a block of the band
+  int64_t cut_bytes = 0;              // with --cut: the scan's bytes the first try took (all of them: no cut)
+  bool cut_short = false;             // with --cut: window_cut_short at the chain's end through the band
   // With slots, the blocks the rounds' decodes read, stopping where they meet an earlier decode and decoding
   // their chunk to its end; and the same summed over the most of 32 neighbouring chunks of a slot (a warp's
   // threads on the GPU, which wait for their slowest).
@@ -903,6 +909,16 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
                     ChunkedRun* out) {
   const jc::Frame& f = p.frame;
   out->chunk_bytes = chunk_bytes;
+  // A window's first try (--cut) decodes the file's bytes up to the scan bytes it takes, as the GPU decoder's
+  // planner cuts them; the slot layout is the whole scan's, as there.
+  const int64_t scan_bytes = static_cast<int64_t>(size) - static_cast<int64_t>(p.info.scan_start);
+  out->cut_bytes = scan_bytes;
+  if (opt.band && opt.cut >= 0) {
+    const auto [band_first, band_count] = kept_rows(f, true);
+    out->cut_bytes = opt.cut > 0 ? std::min(opt.cut, scan_bytes)
+                                 : jc::window_scan_bytes(scan_bytes, band_first + band_count, f.mcu_rows, chunk_bytes);
+    size = static_cast<size_t>(static_cast<int64_t>(p.info.scan_start) + out->cut_bytes);
+  }
   jc::ChunkedScan s;
   if (!jc::make_chunked_scan(data, static_cast<int64_t>(size), static_cast<int64_t>(p.info.scan_start), chunk_bytes,
                              p.info.restart_interval, &s)) {
@@ -949,7 +965,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     // guessed (all where 0).
     const int most = opt.slots < 0 ? 0 : std::min(opt.slots, f.blocks_in_mcu);
     const jc::SlotLayout layout = opt.slots < 0
-                                      ? jc::slot_layout(f, s.size - s.scan_start)
+                                      ? jc::slot_layout(f, scan_bytes)
                                       : jc::SlotLayout{most, opt.guesses > 0 ? std::min(opt.guesses, most) : most};
     const int k = layout.slots;
     out->slots = k;
@@ -1074,6 +1090,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
                                            first_block_kept(f, true), &out->strict_from);
     while (out->band_first_chunk < needed && starts[out->band_first_chunk + 1].block <= first_block_kept(f, true))
       ++out->band_first_chunk;
+    out->cut_short = out->cut_bytes < scan_bytes && jc::window_cut_short(s, starts[needed].bit);
   } else {
     out->flags |= jc::chunk_starts(s, f, records.data(), starts.data());
   }
@@ -1184,6 +1201,8 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +
                 ", \"strict_from\": " + std::to_string(run.strict_from) +
                 ", \"band_first_chunk\": " + std::to_string(run.band_first_chunk) +
+                ", \"cut_bytes\": " + std::to_string(run.cut_bytes) +
+                ", \"cut_short\": " + (run.cut_short ? "true" : "false") +
                 ", \"lanes_taken\": " + (run.lanes_taken ? "true" : "false") +
                 ", \"round_blocks\": " + std::to_string(run.round_blocks) +
                 ", \"round_blocks_full\": " + std::to_string(run.round_blocks_full) +
@@ -1926,7 +1945,7 @@ void run_selftest() {
 int usage() {
   std::fprintf(stderr,
                "usage: jpeg_core_harness check | dump [--gray-output] [--scale 1|2|4|8] | selftest | "
-               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band] [--parts P] [--slots K] "
+               "chunked [--chunk N[,N...]] [--rounds N] [--no-sweep] [--band [--cut N]] [--parts P] [--slots K] "
                "[--guesses G] [--walk-budget B] | "
                "transcode [--interval N | --rows N] [--optimize] [--hostile SEED] [--long-codes SEED [--one-table]]"
                "  (records on stdin)\n");
@@ -1975,6 +1994,9 @@ int main(int argc, char** argv) {
         opt.sweep = false;
       } else if (a == "--band") {
         opt.band = true;
+      } else if (a == "--cut" && i + 1 < argc) {
+        opt.cut = std::atoll(argv[++i]);
+        if (opt.cut < 0) return usage();
       } else if (a == "--slots" && i + 1 < argc) {
         opt.slots = std::atoi(argv[++i]);
         if (opt.slots < -1 || opt.slots > jc::kMaxSlots) return usage();

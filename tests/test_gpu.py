@@ -231,13 +231,17 @@ def test_testing_options_check_their_values():
     with pytest.raises(ValueError, match="engines"):
         with testing.gpu_options(engines="no"):
             pass
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="window_bytes"):
+            with testing.gpu_options(window_bytes=bad):
+                pass
 
 
 def _gpu_testing_now() -> list[int]:
     """The backend's testing options (the operator's codes), read by setting them back to what they are."""
     ops = torch.ops.custom_op
     now = ops._set_gpu_testing(
-        force_path=-1, no_margin=False, no_dedupe=False, segments=0, chunk_bytes=0, hide_engines=False
+        force_path=-1, no_margin=False, no_dedupe=False, segments=0, chunk_bytes=0, hide_engines=False, window_bytes=0
     )
     ops._set_gpu_testing(
         force_path=now[0],
@@ -246,6 +250,7 @@ def _gpu_testing_now() -> list[int]:
         segments=now[3],
         chunk_bytes=now[4],
         hide_engines=bool(now[5]),
+        window_bytes=now[6],
     )
     return list(now)
 
@@ -2104,10 +2109,17 @@ def test_chunked_decoding_of_a_large_scan(jpeg_writer, on_warning):
     windows = wins + [wins[i % len(wins)] for i in range(len(damaged))]
     options = {"on_warning": on_warning, "on_error": "return"}
     expected, expected_warnings = _recorded(custom_op.decode_and_crop_jpegs, files, *zip(*windows), **options)
+    retries = testing.cuda_decoder_retries()
     with testing.gpu_options(force_path="cuda", dedupe=False):
         (got, used), got_warnings = _recorded(
             testing.decode_with_paths, files, *zip(*windows), device="cuda", **options
         )
+        # The windows' first tries (jpeg_core's window_scan_bytes) take enough of this photo's scan: the
+        # valid windows are never decoded again (the damaged copies may be).
+        clean = testing.cuda_decoder_retries()
+        custom_op.decode_and_crop_jpegs([data] * len(wins), *zip(*wins), device="cuda")
+        assert testing.cuda_decoder_retries() == clean, "a valid window's first try fell short"
+    assert clean >= retries
     assert got_warnings == expected_warnings
     for i, (out, ref) in enumerate(zip(_shown(got), _shown(expected))):
         if isinstance(ref, str):
@@ -2115,6 +2127,47 @@ def test_chunked_decoding_of_a_large_scan(jpeg_writer, on_warning):
         else:
             assert isinstance(out, torch.Tensor) and torch.equal(out.cpu(), ref), (i, used[i], out)
     assert used[: len(wins)] == ["cuda"] * len(wins), used
+
+
+@needs_gpu
+@pytest.mark.parametrize("window_bytes", [1, 30_000])
+def test_a_windows_first_try_is_decoded_again_where_it_falls_short(jpeg_writer, window_bytes):
+    """A window of a file decoded in chunks first takes only the scan's first bytes (here window_bytes of them,
+    whatever the scan's size): a window whose rows need more is decoded again with the whole file in the same call
+    (cuda_decoder_retries counts it), so that every window is still the CPU path's, and damaged copies get the CPU
+    path's outcome. With one byte every window falls short; with 30,000 of about 60,000 the top windows do not."""
+    height, width = 600, 800
+    data = jpeg_writer.encode(jpeg_writer.photo_like(height, width, 3, seed=73), sampling="4:2:0", quality=90)
+    assert 40_000 < len(data) < 120_000, len(data)
+    rng = np.random.default_rng(73)
+    damaged = [case for _, case in damaged_jpegs.damaged(data, rng, flips=4)]
+    wins = [(0, 0, 64, 64), (16, 400, 100, 100), (height - 224, width - 224, 224, 224), (250, 300, 200, 200)]
+    wins += [random_window(rng, height, width, 96) for _ in range(6)]
+    files = [data] * len(wins) + damaged
+    windows = wins + [wins[i % len(wins)] for i in range(len(damaged))]
+    options = {"on_warning": "raise", "on_error": "return"}
+    expected, expected_warnings = _recorded(custom_op.decode_and_crop_jpegs, files, *zip(*windows), **options)
+    retries = testing.cuda_decoder_retries()
+    with testing.gpu_options(force_path="cuda", dedupe=False, window_bytes=window_bytes):
+        (got, used), got_warnings = _recorded(
+            testing.decode_with_paths, files, *zip(*windows), device="cuda", **options
+        )
+        retried = testing.cuda_decoder_retries() - retries
+        # The next call through the same slot waits for the one before, its second decode included.
+        again = custom_op.decode_and_crop_jpegs([data] * len(wins), *zip(*wins), device="cuda")
+    assert got_warnings == expected_warnings
+    for i, (out, ref) in enumerate(zip(_shown(got), _shown(expected))):
+        if isinstance(ref, str):
+            assert out == ref, (i, used[i])
+        else:
+            assert isinstance(out, torch.Tensor) and torch.equal(out.cpu(), ref), (i, used[i], out)
+    assert used[: len(wins)] == ["cuda"] * len(wins), used
+    for out, ref in zip(again, expected[: len(wins)]):
+        assert torch.equal(out.cpu(), ref)
+    if window_bytes == 1:
+        assert retried >= len(wins), retried
+    else:
+        assert 0 < retried < len(files), retried
 
 
 @needs_gpu

@@ -424,6 +424,9 @@ def _check_damaged_band(results, stats):
             continue
         for r in d["runs"]:
             run = f"mutant {i} ({_where(d)}), band, chunks of {r['chunk_bytes']}"
+            if r["cut_short"]:  # a first try the GPU decoder decodes again with the whole file (the plain band's case)
+                stats["cut_short"] += 1
+                continue
             assert not r["flags"] & core.LANES_DISAGREE, f"{run}: stage 3 on lanes differs from the one thread's"
             assert not r["flags"] & core.MEETINGS_DISAGREE, f"{run}: the rounds' meetings changed their records"
             warned = r["band_ref_warnings"] > 0 or r["band_ref_error"] != ""
@@ -442,7 +445,16 @@ def _check_damaged_band(results, stats):
 
 
 def _stats() -> dict:
-    return dict(mutants=0, refused_header=0, libjpeg_warned=0, accepted=0, flagged=0, flags_seen=0, caught_above_band=0)
+    return dict(
+        mutants=0,
+        refused_header=0,
+        libjpeg_warned=0,
+        accepted=0,
+        flagged=0,
+        flags_seen=0,
+        caught_above_band=0,
+        cut_short=0,
+    )
 
 
 def _damaged_variants(data: bytes) -> list[bytes]:
@@ -501,6 +513,73 @@ def test_damaged_files_in_a_band_are_flagged_or_exact():
     assert min(stats["flagged"], stats["accepted"], stats["libjpeg_warned"], stats["caught_above_band"]) > 0, stats
 
 
+def test_damaged_files_in_a_first_try_are_flagged_or_exact():
+    """The same damage in a window's first try, the scan cut short (cuts the data past the band's rows, inside
+    them, and before them): where window_cut_short does not send the window back for the whole file, flagged or
+    exact in the band, and flagged wherever libjpeg warns before it has read past the band."""
+    files = _damaged_files(96, seed=6)
+    stats = _stats()
+    for cut in (700, 1400, 2100):
+        for parts, slots in ((1, 0), (GPU_PARTS, -1)):
+            _check_damaged_band(core.chunked(files, [1, 4, 64], band=True, parts=parts, slots=slots, cut=cut), stats)
+    assert min(stats["flagged"], stats["accepted"], stats["libjpeg_warned"], stats["cut_short"]) > 0, stats
+
+
+# ---- A window's first try: the scan's first bytes -------------------------------------------------------------
+
+
+def _scan_bytes(data: bytes) -> int:
+    from jpeg_core_cases import scan_segments
+
+    segments, _ = scan_segments(data)
+    return len(data) - segments[0][0]
+
+
+def test_a_windows_first_try_reads_as_the_whole_file():
+    """A band decoded from the scan's first bytes alone (the GPU decoder's first try for a window in a large scan,
+    which a cut short leaves to a decode of the whole file): at every cut, either window_cut_short holds, or the
+    decode is the whole file's: nothing flagged, libjpeg's coefficients in every block of the band. The cuts run
+    from a few bytes (short) to past the band's rows (exact, though cut)."""
+    files = []
+    for sampling, interval in [("4:2:0", 0), ("4:4:4", 0), ("gray", 0), ("4:2:2", 5)]:
+        files.append(encode(_photo(240, 200, sampling, seed=31), sampling, quality=90, restart_interval=interval))
+    cut_exact = cut_short = 0
+    for i, data in enumerate(files):
+        scan = _scan_bytes(data)
+        for share in (0.02, 0.4, 0.6, 0.7, 0.8, 0.9, 0.97):
+            for parts, slots in ((1, 0), (GPU_PARTS, -1)):
+                (d,) = core.chunked([data], [16, 64, 512], band=True, parts=parts, slots=slots, cut=int(share * scan))
+                for r in d["runs"]:
+                    run = f"file {i} ({_where(d)}), chunks of {r['chunk_bytes']}, {r['cut_bytes']} of {scan} bytes"
+                    assert r["cut_bytes"] == int(share * scan), run
+                    if r["cut_short"]:
+                        cut_short += 1
+                        continue
+                    assert r["flags"] == 0, f"{run}: flags {r['flags']}"
+                    assert r["coef_mismatch_blocks"] == 0, f"{run}: {r['first_coef_mismatch']}"
+                    assert r["coef_compared_blocks"] == r["stored_blocks"] > 0, run
+                    cut_exact += 1
+    assert cut_exact > 0 and cut_short > 0, (cut_exact, cut_short)
+
+
+def test_the_first_trys_estimate_cuts_without_falling_short():
+    """window_scan_bytes (the GPU decoder's estimate, here for the band: the rows through its last are two thirds of
+    the image's) takes less than the scan of these photos, and enough: not one run is cut short, and each is
+    exact."""
+    files = []
+    for sampling in SAMPLINGS:
+        for seed in range(3):
+            pixels = _photo(480, 400, sampling, seed=40 + seed)
+            files.append(encode(pixels, sampling, quality=[75, 90, 95][seed], restart_interval=[0, 0, 4][seed]))
+    results = core.chunked(files, [64, 512], band=True, parts=GPU_PARTS, slots=-1, cut=0)
+    for i, (data, d) in enumerate(zip(files, results)):
+        for r in d["runs"]:
+            run = f"file {i} ({_where(d)}), chunks of {r['chunk_bytes']}"
+            assert r["cut_bytes"] < _scan_bytes(data) and not r["cut_short"], f"{run}: {r['cut_bytes']} bytes"
+            assert r["flags"] == 0 and r["coef_mismatch_blocks"] == 0, run
+            assert r["coef_compared_blocks"] == r["stored_blocks"] > 0, run
+
+
 def _fuzz_corpus() -> list[bytes]:
     corpus = []
     for i, sampling in enumerate(SAMPLINGS + ["2x2,1x2,1x2"]):
@@ -517,7 +596,8 @@ def test_fuzz_chunked_under_sanitizers():
     damaged Huffman tables and scan headers), decoded in chunks of 1, 3, 16 and 300 bytes by the harness built with
     AddressSanitizer + UBSan (any report fails the run), with the usual sync and the GPU decoder's slots, with one
     record a chunk, one round and no sweep (chunks left unsynchronised) and with a slot for every place of the MCU:
-    flagged or exact, flagged wherever libjpeg warns."""
+    flagged or exact, flagged wherever libjpeg warns; then bands of 500 mutants, and windows' first tries on 300
+    (the scans cut at 900 bytes)."""
     variant = "sanitized" if core.unavailable_reason("sanitized") is None else "plain"
     rng = random.Random(20261128)
     corpus = _fuzz_corpus()
@@ -534,7 +614,15 @@ def test_fuzz_chunked_under_sanitizers():
     band = _stats()
     mutants = [mutate(rng.choice(corpus), rng) for _ in range(500)]
     _check_damaged_band(core.chunked(mutants, [1, 16, 300], band=True, parts=3, slots=10, variant=variant), band)
-    print("sync_decode fuzz:", stats, "band:", band)
+    # A window's first try on the mutants' first bytes (the harness decodes only the bytes the cut leaves).
+    first_try = _stats()
+    mutants = [mutate(rng.choice(corpus), rng) for _ in range(300)]
+    _check_damaged_band(
+        core.chunked(mutants, [1, 16, 300], band=True, parts=GPU_PARTS, slots=-1, cut=900, variant=variant), first_try
+    )
+    print("sync_decode fuzz:", stats, "band:", band, "first try:", first_try)
     assert min(band["accepted"], band["flagged"], band["libjpeg_warned"], band["caught_above_band"]) > 10, band
+    assert min(first_try["accepted"], first_try["flagged"], first_try["cut_short"]) > 10, first_try
+    assert first_try["libjpeg_warned"] > 0, first_try
     assert min(stats["accepted"], stats["flagged"], stats["libjpeg_warned"]) > 50, stats
     assert stats["flags_seen"] & core.UNSYNCED and stats["flags_seen"] & core.BAD_MARKER, stats

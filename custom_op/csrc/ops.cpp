@@ -125,9 +125,11 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
   // force_path: -1 none, else a path code of common/decode_path.h every GPU-capable item must take.
   m.def(
       "_set_gpu_testing(*, int force_path, bool no_margin, bool no_dedupe, int segments, int chunk_bytes, "
-      "bool hide_engines) -> int[]");
-  // Items our own CUDA decoder gave to the CPU path in this process (cuda/executor.h).
+      "bool hide_engines, int window_bytes) -> int[]");
+  // Items our own CUDA decoder gave to the CPU path, and windows it decoded again after their first try, in this
+  // process (cuda/executor.h).
   m.def("_cuda_decoder_fallbacks() -> int");
+  m.def("_cuda_decoder_retries() -> int");
   // The codes and sizes Python must agree on with the libraries (read modes, warning policies, item
   // statuses, GPU path codes, the GPU outputs' alignment, output dtypes), by name: tests/test_ops.py checks custom_op's
   // Python constants against them on any machine (cpu/constants_cpu.cpp).

@@ -153,6 +153,7 @@ TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
   m.impl("gpu_backend_info", &gpu_backend_info);
   m.impl("_set_gpu_testing", &set_gpu_testing);
   m.impl("_cuda_decoder_fallbacks", &segment_decoder_fallbacks);
+  m.impl("_cuda_decoder_retries", &segment_decoder_retries);
 }
 
 }  // namespace gpu

@@ -82,6 +82,10 @@ nvjpegImage_t staging_image(const Slot& slot, const Item& item);
 // libjpeg would warn about or decode differently), in this process: for tests and benchmarks.
 int64_t segment_decoder_fallbacks();
 
+// Windows our own CUDA decoder decoded again with the whole file after their first try fell short (segment_decoder.h's
+// kWindowCut), in this process.
+int64_t segment_decoder_retries();
+
 // After decoding: an item with a leader takes its window from the leader's decode, or goes to the CPU
 // path with it.
 void share_leader_decodes(std::vector<Item>& items);

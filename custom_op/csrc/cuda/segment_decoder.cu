@@ -398,7 +398,11 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
     if (jc::lanes_walk_end(lanes, kStartLanes, s.num_chunks, &end)) break;  // the same in every lane
     const int64_t broken = jc::lanes_first_broken(lanes, kStartLanes);
     if (repairs == kSweepBudget) {
-      if (lane == 0) atomicOr(im.status, kSegmentDamaged | jc::kUnsynced);
+      // In a first try, a chain broken where the cut may have changed the records is the cut's doing.
+      const int64_t reached = records[(broken - 1) * k + im.chosen_slot[broken - 1]].end.bit;
+      if (lane == 0)
+        atomicOr(im.status,
+                 im.window_cut != 0 && jc::window_cut_short(s, reached) ? kWindowCut : kSegmentDamaged | jc::kUnsynced);
       return;
     }
     // A repair that fails (arguments no valid descriptor gives) flags the image and ends the walk, as the
@@ -422,6 +426,7 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
     const uint32_t flags =
         jc::lanes_starts_result(lanes, kStartLanes, im.starts, im.last_block, im.needed, im.strict_from);
     if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
+    if (im.window_cut != 0 && jc::window_cut_short(s, im.starts[*im.needed].bit)) atomicOr(im.status, kWindowCut);
   }
 }
 

@@ -57,6 +57,8 @@ enum SegmentDecodeStatus : uint32_t {
   kSegmentDamaged = 1u << 9,  // with the jpeg_core::SegmentFlags (or ChunkFlags) in the low bits
   kBlockInexact = 1u << 10,   // libjpeg's SIMD and C IDCTs could differ on a block
   kTableRefused = 1u << 11,   // a Huffman table libjpeg refuses (JERR_BAD_HUFF_TABLE)
+  // A window's first try (window_cut) may have read past the bytes it took: decode it again with the whole file.
+  kWindowCut = 1u << 12,
 };
 
 // At most two Huffman tables (DC and AC) for each component.
@@ -114,6 +116,9 @@ struct SegmentImage {
   // the chunks through the rectangle's last block (last_block, by scan index), written with the starts, and
   // *strict_from the first of them stage 4 decodes (jpeg_core's strict_decode_needed from the rectangle's first row).
   int32_t chunked;
+  // 1: `size` ends the file's bytes early, at jpeg_core's window_scan_bytes (a window's first try): stage 3 sets
+  // kWindowCut where window_cut_short says the decode may rest on bytes past them.
+  int32_t window_cut;
   int32_t chunk_parts;
   int32_t chunk_slots;    // records a chunk (jpeg_core's slot_layout), 1 to kMaxSlots
   int32_t chunk_guesses;  // of them stage 1 guesses (slot_layout), 1 to chunk_slots

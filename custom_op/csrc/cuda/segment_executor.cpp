@@ -56,6 +56,7 @@ namespace jc = jpeg_core;
 constexpr int64_t kMaxMeanSegmentBytes = 4096;
 
 std::atomic<int64_t> g_fallbacks{0};
+std::atomic<int64_t> g_retries{0};  // images decoded again after their first try (kWindowCut)
 
 // Whether our decoder can take the file whatever its restart segments: baseline, one scan of every
 // component, a header within 2 GiB (SegmentImage::table_at holds the tables' places in 32 bits), ...
@@ -255,7 +256,9 @@ void list_regions(BatchPlan& plan, const std::vector<Item>& items) {
     if (items[i].path == kPending) plan.regions[next[leader_of(i)]++] = items[i].region;
 }
 
-bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
+// `first_try`: a window in a large scan decoded in chunks takes only the scan's bytes jpeg_core's window_scan_bytes
+// gives (its window's first try; finish() decodes again with the whole file where that falls short).
+bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p, bool first_try) {
   const JpegHeader& h = it.header;
   const bool chunked = !segment_decoder_takes(h, it.size);
   if (chunked && !(own_decoder_allowed(call.options, call.testing) && chunk_decoder_takes(h, it.size))) return false;
@@ -323,13 +326,28 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p) {
   // pinned.
   p->pinned = !it.segments.defined() && in_torch_pinned_memory(it.data);
   if (chunked) {
-    // The whole file is uploaded; the chunks through the rectangle's last row are decoded.
+    // The chunks through the rectangle's last row are decoded, of the whole file; or, in a window's first try,
+    // of the file's first bytes (window_scan_bytes), in a scan of kLargeScanBytes or more only: there the bytes
+    // past a window are most of the upload and of stages 1 and 2, and windows high in a photo of several
+    // megapixels leave out half the scan and more, while a batch of small photos' windows mostly reach their
+    // last rows' quarter, where the estimate takes the whole scan, and a first try that falls short costs the
+    // call a wait for its statuses and a second decode.
     im.chunked = 1;
     const int64_t scan_bytes = im.size - im.scan_start;
     im.chunk_bytes = call.testing.chunk_bytes > 0        ? call.testing.chunk_bytes
                      : scan_bytes >= jc::kLargeScanBytes ? kLargeChunkBytes
                                                          : kChunkBytes;
-    im.num_chunks = (scan_bytes + im.chunk_bytes - 1) / im.chunk_bytes;
+    if (first_try && !call.options.whole) {
+      const int64_t taken = call.testing.window_bytes > 0 ? std::min(call.testing.window_bytes, scan_bytes)
+                            : scan_bytes >= jc::kLargeScanBytes
+                                ? jc::window_scan_bytes(scan_bytes, r1, f.mcu_rows, im.chunk_bytes)
+                                : scan_bytes;
+      if (taken < scan_bytes) {
+        im.size = im.scan_start + taken;
+        im.window_cut = 1;
+      }
+    }
+    im.num_chunks = (im.size - im.scan_start + im.chunk_bytes - 1) / im.chunk_bytes;
     im.chunk_parts = im.chunk_bytes % kMaxChunkParts == 0 ? kMaxChunkParts : 1;
     const jc::SlotLayout layout = jc::slot_layout(f, scan_bytes);
     im.chunk_slots = layout.slots;
@@ -359,7 +377,7 @@ void plan_images(BatchPlan& plan, const DecodeCall& call, std::vector<Item>& ite
     if (it.path != kPending || it.leader >= 0) continue;
     ImagePlan p;
     p.item = i;
-    if (plan_image(call, it, &p)) {
+    if (plan_image(call, it, &p, true)) {
       it.path = kCudaDecoder;
       plan.images.push_back(p);
     }
@@ -697,6 +715,40 @@ void queue_parts(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& ite
   }
 }
 
+// The items of the images whose statuses are not kSegmentDecodeOk, once every part's are read back: in *again
+// those whose first try fell short (kWindowCut), in *failed the others.
+void read_statuses(const BatchPlan& plan, DecodeCall& call, std::vector<size_t>* again, std::vector<size_t>* failed) {
+  for (size_t c = 0; c < plan.parts; ++c) C10_CUDA_CHECK(cudaEventSynchronize(call.slot.statuses_read[c]));
+  for (size_t k = 0; k < plan.images.size(); ++k) {
+    const uint32_t status = plan.status_host[k];
+    if (status == kSegmentDecodeOk) continue;
+    ((status & kWindowCut) != 0 ? again : failed)->push_back(plan.images[k].item);
+  }
+}
+
+// Items whose decode (a leader's, for the items sharing it) failed go to the CPU path.
+void send_failed_to_cpu(std::vector<Item>& items, const std::vector<size_t>& failed) {
+  std::vector<char> is_failed(items.size(), 0);
+  for (const size_t i : failed) is_failed[i] = 1;
+  g_fallbacks.fetch_add(static_cast<int64_t>(failed.size()), std::memory_order_relaxed);
+  for (size_t i = 0; i < items.size(); ++i) {
+    Item& it = items[i];
+    const size_t leader = it.leader >= 0 ? static_cast<size_t>(it.leader) : i;
+    if (it.path == kCudaDecoder && is_failed[leader]) it.path = kCpu;
+  }
+}
+
+// The steps of decode() on a plan whose images are planned.
+void queue_plan(BatchPlan& plan, DecodeCall& call, const std::vector<Item>& items) {
+  order_images(plan);
+  list_windows(plan, items, call.outputs);
+  split_into_parts(plan);
+  lay_out_buffer(plan);
+  take_buffers(plan, call);
+  queue_parts(plan, call, items);
+  plan.queued = true;
+}
+
 class SegmentExecutor : public Executor {
  public:
   void claim(DecodeCall& call, std::vector<Item>& items) override {
@@ -710,33 +762,47 @@ class SegmentExecutor : public Executor {
     // For torch.profiler, as decode_cuda.cpp's phases: this call, and within it each part's queueing
     // (the rest is the layout).
     RECORD_FUNCTION("custom_op::gpu_segments_decode", std::vector<c10::IValue>());
-    order_images(plan_);
-    list_windows(plan_, items, call.outputs);
-    split_into_parts(plan_);
-    lay_out_buffer(plan_);
-    take_buffers(plan_, call);
-    queue_parts(plan_, call, items);
-    plan_.queued = true;
+    queue_plan(plan_, call, items);
   }
 
-  // Waits for each part's statuses (its window kernel may still run: the caller's stream waits for it).
+  // Waits for each part's statuses (its window kernel may still run: the caller's stream waits for it); decodes
+  // again with the whole file the windows whose first try fell short.
   void finish(DecodeCall& call, std::vector<Item>& items) override {
     if (!plan_.queued) return;
-    for (size_t c = 0; c < plan_.parts; ++c) C10_CUDA_CHECK(cudaEventSynchronize(call.slot.statuses_read[c]));
-    std::vector<char> failed(items.size(), 0);
-    for (size_t k = 0; k < plan_.images.size(); ++k) {
-      if (plan_.status_host[k] == kSegmentDecodeOk) continue;
-      failed[plan_.images[k].item] = 1;
-      g_fallbacks.fetch_add(1, std::memory_order_relaxed);
-    }
-    for (size_t i = 0; i < items.size(); ++i) {
-      Item& it = items[i];
-      const size_t leader = it.leader >= 0 ? static_cast<size_t>(it.leader) : i;
-      if (it.path == kCudaDecoder && failed[leader]) it.path = kCpu;
-    }
+    std::vector<size_t> again, failed;
+    read_statuses(plan_, call, &again, &failed);
+    send_failed_to_cpu(items, failed);
+    if (!again.empty()) decode_again(call, items, again);
   }
 
  private:
+  // A second plan over the slot's buffers, once the first plan's window kernels are done with them (a rare wait:
+  // window_scan_bytes seldom falls short), with the whole files; the caller's stream waits for its window kernels
+  // as for the first plan's, and the slot's `done` event is recorded again after them.
+  void decode_again(DecodeCall& call, std::vector<Item>& items, const std::vector<size_t>& again) {
+    RECORD_FUNCTION("custom_op::gpu_segments_again", std::vector<c10::IValue>());
+    g_retries.fetch_add(static_cast<int64_t>(again.size()), std::memory_order_relaxed);
+    for (size_t c = 0; c < plan_.parts; ++c) C10_CUDA_CHECK(cudaEventSynchronize(call.state.part_done[c]));
+    BatchPlan retry;
+    retry.regions = plan_.regions;
+    retry.regions_begin = plan_.regions_begin;
+    std::vector<size_t> failed;
+    for (const size_t i : again) {
+      ImagePlan p;
+      p.item = i;
+      if (plan_image(call, items[i], &p, false)) retry.images.push_back(p);
+      else failed.push_back(i);
+    }
+    if (!retry.images.empty()) {
+      queue_plan(retry, call, items);
+      std::vector<size_t> short_again;
+      read_statuses(retry, call, &short_again, &failed);
+      TORCH_INTERNAL_ASSERT(short_again.empty(), "a decode of the whole file reported a first try's cut");
+      C10_CUDA_CHECK(cudaEventRecord(call.slot.done, call.caller));
+    }
+    send_failed_to_cpu(items, failed);
+  }
+
   BatchPlan plan_;
 };
 
@@ -760,6 +826,8 @@ bool nvjpeg_files_checked(const CallOptions& options, const TestingOptions& test
 std::unique_ptr<Executor> segment_executor() { return std::make_unique<SegmentExecutor>(); }
 
 int64_t segment_decoder_fallbacks() { return g_fallbacks.load(std::memory_order_relaxed); }
+
+int64_t segment_decoder_retries() { return g_retries.load(std::memory_order_relaxed); }
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -30,6 +30,10 @@ struct TestingOptions {
   int64_t chunk_bytes = 0;
   // The backend acts as on a GPU without JPEG engines: they take nothing (nvJPEG's hybrid decoders do).
   bool hide_engines = false;
+  // > 0: a window's first try in a file decoded in chunks takes this many of its scan's bytes, whatever the scan's
+  // size, in place of jpeg_core's window_scan_bytes in large scans (a few bytes: every such window is decoded
+  // again with the whole file).
+  int64_t window_bytes = 0;
 
   bool cpu_only() const { return force_path == kCpu; }
   // Whether our decoder may take the files (those without short restart segments too, in chunks), from the
@@ -46,9 +50,9 @@ struct TestingOptions {
 TestingOptions testing_options();
 
 // The op: sets them and returns the previous ones, [force_path, no_margin, no_dedupe, segments, chunk_bytes,
-// hide_engines].
+// hide_engines, window_bytes].
 std::vector<int64_t> set_gpu_testing(int64_t force_path, bool no_margin, bool no_dedupe, int64_t segments,
-                                     int64_t chunk_bytes, bool hide_engines);
+                                     int64_t chunk_bytes, bool hide_engines, int64_t window_bytes);
 
 }  // namespace gpu
 }  // namespace custom_op

@@ -984,6 +984,41 @@ CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkR
   return chunk_start_after(starts[j], part_ends[slot_part_ends_index(parts, num_chunks, j, slot) + k - 1]);
 }
 
+// ---- A window's first try ---------------------------------------------------------------------------
+//
+// A window needs the scan only through its last MCU row, and where that row's data ends is known only once the
+// scan is decoded. So a window's decode in a large scan first takes only the scan's first window_scan_bytes: the
+// share 1.25 f + 0.05 of its bytes, f the rows' share (the rows through the window's last of the frame's MCU
+// rows), which no last row of the photos in bench/results/window_bytes.md needed more than, and a chunk, a block
+// and kWindowCutSlack more. The stages run on those bytes as on a whole file. Every decode reads forward from its
+// start, at most kWindowCutSlack bytes past the block start it ends at (a reader's fill and look-ahead: fewer
+// than 24 bytes), so where the chain's end through the rows (starts[needed], or the point where the walk found
+// it broken) lies that far before the cut, every read the decode's outcome rests on was of the same bytes as in
+// the whole file, and so is the outcome, flags and coefficients. Elsewhere (window_cut_short) the caller decodes
+// the window again with the whole file.
+constexpr int64_t kWindowCutSlack = 64;
+// More than a block's bytes: 63 AC codes of 16 bits and their 10 extra bits, and a DC code and its 11, every
+// byte stuffed, are 420 bytes.
+constexpr int64_t kMaxBlockBytes = 448;
+
+// The scan bytes a window's first try takes, for a scan of scan_bytes in chunks of chunk_bytes whose window
+// reads rows_through of its mcu_rows MCU rows: scan_bytes where that is no fewer.
+CUSTOM_OP_HD inline int64_t window_scan_bytes(int64_t scan_bytes, int64_t rows_through, int64_t mcu_rows,
+                                              int64_t chunk_bytes) {
+  if (scan_bytes <= 0 || mcu_rows <= 0 || rows_through >= mcu_rows) return scan_bytes;
+  const double share = 1.25 * static_cast<double>(rows_through) / static_cast<double>(mcu_rows) + 0.05;
+  if (share >= 1.0) return scan_bytes;
+  const int64_t bytes =
+      static_cast<int64_t>(share * static_cast<double>(scan_bytes)) + chunk_bytes + kMaxBlockBytes + kWindowCutSlack;
+  return bytes < scan_bytes ? bytes : scan_bytes;
+}
+
+// Whether a first try on a scan cut to `s` (its size) may have read differently from a decode of the whole file,
+// where the chain through the window's rows ends at bit end_bit (or kScanEnd): see above.
+CUSTOM_OP_HD inline bool window_cut_short(const ChunkedScan& s, int64_t end_bit) {
+  return end_bit == kScanEnd || end_bit / 8 + kWindowCutSlack > s.size;
+}
+
 // ---- Stage 3 on lanes --------------------------------------------------------------------------------
 //
 // walk_slots and chunk_starts_through are one thread's loops over every chunk, each step waiting on the one
