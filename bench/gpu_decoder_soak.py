@@ -25,7 +25,9 @@ others are the files themselves (a file repeated in a batch is decoded once for 
 quarter of the inputs are in pinned memory, which our decoder copies to the GPU itself. The batch is
 decoded under testing.gpu_options(force_path="cuda"), so that every item goes to our decoder or, where
 its kernels report anything libjpeg would warn about, to the CPU path; with on_error="return", on_warning
-raise, warn and ignore in turn, and the mode, EXIF orientation, stacking and de-duplication at random.
+raise, warn and ignore in turn, and the mode, EXIF orientation, stacking and de-duplication at random; in a
+fifth of the batches, the windows of files decoded in chunks first take only a random number of their scan's
+bytes (testing.gpu_options' window_bytes), so that many are decoded a second time with the whole file.
 
 Checks, each failing the run:
   - no call raises: every bad item comes back as its exception (and the process does not crash);
@@ -205,6 +207,7 @@ class Batch(NamedTuple):
     on_warning: str
     stack: bool
     dedupe: bool
+    window_bytes: Optional[int]  # testing.gpu_options' first-try bytes (None: the decoder's own)
 
 
 def random_window(rng, height: int, width: int) -> tuple:
@@ -223,6 +226,7 @@ def make_batch(bases: list[Base], index: int, args) -> Batch:
     orient = bool(rng.random() < 0.3)
     stack = bool(rng.random() < 0.2) and mode != ImageReadMode.UNCHANGED
     dedupe = bool(rng.random() < 0.8)
+    window_bytes = int(rng.integers(1, 60_000)) if rng.random() < 0.2 else None
     chosen = rng.integers(0, len(bases), n).tolist()
     datas, damage = [], []
     for i, b in enumerate(chosen):
@@ -248,7 +252,9 @@ def make_batch(bases: list[Base], index: int, args) -> Batch:
     else:
         windows = [random_window(rng, sh, sw) for sh, sw in sizes]
     pinned = (rng.random(n) < args.pinned).tolist()
-    return Batch(index, datas, chosen, damage, pinned, windows, mode, orient, ON_WARNING[index % 3], stack, dedupe)
+    return Batch(
+        index, datas, chosen, damage, pinned, windows, mode, orient, ON_WARNING[index % 3], stack, dedupe, window_bytes
+    )
 
 
 def largest_batches(bases: list[Base], args) -> list[Batch]:
@@ -275,6 +281,7 @@ def largest_batches(bases: list[Base], args) -> list[Batch]:
             "raise",
             False,
             False,
+            None,
         )
         out += [batch, batch]
     return out
@@ -304,7 +311,7 @@ def decode(batch: Batch, device: str):
                 torch.frombuffer(bytearray(d), dtype=torch.uint8).pin_memory() if p else d
                 for d, p in zip(batch.datas, batch.pinned)
             ]
-            with testing.gpu_options(force_path="cuda", dedupe=batch.dedupe):
+            with testing.gpu_options(force_path="cuda", dedupe=batch.dedupe, window_bytes=batch.window_bytes):
                 result, paths = testing.decode_with_paths(inputs, *zip(*batch.windows), device="cuda", **options)
             torch.cuda.synchronize()
         else:
@@ -415,6 +422,7 @@ def soak(args) -> dict:
     sentinel = Sentinel(bases)
     sentinel.to_gpu()
     before = testing.cuda_decoder_fallbacks()
+    retries_before = testing.cuda_decoder_retries()
     counts = Counter()
     by_damage = defaultdict(Counter)
     failures: list[str] = []
@@ -505,6 +513,7 @@ def soak(args) -> dict:
         failures.append(f"batch {done}: a call raised {type(e).__name__}: {e}")
         traceback.print_exc()
     fallbacks = testing.cuda_decoder_fallbacks() - before
+    retries = testing.cuda_decoder_retries() - retries_before
     if check_memory:
         for m in memory:
             if not m.ok():
@@ -541,6 +550,7 @@ def soak(args) -> dict:
             "errors returned (path failed)": counts["failed"],
             "other decoders (none expected)": counts["other"],
             "decodes our kernels sent to the CPU path": fallbacks,
+            "windows decoded again after their first try": retries,
             "warnings emitted": counts["warnings"],
             "clean batches after a batch": done,
             "batches compared with the CPU path": counts["compared batches"],

@@ -149,6 +149,7 @@ def fake_gpu(monkeypatch, soak, damage_item_0: bool = False):
     monkeypatch.setattr(soak.testing, "decode_with_paths", decode_with_paths)
     monkeypatch.setattr(soak.testing, "gpu_options", lambda **options: contextlib.nullcontext())
     monkeypatch.setattr(soak.testing, "cuda_decoder_fallbacks", lambda: 0)
+    monkeypatch.setattr(soak.testing, "cuda_decoder_retries", lambda: 0)
     monkeypatch.setattr(soak.Sentinel, "to_gpu", lambda self: None)
     monkeypatch.setattr(soak, "machine", lambda: "a fake GPU")
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: self)
