@@ -17,7 +17,9 @@
 //             take_buffers     the slot's device buffer and its pinned host side;
 //             queue_parts      prepare_image on this thread and helpers (runs of segments, file copy,
 //                              descriptor) while queue_part uploads and launches each part in turn;
-//   finish():                  the statuses read back: the items to send to the CPU path.
+//   finish():                  the statuses read back: the items to send to the CPU path, and the windows
+//                              whose first try fell short (kWindowCut), decoded again with the whole
+//                              files by a second plan (decode_again).
 // The steps are separate so that a second entropy decoder (a chunked Huffman decoder for files
 // without restart markers, say) joins at named places rather than inside one long function: its files
 // are its claim in plan_images, its arrays another stretch in lay_out_buffer, its work list written in
