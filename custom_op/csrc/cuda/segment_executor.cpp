@@ -160,11 +160,8 @@ struct ImagePlan {
   // It decodes every segment from the first through the rectangle's last row (a whole image, or a
   // sub-image the planner built), not decoder_segments' choice.
   bool from_first;
-  bool pinned;  // its bytes are in pinned host memory: copied from there (upload_pinned)
-  // What order_images sorts by, largest first: a file decoded segment by segment its entropy-coded bytes per
-  // restart segment (at most kMaxMeanSegmentBytes), one decoded in chunks more than any of those, by its bytes
-  // uploaded.
-  int64_t order_key;
+  bool pinned;                 // its bytes are in pinned host memory: copied from there (upload_pinned)
+  int64_t mean_segment_bytes;  // entropy-coded bytes per restart segment: decode() orders the parts by it
 };
 
 // Where a part's uploaded region holds each of its arrays (offsets into the device buffer and its
@@ -279,7 +276,8 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p, bool first_try) 
   const int64_t total = jc::frame_total_mcus(f);
   const int64_t interval = h.restart_interval;
   im.num_segments = chunked ? 0 : (total + interval - 1) / interval;
-  p->order_key = chunked ? 0 : mean_segment_bytes(h, it.size);  // a chunked file's is set below
+  // Files decoded in chunks go first (order_images): their launches are the longest.
+  p->mean_segment_bytes = chunked ? INT64_MAX : mean_segment_bytes(h, it.size);
   // The Huffman tables: where each distinct definition lies in the file, for find_segments to build
   // (components that name the same table, Cb and Cr as a rule, share it).
   auto table_of = [&](const TableBytes& t, bool is_dc) {
@@ -357,7 +355,6 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p, bool first_try) 
     im.chunk_slots = layout.slots;
     im.chunk_guesses = layout.guesses;
     im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
-    p->order_key = kMaxMeanSegmentBytes + 1 + im.size;
     return true;
   }
   // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments
@@ -389,22 +386,20 @@ void plan_images(BatchPlan& plan, const DecodeCall& call, std::vector<Item>& ite
   }
 }
 
-// The longest work first (ImagePlan::order_key). The host queues the parts in order, the last one as it
-// finishes its own work, and each part's uploads follow those of the parts before it on the bus: so the
-// longest work goes in the first part, whose decode overlaps the host's work and the uploads of the others,
-// and the last part, which the call then waits for, has the least to upload and decode. Files decoded in
-// chunks come first, their launches being the longest, the most bytes first (a chunked decode's stages 1 and
-// 2 decode every chunk uploaded: on a large photo's windows' first tries, a part's kernels took as long as
-// the uploads of the parts before it); then the others, the longest segments first (on average: their
-// lengths are only known on the GPU), a launch lasting as long as its longest segment.
+// Longest segments first. A part's decode launch lasts as long as its longest segment, and the
+// host queues the parts in order, the last one as it finishes its own work: so the images whose
+// segments are longest (on average: their lengths are only known on the GPU) go in the first
+// part, whose decode overlaps the host's work on the others, and the last part, which the call
+// then waits for, decodes the shortest.
 // (An order of indices, then one copy of each plan: sorting the plans themselves moved a kilobyte
 // per comparison.)
 void order_images(BatchPlan& plan) {
   const size_t n = plan.images.size();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&plan](size_t a, size_t b) { return plan.images[a].order_key > plan.images[b].order_key; });
+  std::stable_sort(order.begin(), order.end(), [&plan](size_t a, size_t b) {
+    return plan.images[a].mean_segment_bytes > plan.images[b].mean_segment_bytes;
+  });
   std::vector<ImagePlan> sorted;
   sorted.reserve(n);
   for (const size_t k : order) sorted.push_back(plan.images[k]);
