@@ -804,14 +804,12 @@ std::pair<int64_t, int64_t> kept_cols(const jc::Frame& f, bool band) {
 }
 
 // The first block (by scan index) of the MCU rows a run keeps.
-int64_t first_block_kept(const jc::Frame& f, bool band) {
-  return kept_rows(f, band).first * f.mcus_per_row * f.blocks_in_mcu;
-}
+int64_t first_block_kept(const jc::Frame& f, bool band) { return jc::row_first_block(f, kept_rows(f, band).first); }
 
 // The last block (by scan index) of the MCU rows a run reads: the last of those it keeps (kept_rows).
 int64_t last_block_read(const jc::Frame& f, bool band) {
   const auto [first, count] = kept_rows(f, band);
-  return (first + count) * f.mcus_per_row * f.blocks_in_mcu - 1;
+  return jc::row_first_block(f, first + count) - 1;
 }
 
 // One decode of a file with one chunk size, each stage run for every chunk on its own as the GPU's

@@ -152,6 +152,23 @@ def test_gpu_decoder_chooses_who_decodes_and_at_what_scale(gpu_decoder):
     assert torch.equal(public.cpu(), images.cpu())
 
 
+@pytest.mark.parametrize("window_bytes", [1, 3_000])
+def test_windows_decoded_again_after_their_first_try_give_the_cpu_pixels(window_bytes):
+    """Original files (decoded in chunks) whose windows' first tries take only window_bytes of the scan, at every
+    scale: the windows they fall short for are decoded again with the whole file, with the CPU call's pixels."""
+    from custom_op import testing
+
+    rng = random.Random(11)
+    files = [_photo(rng.randint(200, 400), rng.randint(200, 400), "4:2:0", 40 + i, prepared=False) for i in range(6)]
+    windows = _windows(files, rng)
+    retries = testing.cuda_decoder_retries()
+    for scale in (None, 2, 8):
+        with testing.gpu_options(force_path="cuda", window_bytes=window_bytes):
+            cpu, cuda = _both(files, windows, 64, scale=scale, flips=[True, False] * 3)
+        assert torch.equal(cuda.cpu(), cpu), scale
+    assert testing.cuda_decoder_retries() > retries
+
+
 def test_a_damaged_item_fails_alone_and_its_slot_is_zero():
     good = [_photo(200, 200, "4:2:0", i, prepared=True) for i in range(3)]
     bad = good[1].clone()

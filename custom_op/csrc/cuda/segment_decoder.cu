@@ -419,7 +419,7 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
   }
   jc::lane_chain_join(records, k, r, end, im.chosen_slot, mine);
   __syncwarp();
-  const int64_t first_block = int64_t{im.mcu_row0} * f.mcus_per_row * f.blocks_in_mcu;
+  const int64_t first_block = jc::row_first_block(f, im.mcu_row0);
   jc::lane_starts(s, f, records, k, r, lanes, lane, im.chosen_slot, im.last_block, first_block, im.starts, mine);
   __syncwarp();
   if (lane == 0) {

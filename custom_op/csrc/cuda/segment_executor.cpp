@@ -354,7 +354,7 @@ bool plan_image(const DecodeCall& call, Item& it, ImagePlan* p, bool first_try) 
     const jc::SlotLayout layout = jc::slot_layout(f, scan_bytes);
     im.chunk_slots = layout.slots;
     im.chunk_guesses = layout.guesses;
-    im.last_block = int64_t{r1} * f.mcus_per_row * f.blocks_in_mcu - 1;
+    im.last_block = jc::row_first_block(f, r1) - 1;
     return true;
   }
   // The last segment decoded holds an MCU of the rectangle's last row at the latest (decoder_segments

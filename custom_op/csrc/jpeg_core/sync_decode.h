@@ -129,6 +129,12 @@ struct ChunkStart {
   int32_t pred[kMaxComponents];  // the DC predictors there
 };
 
+// The scan index (ChunkStart::block's) of the first block of MCU row `row`: a window's first block, or, for the
+// row after its last, one past its last block.
+CUSTOM_OP_HD inline int64_t row_first_block(const Frame& f, int64_t row) {
+  return row * f.mcus_per_row * f.blocks_in_mcu;
+}
+
 // The scan and its chunks.
 struct ChunkedScan {
   const uint8_t* data;  // the file: every read stays inside [data, data + size)
