@@ -804,6 +804,16 @@ def _shown(results):
     return [r if isinstance(r, torch.Tensor) else f"{type(r).__name__}: {r}" for r in results]
 
 
+def _assert_cpu_outcomes(got, expected, used):
+    """Each item of `got` (its path in `used`) is the CPU path's outcome in `expected`: the same pixels, or the
+    same exception and message."""
+    for i, (out, ref) in enumerate(zip(_shown(got), _shown(expected))):
+        if isinstance(ref, str):
+            assert out == ref, (i, used[i])
+        else:
+            assert isinstance(out, torch.Tensor) and torch.equal(out.cpu(), ref), (i, used[i], out)
+
+
 @needs_gpu
 def test_the_engines_report_no_damage(jpeg_writer):
     """Pinned, as the on_warning documentation says of gpu_decoder="nvjpeg" without check_entropy: files
@@ -2121,11 +2131,7 @@ def test_chunked_decoding_of_a_large_scan(jpeg_writer, on_warning):
         assert testing.cuda_decoder_retries() == clean, "a valid window's first try fell short"
     assert clean >= retries
     assert got_warnings == expected_warnings
-    for i, (out, ref) in enumerate(zip(_shown(got), _shown(expected))):
-        if isinstance(ref, str):
-            assert out == ref, (i, used[i])
-        else:
-            assert isinstance(out, torch.Tensor) and torch.equal(out.cpu(), ref), (i, used[i], out)
+    _assert_cpu_outcomes(got, expected, used)
     assert used[: len(wins)] == ["cuda"] * len(wins), used
 
 
@@ -2156,11 +2162,7 @@ def test_a_windows_first_try_is_decoded_again_where_it_falls_short(jpeg_writer, 
         # The next call through the same slot waits for the one before, its second decode included.
         again = custom_op.decode_and_crop_jpegs([data] * len(wins), *zip(*wins), device="cuda")
     assert got_warnings == expected_warnings
-    for i, (out, ref) in enumerate(zip(_shown(got), _shown(expected))):
-        if isinstance(ref, str):
-            assert out == ref, (i, used[i])
-        else:
-            assert isinstance(out, torch.Tensor) and torch.equal(out.cpu(), ref), (i, used[i], out)
+    _assert_cpu_outcomes(got, expected, used)
     assert used[: len(wins)] == ["cuda"] * len(wins), used
     for out, ref in zip(again, expected[: len(wins)]):
         assert torch.equal(out.cpu(), ref)
