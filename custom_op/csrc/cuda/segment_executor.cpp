@@ -730,6 +730,7 @@ void read_statuses(const BatchPlan& plan, DecodeCall& call, std::vector<size_t>*
 
 // Items whose decode (a leader's, for the items sharing it) failed go to the CPU path.
 void send_failed_to_cpu(std::vector<Item>& items, const std::vector<size_t>& failed) {
+  if (failed.empty()) return;
   std::vector<char> is_failed(items.size(), 0);
   for (const size_t i : failed) is_failed[i] = 1;
   g_fallbacks.fetch_add(static_cast<int64_t>(failed.size()), std::memory_order_relaxed);
