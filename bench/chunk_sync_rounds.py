@@ -71,6 +71,18 @@ COLUMNS = [
 ]
 
 
+MEETING_COLUMNS = ["part ends a chunk", "blocks the rounds decode", "as warps wait (32 x their slowest chunk's)"]
+
+
+def meeting_row(runs: list[dict], parts: int) -> list[str]:
+    """A row of the table by where the rounds' decodes may meet: their blocks, and as warps wait, as shares of
+    rounds whose decodes all run to their chunk's end."""
+    full = sum(r["round_blocks_full"] for r in runs)
+    met = sum(r["round_blocks"] for r in runs)
+    warps = 32 * sum(r["round_warp_blocks"] for r in runs)
+    return [str(parts), f"{met:,} ({met / full:.1%})", f"{warps:,} ({warps / full:.1%})"]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_imagenet_option(parser)
@@ -122,6 +134,17 @@ def main(argv=None) -> int:
             for name, size, slots, guesses in layouts
         ]
         report.table(["layout"] + COLUMNS[1:], rows)
+        report.text(
+            "The GPU's layout by the part ends a chunk where a round's decode may meet its chunk's guess and stop "
+            f"(the GPU decoder's: {parts}). Shares of the blocks of rounds whose decodes all run to their chunk's "
+            "end. A warp's lanes take neighbouring chunks and the warp lasts as long as its slowest: the last "
+            "column counts each warp as 32 of its slowest chunk's blocks."
+        )
+        rows = [
+            meeting_row(gpu_runs(large, large_chunk, p, gpu_rounds), p)
+            for p in (parts, 2 * parts, 4 * parts, 16 * parts)
+        ]
+        report.table(MEETING_COLUMNS, rows)
     if args.out:
         report.write(args.out)
     return 0
