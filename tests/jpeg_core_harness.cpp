@@ -1672,6 +1672,36 @@ void selftest_sync_slot() {
 
 // sync_decode.h's refusals: arguments that name no chunking, no chunk, or a frame the tables and planes
 // do not cover are kBadArguments, before anything is read or written.
+// A window's first try: window_scan_bytes takes the whole scan where its estimate reaches it (the rows through the
+// last, shares of 0.76 and more, degenerate arguments, margins past its end), else 1.25 f + 0.05 of it and the
+// margins, more for later rows; window_cut_short holds at the scan's end and within kWindowCutSlack bytes of the
+// cut, not before.
+void selftest_window_cut() {
+  const int64_t scan = 1000000, chunk = 2048, margins = chunk + jc::kMaxBlockBytes + jc::kWindowCutSlack;
+  expect(jc::window_scan_bytes(scan, 100, 100, chunk) == scan && jc::window_scan_bytes(scan, 76, 100, chunk) == scan &&
+             jc::window_scan_bytes(scan, 5, 0, chunk) == scan && jc::window_scan_bytes(0, 1, 100, chunk) == 0 &&
+             jc::window_scan_bytes(2600, 1, 100, chunk) == 2600,
+         "window_scan_bytes cut a scan its estimate reaches the end of");
+  auto near = [](int64_t a, int64_t b) { return a >= b - 1 && a <= b + 1; };  // the share is a double
+  expect(near(jc::window_scan_bytes(scan, 40, 100, chunk), 550000 + margins) &&
+             near(jc::window_scan_bytes(scan, 1, 100, chunk), 62500 + margins),
+         "window_scan_bytes is not 1.25 f + 0.05 of the scan and the margins");
+  int64_t before = 0;
+  bool rising = true;
+  for (int64_t rows = 1; rows <= 100; ++rows) {
+    const int64_t taken = jc::window_scan_bytes(scan, rows, 100, chunk);
+    rising = rising && taken >= before && taken <= scan;
+    before = taken;
+  }
+  expect(rising, "window_scan_bytes falls as the rows through the window grow, or passes the scan");
+  const uint8_t data[256] = {};
+  jc::ChunkedScan s;
+  jc::make_chunked_scan(data, 256, 16, 32, 0, &s);
+  expect(jc::window_cut_short(s, jc::kScanEnd) && jc::window_cut_short(s, 8 * (256 - jc::kWindowCutSlack) + 8) &&
+             !jc::window_cut_short(s, 8 * (256 - jc::kWindowCutSlack)) && !jc::window_cut_short(s, 8 * 16),
+         "window_cut_short does not hold exactly within kWindowCutSlack bytes of the cut");
+}
+
 void selftest_chunk_arguments() {
   const uint8_t data[] = {0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9};
   jc::ChunkedScan s;
@@ -1929,6 +1959,7 @@ void run_selftest() {
   selftest_bit_reader();
   selftest_bit_offset();
   selftest_chunk_arguments();
+  selftest_window_cut();
   selftest_sync_slot();
   std::vector<uint8_t> file;
   int files = 0;
