@@ -997,11 +997,13 @@ CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkR
 // share 1.25 f + 0.05 of its bytes, f the rows' share (the rows through the window's last of the frame's MCU
 // rows), which no last row of the photos in bench/results/window_bytes.md needed more than, and a chunk, a block
 // and kWindowCutSlack more. The stages run on those bytes as on a whole file. Every decode reads forward from its
-// start, at most kWindowCutSlack bytes past the block start it ends at (a reader's fill and look-ahead: fewer
-// than 24 bytes), so where the chain's end through the rows (starts[needed], or the point where the walk found
-// it broken) lies that far before the cut, every read the decode's outcome rests on was of the same bytes as in
-// the whole file, and so is the outcome, flags and coefficients. Elsewhere (window_cut_short) the caller decodes
-// the window again with the whole file.
+// start, and at most kWindowCutSlack bytes past the block start it ends at (a reader's fill and look-ahead: fewer
+// than 24 bytes; the fill bytes before a marker lie before the block that follows it), unless it ends at the
+// scan's end (a marker that ends the scan, or the bytes' end: at the cut, that is where the cut bytes stop). So
+// where the chain's end through the rows (starts[needed], or the point where the walk found it broken) is a block
+// start that far before the cut, every read the decode's outcome rests on was of the same bytes as in the whole
+// file, and so is the outcome, flags and coefficients. Elsewhere (window_cut_short) the caller decodes the window
+// again with the whole file.
 constexpr int64_t kWindowCutSlack = 64;
 // More than a block's bytes: 63 AC codes of 16 bits and their 10 extra bits, and a DC code and its 11, every
 // byte stuffed, are 420 bytes.
