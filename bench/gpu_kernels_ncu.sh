@@ -3,7 +3,9 @@
 # bench/gpu_phases.py --originals: each kernel's duration against the cycles its multiprocessors were busy
 # (a launch far longer than its average multiprocessor's busy time waits on its slowest threads), its
 # instructions, the threads active per instruction (of 32) and the cycles per instruction, then the full
-# report (ncu's details page, and per kernel its instructions with their stall samples as CSV) in OUTDIR.
+# report (ncu's details page, and per kernel its instructions with their stall samples as CSV) in OUTDIR, and
+# per kernel its stall reasons and its instructions with the most samples (bench/ncu_hot_instructions.py) in
+# OUTDIR/hot_instructions.txt.
 #
 #   bash bench/gpu_kernels_ncu.sh OUTDIR --photos DIR [--batch 64] [--kernels REGEX] [--launches-per-call N]
 #
@@ -57,3 +59,5 @@ awk '
   /^ *Warp Cycles Per Issued Instruction / { cpi = $NF }
   function emit() { printf "%-22s %9s us  elapsed %11s cycles  SM busy %11s  %12s instructions  %5s threads/instr  %5s cycles/instr\n", name, dur, el, act, ins, thr, cpi }
   END { if (name != "") emit() }' "$OUTDIR/details.txt"
+# Per kernel, the stall reasons and the instructions the warps spend the most samples on.
+python bench/ncu_hot_instructions.py "$OUTDIR" >"$OUTDIR/hot_instructions.txt" || true
