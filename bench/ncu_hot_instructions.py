@@ -51,7 +51,7 @@ def report(name: str, rows: list[dict[str, str]], top: int) -> str:
     out = [f"{name}: {len(rows)} instructions, {total:,.0f} samples"]
     if total <= 0:
         return "\n".join(out + ["  no samples"])
-    stalls = [h for h in rows[0] if h.startswith("stall_") and NOT_ISSUED not in h] if rows else []
+    stalls = [h for h in rows[0] if h.startswith("stall_") and NOT_ISSUED not in h]  # rows: total > 0
     shares = sorted(((sum(_number(r[h]) for r in rows) / total, h[len("stall_") :]) for h in stalls), reverse=True)
     out.append("  stall reasons: " + ", ".join(f"{reason} {share:.1%}" for share, reason in shares if share > 0))
     base = int(rows[0]["Address"], 16)
