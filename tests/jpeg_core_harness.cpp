@@ -1540,17 +1540,40 @@ void selftest_huffman_lookup() {
       expect(false, "lookup entry " + std::to_string(i) + " differs from its code's");
       break;
     }
-    // The skip entries: a short code's bits and extra bits, and the coefficients it moves past (its zero run
-    // and its value; ZRL 16; EOB and the other (run, 0) symbols to the block's end).
-    for (int i = 0; i < (1 << jc::kHuffLookBits); ++i) {
-      uint16_t want = 0;
-      if (expected[i] != 0) {
-        const int symbol = expected[i] & 0xFF, run = symbol >> 4, size = symbol & 15;
-        const int moved = size != 0 ? run + 1 : run == 15 ? 16 : 64;
-        want = static_cast<uint16_t>((((expected[i] >> 8) + size) << 8) | moved);
+    // The pair entries: in the low half, a short code's bits and extra bits, and the coefficients it moves past
+    // (its zero run and its value; ZRL 16; EOB and the other (run, 0) symbols to the block's end); in the high
+    // half the same for it and the next code where that one's code lies within the kPairBits bits after the
+    // first's code and extra bits and the first is no end of block, else the first's again. Here the second
+    // code is found by the classic fill's entries (the lookup expected above, at the bits after the first).
+    auto skip_of = [](uint16_t entry, int* used, int* moved) {
+      const int symbol = entry & 0xFF, run = symbol >> 4, size = symbol & 15;
+      *moved = size != 0 ? run + 1 : run == 15 ? 16 : 64;
+      *used = (entry >> 8) + size;
+    };
+    for (int i = 0; i < (1 << jc::kPairBits); ++i) {
+      uint32_t want = 0;
+      const uint16_t first = expected[i >> (jc::kPairBits - jc::kHuffLookBits)];
+      if (first != 0) {
+        int used = 0, moved = 0;
+        skip_of(first, &used, &moved);
+        uint32_t both = static_cast<uint32_t>((used << 8) | moved);
+        const int left = jc::kPairBits - used;
+        if (moved != 64 && left > 0) {
+          // The left bits after the first code, then zeros: a code found there no longer than `left` is the second.
+          const uint32_t after = (static_cast<uint32_t>(i) & ((1u << left) - 1))
+                                 << (jc::kHuffLookBits - std::min(left, jc::kHuffLookBits));
+          const uint16_t second =
+              left >= jc::kHuffLookBits ? expected[after >> (left - jc::kHuffLookBits)] : expected[after];
+          if (second != 0 && (second >> 8) <= left) {
+            int used2 = 0, moved2 = 0;
+            skip_of(second, &used2, &moved2);
+            both = static_cast<uint32_t>(((used + used2) << 8) | (moved + moved2));
+          }
+        }
+        want = (both << 16) | static_cast<uint32_t>((used << 8) | moved);
       }
-      if (t.skip[i] == want) continue;
-      expect(false, "skip entry " + std::to_string(i) + " differs from its code's");
+      if (t.pairs[i] == want) continue;
+      expect(false, "pair entry " + std::to_string(i) + " differs from its codes'");
       break;
     }
   }

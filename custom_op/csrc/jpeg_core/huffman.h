@@ -136,18 +136,27 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
   if constexpr (!Store) {
     // The codes alone: a short code's skip entry gives at once the bits it and its extra bits take and how
     // far it moves the coefficient index, where the symbol's fields took several steps in the chain of
-    // steps each code waits for.
+    // steps each code waits for; a pair entry gives that for two codes (tables.h's huffman_pair_entry). Both
+    // codes of a pair are the block's while the first leaves the index below 64, as it does from below 48
+    // (a first code moves it by at most 16; an end of block has no second): there the pair's half is taken,
+    // the first code's alone from 48 on. Which half is a shift worked out from k after each step, ready
+    // before the next entry arrives, so that each code waits for no more steps than a single code's took.
+    int bits_at = 24, moved_at = 16;  // the pair's half (k = 1)
     for (int k = 1; k < kBlockSize;) {
-      reader_refill(r);  // a code (16) and its extra bits (15) fit in the 32 bits this leaves
-      if (const uint32_t e = load_readonly(&ac.skip[reader_peek(r, kHuffLookBits)])) {
-        reader_drop(r, static_cast<int>(e >> 8));
-        k += static_cast<int>(e & 0xFF);
+      reader_refill(
+          r);  // a code (16) and its extra bits (15), or a pair's (at most 25 bits), fit in the 32 bits this leaves
+      if (const uint32_t e = load_readonly(&ac.pairs[reader_peek(r, kPairBits)])) {
+        reader_drop(r, static_cast<int>((e >> bits_at) & 0xFF));
+        k += static_cast<int>((e >> moved_at) & 0xFF);
       } else {
         const int symbol = decode_long_code(r, ac);
         if (symbol < 0) return false;
         reader_drop(r, symbol & 15);
         k += ac_symbol_advance(symbol);
       }
+      const bool paired = k < kBlockSize - 16;
+      bits_at = paired ? 24 : 8;
+      moved_at = paired ? 16 : 0;
     }
     return true;
   } else {

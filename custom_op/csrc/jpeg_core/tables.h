@@ -27,14 +27,18 @@ constexpr int kBlockSize = 64;
 // ---- Huffman tables -----------------------------------------------------------------------------
 
 constexpr int kHuffLookBits = 9;
+// The bits an AC table's pair entries (HuffTable::pairs) are indexed by.
+constexpr int kPairBits = 9;
 
 struct HuffTable {
   // Indexed by the next kHuffLookBits bits: (code length << 8) | symbol for codes of at most
   // kHuffLookBits bits, 0 where the bits start no such code.
   uint16_t lookup[1 << kHuffLookBits];
-  // What a decode that keeps no values needs of the same codes (huffman_skip_entry): (code length + extra
-  // bits) << 8 | how far the code moves a block's coefficient index, 0 where lookup is 0. For AC tables.
-  uint16_t skip[1 << kHuffLookBits];
+  // What a decode that keeps no values needs of the codes, indexed by the next kPairBits bits
+  // (huffman_pair_entry): the low 16 bits for the first code, its skip entry (huffman_skip_entry), the high
+  // 16 bits the same for the first two codes where a second one starts and ends within those bits, else
+  // again the first's; 0 where the bits start no code of at most kHuffLookBits bits. For AC tables.
+  uint32_t pairs[1 << kPairBits];
   // Canonical decoding of longer codes (JPEG standard, figure F.16): maxcode[l] is the largest code
   // of length l (-1 where there is none), and a code c of length l is symbol huffval[c + valoffset[l]].
   int32_t maxcode[18];
@@ -105,14 +109,41 @@ CUSTOM_OP_HD inline uint16_t huffman_skip_entry(uint16_t entry) {
   return static_cast<uint16_t>((((entry >> 8) + (symbol & 15)) << 8) | ac_symbol_advance(symbol));
 }
 
-// Builds `t` from a DHT table: build_huffman_codes, then every lookup and skip entry.
+// t.pairs[bits] for a table whose lookup entries are built: bits are the next kPairBits bits of a stream. The
+// first code comes from its lookup entry; a second code is taken where the first is not an end of block and
+// the second's code (not its extra bits) lies within the kPairBits bits after the first's code and extra bits,
+// found by the canonical decoding of figure F.16 over the lengths that fit. Why pairs: a decode that keeps no
+// values waits, code after code, for each code's entry before it can find the next; an entry of two codes
+// halves those waits where codes are short, as they are in the busy blocks that take most of a photo's bits.
+// The two codes' skip entry counts both codes' bits and extra bits (at most kPairBits + 15) and the
+// coefficients both move past (at most 16 + kBlockSize).
+CUSTOM_OP_HD inline uint32_t huffman_pair_entry(const HuffTable& t, uint32_t bits) {
+  const uint16_t first = t.lookup[bits >> (kPairBits - kHuffLookBits)];
+  const uint32_t single = huffman_skip_entry(first);
+  if (single == 0) return 0;
+  const int used = static_cast<int>(single >> 8), moved = static_cast<int>(single & 0xFF);
+  uint32_t both = single;
+  if (moved != kBlockSize && used < kPairBits) {
+    const int left = kPairBits - used;
+    const uint32_t rest = bits & ((1u << left) - 1);
+    for (int length = 1; length <= left; ++length) {
+      const int32_t code = static_cast<int32_t>(rest >> (left - length));
+      if (code <= t.maxcode[length]) {
+        const int symbol = t.huffval[code + t.valoffset[length]];
+        both = static_cast<uint32_t>(((used + length + (symbol & 15)) << 8) | (moved + ac_symbol_advance(symbol)));
+        break;
+      }
+    }
+  }
+  return (both << 16) | single;
+}
+
+// Builds `t` from a DHT table: build_huffman_codes, then every lookup and pair entry.
 CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uint8_t* symbols, int available,
                                              bool is_dc, HuffTable* t) {
   if (!build_huffman_codes(counts, symbols, available, is_dc, t)) return false;
-  for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) {
-    t->lookup[i] = huffman_lookup_entry(*t, i);
-    t->skip[i] = huffman_skip_entry(t->lookup[i]);
-  }
+  for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) t->lookup[i] = huffman_lookup_entry(*t, i);
+  for (uint32_t i = 0; i < (1u << kPairBits); ++i) t->pairs[i] = huffman_pair_entry(*t, i);
   return true;
 }
 
