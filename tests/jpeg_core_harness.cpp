@@ -1560,10 +1560,9 @@ void selftest_huffman_lookup() {
         const int left = jc::kPairBits - used;
         if (moved != 64 && left > 0) {
           // The left bits after the first code, then zeros: a code found there no longer than `left` is the second.
-          const uint32_t after = (static_cast<uint32_t>(i) & ((1u << left) - 1))
-                                 << (jc::kHuffLookBits - std::min(left, jc::kHuffLookBits));
+          static_assert(jc::kPairBits - 1 <= jc::kHuffLookBits, "the bits after a first code fit a lookup index");
           const uint16_t second =
-              left >= jc::kHuffLookBits ? expected[after >> (left - jc::kHuffLookBits)] : expected[after];
+              expected[(static_cast<uint32_t>(i) & ((1u << left) - 1)) << (jc::kHuffLookBits - left)];
           if (second != 0 && (second >> 8) <= left) {
             int used2 = 0, moved2 = 0;
             skip_of(second, &used2, &moved2);

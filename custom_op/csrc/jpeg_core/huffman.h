@@ -143,8 +143,8 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
     // before the next entry arrives, so that each code waits for no more steps than a single code's took.
     int bits_at = 24, moved_at = 16;  // the pair's half (k = 1)
     for (int k = 1; k < kBlockSize;) {
-      reader_refill(
-          r);  // a code (16) and its extra bits (15), or a pair's (at most 25 bits), fit in the 32 bits this leaves
+      // A code (16) and its extra bits (15), or a pair's (at most kPairBits + 15), fit in the 32 bits this leaves.
+      reader_refill(r);
       if (const uint32_t e = load_readonly(&ac.pairs[reader_peek(r, kPairBits)])) {
         reader_drop(r, static_cast<int>((e >> bits_at) & 0xFF));
         k += static_cast<int>((e >> moved_at) & 0xFF);

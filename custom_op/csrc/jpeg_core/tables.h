@@ -30,6 +30,7 @@ constexpr int kHuffLookBits = 9;
 // The bits an AC table's pair entries (HuffTable::pairs) are indexed by: as many as the lookup entries'. With 10
 // (a table of 4 KB, more pairs) stages 1 and 2 ran no faster on an H200 (CHANGELOG.md).
 constexpr int kPairBits = 9;
+static_assert(kPairBits >= kHuffLookBits, "a pair entry's first code is its lookup entry's");
 
 struct HuffTable {
   // Indexed by the next kHuffLookBits bits: (code length << 8) | symbol for codes of at most
