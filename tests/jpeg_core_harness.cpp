@@ -870,6 +870,7 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
   if (walked)
     flags0 = jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0, first_block, &strict0);
   std::vector<jc::ChunkRecord> mine(records, records + n * k);  // the lanes' records, which lane_repair writes
+  std::vector<jc::ChunkRecord> scratch(static_cast<size_t>(parts > 1 ? parts - 1 : 0));  // lane_repair's part ends
   std::vector<jc::LaneChain> chain(static_cast<size_t>(lanes));
   auto range = [&](int lane) { return jc::lane_chunks(n, lane, lanes); };
   for (int q = 0; q < lanes; ++q) jc::lane_chain_map(mine.data(), k, range(q), &chain[q]);
@@ -883,7 +884,9 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
     went_on = jc::lanes_walk_end(chain.data(), lanes, n, &end);
     if (went_on || repairs == budget) break;
     const int64_t broken = jc::lanes_first_broken(chain.data(), lanes);
-    if (jc::lane_repair(s, f, t, mine.data(), k, broken, slot1.data(), ends_in(ends1)) != jc::kSegmentOk) break;
+    if (jc::lane_repair(s, f, t, mine.data(), k, broken, slot1.data(), ends_in(ends1), scratch.data(),
+                        static_cast<int>(scratch.size())) != jc::kSegmentOk)
+      break;
     for (int q = 0; q < lanes; ++q)
       if (jc::lane_map_stale(range(q), broken)) jc::lane_chain_map(mine.data(), k, range(q), &chain[q]);
   }

@@ -365,6 +365,7 @@ constexpr int kStartLanes = 32;
 // times; an image that needs more goes to the CPU path.
 __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_records) {
   extern __shared__ __align__(16) unsigned char stage3_shared[];
+  __shared__ jc::ChunkRecord repair_ends[kMaxChunkParts - 1];  // lane_repair's part ends until its decode ends
   jc::LaneChain* lanes = reinterpret_cast<jc::LaneChain*>(stage3_shared);
   jc::ChunkRecord* staged = reinterpret_cast<jc::ChunkRecord*>(stage3_shared + kStartLanes * sizeof(jc::LaneChain));
   const SegmentImage& im = images[blockIdx.x];
@@ -408,9 +409,11 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
     }
     // A repair that fails (arguments no valid descriptor gives) flags the image and ends the walk, as the
     // harness's walk_slots does.
-    const bool failed = __shfl_sync(
-        0xffffffffu,
-        lane == 0 && jc::lane_repair(s, f, image_tables(im), records, k, broken, im.chosen_slot, ends) != 0, 0);
+    const bool failed =
+        __shfl_sync(0xffffffffu,
+                    lane == 0 && jc::lane_repair(s, f, image_tables(im), records, k, broken, im.chosen_slot, ends,
+                                                 repair_ends, kMaxChunkParts - 1) != 0,
+                    0);
     if (failed) {
       if (lane == 0) atomicOr(im.status, kSegmentDamaged | jc::kBadArguments);
       return;
