@@ -585,17 +585,19 @@ struct LaunchSetup {
   int64_t resident_warps;  // the warps of stage 1's kernel the whole GPU holds at once
 };
 
-// Stage 3's staged records on `device`: what its blocks' shared memory holds beside the lanes'
-// (kStagedRecords at most), its kernel allowed that much; and stage 1's resident warps.
+// Stage 3's staged records on `device`: what its blocks' shared memory holds beside the kernel's own (lane_repair's
+// part ends) and the lanes' (kStagedRecords at most), its kernel allowed that much; and stage 1's resident warps.
 cudaError_t set_up_launches(int device, LaunchSetup* setup) {
   int optin = 0, multiprocessors = 0, blocks = 0;
+  cudaFuncAttributes stage3{};
   cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
   if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, guess_chunks_kernel, kThreads, 0);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&stage3, chunk_starts_kernel);
   if (e != cudaSuccess) return e;
   setup->resident_warps = std::max<int64_t>(1, int64_t{multiprocessors} * blocks * (kThreads / 32));
-  setup->staged =
-      std::min<int64_t>(kStagedRecords, (optin - kLaneBytes) / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
+  const int64_t room = int64_t{optin} - static_cast<int64_t>(stage3.sharedSizeBytes) - kLaneBytes;
+  setup->staged = std::min<int64_t>(kStagedRecords, room / static_cast<int64_t>(sizeof(jc::ChunkRecord)));
   if (setup->staged < 0) return cudaErrorInvalidConfiguration;
   return cudaFuncSetAttribute(chunk_starts_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               stage3_shared_bytes(setup->staged));
