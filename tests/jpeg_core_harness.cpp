@@ -838,6 +838,9 @@ struct ChunkedRun {
   // Of round_blocks, those of the decodes that wrote the records the walk takes (through the scan's end): the
   // rest went into records no chain used.
   int64_t round_blocks_chosen = 0;
+  // Stage 3 on 32 lanes: the blocks its repairs decoded (lane_repair, stopping where they meet a slot), and the
+  // blocks of the records they gave (what whole decodes would have read).
+  int64_t repair_blocks = 0, repair_blocks_full = 0;
   std::vector<int16_t> coef[jc::kMaxComponents];
 };
 
@@ -847,11 +850,12 @@ struct ChunkedRun {
 // its own copy of the slots' part ends (`part_ends`, the rounds' layout over `fine`'s `parts`): the lanes must go on
 // exactly where that walk succeeds, and then give its chosen slots and records, starts, needed, strict_from (from
 // first_block) and flags, and the same part ends of the chunks decoded again. Returns whether the lanes went on;
-// sets *agree.
+// sets *agree, and adds to *repair_blocks and *repair_blocks_full (ChunkedRun's) where not null.
 bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fine, int64_t parts, const jc::Frame& f,
                             const jc::SegmentTables& t, const jc::ChunkRecord* records,
                             const std::vector<jc::ChunkRecord>& part_ends, int k, int64_t first_block,
-                            int64_t last_block, int lanes, int64_t budget, bool* agree) {
+                            int64_t last_block, int lanes, int64_t budget, bool* agree,
+                            int64_t* repair_blocks = nullptr, int64_t* repair_blocks_full = nullptr) {
   const int64_t n = s.num_chunks;
   std::vector<jc::ChunkRecord> chosen(static_cast<size_t>(n));
   std::vector<int32_t> slot0(static_cast<size_t>(n), -1), slot1(static_cast<size_t>(n), -1);
@@ -884,9 +888,12 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
     went_on = jc::lanes_walk_end(chain.data(), lanes, n, &end);
     if (went_on || repairs == budget) break;
     const int64_t broken = jc::lanes_first_broken(chain.data(), lanes);
+    int64_t decoded = 0;
     if (jc::lane_repair(s, f, t, mine.data(), k, broken, slot1.data(), ends_in(ends1), scratch.data(),
-                        static_cast<int>(scratch.size())) != jc::kSegmentOk)
+                        static_cast<int>(scratch.size()), &decoded) != jc::kSegmentOk)
       break;
+    if (repair_blocks != nullptr) *repair_blocks += decoded;
+    if (repair_blocks_full != nullptr) *repair_blocks_full += mine[broken * k].blocks;
     for (int q = 0; q < lanes; ++q)
       if (jc::lane_map_stale(range(q), broken)) jc::lane_chain_map(mine.data(), k, range(q), &chain[q]);
   }
@@ -945,8 +952,9 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     const int64_t last = last_block_read(f, opt.band);
     for (const int lanes : {32, 3}) {
       bool agree = false;
-      const bool taken = lanes_match_one_thread(s, fine, parts, f, t, after_rounds, part_ends, k,
-                                                first_block_kept(f, opt.band), last, lanes, opt.walk_budget, &agree);
+      const bool taken = lanes_match_one_thread(
+          s, fine, parts, f, t, after_rounds, part_ends, k, first_block_kept(f, opt.band), last, lanes, opt.walk_budget,
+          &agree, lanes == 32 ? &out->repair_blocks : nullptr, lanes == 32 ? &out->repair_blocks_full : nullptr);
       if (lanes == 32) out->lanes_taken = taken;
       if (!agree) out->flags |= kLanesDisagree;
     }
@@ -1210,6 +1218,8 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"round_warp_blocks\": " + std::to_string(run.round_warp_blocks) +
                 ", \"round_warp_blocks_full\": " + std::to_string(run.round_warp_blocks_full) +
                 ", \"round_blocks_chosen\": " + std::to_string(run.round_blocks_chosen) +
+                ", \"repair_blocks\": " + std::to_string(run.repair_blocks) +
+                ", \"repair_blocks_full\": " + std::to_string(run.repair_blocks_full) +
                 ", \"stored_blocks\": " + std::to_string(stored) +
                 ", \"band_ref_warnings\": " + std::to_string(band_ref_warnings) + ", \"band_ref_error\": \"" +
                 json_escape(band_ref_error) + "\"" + ", \"coef_compared_blocks\": " + std::to_string(compared) +

@@ -298,12 +298,18 @@ def _assert_lanes_repair(runs: list[dict], least_repaired: int) -> None:
     """Stage 3 on lanes (32 and 3) agreed with walk_slots at the walk's budget on every run (the harness compares
     the chosen slots and records, starts, flags and the part ends of the chunks decoded again, and whether either
     goes on), went on wherever the rounds left no more chunks out of step than the budget, and repaired a chain
-    (chunks out of step, lanes went on) on at least `least_repaired` runs."""
+    (chunks out of step, lanes went on) on at least `least_repaired` runs. Where it repaired some, the repairs
+    stopped where they met one of their chunk's slots: they decoded fewer blocks than their records hold."""
     budget = core.gpu_constant(core.GPU_DECODER, "kSweepBudget")
     assert not any(r["flags"] & core.LANES_DISAGREE for r in runs)
     assert all(r["lanes_taken"] for r in runs if r["unsynced_before_sweep"] <= budget)
     repaired = [r for r in runs if r["unsynced_before_sweep"] > 0 and r["lanes_taken"]]
     assert len(repaired) >= least_repaired, len(repaired)
+    decoded, full = sum(r["repair_blocks"] for r in runs), sum(r["repair_blocks_full"] for r in runs)
+    assert decoded <= full, (decoded, full)
+    if repaired:
+        print(f"stage 3's repairs: {decoded:,} blocks decoded for records of {full:,}")
+        assert decoded < full, (decoded, full)
 
 
 def test_stage3_on_lanes_repairs_chains_on_generated_photos():

@@ -1152,21 +1152,25 @@ CUSTOM_OP_HD inline bool lanes_walk_end(const LaneChain* lanes, int count, int64
 // whose range holds the chunk or the one after it change (lane_map_stale). A chain breaks at a few chunks at most
 // after the rounds (bench/results/chunk_sync_rounds.md), and the lanes keep sharing the rest of the walk, which
 // one thread's walk_slots would take in turn over every chunk. The decode stops where it meets one of the chunk's
-// slots at a part end, as a round's does (EarlierDecodes; a lane's repair is a launch's longest decode, which the
-// warp's other lanes wait for): its part ends go to `scratch` (room for `scratch_size`) and its record to a local
-// until it ends, then replace slot 0's, whose own decode it may have met. With less room than the chunk's part ends,
-// it decodes the whole chunk. The records and part ends are then what walk_slots' decode from the same start gives.
-// Returns decode_chunk's result.
+// slots at a part end, as a round's does (EarlierDecodes; the warp's other lanes wait for a repair): its part ends go
+// to `scratch` (room for `scratch_size`) and its record to a local until it ends, then replace slot 0's, whose own
+// decode it may have met. With less room than the chunk's part ends, it decodes the whole chunk. The records and part
+// ends are then what walk_slots' decode from the same start gives. *decoded (where not null) gets the blocks the
+// repair decoded itself: to the meeting, or all of the record's. Returns decode_chunk's result.
 template <typename SlotPartEnds>
 CUSTOM_OP_HD inline uint32_t lane_repair(const ChunkedScan& s, const Frame& f, const SegmentTables& t,
                                          ChunkRecord* records, int k, int64_t broken, const int32_t* chosen_slot,
-                                         SlotPartEnds slot_part_ends, ChunkRecord* scratch, int scratch_size) {
+                                         SlotPartEnds slot_part_ends, ChunkRecord* scratch, int scratch_size,
+                                         int64_t* decoded = nullptr) {
   if (broken < 1 || broken >= s.num_chunks || k < 1 || k > kMaxSlots) return kBadArguments;
   PartEnds storage{};
   PartEnds* parts = slot_part_ends(broken, 0, &storage);
   const SyncPoint from = records[(broken - 1) * k + chosen_slot[broken - 1]].end;
-  if (parts == nullptr || parts->count < 1 || parts->count > scratch_size || scratch == nullptr)
-    return decode_chunk(s, f, t, broken, from, &records[broken * k], parts);
+  if (parts == nullptr || parts->count < 1 || parts->count > scratch_size || scratch == nullptr) {
+    const uint32_t whole = decode_chunk(s, f, t, broken, from, &records[broken * k], parts);
+    if (decoded != nullptr) *decoded = records[broken * k].blocks;
+    return whole;
+  }
   PartEnds second_storage{};
   const PartEnds* second = k > 1 ? slot_part_ends(broken, 1, &second_storage) : nullptr;
   const EarlierDecodes earlier{records + broken * k, parts->out, second != nullptr ? second->out - parts->out : 0, k};
@@ -1177,6 +1181,7 @@ CUSTOM_OP_HD inline uint32_t lane_repair(const ChunkedScan& s, const Frame& f, c
   ChunkRecord repaired;
   const uint32_t result = decode_chunk(s, f, t, broken, from, &repaired, &mine);
   if (result != kSegmentOk) return result;
+  if (decoded != nullptr) *decoded = mine.met_slot >= 0 ? scratch[mine.met_at].blocks : repaired.blocks;
   for (int m = 0; m < parts->count; ++m) parts->out[m] = scratch[m];
   records[broken * k] = repaired;
   return result;
