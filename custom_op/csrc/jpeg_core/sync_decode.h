@@ -1171,9 +1171,9 @@ CUSTOM_OP_HD inline uint32_t lane_repair(const ChunkedScan& s, const Frame& f, c
     if (decoded != nullptr) *decoded = records[broken * k].blocks;
     return whole;
   }
-  PartEnds second_storage{};
-  const PartEnds* second = k > 1 ? slot_part_ends(broken, 1, &second_storage) : nullptr;
-  const EarlierDecodes earlier{records + broken * k, parts->out, second != nullptr ? second->out - parts->out : 0, k};
+  // The chunk's slots and their part ends, slot_part_ends_index's layout (parts->count + 1 parts a chunk) apart.
+  const EarlierDecodes earlier{records + broken * k, parts->out,
+                               slot_part_ends_index(parts->count + 1, s.num_chunks, 0, 1), k};
   PartEnds mine = *parts;
   mine.out = scratch;
   mine.done = 0;
