@@ -57,7 +57,7 @@ def decode_ahead(
             with the files in ordinary or in pinned memory (``bench/results/gpu_h100.md``). Files our
             CUDA decoder decodes in chunks (those without short restart segments) gain from a third:
             each call is a chain of kernels as long as their slowest chunk, which leaves the GPU room
-            for another call's; on an H200, three ran 1.08 (batch 256) and 1.21 (batch 64) times as
+            for another call's; on an H200, three ran 1.05 (batch 256) and 1.32 (batch 64) times as
             many images per second as two (``bench/results/gpu_h200.md``); a
             ``decode`` that returns the windows stacked (``stack=True``) rather than as a list costs
             the loop's thread less (it walks the result for the CUDA tensors in it).
