@@ -10,11 +10,12 @@ Sections (all by default; --only picks some):
             random access (custom_op.prepare_jpeg) in one table:
               - torchvision.io.decode_jpeg(list, device="cuda") + slicing (the anchor), on each;
               - ours, custom_op.decode_and_crop_jpegs(..., device="cuda"), on each: our CUDA decoder,
-                in chunks for the originals; from pinned memory, and with two calls in flight
-                (custom_op.decode_ahead) from either memory (the originals also with three, depth=3);
+                in chunks for the originals; from pinned memory, and with three calls in flight
+                (custom_op.decode_ahead's default depth) from either memory (also with two, depth=2:
+                the originals, and the prepared files in pinned memory);
                 with a file repeated in a batch decoded once per window (batch 256 from 200 files
                 repeats 56 of them; ours otherwise decodes each once: the like-for-like rows at batch
-                256), one call at a time and two in flight;
+                256), one call at a time and three in flight;
               - ours with gpu_decoder="nvjpeg" on the originals (the JPEG engines), also with a
                 repeated file decoded once per window and with the engines decoding whole images
                 (what regions of interest buy); on the prepared copies the JPEG engines given the
@@ -61,6 +62,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import inspect
 import io
 import json
 import multiprocessing as mp
@@ -87,7 +89,7 @@ from custom_op import gpu, testing  # noqa: E402
 
 SECTIONS = ("sample", "outputs", "rrc", "steps", "large", "segments", "warmup")
 # decode_ahead's depth in the rows that use it: its default.
-AHEAD = 2
+AHEAD = inspect.signature(custom_op.decode_ahead).parameters["depth"].default
 WARMUP_METHODS = ("ours", "ours-prepared", "ours-nvjpeg", "torchvision")
 
 
@@ -382,8 +384,8 @@ def sample_section(args):
             f"ours, original files in pinned memory, {AHEAD} batches decoding at once": ours_method(
                 "pinned_original"
             )._replace(ahead=AHEAD),
-            f"ours, original files, {AHEAD + 1} batches decoding at once (decode_ahead's depth={AHEAD + 1})": (
-                ours_method()._replace(ahead=AHEAD + 1)
+            f"ours, original files, {AHEAD - 1} batches decoding at once (decode_ahead's depth={AHEAD - 1})": (
+                ours_method()._replace(ahead=AHEAD - 1)
             ),
             "ours, original files, a repeated file decoded once per window (as torchvision does)": ours_method(
                 dedupe=False
@@ -407,6 +409,9 @@ def sample_section(args):
             )._replace(ahead=AHEAD),
             f"ours, prepared files in pinned memory, {AHEAD} batches decoding at once": ours_method("pinned")._replace(
                 ahead=AHEAD
+            ),
+            f"ours, prepared files in pinned memory, {AHEAD - 1} batches decoding at once (depth={AHEAD - 1})": (
+                ours_method("pinned")._replace(ahead=AHEAD - 1)
             ),
             "ours, prepared files, the JPEG engines given the segments around the window": ours_method(
                 "prepared", force_path="hardware-roi", segments="always"

@@ -25,7 +25,7 @@ def decode_ahead(
     batches: Iterable,
     decode: Callable[[Any], Any],
     *,
-    depth: int = 2,
+    depth: int = 3,
     device: Union[str, torch.device] = "cuda",
 ) -> Iterator:
     """Yields ``decode(batch)`` for each of ``batches``, in order, with the next ``depth`` of them
@@ -39,8 +39,8 @@ def decode_ahead(
             images = custom_op.decode_and_crop_jpegs(data, *windows.T.tolist(), device="cuda", stack=True)
             return images, labels.to("cuda", non_blocking=True)
 
-        for images, labels in custom_op.decode_ahead(loader, decode, depth=2):
-            ...  # the next two batches decode meanwhile
+        for images, labels in custom_op.decode_ahead(loader, decode):
+            ...  # the next three batches decode meanwhile
 
     Args:
         batches: any iterable, read on the calling thread (as a DataLoader iterator must be): the
@@ -54,11 +54,13 @@ def decode_ahead(
         depth: how many batches decode while the caller works on a result (1 or more; each has a
             thread, and up to ``depth + 1`` batches' outputs are alive at once). On an H100, two ran
             1.3 to 1.6 times as many images per second as one call at a time, at batch 64 and at 256,
-            with the files in ordinary or in pinned memory (``bench/results/gpu_h100.md``). Files our
-            CUDA decoder decodes in chunks (those without short restart segments) gain from a third:
-            each call is a chain of kernels as long as their slowest chunk, which leaves the GPU room
-            for another call's; on an H200, three ran 1.05 (batch 256) and 1.32 (batch 64) times as
-            many images per second as two (``bench/results/gpu_h200.md``); a
+            with the files in ordinary or in pinned memory (``bench/results/gpu_h100.md``). The default
+            is three: each call is a chain of kernels as long as their slowest thread's work, which
+            leaves the GPU room for another call's; on an H200, three ran 1.05 (batch 256) and 1.32
+            (batch 64) times as many images per second as two on files decoded in chunks (those
+            without short restart segments, ``bench/results/gpu_h200.md``), and more on prepared files
+            and in the fused resized crop too, while in a loop whose training step keeps the GPU busy
+            a step took as long with three as with two. A
             ``decode`` that returns the windows stacked (``stack=True``) rather than as a list costs
             the loop's thread less (it walks the result for the CUDA tensors in it).
         device: ``"cuda"`` (or ``"cuda:N"``, an index): the results are ordered on the caller's current

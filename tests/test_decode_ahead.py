@@ -129,6 +129,20 @@ def test_source_is_read_on_the_calling_thread_depth_ahead():
     assert readers == {threading.current_thread()}
 
 
+def test_three_batches_decode_ahead_by_default():
+    taken = []
+
+    def source():
+        for k in range(6):
+            taken.append(k)
+            yield k
+
+    it = custom_op.decode_ahead(source(), lambda b: b, device="cpu")
+    assert next(it) == 0
+    assert taken == [0, 1, 2, 3]  # three handed out, then one more as the first result came
+    assert list(it) == [1, 2, 3, 4, 5]
+
+
 def test_a_result_the_caller_drops_is_freed_at_once():
     """decode_ahead keeps no reference to a result it has handed over (a batch on the GPU would stay
     allocated until the next one was asked for)."""
