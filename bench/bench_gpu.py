@@ -203,21 +203,17 @@ def call(method: Method, batch):
     return method.run(batch[method.inputs], batch["windows"])
 
 
+def decoded(method: Method, batches):
+    """Each batch's outputs in turn: one call after the other, or `ahead` of them decoding at once."""
+    if not method.ahead:
+        return (call(method, batch) for batch in batches)
+    return custom_op.decode_ahead(batches, lambda batch: call(method, batch), depth=method.ahead)
+
+
 def call_all(method: Method, batches):
-    """Every batch of a round, one call after the other, or `ahead` of them decoding at once."""
-    if not method.ahead:
-        for batch in batches:
-            call(method, batch)
-        return
-    for _ in custom_op.decode_ahead(batches, lambda batch: call(method, batch), depth=method.ahead):
+    """Every batch of a round, as `decoded` makes them."""
+    for _ in decoded(method, batches):
         pass
-
-
-def decoded_all(method: Method, batches):
-    """Each batch's outputs, as call_all makes them."""
-    if not method.ahead:
-        return [call(method, batch) for batch in batches]
-    return list(custom_op.decode_ahead(batches, lambda batch: call(method, batch), depth=method.ahead))
 
 
 def measure(methods: dict[str, Method], batches, rounds, cpu_pool=None, per_round=None):
@@ -251,11 +247,12 @@ def measure(methods: dict[str, Method], batches, rounds, cpu_pool=None, per_roun
 
 
 def max_diff(method: Method, batches, refs) -> int:
-    """The largest |output - reference| over every window of `batches`; refs[i]: the reference window
-    of the section's file i (-1 when a shape differs)."""
+    """The largest |output - reference| over every window of `batches`, decoded as the method's rows are
+    (through decode_ahead where it uses it); refs[i]: the reference window of batch index i (-1 when a
+    shape differs)."""
     worst = 0
-    for batch in batches:
-        for i, out in zip(batch["indices"], call(method, batch)):
+    for batch, outs in zip(batches, decoded(method, batches)):
+        for i, out in zip(batch["indices"], outs):
             if out.shape != refs[i].shape:
                 return -1
             worst = max(worst, int((out.cpu().int() - refs[i].int()).abs().max()))
@@ -292,12 +289,13 @@ def paths_and_accuracy(files, tensors, windows, refs, **settings):
     return {p: used.count(p) for p in sorted(set(used))}, dict(sorted(stats.items()))
 
 
-def table(title, summary, anchor, diffs, extra=""):
+def table(title, summary, anchor, diffs, extra="", versus="vs torchvision"):
+    """A section's table: each method's rates, host CPU, rate against `anchor`'s (column `versus`) and diff."""
     lines = (
         [f"### {title}", ""]
         + ([extra, ""] if extra else [])
         + [
-            "| method | images/s (best) | images/s (median) | host CPU ms/image | vs torchvision "
+            f"| method | images/s (best) | images/s (median) | host CPU ms/image | {versus} "
             "| max abs diff vs CPU path |",
             "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
@@ -860,7 +858,12 @@ def large_ahead_table(args, original, full, size, batches=4):
     windows = large_windows(size, 512 * batches)
     pinned = original.pin_memory()
     loop = [
-        {"original": [original] * 512, "pinned_original": [pinned] * 512, "windows": windows[k : k + 512]}
+        {
+            "original": [original] * 512,
+            "pinned_original": [pinned] * 512,
+            "indices": list(range(k, k + 512)),
+            "windows": windows[k : k + 512],
+        }
         for k in range(0, len(windows), 512)
     ]
     per_window, pinned_per_window = ours_method(dedupe=False), ours_method("pinned_original", dedupe=False)
@@ -875,24 +878,10 @@ def large_ahead_table(args, original, full, size, batches=4):
         ),
     }
     refs = [full[:, t : t + h, l : l + w] for t, l, h, w in windows]
-    diffs = {}
-    for name, method in methods.items():  # through decode_ahead where the method uses it: its streams too
-        outs = [o for out in decoded_all(method, loop) for o in out]
-        diffs[name] = max(
-            int((o.cpu().int() - r.int()).abs().max()) if o.shape == r.shape else -1 for o, r in zip(outs, refs)
-        )
+    diffs = {name: max_diff(m, loop, refs) for name, m in methods.items()}
     summary = measure(methods, loop, args.large_rounds)
-    rows = [
-        f"### one 4000x3000 photo (4:2:0, q90), one decode per {size}x{size} window, {batches} batches of 512 a round",
-        "",
-        "| method | images/s (best) | images/s (median) | host CPU ms/image | vs one call at a time "
-        "| max abs diff vs CPU path |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    base = summary[next(iter(methods))][0]
-    for name, (best, median, cpu_ms) in summary.items():
-        rows.append(f"| {name} | {best:,.0f} | {median:,.0f} | {cpu_ms:.3f} | {best / base:.2f}x | {diffs[name]} |")
-    return common.emit(rows + [""])
+    title = f"one 4000x3000 photo (4:2:0, q90), one decode per {size}x{size} window, {batches} batches of 512 a round"
+    return common.emit(table(title, summary, next(iter(methods)), diffs, versus="vs one call at a time"))
 
 
 def large_table(args, big, original, prepared, full, size):
