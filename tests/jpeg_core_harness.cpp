@@ -1553,39 +1553,42 @@ void selftest_huffman_lookup() {
       expect(false, "lookup entry " + std::to_string(i) + " differs from its code's");
       break;
     }
-    // The pair entries: in the low half, a short code's bits and extra bits, and the coefficients it moves past
-    // (its zero run and its value; ZRL 16; EOB and the other (run, 0) symbols to the block's end); in the high
-    // half the same for it and the next code where that one's code lies within the kPairBits bits after the
-    // first's code and extra bits and the first is no end of block, else the first's again. Here the second
+    // The step entries: a short code's bits and extra bits, and the coefficients it moves past (its zero run
+    // and its value; ZRL 16; EOB and the other (run, 0) symbols to the block's end), scaled and packed as
+    // tables.h says; in the first half the same for it and the next code where that one's code lies within the
+    // kPairBits bits after the first's code and extra bits and the first is no end of block. Here the second
     // code is found by the classic fill's entries (the lookup expected above, at the bits after the first).
     auto skip_of = [](uint16_t entry, int* used, int* moved) {
       const int symbol = entry & 0xFF, run = symbol >> 4, size = symbol & 15;
       *moved = size != 0 ? run + 1 : run == 15 ? 16 : 64;
       *used = (entry >> 8) + size;
     };
-    for (int i = 0; i < (1 << jc::kPairBits); ++i) {
-      uint32_t want = 0;
-      const uint16_t first = expected[i >> (jc::kPairBits - jc::kHuffLookBits)];
+    auto step_of = [](int used, int moved) { return static_cast<uint16_t>((moved * 8 << 5) | used); };
+    static_assert(jc::kPairBits == 9 && jc::kStepScale == 8 && jc::kStepUsedBits == 5, "the layout checked here");
+    for (int i = 0; i < (2 << jc::kPairBits); ++i) {
+      uint16_t want = 0;
+      const int bits = i & ((1 << jc::kPairBits) - 1);
+      const uint16_t first = expected[bits >> (jc::kPairBits - jc::kHuffLookBits)];
       if (first != 0) {
         int used = 0, moved = 0;
         skip_of(first, &used, &moved);
-        uint32_t both = static_cast<uint32_t>((used << 8) | moved);
         const int left = jc::kPairBits - used;
-        if (moved != 64 && left > 0) {
+        if (i < (1 << jc::kPairBits) && moved != 64 && left > 0) {
           // The left bits after the first code, then zeros: a code found there no longer than `left` is the second.
           static_assert(jc::kPairBits - 1 <= jc::kHuffLookBits, "the bits after a first code fit a lookup index");
           const uint16_t second =
-              expected[(static_cast<uint32_t>(i) & ((1u << left) - 1)) << (jc::kHuffLookBits - left)];
+              expected[(static_cast<uint32_t>(bits) & ((1u << left) - 1)) << (jc::kHuffLookBits - left)];
           if (second != 0 && (second >> 8) <= left) {
             int used2 = 0, moved2 = 0;
             skip_of(second, &used2, &moved2);
-            both = static_cast<uint32_t>(((used + used2) << 8) | (moved + moved2));
+            used += used2;
+            moved += moved2;
           }
         }
-        want = (both << 16) | static_cast<uint32_t>((used << 8) | moved);
+        want = step_of(used, moved);
       }
-      if (t.pairs[i] == want) continue;
-      expect(false, "pair entry " + std::to_string(i) + " differs from its codes'");
+      if (t.steps[i] == want) continue;
+      expect(false, "step entry " + std::to_string(i) + " differs from its codes'");
       break;
     }
   }
@@ -1608,6 +1611,11 @@ void selftest_bit_reader() {
   jc::reader_fill(&r);
   jc::reader_drop(&r, 8);
   expect(!jc::reader_overran(&r) && jc::reader_unconsumed_bits(&r) == 8, "FF ending the range");
+  const uint8_t plain[] = {0xAB, 0xCD, 0xEF, 0x12, 0x34};
+  jc::reader_init(&r, plain, plain + sizeof(plain));
+  jc::reader_fill(&r);
+  jc::reader_drop_low(&r, (0x3A0u << 5) | 12u);  // a step entry taking 12 bits
+  expect(jc::reader_peek(&r, 16) == 0xDEF1 && jc::reader_unconsumed_bits(&r) == 28, "a step's bits not dropped");
 }
 
 // reader_bit_offset against offsets counted byte by byte: random data bytes (00 and FE among them) and

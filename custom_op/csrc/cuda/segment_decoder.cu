@@ -83,7 +83,7 @@ __device__ __forceinline__ uint32_t markers_at(const uint8_t* d, int64_t p, int6
 
 // The image's Huffman tables, from their definitions in its bytes, built in shared memory and then
 // copied out: the definitions copied in by the whole thread block, each table's codes by a thread of
-// its own, the lookup entries and then the AC tables' pair entries by the whole block. (In global memory, the builder's
+// its own, the lookup entries and then the AC tables' step entries by the whole block. (In global memory, the builder's
 // thread waited for each symbol it read and the entries for each field they read.) A table libjpeg refuses sets
 // kTableRefused (the item goes to the CPU path, which reports it).
 __device__ void build_tables(const SegmentImage& im, uint32_t* bad) {
@@ -110,13 +110,13 @@ __device__ void build_tables(const SegmentImage& im, uint32_t* bad) {
     *bad |= kTableRefused;
     return;
   }
-  constexpr int kEntries = 1 << jc::kHuffLookBits, kPairs = 1 << jc::kPairBits;
+  constexpr int kEntries = 1 << jc::kHuffLookBits, kSteps = 2 << jc::kPairBits;
   for (int i = threadIdx.x; i < tables * kEntries; i += blockDim.x)
     built[i / kEntries].lookup[i % kEntries] = jc::huffman_lookup_entry(built[i / kEntries], i % kEntries);
-  __syncthreads();  // the pair entries read the lookup entries
-  for (int i = threadIdx.x; i < tables * kPairs; i += blockDim.x) {
-    jc::HuffTable& t = built[i / kPairs];
-    t.pairs[i % kPairs] = im.table_is_dc[i / kPairs] != 0 ? 0u : jc::huffman_pair_entry(t, i % kPairs);
+  __syncthreads();  // the step entries read the lookup entries
+  for (int i = threadIdx.x; i < tables * kSteps; i += blockDim.x) {
+    jc::HuffTable& t = built[i / kSteps];
+    t.steps[i % kSteps] = im.table_is_dc[i / kSteps] != 0 ? 0 : jc::huffman_step_entry(t, i % kSteps);
   }
   __syncthreads();
   constexpr int kVectors = sizeof(jc::HuffTable) / sizeof(uint4);

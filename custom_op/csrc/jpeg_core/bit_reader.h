@@ -121,6 +121,20 @@ CUSTOM_OP_HD inline void reader_drop(BitReader* r, int n) {
   r->bits -= n;
 }
 
+// Consumes (n & 31) bits (at most bits): n's higher bits are ignored, so that a table entry whose low bits
+// count the bits it takes (tables.h's step entries) is passed as it was loaded. On the GPU, two funnel shifts,
+// which take the count modulo 32 themselves: the shift of a 64-bit buffer by a count not known to be below 64
+// took a mask and a test besides.
+CUSTOM_OP_HD inline void reader_drop_low(BitReader* r, uint32_t n) {
+#if defined(__CUDA_ARCH__)
+  const uint32_t lo = static_cast<uint32_t>(r->buf), hi = static_cast<uint32_t>(r->buf >> 32);
+  r->buf = (static_cast<uint64_t>(__funnelshift_l(lo, hi, n)) << 32) | __funnelshift_l(0u, lo, n);
+#else
+  r->buf <<= (n & 31);
+#endif
+  r->bits -= static_cast<int>(n & 31);
+}
+
 // Whether any padded bit (past the segment's data) has been consumed.
 CUSTOM_OP_HD inline bool reader_overran(const BitReader* r) { return r->padded > r->bits; }
 

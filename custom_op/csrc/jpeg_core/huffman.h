@@ -134,29 +134,30 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
   *pred = static_cast<int32_t>(static_cast<uint32_t>(*pred) + static_cast<uint32_t>(diff));
   if constexpr (Store) block[0] = wrap_int16(*pred);
   if constexpr (!Store) {
-    // The codes alone: a short code's skip entry gives at once the bits it and its extra bits take and how
-    // far it moves the coefficient index, where the symbol's fields took several steps in the chain of
-    // steps each code waits for; a pair entry gives that for two codes (tables.h's huffman_pair_entry). Both
-    // codes of a pair are the block's while the first leaves the index below 64, as it does from below 48
-    // (a first code moves it by at most 16; an end of block has no second): there the pair's half is taken,
-    // the first code's alone from 48 on. Which half is a shift worked out from k after each step, ready
-    // before the next entry arrives, so that each code waits for no more steps than a single code's took.
-    int bits_at = 24, moved_at = 16;  // the pair's half (k = 1)
-    for (int k = 1; k < kBlockSize;) {
+    // The codes alone, a step entry at a time (tables.h's huffman_step_entry): the bits a code and its extra bits
+    // take and how far it moves the coefficient index, or the same for two codes, in one entry, where the chain
+    // of steps each code waits for would otherwise extract the symbol's fields. Both codes of a pair are the
+    // block's while the first leaves the index below 64, as it does from below 48 (a first code moves it by at
+    // most 16; an end of block has no second): from 48 on the entry of the first code alone is taken. The index
+    // is counted as (k + 16) * kStepScale, whose bit kPairBits says which half of the table to read, and an
+    // entry's low bits are the bits it takes, so that between one entry's load and the next, a code waits only
+    // for the shift of the bits, the next index and its address.
+    constexpr uint32_t kStepsEnd = (kBlockSize + 16) * kStepScale;
+    for (uint32_t at = 17 * kStepScale; at < kStepsEnd;) {  // k = 1
       // A code (16) and its extra bits (15), or a pair's (at most kPairBits + 15), fit in the 32 bits this leaves.
       reader_refill(r);
-      if (const uint32_t e = load_readonly(&ac.pairs[reader_peek(r, kPairBits)])) {
-        reader_drop(r, static_cast<int>((e >> bits_at) & 0xFF));
-        k += static_cast<int>((e >> moved_at) & 0xFF);
-      } else {
+      const uint32_t index = reader_peek(r, kPairBits) | (at & (1u << kPairBits));
+      // Taken whatever the entry: an entry of 0 (a longer code) drops no bits and moves nothing, so the shift
+      // waits only for the load, not also for the test.
+      const uint32_t e = load_readonly(&ac.steps[index]);
+      reader_drop_low(r, e);
+      at += e >> kStepUsedBits;
+      if (e == 0) {
         const int symbol = decode_long_code(r, ac);
         if (symbol < 0) return false;
         reader_drop(r, symbol & 15);
-        k += ac_symbol_advance(symbol);
+        at += static_cast<uint32_t>(kStepScale * ac_symbol_advance(symbol));
       }
-      const bool paired = k < kBlockSize - 16;
-      bits_at = paired ? 24 : 8;
-      moved_at = paired ? 16 : 0;
     }
     return true;
   } else {

@@ -27,20 +27,32 @@ constexpr int kBlockSize = 64;
 // ---- Huffman tables -----------------------------------------------------------------------------
 
 constexpr int kHuffLookBits = 9;
-// The bits an AC table's pair entries (HuffTable::pairs) are indexed by: as many as the lookup entries'. With 10
-// (a table of 4 KB, more pairs) stages 1 and 2 ran no faster on an H200 (CHANGELOG.md).
+// The bits an AC table's step entries (HuffTable::steps) are indexed by: as many as the lookup entries'. With 10
+// (twice the entries, more pairs) stages 1 and 2 ran no faster on an H200 (CHANGELOG.md).
 constexpr int kPairBits = 9;
-static_assert(kPairBits >= kHuffLookBits, "a pair entry's first code is its lookup entry's");
+static_assert(kPairBits >= kHuffLookBits, "a step entry's first code is its lookup entry's");
+// A step entry (huffman_step_entry): (moved * kStepScale) << kStepUsedBits | used, where `used` is the bits its
+// codes and their extra bits take (at most kPairBits + 15, below 1 << kStepUsedBits) and `moved` how far they move
+// the coefficient index (at most 16 + kBlockSize). A decode that keeps no values counts the coefficient index
+// k as (k + 16) * kStepScale (read_block): that count's bit kPairBits is set exactly from k = kBlockSize - 16 on,
+// where a pair's second code may be the next block's, and, OR-ed into the index, it picks the entries of
+// first codes alone (the table's second half). So the index needs no comparison with k, and the entry's bits
+// count is its low bits, as a shift by it takes them, with no field to extract.
+constexpr int kStepUsedBits = 5;
+constexpr int kStepScale = (1 << kPairBits) / kBlockSize;
+static_assert(kStepScale * kBlockSize == 1 << kPairBits, "a step count's bit kPairBits marks k = kBlockSize - 16");
+static_assert(kPairBits + 15 < (1 << kStepUsedBits), "a step's bits fit its low bits");
+static_assert(((16 + kBlockSize) * kStepScale << kStepUsedBits) < (1 << 16), "a step entry fits 16 bits");
 
 struct HuffTable {
   // Indexed by the next kHuffLookBits bits: (code length << 8) | symbol for codes of at most
   // kHuffLookBits bits, 0 where the bits start no such code.
   uint16_t lookup[1 << kHuffLookBits];
-  // What a decode that keeps no values needs of the codes, indexed by the next kPairBits bits
-  // (huffman_pair_entry): the low 16 bits for the first code, its skip entry (huffman_skip_entry), the high
-  // 16 bits the same for the first two codes where a second one starts and ends within those bits, else
-  // again the first's; 0 where the bits start no code of at most kHuffLookBits bits. For AC tables.
-  uint32_t pairs[1 << kPairBits];
+  // What a decode that keeps no values needs of the codes (huffman_step_entry), indexed by the next kPairBits
+  // bits: in the first half the first two codes' step where a second code starts and ends within those bits,
+  // else the first's; in the second half the first code's alone; 0 where the bits start no code of at most
+  // kHuffLookBits bits. For AC tables.
+  uint16_t steps[2 << kPairBits];
   // Canonical decoding of longer codes (JPEG standard, figure F.16): maxcode[l] is the largest code
   // of length l (-1 where there is none), and a code c of length l is symbol huffval[c + valoffset[l]].
   int32_t maxcode[18];
@@ -103,50 +115,49 @@ CUSTOM_OP_HD inline int ac_symbol_advance(int symbol) {
   return (symbol & 15) != 0 ? run + 1 : (run == 15 ? 16 : kBlockSize);
 }
 
-// t.skip[bits] from t.lookup[bits] (`entry`): for a short AC code, the bits it takes with its extra bits
-// (at most kHuffLookBits + 15) and ac_symbol_advance; 0 where entry is 0.
-CUSTOM_OP_HD inline uint16_t huffman_skip_entry(uint16_t entry) {
-  if (entry == 0) return 0;
-  const int symbol = entry & 0xFF;
-  return static_cast<uint16_t>((((entry >> 8) + (symbol & 15)) << 8) | ac_symbol_advance(symbol));
+// A step entry (kStepUsedBits): `used` bits taken, the coefficient index moved by `moved`.
+CUSTOM_OP_HD inline uint16_t huffman_step(int used, int moved) {
+  return static_cast<uint16_t>(((moved * kStepScale) << kStepUsedBits) | used);
 }
 
-// t.pairs[bits] for a table whose lookup entries are built: bits are the next kPairBits bits of a stream. The
-// first code comes from its lookup entry; a second code is taken where the first is not an end of block and
-// the second's code (not its extra bits) lies within the kPairBits bits after the first's code and extra bits,
-// found by the canonical decoding of figure F.16 over the lengths that fit. Why pairs: a decode that keeps no
-// values waits, code after code, for each code's entry before it can find the next; an entry of two codes
-// halves those waits where codes are short, as they are in the busy blocks that take most of a photo's bits.
-// The two codes' skip entry counts both codes' bits and extra bits (at most kPairBits + 15) and the
-// coefficients both move past (at most 16 + kBlockSize).
-CUSTOM_OP_HD inline uint32_t huffman_pair_entry(const HuffTable& t, uint32_t bits) {
+// t.steps[i] for a table whose lookup entries are built: i's low kPairBits bits are the next bits of a stream,
+// its bit kPairBits asks for the first code alone. The first code comes from its lookup entry: the bits it
+// takes with its extra bits, and ac_symbol_advance. A second code is taken, in the first half, where the first
+// is not an end of block and the second's code (not its extra bits) lies within the kPairBits bits after the
+// first's code and extra bits, found by the canonical decoding of figure F.16 over the lengths that fit; the
+// entry then counts both codes' bits and extra bits and the coefficients both move past. Why pairs: a decode
+// that keeps no values waits, code after code, for each code's entry before it can find the next; an entry of
+// two codes halves those waits where codes are short, as they are in the busy blocks that take most of a
+// photo's bits.
+CUSTOM_OP_HD inline uint16_t huffman_step_entry(const HuffTable& t, uint32_t i) {
+  const uint32_t bits = i & ((1u << kPairBits) - 1);
   const uint16_t first = t.lookup[bits >> (kPairBits - kHuffLookBits)];
-  const uint32_t single = huffman_skip_entry(first);
-  if (single == 0) return 0;
-  const int used = static_cast<int>(single >> 8), moved = static_cast<int>(single & 0xFF);
-  uint32_t both = single;
-  if (moved != kBlockSize && used < kPairBits) {
+  if (first == 0) return 0;
+  const int symbol = first & 0xFF;
+  int used = (first >> 8) + (symbol & 15), moved = ac_symbol_advance(symbol);
+  if ((i >> kPairBits) == 0 && moved != kBlockSize && used < kPairBits) {
     const int left = kPairBits - used;
     const uint32_t rest = bits & ((1u << left) - 1);
     for (int length = 1; length <= left; ++length) {
       const int32_t code = static_cast<int32_t>(rest >> (left - length));
       if (code <= t.maxcode[length]) {
-        const int symbol = t.huffval[code + t.valoffset[length]];
-        both = static_cast<uint32_t>(((used + length + (symbol & 15)) << 8) | (moved + ac_symbol_advance(symbol)));
+        const int second = t.huffval[code + t.valoffset[length]];
+        used += length + (second & 15);
+        moved += ac_symbol_advance(second);
         break;
       }
     }
   }
-  return (both << 16) | single;
+  return huffman_step(used, moved);
 }
 
-// Builds `t` from a DHT table: build_huffman_codes, then every lookup entry and, for an AC table, every pair entry
+// Builds `t` from a DHT table: build_huffman_codes, then every lookup entry and, for an AC table, every step entry
 // (a DC table's are 0: no decode reads them).
 CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uint8_t* symbols, int available,
                                              bool is_dc, HuffTable* t) {
   if (!build_huffman_codes(counts, symbols, available, is_dc, t)) return false;
   for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) t->lookup[i] = huffman_lookup_entry(*t, i);
-  for (uint32_t i = 0; i < (1u << kPairBits); ++i) t->pairs[i] = is_dc ? 0u : huffman_pair_entry(*t, i);
+  for (uint32_t i = 0; i < (2u << kPairBits); ++i) t->steps[i] = is_dc ? 0 : huffman_step_entry(*t, i);
   return true;
 }
 
