@@ -1591,6 +1591,26 @@ void selftest_huffman_lookup() {
       expect(false, "step entry " + std::to_string(i) + " differs from its codes'");
       break;
     }
+    // The same codes as a DC table (its symbols, the extra bits' counts, below 16): in the first half each short
+    // code's bits with its extra bits, and the extra bits' count above them; the second half 0.
+    uint8_t dc_symbols[256];
+    for (int i = 0; i < 256; ++i) dc_symbols[i] = static_cast<uint8_t>(symbols[i] & 15);
+    jc::HuffTable dc;
+    if (!jc::build_huffman_table(counts, dc_symbols, 256, true, &dc)) {
+      expect(false, "a DC table within the code space refused");
+      continue;
+    }
+    for (int i = 0; i < (2 << jc::kPairBits); ++i) {
+      uint16_t want = 0;
+      const uint16_t code = i < (1 << jc::kPairBits) ? expected[i >> (jc::kPairBits - jc::kHuffLookBits)] : 0;
+      if (code != 0) {
+        const int size = code & 15;
+        want = static_cast<uint16_t>((size << 5) | ((code >> 8) + size));
+      }
+      if (dc.steps[i] == want) continue;
+      expect(false, "DC step entry " + std::to_string(i) + " differs from its code's");
+      break;
+    }
   }
   expect(tables == 20000, "lookup test built only " + std::to_string(tables) + " tables");
 }

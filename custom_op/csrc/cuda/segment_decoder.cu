@@ -116,7 +116,8 @@ __device__ void build_tables(const SegmentImage& im, uint32_t* bad) {
   __syncthreads();  // the step entries read the lookup entries
   for (int i = threadIdx.x; i < tables * kSteps; i += blockDim.x) {
     jc::HuffTable& t = built[i / kSteps];
-    t.steps[i % kSteps] = im.table_is_dc[i / kSteps] != 0 ? 0 : jc::huffman_step_entry(t, i % kSteps);
+    t.steps[i % kSteps] = im.table_is_dc[i / kSteps] != 0 ? jc::huffman_dc_step_entry(t, i % kSteps)
+                                                          : jc::huffman_step_entry(t, i % kSteps);
   }
   __syncthreads();
   constexpr int kVectors = sizeof(jc::HuffTable) / sizeof(uint4);

@@ -109,9 +109,10 @@ CUSTOM_OP_HD inline void reader_refill(BitReader* r) {
   }
 }
 
-// The next n bits (1 <= n <= 32), without consuming them. Needs n bits buffered.
+// The next n bits (1 <= n <= 32), without consuming them. Needs n bits buffered. (From the buffer's high word: a
+// GPU thread shifts a 64-bit value by a count it does not know in several steps.)
 CUSTOM_OP_HD inline uint32_t reader_peek(const BitReader* r, int n) {
-  return static_cast<uint32_t>(r->buf >> (64 - n));
+  return static_cast<uint32_t>(r->buf >> 32) >> (32 - n);
 }
 
 // Consumes n bits (0 <= n <= bits, n <= 32: a code and its extra bits at most). The mask only tells

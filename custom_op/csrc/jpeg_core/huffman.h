@@ -119,17 +119,27 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
 #endif
   }
   reader_refill(r);
-  int s;
-  if (const uint32_t e = short_code_entry(r, dc)) {
-    reader_drop(r, static_cast<int>(e >> 8));
-    s = static_cast<int>(e & 0xFF);
-  } else if ((s = decode_long_code(r, dc)) < 0) {
-    return false;
-  }
   int32_t diff = 0;
-  if (s != 0) {  // s <= 15: build_huffman_table refuses larger DC symbols; 57 - 16 bits are left
-    diff = huff_extend(reader_peek(r, s), s);
-    reader_drop(r, s);
+  const uint32_t dc_step = Store ? 0u : load_readonly(&dc.steps[reader_peek(r, kPairBits)]);
+  if (!Store && dc_step != 0) {
+    // The codes alone: the DC code's step entry (huffman_dc_step_entry) drops its code and extra bits at once,
+    // and the extra bits, the last of those, are read from the bits as they were.
+    const int s = static_cast<int>(dc_step >> kStepUsedBits);
+    const uint32_t extra = reader_peek(r, static_cast<int>(dc_step & 31)) & ((1u << s) - 1);
+    if (s != 0) diff = huff_extend(extra, s);
+    reader_drop_low(r, dc_step);
+  } else {
+    int s;
+    if (const uint32_t entry = short_code_entry(r, dc)) {
+      reader_drop(r, static_cast<int>(entry >> 8));
+      s = static_cast<int>(entry & 0xFF);
+    } else if ((s = decode_long_code(r, dc)) < 0) {
+      return false;
+    }
+    if (s != 0) {  // s <= 15: build_huffman_table refuses larger DC symbols; 57 - 16 bits are left
+      diff = huff_extend(reader_peek(r, s), s);
+      reader_drop(r, s);
+    }
   }
   *pred = static_cast<int32_t>(static_cast<uint32_t>(*pred) + static_cast<uint32_t>(diff));
   if constexpr (Store) block[0] = wrap_int16(*pred);

@@ -48,10 +48,11 @@ struct HuffTable {
   // Indexed by the next kHuffLookBits bits: (code length << 8) | symbol for codes of at most
   // kHuffLookBits bits, 0 where the bits start no such code.
   uint16_t lookup[1 << kHuffLookBits];
-  // What a decode that keeps no values needs of the codes (huffman_step_entry), indexed by the next kPairBits
-  // bits: in the first half the first two codes' step where a second code starts and ends within those bits,
-  // else the first's; in the second half the first code's alone; 0 where the bits start no code of at most
-  // kHuffLookBits bits. For AC tables.
+  // What a decode that keeps no values needs of the codes, indexed by the next kPairBits bits: for an AC table
+  // (huffman_step_entry), in the first half the first two codes' step where a second code starts and ends within
+  // those bits, else the first's, and in the second half the first code's alone; for a DC table
+  // (huffman_dc_step_entry), in the first half the code's step and its extra bits. 0 where the bits start no code
+  // of at most kHuffLookBits bits.
   uint16_t steps[2 << kPairBits];
   // Canonical decoding of longer codes (JPEG standard, figure F.16): maxcode[l] is the largest code
   // of length l (-1 where there is none), and a code c of length l is symbol huffval[c + valoffset[l]].
@@ -151,13 +152,24 @@ CUSTOM_OP_HD inline uint16_t huffman_step_entry(const HuffTable& t, uint32_t i) 
   return huffman_step(used, moved);
 }
 
-// Builds `t` from a DHT table: build_huffman_codes, then every lookup entry and, for an AC table, every step entry
-// (a DC table's are 0: no decode reads them).
+// t.steps[i] for a DC table whose lookup entries are built (i below 1 << kPairBits; the entries past them are 0):
+// a short code's step, its code and extra bits together (at most kHuffLookBits + 15) in the low bits, and the
+// number of its extra bits (its symbol, at most 15: build_huffman_codes refuses more) above them.
+CUSTOM_OP_HD inline uint16_t huffman_dc_step_entry(const HuffTable& t, uint32_t i) {
+  if ((i >> kPairBits) != 0) return 0;
+  const uint16_t first = t.lookup[i >> (kPairBits - kHuffLookBits)];
+  if (first == 0) return 0;
+  const int symbol = first & 0xFF;
+  return static_cast<uint16_t>((symbol << kStepUsedBits) | ((first >> 8) + symbol));
+}
+
+// Builds `t` from a DHT table: build_huffman_codes, then every lookup entry and every step entry.
 CUSTOM_OP_HD inline bool build_huffman_table(const uint8_t counts[16], const uint8_t* symbols, int available,
                                              bool is_dc, HuffTable* t) {
   if (!build_huffman_codes(counts, symbols, available, is_dc, t)) return false;
   for (uint32_t i = 0; i < (1u << kHuffLookBits); ++i) t->lookup[i] = huffman_lookup_entry(*t, i);
-  for (uint32_t i = 0; i < (2u << kPairBits); ++i) t->steps[i] = is_dc ? 0 : huffman_step_entry(*t, i);
+  for (uint32_t i = 0; i < (2u << kPairBits); ++i)
+    t->steps[i] = is_dc ? huffman_dc_step_entry(*t, i) : huffman_step_entry(*t, i);
   return true;
 }
 
