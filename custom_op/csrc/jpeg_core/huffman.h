@@ -153,7 +153,7 @@ CUSTOM_OP_HD inline bool read_block(BitReader* r, const HuffTable& dc, const Huf
     // entry's low bits are the bits it takes, so that between one entry's load and the next, a code waits only
     // for the shift of the bits, the next index and its address.
     constexpr uint32_t kStepsEnd = (kBlockSize + 16) * kStepScale;
-    for (uint32_t at = 17 * kStepScale; at < kStepsEnd;) {  // k = 1
+    for (uint32_t at = (1 + 16) * kStepScale; at < kStepsEnd;) {  // k = 1
       // A code (16) and its extra bits (15), or a pair's (at most kPairBits + 15), fit in the 32 bits this leaves.
       reader_refill(r);
       const uint32_t index = reader_peek(r, kPairBits) | (at & (1u << kPairBits));
