@@ -1797,6 +1797,16 @@ void selftest_chunk_arguments() {
   expect(jc::decode_chunk(s, f, no_ac, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments &&
              jc::decode_chunk(s, bad, t, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments,
          "decode_chunk without a table, or on a frame without MCUs");
+  // Stages 1 and 2 name an MCU's tables by 16-bit offsets from the lowest (McuTables): tables further apart
+  // are refused, not misread.
+  std::vector<jc::HuffTable> far(2 + 0x10000 / sizeof(jc::HuffTable));
+  far.front() = far.back() = table;
+  jc::SegmentTables apart = {
+      {&far.front(), nullptr, nullptr, nullptr}, {&far.back(), nullptr, nullptr, nullptr}, nullptr};
+  jc::SegmentTables near = {{&far[1], nullptr, nullptr, nullptr}, {&far.front(), nullptr, nullptr, nullptr}, nullptr};
+  expect(jc::decode_chunk(s, f, apart, 0, jc::chunk_guess(s, 0), &r) == jc::kBadArguments &&
+             jc::decode_chunk(s, f, near, 0, jc::chunk_guess(s, 0), &r) == 0,
+         "decode_chunk with an MCU's tables 64 KB or more apart, and with the AC table below the DC table");
   expect(jc::decode_chunk(s, f, t, 0, jc::chunk_guess(s, 0), &r) == 0 && jc::chunk_starts(s, f, &r, nullptr) != 0,
          "chunk_starts without its output");
   starts[0] = starts[1] = jc::ChunkStart{16, 0, {0, 0, 0, 0}};

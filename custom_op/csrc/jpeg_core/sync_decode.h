@@ -184,11 +184,70 @@ CUSTOM_OP_HD inline bool split_scan(const ChunkedScan& s, int64_t parts, Chunked
   return true;
 }
 
+// Stages 1 and 2 name the tables of f's MCU by their byte offsets from the lowest of them, 16 bits each
+// (McuTables): every one of those tables must start within 64 KB of it, as one image's tables in one array do
+// (the GPU's, the harness's). Needs segment_arguments_ok(f, t, nullptr).
+CUSTOM_OP_HD inline uintptr_t mcu_tables_base(const Frame& f, const SegmentTables& t) {
+  uintptr_t base = reinterpret_cast<uintptr_t>(t.dc[f.mcu_component[0]]);
+  for (int b = 0; b < f.blocks_in_mcu; ++b) {
+    const uintptr_t dc = reinterpret_cast<uintptr_t>(t.dc[f.mcu_component[b]]);
+    const uintptr_t ac = reinterpret_cast<uintptr_t>(t.ac[f.mcu_component[b]]);
+    base = dc < base ? dc : base;
+    base = ac < base ? ac : base;
+  }
+  return base;
+}
+
+CUSTOM_OP_HD inline bool mcu_tables_packable(const Frame& f, const SegmentTables& t) {
+  const uintptr_t base = mcu_tables_base(f, t);
+  for (int b = 0; b < f.blocks_in_mcu; ++b) {
+    if (reinterpret_cast<uintptr_t>(t.dc[f.mcu_component[b]]) - base > 0xFFFFu ||
+        reinterpret_cast<uintptr_t>(t.ac[f.mcu_component[b]]) - base > 0xFFFFu)
+      return false;
+  }
+  return true;
+}
+
+// The DC and AC tables of f's MCU as one address and each component's two offsets from it, rather than as eight
+// pointers: a GPU thread at 64 registers (segment_decoder.cu) kept the pointers in local memory, and each block
+// waited for their loads before its first code. Needs mcu_tables_packable(f, t).
+struct McuTables {
+  uintptr_t base;
+  uint32_t dc01, dc23, ac01, ac23;  // component c's offset in bits 16 * (c & 1) of the word for c's pair
+};
+
+CUSTOM_OP_HD inline McuTables mcu_tables(const Frame& f, const SegmentTables& t) {
+  McuTables m = {mcu_tables_base(f, t), 0, 0, 0, 0};
+  for (int b = 0; b < f.blocks_in_mcu; ++b) {
+    const int c = f.mcu_component[b];
+    const uint32_t shift = 16u * static_cast<uint32_t>(c & 1);
+    const uint32_t dc = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(t.dc[c]) - m.base) << shift;
+    const uint32_t ac = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(t.ac[c]) - m.base) << shift;
+    // Set once per component, whichever block sets it: the same value each time.
+    const uint32_t keep = ~(0xFFFFu << shift);
+    if (c < 2) {
+      m.dc01 = (m.dc01 & keep) | dc;
+      m.ac01 = (m.ac01 & keep) | ac;
+    } else {
+      m.dc23 = (m.dc23 & keep) | dc;
+      m.ac23 = (m.ac23 & keep) | ac;
+    }
+  }
+  return m;
+}
+
+// Component c's table from its pair's word (dc01/dc23 or ac01/ac23).
+CUSTOM_OP_HD inline const HuffTable& mcu_table(uintptr_t base, uint32_t pair01, uint32_t pair23, uint32_t c) {
+  const uint32_t word = (c & 2u) != 0 ? pair23 : pair01;
+  return *reinterpret_cast<const HuffTable*>(base + ((word >> (16u * (c & 1u))) & 0xFFFFu));
+}
+
 // Whether the stages can run on chunk j of `s` with `f` and `t` (and write to `planes`, where not null):
 // a chunk, a frame with MCUs, and the tables and planes of every block of its MCU.
 CUSTOM_OP_HD inline bool chunk_arguments_ok(const ChunkedScan& s, int64_t chunk, const Frame& f, const SegmentTables& t,
                                             int16_t* const* planes) {
-  return chunked_scan_ok(s, chunk) && f.mcus_per_row >= 1 && f.mcu_rows >= 1 && segment_arguments_ok(f, t, planes);
+  return chunked_scan_ok(s, chunk) && f.mcus_per_row >= 1 && f.mcu_rows >= 1 && segment_arguments_ok(f, t, planes) &&
+         mcu_tables_packable(f, t);
 }
 
 // The bit offset where chunk j's bytes end: the first block starting there or later belongs to the next
@@ -453,14 +512,13 @@ CUSTOM_OP_HD inline void run_chunk_lenient(const ChunkedScan& s, const Frame& f,
                                            ChunkCursor* c, ChunkTally* tally, PartEnds* parts, SyncPoint start) {
   const int per_mcu = f.blocks_in_mcu;
   // Which component each block of the MCU is (two bits each; chunk_arguments_ok checked them), and each
-  // component's tables and DC sum, read once and held apart rather than in arrays indexed by the block's
-  // component, so that a GPU thread keeps them in registers: from the arrays, each block waited for three
-  // loads in turn (the component, its tables, its sum), the larger part of a block's time where blocks are a
-  // few bits each, as in a photo's smooth regions.
+  // component's tables (McuTables) and DC sum, read once and held apart rather than in arrays indexed by the
+  // block's component, so that a GPU thread keeps them in registers: from the arrays, each block waited for
+  // three loads in turn (the component, its tables, its sum), the larger part of a block's time where blocks
+  // are a few bits each, as in a photo's smooth regions.
   uint32_t components = 0;
   for (int b = 0; b < per_mcu; ++b) components |= static_cast<uint32_t>(f.mcu_component[b] & 3) << (2 * b);
-  const HuffTable *dc0 = t.dc[0], *dc1 = t.dc[1], *dc2 = t.dc[2], *dc3 = t.dc[3];
-  const HuffTable *ac0 = t.ac[0], *ac1 = t.ac[1], *ac2 = t.ac[2], *ac3 = t.ac[3];
+  const McuTables tables = mcu_tables(f, t);
   uint32_t sum0 = static_cast<uint32_t>(tally->dc[0]), sum1 = static_cast<uint32_t>(tally->dc[1]),
            sum2 = static_cast<uint32_t>(tally->dc[2]), sum3 = static_cast<uint32_t>(tally->dc[3]);
   auto sums_out = [&] {
@@ -481,34 +539,45 @@ CUSTOM_OP_HD inline void run_chunk_lenient(const ChunkedScan& s, const Frame& f,
     sums_in();
   };
   int64_t part_limit = next_part_limit(parts);  // kScanEnd: no part end left to record
+  // The reader's address from which a block may start at or past part_limit or `limit` (a block starts at
+  // most 8 * (next - s.data) bits in): below it, a block costs one comparison of addresses rather than the
+  // offset's arithmetic.
+  auto check_from = [&] {
+    const int64_t least = part_limit < limit ? part_limit : limit;
+    return least == kScanEnd ? UINTPTR_MAX : reinterpret_cast<uintptr_t>(s.data) + static_cast<uintptr_t>(least / 8);
+  };
+  uintptr_t check = check_from();
   while (!c->at_end) {
     BitReader* r = &c->r;
     if (reader_overran(r)) {
       stop();
       continue;
     }
-    // Where this block starts: an upper bound first (each stuffed byte buffered moves the offset down
-    // by 8), the exact offset only near a limit.
-    const int64_t bound = 8 * static_cast<int64_t>(r->next - s.data) - (r->bits - r->padded);
-    if (bound >= part_limit) sums_out();  // record_part_end reads them
-    while (bound >= part_limit) {
-      const int64_t bit = reader_bit_offset(r, c->begin, s.data);
-      if (bit < part_limit) break;
-      const SyncPoint here = {bit, c->block, 0};
-      record_part_end(start, here, *tally, &parts->out[parts->done++]);
-      if (parts->earlier != nullptr) {
-        parts->met_slot = earlier_met(*parts->earlier, parts->done - 1, here);
-        if (parts->met_slot >= 0) {
-          parts->met_at = parts->done - 1;
-          return;
+    if (reinterpret_cast<uintptr_t>(r->next) >= check) {
+      // Where this block starts: an upper bound first (each stuffed byte buffered moves the offset down
+      // by 8), the exact offset only near a limit.
+      const int64_t bound = 8 * static_cast<int64_t>(r->next - s.data) - (r->bits - r->padded);
+      if (bound >= part_limit) sums_out();  // record_part_end reads them
+      while (bound >= part_limit) {
+        const int64_t bit = reader_bit_offset(r, c->begin, s.data);
+        if (bit < part_limit) break;
+        const SyncPoint here = {bit, c->block, 0};
+        record_part_end(start, here, *tally, &parts->out[parts->done++]);
+        if (parts->earlier != nullptr) {
+          parts->met_slot = earlier_met(*parts->earlier, parts->done - 1, here);
+          if (parts->met_slot >= 0) {
+            parts->met_at = parts->done - 1;
+            return;
+          }
         }
+        part_limit = next_part_limit(parts);
       }
-      part_limit = next_part_limit(parts);
+      check = check_from();
+      if (limit != kScanEnd && bound >= limit && reader_bit_offset(r, c->begin, s.data) >= limit) break;
     }
-    if (limit != kScanEnd && bound >= limit && reader_bit_offset(r, c->begin, s.data) >= limit) break;
     const uint32_t comp = (components >> (2 * c->block)) & 3u;
-    const HuffTable& dc = *(comp == 0 ? dc0 : comp == 1 ? dc1 : comp == 2 ? dc2 : dc3);
-    const HuffTable& ac = *(comp == 0 ? ac0 : comp == 1 ? ac1 : comp == 2 ? ac2 : ac3);
+    const HuffTable& dc = mcu_table(tables.base, tables.dc01, tables.dc23, comp);
+    const HuffTable& ac = mcu_table(tables.base, tables.ac01, tables.ac23, comp);
     int32_t diff = 0;  // the block's DC difference, where its DC code was read
     const bool ok = read_block<false>(r, dc, ac, nullptr, &diff, nullptr);
     const uint32_t d = static_cast<uint32_t>(diff);
