@@ -236,10 +236,15 @@ CUSTOM_OP_HD inline McuTables mcu_tables(const Frame& f, const SegmentTables& t)
   return m;
 }
 
-// Component c's table from its pair's word (dc01/dc23 or ac01/ac23).
+// Component c's table from its pair's word (dc01/dc23 or ac01/ac23). Its address is opaque to nvcc, which held
+// it through the block's AC loop only so: else it worked it out again from the words in every turn of that loop.
 CUSTOM_OP_HD inline const HuffTable& mcu_table(uintptr_t base, uint32_t pair01, uint32_t pair23, uint32_t c) {
   const uint32_t word = (c & 2u) != 0 ? pair23 : pair01;
-  return *reinterpret_cast<const HuffTable*>(base + ((word >> (16u * (c & 1u))) & 0xFFFFu));
+  uintptr_t address = base + ((word >> (16u * (c & 1u))) & 0xFFFFu);
+#if defined(__CUDA_ARCH__)
+  asm("" : "+l"(address));
+#endif
+  return *reinterpret_cast<const HuffTable*>(address);
 }
 
 // Whether the stages can run on chunk j of `s` with `f` and `t` (and write to `planes`, where not null):
