@@ -66,6 +66,9 @@ enum SegmentDecodeStatus : uint32_t {
 
 // At most two Huffman tables (DC and AC) for each component.
 constexpr int kMaxImageTables = 2 * jpeg_core::kMaxComponents;
+// The chunked decode's stages 1 and 2 name an MCU's tables by 16-bit offsets from the lowest of them
+// (jpeg_core::mcu_tables_packable): one image's tables, one array (SegmentImage::tables), always fit.
+static_assert(kMaxImageTables * sizeof(jpeg_core::HuffTable) <= 0x10000u, "an image's tables span 64 KB or more");
 
 // One image to decode (a batch item, or the decode that several windows of one file share).
 struct SegmentImage {
