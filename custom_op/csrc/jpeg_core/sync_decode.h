@@ -223,15 +223,9 @@ CUSTOM_OP_HD inline McuTables mcu_tables(const Frame& f, const SegmentTables& t)
     const uint32_t shift = 16u * static_cast<uint32_t>(c & 1);
     const uint32_t dc = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(t.dc[c]) - m.base) << shift;
     const uint32_t ac = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(t.ac[c]) - m.base) << shift;
-    // Set once per component, whichever block sets it: the same value each time.
-    const uint32_t keep = ~(0xFFFFu << shift);
-    if (c < 2) {
-      m.dc01 = (m.dc01 & keep) | dc;
-      m.ac01 = (m.ac01 & keep) | ac;
-    } else {
-      m.dc23 = (m.dc23 & keep) | dc;
-      m.ac23 = (m.ac23 & keep) | ac;
-    }
+    // Every block of a component ORs in the same offsets.
+    (c < 2 ? m.dc01 : m.dc23) |= dc;
+    (c < 2 ? m.ac01 : m.ac23) |= ac;
   }
   return m;
 }
