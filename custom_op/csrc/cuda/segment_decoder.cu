@@ -520,34 +520,65 @@ __device__ jc::SamplePlane sample_plane(const SegmentImage& im, int c) {
   return jc::scaled_plane(im.scaling, c, reinterpret_cast<const uint8_t*>(origin), im.sample_pitch[c]);
 }
 
+// Output pixels per thread of write_windows (a multiple of 4): consecutive pixels of one output row, so that the row is
+// found once for all of them and each plane gets one 4-byte store where the window's rows are 4-byte aligned. A pixel
+// per thread spent most of the kernel on that arithmetic and on single-byte stores.
+constexpr int kWindowPixels = 4;
+
 __global__ void write_windows_kernel(const SegmentImage* images, const WindowWrite* windows) {
   const WindowWrite w = windows[blockIdx.y];
   const SegmentImage& im = images[w.image];
   if (*im.status != 0) return;
   jc::SamplePlane planes[3];
-  const int components = w.color == kWindowRgb ? 3 : 1;
-  for (int c = 0; c < components; ++c) planes[c] = sample_plane(im, c);
+  const bool rgb = w.color == kWindowRgb;
+  for (int c = 0; c < (rgb ? 3 : 1); ++c) planes[c] = sample_plane(im, c);
   const bool swap = w.orientation >= 5;
   const int out_h = swap ? w.region_width : w.region_height;
   const int out_w = swap ? w.region_height : w.region_width;
   const int64_t plane = static_cast<int64_t>(out_h) * out_w;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < plane;
-       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int y = static_cast<int>(p / out_w);
-    const int x = static_cast<int>(p - static_cast<int64_t>(y) * out_w);
-    int r, s;
-    stored_position(w.orientation, y, x, w.region_height - 1, w.region_width - 1, &r, &s);
-    const int iy = w.region_top + r, ix = w.region_left + s;
-    if (w.color == kWindowRgb) {
-      uint8_t rgb[3];
-      jc::ycc_to_rgb(jc::upsampled_sample(planes[0], iy, ix), jc::upsampled_sample(planes[1], iy, ix),
-                     jc::upsampled_sample(planes[2], iy, ix), rgb);
-      w.dst[p] = rgb[0];
-      w.dst[plane + p] = rgb[1];
-      w.dst[2 * plane + p] = rgb[2];
-    } else {
-      const uint8_t v = static_cast<uint8_t>(jc::upsampled_sample(planes[0], iy, ix));
-      for (int c = 0; c < w.channels; ++c) w.dst[c * plane + p] = v;
+  const int groups = (out_w + kWindowPixels - 1) / kWindowPixels;  // per output row
+  const int64_t work = static_cast<int64_t>(out_h) * groups;
+  const int out_planes = rgb ? 3 : w.channels;
+  const bool words = out_w % kWindowPixels == 0 && (reinterpret_cast<uintptr_t>(w.dst) & 3) == 0;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < work;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int y = work <= UINT32_MAX ? static_cast<int>(static_cast<uint32_t>(g) / static_cast<uint32_t>(groups))
+                                     : static_cast<int>(g / groups);
+    const int x0 = static_cast<int>(g - static_cast<int64_t>(y) * groups) * kWindowPixels;
+    const int n = min(kWindowPixels, out_w - x0);
+    // Every value first, then the stores: the planes' loads of neighbouring pixels are then shared.
+    uint8_t v[3][kWindowPixels] = {};
+#pragma unroll
+    for (int i = 0; i < kWindowPixels; ++i) {
+      if (i >= n) break;
+      int r, s;
+      stored_position(w.orientation, y, x0 + i, w.region_height - 1, w.region_width - 1, &r, &s);
+      const int iy = w.region_top + r, ix = w.region_left + s;
+      if (rgb) {
+        uint8_t out[3];
+        jc::ycc_to_rgb(jc::upsampled_sample(planes[0], iy, ix), jc::upsampled_sample(planes[1], iy, ix),
+                       jc::upsampled_sample(planes[2], iy, ix), out);
+        v[0][i] = out[0];
+        v[1][i] = out[1];
+        v[2][i] = out[2];
+      } else {
+        v[0][i] = v[1][i] = v[2][i] = static_cast<uint8_t>(jc::upsampled_sample(planes[0], iy, ix));
+      }
+    }
+    uint8_t* const dst = w.dst + static_cast<int64_t>(y) * out_w + x0;
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      if (c >= out_planes) break;
+      if (words) {
+#pragma unroll
+        for (int i = 0; i < kWindowPixels; i += 4)
+          *reinterpret_cast<uint32_t*>(dst + c * plane + i) =
+              v[c][i] | (v[c][i + 1] << 8) | (v[c][i + 2] << 16) | (static_cast<uint32_t>(v[c][i + 3]) << 24);
+        continue;
+      }
+#pragma unroll
+      for (int i = 0; i < kWindowPixels; ++i)
+        if (i < n) dst[c * plane + i] = v[c][i];
     }
   }
 }
@@ -684,7 +715,7 @@ cudaError_t launch_idct_blocks(const SegmentImage* images, int count, int max_bl
 
 cudaError_t launch_write_windows(const SegmentImage* images, const WindowWrite* windows, int count, int64_t max_pixels,
                                  cudaStream_t stream) {
-  const int blocks = grid_for(max_pixels, 256);
+  const int blocks = grid_for((max_pixels + kWindowPixels - 1) / kWindowPixels, 256);
   for (int first = 0; first < count; first += kMaxImagesPerLaunch) {
     const int n = count - first < kMaxImagesPerLaunch ? count - first : kMaxImagesPerLaunch;
     write_windows_kernel<<<dim3(blocks, n), 256, 0, stream>>>(images, windows + first);

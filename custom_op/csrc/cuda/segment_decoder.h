@@ -17,8 +17,9 @@
 //   3. idct_blocks: one thread per block of the decoded rectangle: dequantisation and libjpeg's islow
 //      IDCT (jpeg_core/idct_islow.h), or at a reduced DCT scale the IDCT of the size libjpeg gives the
 //      component (jpeg_core/scaling.h, idct_reduced.h), idct_size x idct_size samples a block;
-//   4. write_windows: one thread per output pixel: fancy upsampling at the image's scale and colour
-//      conversion (jpeg_core/upsample.h, color.h), EXIF orientation, straight into the output tensor.
+//   4. write_windows: one thread per four pixels of an output row: fancy upsampling at the image's scale
+//      and colour conversion (jpeg_core/upsample.h, color.h), EXIF orientation, straight into the output
+//      tensor.
 // Files without restart markers, or with segments too long for a thread each, are decoded in chunks
 // instead of step 2 (jpeg_core/sync_decode.h: self-synchronising Huffman decoding): find_segments
 // only builds their tables; then, one thread per slot of a chunk (jpeg_core's slot_layout: in a
