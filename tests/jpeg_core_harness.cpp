@@ -828,9 +828,12 @@ struct ChunkedRun {
   int64_t flagged_chunks = 0;         // chunks whose stage 4 flagged something
   bool lanes_taken = false;           // stage 3 on 32 lanes went on (lanes_match_one_thread) after the rounds
   int64_t strict_from = 0;            // with --band: the first chunk stage 4 decodes (chunk_starts_through)
-  int64_t band_first_chunk = 0;       // with --band: the first chunk (by the starts) that holds a block of the band
-  int64_t cut_bytes = 0;              // with --cut: the scan's bytes the first try took (all of them: no cut)
-  bool cut_short = false;             // with --cut: window_cut_short at the chain's end through the band
+  int64_t whole_from = 0;             // with --band: the first chunk whose every part stage 4 decodes
+  int64_t parts_decoded = 0;          // stage 4's parts decoded, and (with --band) left out by part_decode_needed
+  int64_t parts_skipped = 0;
+  int64_t band_first_chunk = 0;  // with --band: the first chunk (by the starts) that holds a block of the band
+  int64_t cut_bytes = 0;         // with --cut: the scan's bytes the first try took (all of them: no cut)
+  bool cut_short = false;        // with --cut: window_cut_short at the chain's end through the band
   // With slots, the blocks the rounds' decodes read, stopping where they meet an earlier decode and decoding
   // their chunk to its end; and the same summed over the most of 32 neighbouring chunks of a slot (a warp's
   // threads on the GPU, which wait for their slowest).
@@ -861,7 +864,7 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
   std::vector<int32_t> slot0(static_cast<size_t>(n), -1), slot1(static_cast<size_t>(n), -1);
   std::vector<jc::ChunkStart> starts0(static_cast<size_t>(n + 1)), starts1(static_cast<size_t>(n + 1));
   std::vector<jc::ChunkRecord> ends0 = part_ends, ends1 = part_ends;
-  int64_t redone = 0, needed0 = 0, needed1 = 0, strict0 = -1, strict1 = -2;
+  int64_t redone = 0, needed0 = 0, needed1 = 0, strict0 = -1, strict1 = -2, whole0 = -1, whole1 = -2;
   auto ends_in = [&](std::vector<jc::ChunkRecord>& ends) {
     return [&ends, &fine, parts, n](int64_t j, int h, jc::PartEnds* storage) {
       *storage = jc::slot_part_ends(fine, parts, n, j, h, ends.data());
@@ -872,7 +875,8 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
       jc::walk_slots(s, f, t, records, k, last_block, budget, ends_in(ends0), chosen.data(), slot0.data(), &redone);
   uint32_t flags0 = 0;
   if (walked)
-    flags0 = jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0, first_block, &strict0);
+    flags0 = jc::chunk_starts_through(s, f, chosen.data(), last_block, starts0.data(), &needed0, first_block, &strict0,
+                                      &whole0);
   std::vector<jc::ChunkRecord> mine(records, records + n * k);  // the lanes' records, which lane_repair writes
   std::vector<jc::ChunkRecord> scratch(static_cast<size_t>(parts > 1 ? parts - 1 : 0));  // lane_repair's part ends
   std::vector<jc::LaneChain> chain(static_cast<size_t>(lanes));
@@ -903,12 +907,13 @@ bool lanes_match_one_thread(const jc::ChunkedScan& s, const jc::ChunkedScan& fin
   for (int q = 0; q < lanes; ++q)
     jc::lane_starts(s, f, mine.data(), k, range(q), chain.data(), q, slot1.data(), last_block, first_block,
                     starts1.data(), &chain[q]);
-  const uint32_t flags1 = jc::lanes_starts_result(chain.data(), lanes, starts1.data(), last_block, &needed1, &strict1);
+  const uint32_t flags1 =
+      jc::lanes_starts_result(chain.data(), lanes, starts1.data(), last_block, &needed1, &strict1, &whole1);
   bool same_records = true;
   for (int64_t j = 0; j < n; ++j)
     same_records = same_records && std::memcmp(&chosen[j], &mine[j * k + slot1[j]], sizeof(jc::ChunkRecord)) == 0;
-  *agree = slot0 == slot1 && flags0 == flags1 && needed0 == needed1 && strict0 == strict1 && same_records &&
-           std::memcmp(starts0.data(), starts1.data(), starts0.size() * sizeof(jc::ChunkStart)) == 0 &&
+  *agree = slot0 == slot1 && flags0 == flags1 && needed0 == needed1 && strict0 == strict1 && whole0 == whole1 &&
+           same_records && std::memcmp(starts0.data(), starts1.data(), starts0.size() * sizeof(jc::ChunkStart)) == 0 &&
            (ends0.empty() || std::memcmp(ends0.data(), ends1.data(), ends0.size() * sizeof(jc::ChunkRecord)) == 0);
   return true;
 }
@@ -1096,7 +1101,7 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
   int64_t needed = n;
   if (opt.band) {
     out->flags |= jc::chunk_starts_through(s, f, records.data(), last_block_read(f, true), starts.data(), &needed,
-                                           first_block_kept(f, true), &out->strict_from);
+                                           first_block_kept(f, true), &out->strict_from, &out->whole_from);
     while (out->band_first_chunk < needed && starts[out->band_first_chunk + 1].block <= first_block_kept(f, true))
       ++out->band_first_chunk;
     out->cut_short = out->cut_bytes < scan_bytes && jc::window_cut_short(s, starts[needed].bit);
@@ -1119,12 +1124,19 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     out->coef[c].assign(static_cast<size_t>(num_rows * f.mcu_blocks_v[c] * f.blocks_per_row[c] * 64), 0);
     planes[c] = out->coef[c].data();
   }
-  // Every part of the chunks needed from strict_from on (the last chunk may have fewer parts than the others).
+  // The parts of the chunks needed from strict_from on that the GPU's stage 4 decodes (the last chunk may have fewer
+  // parts than the others): with --band, those part_decode_needed names; else every one.
   const int64_t needed_parts = std::min(needed * parts, fine.num_chunks);
   for (int64_t m = out->strict_from * parts; m < needed_parts; ++m) {
     const int32_t* slot_of = chosen_slot.empty() ? nullptr : chosen_slot.data();
     const jc::ChunkStart from = jc::part_start(starts.data(), part_ends.data(), parts, m, slot_of, n);
     const jc::ChunkStart to = jc::part_start(starts.data(), part_ends.data(), parts, m + 1, slot_of, n);
+    if (opt.band &&
+        !jc::part_decode_needed(f, m / parts, out->whole_from, from, to, first_row, num_rows, first_col, num_cols)) {
+      ++out->parts_skipped;
+      continue;
+    }
+    ++out->parts_decoded;
     const uint32_t flags =
         opt.band ? jc::decode_chunk_rect(fine, f, t, m, from, to, planes, first_row, num_rows, first_col, num_cols)
                  : jc::decode_chunk_blocks(fine, f, t, m, from, to, planes);
@@ -1209,6 +1221,9 @@ void run_chunked(const ChunkedOptions& opt) {
                 ", \"stage4_flags\": " + std::to_string(run.stage4_flags) +
                 ", \"flagged_chunks\": " + std::to_string(run.flagged_chunks) +
                 ", \"strict_from\": " + std::to_string(run.strict_from) +
+                ", \"whole_from\": " + std::to_string(run.whole_from) +
+                ", \"parts_decoded\": " + std::to_string(run.parts_decoded) +
+                ", \"parts_skipped\": " + std::to_string(run.parts_skipped) +
                 ", \"band_first_chunk\": " + std::to_string(run.band_first_chunk) +
                 ", \"cut_bytes\": " + std::to_string(run.cut_bytes) +
                 ", \"cut_short\": " + (run.cut_short ? "true" : "false") +

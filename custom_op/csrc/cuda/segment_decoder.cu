@@ -371,7 +371,7 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
   jc::ChunkRecord* staged = reinterpret_cast<jc::ChunkRecord*>(stage3_shared + kStartLanes * sizeof(jc::LaneChain));
   const SegmentImage& im = images[blockIdx.x];
   if (!im.chunked) return;
-  if (threadIdx.x == 0) *im.needed = *im.strict_from = 0;
+  if (threadIdx.x == 0) *im.needed = *im.strict_from = *im.whole_from = 0;
   if (*im.status != 0) return;
   jc::ChunkedScan s, fine;
   const int k = im.chunk_slots;
@@ -429,15 +429,16 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
   __syncwarp();
   if (lane == 0) {
     const uint32_t flags =
-        jc::lanes_starts_result(lanes, kStartLanes, im.starts, im.last_block, im.needed, im.strict_from);
+        jc::lanes_starts_result(lanes, kStartLanes, im.starts, im.last_block, im.needed, im.strict_from, im.whole_from);
     if (flags != 0) atomicOr(im.status, kSegmentDamaged | flags);
     if (im.window_cut != 0 && jc::window_cut_short(s, im.starts[*im.needed].bit)) atomicOr(im.status, kWindowCut);
   }
 }
 
 // Stage 4: each part of each chunk the rectangle needs from *strict_from on (the chunks above the rectangle that
-// the rounds read without a lenient read need no decode: jpeg_core's strict_decode_needed), strictly from its
-// exact start (part_start); the rectangle's blocks stored. kMaxChunkParts tasks a chunk task, `lanes` of them a warp;
+// the rounds read without a lenient read need no decode: jpeg_core's strict_decode_needed) that part_decode_needed
+// names (before *whole_from, those holding blocks of the rectangle), strictly from its exact start (part_start);
+// the rectangle's blocks stored. kMaxChunkParts tasks a chunk task, `lanes` of them a warp;
 // those past the image's parts do nothing.
 __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun* runs, int run_count, int tasks,
                                     int lanes) {
@@ -455,6 +456,9 @@ __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun*
   const jc::ChunkRecord* part_ends = im.part_ends[kSyncRounds % 2];
   const jc::ChunkStart from = jc::part_start(im.starts, part_ends, c.parts, m, im.chosen_slot, c.scan.num_chunks);
   const jc::ChunkStart to = jc::part_start(im.starts, part_ends, c.parts, m + 1, im.chosen_slot, c.scan.num_chunks);
+  if (!jc::part_decode_needed(im.frame, c.chunk, *im.whole_from, from, to, im.mcu_row0, im.mcu_rows, im.mcu_col0,
+                              im.mcu_cols))
+    return;
   const uint32_t flags = jc::decode_chunk_rect(c.fine, im.frame, image_tables(im), m, from, to, planes, im.mcu_row0,
                                                im.mcu_rows, im.mcu_col0, im.mcu_cols);
   if (flags != jc::kSegmentOk) atomicOr(im.status, kSegmentDamaged | flags);

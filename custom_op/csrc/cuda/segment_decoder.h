@@ -121,7 +121,8 @@ struct SegmentImage {
   // kMaxChunkParts, dividing chunk_bytes), each chunk with chunk_slots records; records[0] and [1], and the
   // slots' part_ends[0] and [1], which the rounds fill in turn, as their fields say; starts: num_chunks + 1; *needed:
   // the chunks through the rectangle's last block (last_block, by scan index), written with the starts, and
-  // *strict_from the first of them stage 4 decodes (jpeg_core's strict_decode_needed from the rectangle's first row).
+  // *strict_from the first of them stage 4 decodes (jpeg_core's strict_decode_needed from the rectangle's first row),
+  // *whole_from the first whose every part it decodes (before it, only the parts part_decode_needed names).
   int32_t chunked;
   // 1: `size` ends the file's bytes early, at jpeg_core's window_scan_bytes (a window's first try): stage 3 sets
   // kWindowCut where window_cut_short says the decode may rest on bytes past them.
@@ -136,6 +137,7 @@ struct SegmentImage {
   jpeg_core::ChunkStart* starts;
   int64_t* needed;
   int64_t* strict_from;
+  int64_t* whole_from;
 };
 
 // Stage 4's parts a chunk at most (the write launch's threads per chunk).

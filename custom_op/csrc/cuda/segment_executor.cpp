@@ -215,12 +215,12 @@ struct BatchPlan {
   bool queued = false;  // decode() queued the decodes
 };
 
-// The arrays of an image decoded in chunks (SegmentImage::records, part_ends, starts, needed, strict_from,
+// The arrays of an image decoded in chunks (SegmentImage::records, part_ends, starts, needed, strict_from, whole_from,
 // chosen_slot), one after the other.
 size_t chunk_arrays_bytes(int64_t chunks, int32_t parts, int32_t slots) {
   const auto n = static_cast<size_t>(chunks), k = static_cast<size_t>(slots);
   return 2 * (k + k * static_cast<size_t>(parts - 1)) * n * sizeof(jc::ChunkRecord) + (n + 1) * sizeof(jc::ChunkStart) +
-         2 * sizeof(int64_t) + n * sizeof(int32_t);
+         3 * sizeof(int64_t) + n * sizeof(int32_t);
 }
 
 // The most runs decoder_segments can give for an image of `segments` restart segments: its runs never
@@ -590,7 +590,8 @@ void prepare_image(BatchPlan& plan, const std::vector<Item>& items, size_t k) {
     d.starts = reinterpret_cast<jc::ChunkStart*>(d.part_ends[1] + part_ends);
     d.needed = reinterpret_cast<int64_t*>(d.starts + n + 1);
     d.strict_from = d.needed + 1;
-    d.chosen_slot = reinterpret_cast<int32_t*>(d.strict_from + 1);
+    d.whole_from = d.strict_from + 1;
+    d.chosen_slot = reinterpret_cast<int32_t*>(d.whole_from + 1);
   }
   std::memcpy(plan.host + plan.descriptor_at[k], &d, sizeof(d));
 }

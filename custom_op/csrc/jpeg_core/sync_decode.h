@@ -969,6 +969,13 @@ CUSTOM_OP_HD inline ChunkStart scan_first_start(const ChunkedScan& s) {
   return at;
 }
 
+// Whether a strict decode of a chunk whose record on the chain is r may flag what the rounds' decode of it, from
+// its true start, read without a flag: where the file has restart markers (whose order only a strict decode checks)
+// or r read something leniently. Elsewhere the strict decode reads the same codes and flags nothing.
+CUSTOM_OP_HD inline bool strict_read_may_flag(const ChunkedScan& s, const ChunkRecord& r) {
+  return s.restart_interval != 0 || r.lenient != 0;
+}
+
 // Whether stage 4 decodes chunk j, which a decode of the MCU rows from block first_block on reads, whose record on
 // the chain is r and which ends where `next` starts. Not where all its blocks lie before first_block, the file has
 // no restart markers and r read nothing leniently (and no chunk before it did: strict_from): the rounds' decode of
@@ -978,16 +985,18 @@ CUSTOM_OP_HD inline ChunkStart scan_first_start(const ChunkedScan& s) {
 // decoded only to be checked, most of stage 4's work for a window low in a large photo.
 CUSTOM_OP_HD inline bool strict_decode_needed(const ChunkedScan& s, const ChunkRecord& r, const ChunkStart& next,
                                               int64_t first_block) {
-  return s.restart_interval != 0 || r.lenient != 0 || next.block > first_block;
+  return strict_read_may_flag(s, r) || next.block > first_block;
 }
 
 // Stage 3's step for chunk j, whose record is r and which starts at *at: starts[j] = *at; where a decode
 // through block last_block reads the chunk, it counts in *needed and r must start there (else kUnsynced in
 // *flags); where stage 4 decodes it (strict_decode_needed, from block first_block), *strict_from becomes j if it
-// is more; *at moves to the next chunk's start.
+// is more, and where a strict decode of it may flag something (strict_read_may_flag), so does *whole_from; *at
+// moves to the next chunk's start.
 CUSTOM_OP_HD inline void place_chunk_start(const ChunkedScan& s, const Frame& f, const ChunkRecord& r, int64_t j,
                                            int64_t last_block, int64_t first_block, ChunkStart* at, ChunkStart* starts,
-                                           int64_t* needed, int64_t* strict_from, uint32_t* flags) {
+                                           int64_t* needed, int64_t* strict_from, int64_t* whole_from,
+                                           uint32_t* flags) {
   starts[j] = *at;
   if (at->block <= last_block && at->bit != kScanEnd) {
     *needed = j + 1;
@@ -996,11 +1005,16 @@ CUSTOM_OP_HD inline void place_chunk_start(const ChunkedScan& s, const Frame& f,
   }
   *at = chunk_start_after(*at, r);
   if (j < *strict_from && strict_decode_needed(s, r, *at, first_block)) *strict_from = j;
+  if (j < *whole_from && strict_read_may_flag(s, r)) *whole_from = j;
 }
 
 // Stage 3's first chunk for stage 4 from the least chunk that strict_decode_needed (`least`) and `needed`: 0 where
 // that is no chunk stage 4 reads (a decode that keeps no block, or a broken chain, which stage 3 flags anyway).
 CUSTOM_OP_HD inline int64_t strict_from_result(int64_t least, int64_t needed) { return least < needed ? least : 0; }
+
+// Stage 3's first chunk whose every part stage 4 decodes, from the least chunk strict_read_may_flag (`least`)
+// and `needed`: none of those stage 4 reads (needed) where that is no chunk it reads.
+CUSTOM_OP_HD inline int64_t whole_from_result(int64_t least, int64_t needed) { return least < needed ? least : needed; }
 
 // Stage 3's last check: kUnsynced where the decode reads no chunk, or its chunks end before last_block's end.
 CUSTOM_OP_HD inline uint32_t starts_end_flags(const ChunkStart* starts, int64_t needed, int64_t last_block) {
@@ -1012,24 +1026,27 @@ CUSTOM_OP_HD inline uint32_t starts_end_flags(const ChunkStart* starts, int64_t 
 // last MCU row's last block): starts[0 .. num_chunks] from records[0 .. num_chunks - 1], and in *needed
 // the chunks that decode reads: those that start at or before last_block; where strict_from is not null, the
 // first of them stage 4 decodes for a decode that keeps the blocks from first_block on (strict_decode_needed;
-// stage 4 then decodes chunks strict_from .. needed - 1). Returns kUnsynced where one of
+// stage 4 then decodes chunks strict_from .. needed - 1), and where whole_from is not null, the first of them whose
+// every part stage 4 decodes (part_decode_needed). Returns kUnsynced where one of
 // those records does not start where the previous one ends (or chunk 0's where the scan starts), or they
 // end before last_block's end; kBadArguments for a frame with no blocks or a last_block outside the
 // scan. The starts of later chunks are whatever their records give. Stage 4 may still run: it checks
 // each chunk.
 CUSTOM_OP_HD inline uint32_t chunk_starts_through(const ChunkedScan& s, const Frame& f, const ChunkRecord* records,
                                                   int64_t last_block, ChunkStart* starts, int64_t* needed,
-                                                  int64_t first_block = 0, int64_t* strict_from = nullptr) {
+                                                  int64_t first_block = 0, int64_t* strict_from = nullptr,
+                                                  int64_t* whole_from = nullptr) {
   if (records == nullptr || starts == nullptr || needed == nullptr || !starts_arguments_ok(s, f, last_block))
     return kBadArguments;
   uint32_t flags = kSegmentOk;
   ChunkStart at = scan_first_start(s);
   *needed = 0;
-  int64_t least = INT64_MAX;
+  int64_t least = INT64_MAX, least_whole = INT64_MAX;
   for (int64_t j = 0; j < s.num_chunks; ++j)
-    place_chunk_start(s, f, records[j], j, last_block, first_block, &at, starts, needed, &least, &flags);
+    place_chunk_start(s, f, records[j], j, last_block, first_block, &at, starts, needed, &least, &least_whole, &flags);
   starts[s.num_chunks] = at;
   if (strict_from != nullptr) *strict_from = strict_from_result(least, *needed);
+  if (whole_from != nullptr) *whole_from = whole_from_result(least_whole, *needed);
   return flags | starts_end_flags(starts, *needed, last_block);
 }
 
@@ -1056,6 +1073,43 @@ CUSTOM_OP_HD inline ChunkStart part_start(const ChunkStart* starts, const ChunkR
   // With slots (walk_slots' chosen_slot), the chosen slot's part ends.
   const int64_t slot = chosen_slot != nullptr ? chosen_slot[j] : 0;
   return chunk_start_after(starts[j], part_ends[slot_part_ends_index(parts, num_chunks, j, slot) + k - 1]);
+}
+
+// Whether MCUs first_mcu .. last_mcu of the scan (scan order, first_mcu <= last_mcu) include one of the MCU rectangle
+// of rows [first_row, first_row + num_rows) and columns [first_col, first_col + num_cols).
+CUSTOM_OP_HD inline bool mcus_meet_rect(const Frame& f, int64_t first_mcu, int64_t last_mcu, int64_t first_row,
+                                        int64_t num_rows, int64_t first_col, int64_t num_cols) {
+  const int64_t w = f.mcus_per_row;
+  int64_t row0 = first_mcu / w, col0 = first_mcu % w, row1 = last_mcu / w, col1 = last_mcu % w;
+  if (row1 < first_row || row0 >= first_row + num_rows) return false;
+  if (row0 < first_row) {
+    row0 = first_row;
+    col0 = 0;
+  }
+  if (row1 >= first_row + num_rows) {
+    row1 = first_row + num_rows - 1;
+    col1 = w - 1;
+  }
+  if (row0 == row1) return col0 < first_col + num_cols && col1 >= first_col;
+  // Row row0 from col0 on, every column of the rows between, row row1 up to col1.
+  return row1 - row0 >= 2 || col0 < first_col + num_cols || col1 >= first_col;
+}
+
+// Whether stage 4 decodes part [from, to) (blocks from.block .. to.block - 1, part_start's) of chunk j, one of
+// chunk_starts_through's strict_from .. needed - 1. From whole_from on, every part. Before it no chunk's strict
+// decode flags anything (strict_read_may_flag), so only a part that holds a block of the MCU rectangle (rows
+// [first_row, first_row + num_rows), columns [first_col, first_col + num_cols)) is decoded, to store the rectangle's
+// blocks, and the part that holds the scan's last block, whose end only a strict decode checks. Why: a window's
+// blocks are a small part of its rows' in a large photo, and decoding the others only to check them was most of
+// stage 4's work.
+CUSTOM_OP_HD inline bool part_decode_needed(const Frame& f, int64_t chunk, int64_t whole_from, const ChunkStart& from,
+                                            const ChunkStart& to, int64_t first_row, int64_t num_rows,
+                                            int64_t first_col, int64_t num_cols) {
+  if (chunk >= whole_from || to.bit == kScanEnd || from.block < 0 || from.block >= to.block ||
+      to.block >= frame_total_mcus(f) * f.blocks_in_mcu)
+    return true;
+  return mcus_meet_rect(f, from.block / f.blocks_in_mcu, (to.block - 1) / f.blocks_in_mcu, first_row, num_rows,
+                        first_col, num_cols);
 }
 
 // ---- A window's first try ---------------------------------------------------------------------------
@@ -1141,6 +1195,7 @@ struct LaneChain {
   ChunkRecord joined;   // lane_chain_join: the chosen records of the range joined
   int64_t needed;       // lane_starts: the most chunks a decode reads, as far as the range tells
   int64_t strict_from;  // lane_starts: the range's first chunk strict_decode_needed, INT64_MAX where none
+  int64_t whole_from;   // lane_starts: the range's first chunk strict_read_may_flag, INT64_MAX where none
   uint32_t flags;       // lane_starts: chunk_starts_through's flags from the range's chunks
 };
 
@@ -1281,26 +1336,29 @@ CUSTOM_OP_HD inline void lane_starts(const ChunkedScan& s, const Frame& f, const
   for (int q = 0; q < lane; ++q)
     if (lanes[q].chunks > 0) at = chunk_start_after(at, lanes[q].joined);
   out->needed = 0;
-  out->strict_from = INT64_MAX;
+  out->strict_from = out->whole_from = INT64_MAX;
   out->flags = kSegmentOk;
   for (int64_t j = r.begin; j < r.end; ++j)
     place_chunk_start(s, f, records[j * k + chosen_slot[j]], j, last_block, first_block, &at, starts, &out->needed,
-                      &out->strict_from, &out->flags);
+                      &out->strict_from, &out->whole_from, &out->flags);
   if (r.end == s.num_chunks && r.begin < r.end) starts[s.num_chunks] = at;
 }
 
-// After step 5, by one lane: chunk_starts_through's *needed, *strict_from and flags.
+// After step 5, by one lane: chunk_starts_through's *needed, *strict_from, *whole_from and flags.
 CUSTOM_OP_HD inline uint32_t lanes_starts_result(const LaneChain* lanes, int count, const ChunkStart* starts,
-                                                 int64_t last_block, int64_t* needed, int64_t* strict_from) {
+                                                 int64_t last_block, int64_t* needed, int64_t* strict_from,
+                                                 int64_t* whole_from) {
   uint32_t flags = kSegmentOk;
   *needed = 0;
-  int64_t least = INT64_MAX;
+  int64_t least = INT64_MAX, least_whole = INT64_MAX;
   for (int q = 0; q < count; ++q) {
     flags |= lanes[q].flags;
     *needed = lanes[q].needed > *needed ? lanes[q].needed : *needed;
     least = lanes[q].strict_from < least ? lanes[q].strict_from : least;
+    least_whole = lanes[q].whole_from < least_whole ? lanes[q].whole_from : least_whole;
   }
   *strict_from = strict_from_result(least, *needed);
+  *whole_from = whole_from_result(least_whole, *needed);
   return flags | starts_end_flags(starts, *needed, last_block);
 }
 
