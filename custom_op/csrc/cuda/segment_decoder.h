@@ -29,11 +29,11 @@
 // (a chunk off the chain decoded again, within a budget) and the chunks' exact starts through the
 // rectangle's last MCU row; then, one thread per part of a chunk,
 // each part the rectangle needs decoded strictly from its exact start into the rectangle's
-// coefficients (in zigzag order, as step 2's), but for the chunks above the rectangle that the
-// rounds read without a lenient read (jpeg_core's strict_decode_needed). A window's first try in a
-// large scan has only the scan's first bytes (window_cut): where the walk's chain through the
-// rectangle ends too near their end (jpeg_core's window_cut_short), stage 3 sets kWindowCut, and the
-// host decodes the window again with the whole file.
+// coefficients (in zigzag order, as step 2's), but for the parts without blocks of the rectangle in
+// chunks the rounds read without a lenient read (jpeg_core's strict_decode_needed, part_decode_needed).
+// A window's first try in a large scan has only the scan's first bytes (window_cut): where the walk's
+// chain through the rectangle ends too near their end (jpeg_core's window_cut_short), stage 3 sets
+// kWindowCut, and the host decodes the window again with the whole file.
 // Every image has a status word. Anything that libjpeg-turbo would warn about or decode differently
 // (a damaged segment, a misplaced marker, a block where its SIMD IDCT could differ from the C code)
 // sets a bit in it, and the host sends that item to the CPU path, which gives libjpeg's own outcome.
