@@ -1780,6 +1780,58 @@ void selftest_window_cut() {
          "window_cut_short does not hold exactly within kWindowCutSlack bytes of the cut");
 }
 
+// mcus_meet_rect and part_decode_needed against MCU-by-MCU answers, on every MCU range and rectangle of small
+// frames (MCU rows of 1 to 6 MCUs, 1 to 5 rows; 4:2:0, six blocks an MCU).
+void selftest_part_decode_needed() {
+  const int h[3] = {2, 1, 1}, v[3] = {2, 1, 1};
+  bool meet_ok = true, needed_ok = true;
+  for (int w = 1; w <= 6 && meet_ok && needed_ok; ++w) {
+    for (int rows = 1; rows <= 5; ++rows) {
+      jc::Frame f;
+      jc::make_frame(16 * w, 16 * rows, 3, h, v, nullptr, &f);
+      const int64_t total = jc::frame_total_mcus(f), per_mcu = f.blocks_in_mcu;
+      for (int64_t r0 = 0; r0 < rows; ++r0)
+        for (int64_t nr = 1; r0 + nr <= rows; ++nr)
+          for (int64_t c0 = 0; c0 < w; ++c0)
+            for (int64_t nc = 1; c0 + nc <= w; ++nc)
+              for (int64_t a = 0; a < total; ++a)
+                for (int64_t b = a; b < total; ++b) {
+                  bool meets = false;
+                  for (int64_t m = a; m <= b; ++m) {
+                    const int64_t row = m / w, col = m % w;
+                    meets = meets || (row >= r0 && row < r0 + nr && col >= c0 && col < c0 + nc);
+                  }
+                  meet_ok = meet_ok && jc::mcus_meet_rect(f, a, b, r0, nr, c0, nc) == meets;
+                  // A part from a block of MCU a to one of MCU b, ending before the scan's last block, in a chunk
+                  // before whole_from: decoded where it meets the rectangle; from whole_from on, always.
+                  jc::ChunkStart from{}, to{};
+                  from.bit = 8;
+                  to.bit = 800;
+                  from.block = a * per_mcu + 1;
+                  to.block = b * per_mcu + 2;
+                  const bool last = to.block >= total * per_mcu;
+                  needed_ok = needed_ok &&
+                              jc::part_decode_needed(f, 3, 4, from, to, r0, nr, c0, nc) == (meets || last) &&
+                              jc::part_decode_needed(f, 4, 4, from, to, r0, nr, c0, nc);
+                }
+    }
+  }
+  expect(meet_ok, "mcus_meet_rect differs from the MCU-by-MCU answer");
+  expect(needed_ok, "part_decode_needed leaves out a part with a block of the rectangle, or keeps one without");
+  jc::Frame f;
+  jc::make_frame(64, 64, 3, h, v, nullptr, &f);
+  jc::ChunkStart from{}, to{};
+  from.block = 6;
+  to.block = 6;
+  to.bit = jc::kScanEnd;
+  expect(jc::part_decode_needed(f, 0, 4, from, to, 3, 1, 3, 1), "part_decode_needed leaves out the scan's last part");
+  to.bit = 800;
+  expect(jc::part_decode_needed(f, 0, 4, from, to, 3, 1, 3, 1), "part_decode_needed leaves out an empty part");
+  to.block = jc::frame_total_mcus(f) * f.blocks_in_mcu;  // MCUs 1 to 15, the scan's last block among them
+  expect(!jc::mcus_meet_rect(f, 1, 15, 0, 1, 0, 1) && jc::part_decode_needed(f, 0, 4, from, to, 0, 1, 0, 1),
+         "part_decode_needed leaves out the part that holds the scan's last block");
+}
+
 void selftest_chunk_arguments() {
   const uint8_t data[] = {0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9};
   jc::ChunkedScan s;
@@ -2048,6 +2100,7 @@ void run_selftest() {
   selftest_bit_offset();
   selftest_chunk_arguments();
   selftest_window_cut();
+  selftest_part_decode_needed();
   selftest_sync_slot();
   std::vector<uint8_t> file;
   int files = 0;
