@@ -488,7 +488,8 @@ __global__ void idct_blocks_kernel(const SegmentImage* images) {
         rest -= rows * cols;
         continue;
       }
-      const int64_t r = rest / cols, col = rest - r * cols;
+      // In 32 bits (rest < im.blocks, an int32): a 64-bit division is a long subroutine on the GPU.
+      const int64_t r = static_cast<uint32_t>(rest) / static_cast<uint32_t>(cols), col = rest - r * cols;
       const int64_t plane_col = static_cast<int64_t>(im.mcu_col0) * f.mcu_blocks_h[c] + col;
       // The block's 128 bytes in eight 16-byte loads (blocks are 16-byte aligned) rather than 64 of two,
       // in zigzag order (decode_segments), put in natural order with constant indices (registers).
