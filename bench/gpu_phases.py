@@ -77,7 +77,10 @@ def main():
     batch_windows = windows if args.large else [windows[i] for i in idx]
     if args.pinned:  # each tensor pinned once: the large photo's batch repeats one tensor
         pinned = {}
-        tensors = [pinned.setdefault(id(t), t.pin_memory()) for t in tensors]
+        for t in tensors:
+            if id(t) not in pinned:
+                pinned[id(t)] = t.pin_memory()
+        tensors = [pinned[id(t)] for t in tensors]
     for _ in range(3):
         run(tensors, batch_windows)
     torch.cuda.synchronize()
