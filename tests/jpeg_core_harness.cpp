@@ -1125,14 +1125,14 @@ void chunked_decode(const uint8_t* data, size_t size, const Prepared& p, int64_t
     planes[c] = out->coef[c].data();
   }
   // The parts of the chunks needed from strict_from on that the GPU's stage 4 decodes (the last chunk may have fewer
-  // parts than the others): with --band, those part_decode_needed names; else every one.
+  // parts than the others): with --band, those stage4_part names; else every one.
   const int64_t needed_parts = std::min(needed * parts, fine.num_chunks);
   for (int64_t m = out->strict_from * parts; m < needed_parts; ++m) {
     const int32_t* slot_of = chosen_slot.empty() ? nullptr : chosen_slot.data();
-    const jc::ChunkStart from = jc::part_start(starts.data(), part_ends.data(), parts, m, slot_of, n);
-    const jc::ChunkStart to = jc::part_start(starts.data(), part_ends.data(), parts, m + 1, slot_of, n);
-    if (opt.band &&
-        !jc::part_decode_needed(f, m / parts, out->whole_from, from, to, first_row, num_rows, first_col, num_cols)) {
+    jc::ChunkStart from, to;
+    const bool decoded = jc::stage4_part(f, starts.data(), part_ends.data(), parts, m, slot_of, n, out->whole_from,
+                                         first_row, num_rows, first_col, num_cols, &from, &to);
+    if (opt.band && !decoded) {
       ++out->parts_skipped;
       continue;
     }

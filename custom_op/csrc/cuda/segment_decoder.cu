@@ -436,7 +436,7 @@ __global__ void chunk_starts_kernel(const SegmentImage* images, int64_t staged_r
 }
 
 // Stage 4: each part of each chunk the rectangle needs from *strict_from on (the chunks above the rectangle that
-// the rounds read without a lenient read need no decode: jpeg_core's strict_decode_needed) that part_decode_needed
+// the rounds read without a lenient read need no decode: jpeg_core's strict_decode_needed) that stage4_part
 // names (before *whole_from, those holding blocks of the rectangle), strictly from its exact start (part_start);
 // the rectangle's blocks stored. kMaxChunkParts tasks a chunk task, `lanes` of them a warp;
 // those past the image's parts do nothing.
@@ -454,10 +454,9 @@ __global__ void write_chunks_kernel(const SegmentImage* images, const DecodeRun*
   int16_t* planes[jc::kMaxComponents];
   for (int k = 0; k < jc::kMaxComponents; ++k) planes[k] = im.coefficients[k];
   const jc::ChunkRecord* part_ends = im.part_ends[kSyncRounds % 2];
-  const jc::ChunkStart from = jc::part_start(im.starts, part_ends, c.parts, m, im.chosen_slot, c.scan.num_chunks);
-  const jc::ChunkStart to = jc::part_start(im.starts, part_ends, c.parts, m + 1, im.chosen_slot, c.scan.num_chunks);
-  if (!jc::part_decode_needed(im.frame, c.chunk, *im.whole_from, from, to, im.mcu_row0, im.mcu_rows, im.mcu_col0,
-                              im.mcu_cols))
+  jc::ChunkStart from, to;
+  if (!jc::stage4_part(im.frame, im.starts, part_ends, c.parts, m, im.chosen_slot, c.scan.num_chunks, *im.whole_from,
+                       im.mcu_row0, im.mcu_rows, im.mcu_col0, im.mcu_cols, &from, &to))
     return;
   const uint32_t flags = jc::decode_chunk_rect(c.fine, im.frame, image_tables(im), m, from, to, planes, im.mcu_row0,
                                                im.mcu_rows, im.mcu_col0, im.mcu_cols);

@@ -1112,6 +1112,18 @@ CUSTOM_OP_HD inline bool part_decode_needed(const Frame& f, int64_t chunk, int64
                         first_col, num_cols);
 }
 
+// Stage 4's part m (of chunk m / parts, one of chunk_starts_through's strict_from .. needed - 1; chosen_slot and
+// num_chunks as part_start takes them): its exact bounds into *from and *to (part_start), and whether stage 4
+// decodes it (part_decode_needed). The GPU's stage 4 and the CPU harness both ask it.
+CUSTOM_OP_HD inline bool stage4_part(const Frame& f, const ChunkStart* starts, const ChunkRecord* part_ends,
+                                     int64_t parts, int64_t m, const int32_t* chosen_slot, int64_t num_chunks,
+                                     int64_t whole_from, int64_t first_row, int64_t num_rows, int64_t first_col,
+                                     int64_t num_cols, ChunkStart* from, ChunkStart* to) {
+  *from = part_start(starts, part_ends, parts, m, chosen_slot, num_chunks);
+  *to = part_start(starts, part_ends, parts, m + 1, chosen_slot, num_chunks);
+  return part_decode_needed(f, m / parts, whole_from, *from, *to, first_row, num_rows, first_col, num_cols);
+}
+
 // ---- A window's first try ---------------------------------------------------------------------------
 //
 // A window needs the scan only through its last MCU row, and where that row's data ends is known only once the
