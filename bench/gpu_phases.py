@@ -12,7 +12,7 @@ resized crop of prepared copies of the ImageNet sample with RandomResizedCrop wi
 
 --pinned puts the files in pinned memory, from which the GPU copies them itself: a call then waits on the GPU's
 work rather than on the host's copies of the files into the upload buffer, which bound the large photo's calls
-from ordinary memory (512 windows a call upload the scan through each window 512 times).
+from ordinary memory (each of a call's 512 windows uploads the scan through its rows).
 
 --trace writes the calls' timeline (each kernel's stream, start and duration) as a Chrome trace, for
 chrome://tracing or Perfetto, or for a script to read the chain of a call's kernels from.
