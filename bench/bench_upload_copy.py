@@ -36,7 +36,9 @@ def copy_threads() -> int:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--file-bytes", type=int, default=110_000, help="bytes a file (an ImageNet photo's mean)")
-    parser.add_argument("--cold-mb", type=int, default=1000, help="megabytes of files in the cold case (more than the caches hold)")
+    parser.add_argument(
+        "--cold-mb", type=int, default=1000, help="megabytes of files in the cold case (more than the caches hold)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     common.add_report_options(parser)
     args = parser.parse_args(argv)
