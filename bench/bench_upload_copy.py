@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+
 import common  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+import jpeg_core_build as core  # noqa: E402
+
 CSRC = ROOT / "custom_op" / "csrc"
 SOURCES = [ROOT / "bench" / "upload_copy_bench.cpp", CSRC / "cuda" / "upload_copy.cpp"]
 WARM_FILES = 64  # a batch's worth of files, which stay in the cache
@@ -29,8 +32,7 @@ WARM_FILES = 64  # a batch's worth of files, which stay in the cache
 
 def copy_threads() -> int:
     """The threads that copy a batch's files: the calling thread and the copy helpers."""
-    text = (CSRC / "cuda" / "helper_threads.h").read_text()
-    return int(re.search(r"kCopyHelpers = (\d+)", text).group(1)) + 1
+    return core.gpu_constant(CSRC / "cuda" / "helper_threads.h", "kCopyHelpers") + 1
 
 
 def main(argv=None):
