@@ -13,17 +13,20 @@ namespace {
 
 #if CUSTOM_OP_STREAMING_STORES
 // Each loads and stores four registers per iteration (a 64- or 128-byte stretch); the tail is memcpy.
-// Each also prefetches the source kPrefetchAhead bytes on (prefetch never faults, so past the end is
-// harmless): the files are seldom in the cache, and the hardware's own prefetch stops at each 4 KB
-// page, so that every page began with a wait for memory.
+// Each also prefetches the source kPrefetchAhead bytes on: the files are seldom in the cache, and the
+// hardware's own prefetch stops at each 4 KB page, so that every page began with a wait for memory. A
+// prefetch never faults, so one past the file's end is harmless; its address is made as an integer, since
+// a pointer that far past the end is not a valid one.
 constexpr size_t kPrefetchAhead = 2048;
 
-inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+inline void prefetch(const uint8_t* base, size_t at) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(base) + at), _MM_HINT_T0);
+}
 
 void stream_16(uint8_t* dst, const uint8_t* src, size_t size) {
   size_t i = 0;
   for (; i + 64 <= size; i += 64) {
-    prefetch(src + i + kPrefetchAhead);
+    prefetch(src, i + kPrefetchAhead);
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
@@ -39,8 +42,8 @@ void stream_16(uint8_t* dst, const uint8_t* src, size_t size) {
 __attribute__((target("avx2"))) void stream_32(uint8_t* dst, const uint8_t* src, size_t size) {
   size_t i = 0;
   for (; i + 128 <= size; i += 128) {
-    prefetch(src + i + kPrefetchAhead);
-    prefetch(src + i + kPrefetchAhead + 64);
+    prefetch(src, i + kPrefetchAhead);
+    prefetch(src, i + kPrefetchAhead + 64);
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
