@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
