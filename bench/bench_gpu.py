@@ -47,8 +47,9 @@ Sections (all by default; --only picks some):
   large     one generated 4000x3000 photo, 512 random windows in one batch: 224x224, and 512x512
             (--large-windows sets the sizes); then, for each size, one decode per window in a loop of
             4 batches of 512 windows a round, one call at a time and through custom_op.decode_ahead,
-            the file in ordinary and in pinned memory: a loop over many large photos, where
-            decode_ahead's calls overlap one call's uploads with another's kernels.
+            the file in ordinary and in pinned memory, and the file prepared for random access: a loop
+            over many large photos, where decode_ahead's calls overlap one call's uploads with another's
+            kernels.
   segments  prepared photos of several sizes, one 224x224 window per decode: the JPEG engines given
             the window's segments or the whole file, against the original file on the engines (where nvJPEG's
             size threshold for segments comes from).
@@ -56,8 +57,9 @@ Sections (all by default; --only picks some):
             each of the next --warmup-calls calls on its own, against as many calls in steady state.
 
 Host CPU time is the process's CPU time (all threads, the CUDA driver's included; for the CPU path,
-the workers' time too) over the images decoded. Methods alternate round by round so that a slow moment
-of the machine hits all alike; the best round is reported, the median beside it.
+the workers' time too) over the images decoded. Every method first decodes each batch once, untimed;
+then methods alternate round by round so that a slow moment of the machine hits all alike; the best
+round is reported, the median beside it.
 """
 
 from __future__ import annotations
@@ -221,9 +223,10 @@ def measure(methods: dict[str, Method], batches, rounds, cpu_pool=None, per_roun
     {name: [(img/s, host CPU ms/img) of each round]}."""
     results = {name: [] for name in methods}
     n_images = sum(len(b["windows"]) for b in batches)
-    for method in methods.values():  # warm-up: library load, nvJPEG buffers, torchvision's decoder
-        for batch in batches[:2]:
-            call(method, batch)
+    # Warm-up, every batch once through each method: the library's load, torchvision's decoder, and buffers
+    # that grow to the largest batch seen (nvJPEG's), whose slow growing calls would otherwise fall in a round.
+    for method in methods.values():
+        call_all(method, batches)
     torch.cuda.synchronize()
     for _ in range(rounds):
         for name, method in methods.items():
@@ -848,19 +851,22 @@ def large_section(args):
     for size in args.large_windows:
         lines += large_table(args, big, original, prepared, full, size)
     for size in args.large_windows:
-        lines += large_ahead_table(args, original, full, size)
+        lines += large_ahead_table(args, original, prepared, full, size)
     return lines
 
 
-def large_ahead_table(args, original, full, size, batches=4):
+def large_ahead_table(args, original, prepared, full, size, batches=4):
     """One decode per window of the large photo in a loop of `batches` batches of 512 windows: one call at a
-    time and through decode_ahead, from ordinary and from pinned memory."""
+    time and through decode_ahead, from ordinary and from pinned memory; the file prepared for random access
+    (prepared: as a tensor) the same way, one call at a time and from pinned memory through decode_ahead."""
     windows = large_windows(size, 512 * batches)
-    pinned = original.pin_memory()
+    pinned, pinned_prepared = original.pin_memory(), prepared.pin_memory()
     loop = [
         {
             "original": [original] * 512,
             "pinned_original": [pinned] * 512,
+            "prepared": [prepared] * 512,
+            "pinned_prepared": [pinned_prepared] * 512,
             "indices": list(range(k, k + 512)),
             "windows": windows[k : k + 512],
         }
@@ -875,6 +881,12 @@ def large_ahead_table(args, original, full, size, batches=4):
         ),
         f"ours, one decode per window, the file in pinned memory, {AHEAD} batches decoding at once": (
             pinned_per_window._replace(ahead=AHEAD)
+        ),
+        "ours, the file prepared for random access, one decode per window, one call at a time": ours_method(
+            "prepared", dedupe=False
+        ),
+        f"ours, the file prepared, in pinned memory, one decode per window, {AHEAD} batches decoding at once": (
+            ours_method("pinned_prepared", dedupe=False)._replace(ahead=AHEAD)
         ),
     }
     refs = [full[:, t : t + h, l : l + w] for t, l, h, w in windows]
