@@ -56,9 +56,9 @@ def decode_ahead(
             1.3 to 1.6 times as many images per second as one call at a time, at batch 64 and at 256,
             with the files in ordinary or in pinned memory (``bench/results/gpu_h100.md``). The default
             is three: each call is a chain of kernels as long as their slowest thread's work, which
-            leaves the GPU room for another call's; on an H200, three ran 1.13 (batch 256) and 1.27
+            leaves the GPU room for another call's; on an H200, three ran 1.10 (batch 256) and 1.21
             (batch 64) times as many images per second as two on files decoded in chunks (those
-            without short restart segments), and 1.08 and 1.53 times on prepared files in pinned
+            without short restart segments), and 1.20 and 1.38 times on prepared files in pinned
             memory (``bench/results/gpu_h200.md``), while in a loop whose training step keeps the GPU busy
             a step took as long with three as with two. A
             ``decode`` that returns the windows stacked (``stack=True``) rather than as a list costs
